@@ -1,0 +1,146 @@
+"""Records the loop keeps: baselines, initiatives and verification results.
+
+These pydantic models are the on-disk schema of the store (one YAML file per record)
+and the interface other parts read: ``obsctl.rules`` turns current baselines into
+constant series, ``obsctl.dashboards`` and ``obsctl report`` show them.
+
+All timestamps are timezone-aware UTC datetimes; all values are in the signal's unit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Verdict = Literal["IMPROVED", "REGRESSED", "NO_CHANGE", "INCONCLUSIVE", "NO_DATA"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Window(_Record):
+    """A closed time window ``[start, end]`` in UTC, with the query step in seconds."""
+
+    start: dt.datetime
+    end: dt.datetime
+    step_seconds: float = Field(gt=0)
+
+
+class Population(_Record):
+    """The workload population a query covered.
+
+    Attributes:
+        series_count: number of distinct input series seen in the window.
+        label_sets: those series' label sets (``__name__`` included), at most 200 kept.
+    """
+
+    series_count: int = Field(ge=0)
+    label_sets: list[dict[str, str]] = Field(default_factory=list)
+
+
+class Statistics(_Record):
+    """Summary of one signal's samples over a window (values in the signal's unit).
+
+    ``batch_means`` are the means of ``batches`` contiguous, non-overlapping batches of
+    the sample series (the batch-means method; the interval in ``verify`` is built from
+    them, not from autocorrelated raw samples).
+    """
+
+    sample_count: int = Field(ge=0)
+    mean: float
+    median: float
+    p5: float
+    p95: float
+    stddev: float
+    batch_means: list[float]
+
+
+class Baseline(_Record):
+    """A documented state of one signal for one workload class.
+
+    Attributes:
+        id: unique id, ``<class>.<signal>.<UTC timestamp>``.
+        workload_class, signal: identity; the pair has at most one *current* baseline.
+        query: the PromQL that was evaluated (selector filled in).
+        window: the window the statistics cover.
+        population: the input series behind the signal.
+        stats: the statistics; ``stats.mean`` is the baseline value published as a series.
+        created_at: when the snapshot was taken (UTC).
+        source: ``snapshot`` (``obsctl snapshot-baseline``) or ``promoted`` (from an
+            initiative's verification window, ``obsctl baseline promote``).
+        initiative: id of the initiative whose window was promoted, if any.
+        samples: the raw (timestamp seconds, value) samples, kept for re-analysis.
+    """
+
+    id: str
+    workload_class: str
+    signal: str
+    unit: str
+    direction: Literal["higher_is_better", "lower_is_better"]
+    query: str
+    window: Window
+    population: Population
+    stats: Statistics
+    created_at: dt.datetime
+    source: Literal["snapshot", "promoted"] = "snapshot"
+    initiative: str | None = None
+    samples: list[tuple[float, float]] = Field(default_factory=list)
+
+
+class VerificationResult(_Record):
+    """Outcome of ``obsctl verify`` for one initiative.
+
+    Attributes:
+        verdict: IMPROVED | REGRESSED | NO_CHANGE | INCONCLUSIVE | NO_DATA.
+        change_ratio: relative change of the window mean vs the baseline mean
+            (0.30 = +30 %); ``None`` when there is no data.
+        ci_low, ci_high: confidence interval of ``change_ratio`` at ``confidence``.
+        alerts_fired: names of regression alerts seen firing in the window (ALERTS).
+        window_stats: statistics of the verification window.
+    """
+
+    verdict: Verdict
+    baseline_id: str
+    signal: str
+    window: Window
+    baseline_mean: float | None
+    window_mean: float | None
+    change_ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    alerts_fired: list[str] = Field(default_factory=list)
+    window_stats: Statistics | None = None
+    population: Population | None = None
+    query: str = ""
+    samples: list[tuple[float, float]] = Field(default_factory=list)
+    reason: str = ""
+    verified_at: dt.datetime
+
+
+class Initiative(_Record):
+    """One change at a time on one workload class, with its lever and expected impact.
+
+    Attributes:
+        id: slug of the name plus start date.
+        lever: batch-size | scheduling | storage-tiering | quantization | right-sizing | topology.
+        primary_signal: the signal the verdict is based on.
+        expected_impact_ratio: expected relative change of the primary signal (0.2 = +20 %).
+        baseline_id: the baseline current when the initiative started.
+        status: open -> verified (a verification result is stored) -> promoted | closed.
+    """
+
+    id: str
+    name: str
+    lever: Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology"]
+    workload_class: str
+    primary_signal: str
+    expected_impact_ratio: float | None = None
+    baseline_id: str
+    started_at: dt.datetime
+    status: Literal["open", "verified", "promoted", "closed"] = "open"
+    verifications: list[VerificationResult] = Field(default_factory=list)
+    notes: str = ""

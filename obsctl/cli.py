@@ -1,0 +1,96 @@
+"""The ``obsctl`` command: one entry point for every stage of the optimization loop.
+
+Subcommands live next to what they drive (``obsctl.rules.cli``, ``obsctl.dashboards.cli``,
+``obsctl.baselining.cli``) and are imported only when invoked, so ``obsctl --help`` and
+``obsctl check`` stay fast.
+
+Exit codes: 0 ok (and IMPROVED for ``verify``), 1 operation failed, 2 bad spec or
+usage, 3 Prometheus unreachable; ``verify`` verdicts use 10-13 (see ``obsctl verify --help``).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from obsctl import __version__
+from obsctl.clikit import emit_json, load, output_option, run_main, spec_option, wrap_errors
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use (click's documented pattern)."""
+
+    def __init__(self, *args, lazy_subcommands: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy_subcommands = lazy_subcommands or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy_subcommands])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_subcommands:
+            module_name, attr = self.lazy_subcommands[cmd_name].split(":")
+            return getattr(importlib.import_module(module_name), attr)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_subcommands={
+        "rules": "obsctl.rules.cli:rules",
+        "dashboards": "obsctl.dashboards.cli:dashboards",
+        "snapshot-baseline": "obsctl.baselining.cli:snapshot_baseline",
+        "baseline": "obsctl.baselining.cli:baseline",
+        "target": "obsctl.baselining.cli:target",
+        "initiative": "obsctl.baselining.cli:initiative",
+        "verify": "obsctl.baselining.cli:verify",
+        "report": "obsctl.baselining.cli:report",
+    },
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(__version__, prog_name="obsctl")
+def cli() -> None:
+    """Run the GPU / AI-workload optimization loop on your Prometheus stack.
+
+    \b
+    The loop, once per cadence (weekly or monthly):
+      capture    obsctl-exporter + the workload SDK publish signals to Prometheus
+      baseline   obsctl snapshot-baseline          (documents the current state)
+      target     targets in the spec               (obsctl rules generate publishes them)
+      initiative obsctl initiative start            (one change per workload class)
+      verify     obsctl verify                     (effect size, interval, alerts fired)
+      update     obsctl baseline promote           (the verified state becomes the baseline)
+      share      obsctl report, obsctl dashboards build
+
+    Every command reads the spec (--spec, $OBSCTL_SPEC or ./obsctl.yaml).
+    """
+
+
+@cli.command()
+@spec_option
+@output_option
+@wrap_errors
+def check(spec_path: str, output: str) -> None:
+    """Validate the spec without contacting Prometheus (exit 2 when invalid)."""
+    spec = load(spec_path)
+    summary = {
+        "spec": str(spec.path),
+        "valid": True,
+        "workload_classes": [c.name for c in spec.workload_classes],
+        "signals": [s.name for s in spec.signals],
+        "targets": len(spec.targets),
+        "store": str(spec.store_path()),
+    }
+    if output == "json":
+        emit_json(summary)
+    else:
+        click.echo(
+            f"{spec.path}: OK: {len(spec.workload_classes)} workload class(es), "
+            f"{len(spec.signals)} signal(s), {len(spec.targets)} target(s); store {spec.store_path()}"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    run_main(cli, argv)

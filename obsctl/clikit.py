@@ -1,0 +1,88 @@
+"""Shared pieces of every ``obsctl`` command: options, output and error handling.
+
+Commands raise :class:`obsctl.errors.ObsctlError` subclasses; :func:`run_main` turns
+them into one ``obsctl: error: ...`` line on stderr and the error's exit code, so a user
+never sees a traceback for a condition we know about.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable
+
+import click
+
+from obsctl.errors import EXIT_USAGE, ObsctlError
+from obsctl.spec import DEFAULT_SPEC_PATH, SPEC_ENV, Spec, load_spec
+
+spec_option = click.option(
+    "--spec",
+    "spec_path",
+    envvar=SPEC_ENV,
+    default=DEFAULT_SPEC_PATH,
+    show_default=True,
+    type=click.Path(dir_okay=True, path_type=str),
+    help=f"Spec file (YAML). Also read from ${SPEC_ENV}.",
+)
+
+output_option = click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for pipelines (one JSON document on stdout).",
+)
+
+
+def load(spec_path: str) -> Spec:
+    """Load the spec given by ``--spec`` (raises SpecError, exit code 2)."""
+    return load_spec(spec_path)
+
+
+def emit_json(payload: Any) -> None:
+    """Write one JSON document to stdout (datetimes and paths as strings)."""
+    click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str))
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr (stdout stays parseable)."""
+    click.echo(message, err=True)
+
+
+def run_main(command: click.Command, argv: list[str] | None = None) -> None:
+    """Invoke a click command, mapping ObsctlError to one line on stderr and its exit code."""
+    try:
+        command.main(args=argv, prog_name="obsctl", standalone_mode=False)
+    except ObsctlError as exc:
+        click.echo(f"obsctl: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("obsctl: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code if exc.exit_code else EXIT_USAGE)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("obsctl: interrupted", err=True)
+        sys.exit(130)
+
+
+def wrap_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator for commands also run via CliRunner: re-raise ObsctlError as ClickException
+    with the same exit code (so tests see the message and code without a traceback)."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ObsctlError as exc:
+            error = click.ClickException(str(exc))
+            error.exit_code = exc.exit_code
+            raise error from None
+
+    return wrapper

@@ -1,0 +1,409 @@
+"""The obsctl spec: one YAML file that is the single source of truth for the loop.
+
+``load_spec(path)`` reads and validates it and returns a :class:`Spec`. Validation is
+pydantic (unknown keys are errors); this module only turns pydantic's and PyYAML's
+errors into one readable message naming the file, the line, the field and what is
+allowed, raised as :class:`obsctl.errors.SpecError`.
+
+Signal queries are PromQL templates: ``$selector`` is replaced by the workload class's
+label matchers (escaped, see :func:`promql_matchers`), so one signal definition serves
+every class.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from obsctl.errors import SpecError
+
+DEFAULT_SPEC_PATH = "obsctl.yaml"
+SPEC_ENV = "OBSCTL_SPEC"
+
+# Prometheus label names and our identifiers (class and signal names end up as label
+# values and in record names, so keep them to a safe alphabet).
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_IDENT = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+
+Category = Literal["utilization", "throughput", "cost", "quality", "saturation"]
+Direction = Literal["higher_is_better", "lower_is_better"]
+Lever = Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology"]
+LEVERS: tuple[str, ...] = Lever.__args__  # type: ignore[attr-defined]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PrometheusConfig(_Model):
+    """Where the Prometheus HTTP API lives.
+
+    Attributes:
+        url: base URL, e.g. ``http://127.0.0.1:9090``.
+        timeout_seconds: per-request timeout in seconds.
+    """
+
+    url: str = "http://127.0.0.1:9090"
+    timeout_seconds: float = Field(10.0, gt=0, le=300)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:9090")
+        return value.rstrip("/")
+
+
+class WorkloadClass(_Model):
+    """A population of workloads that is baselined and optimized as one.
+
+    Attributes:
+        name: identifier, used as the ``workload_class`` label value.
+        kind: ``training`` or ``inference``.
+        selector: label matchers (exact match) that select the class's workload series.
+        node_selector: label matchers that select the exporter series (prices, GPUs) of
+            the nodes the class runs on; defaults to ``{job: obsctl-exporter}``.
+        description: free text shown in reports.
+    """
+
+    name: str
+    kind: Literal["training", "inference"]
+    selector: dict[str, str] = Field(min_length=1)
+    node_selector: dict[str, str] = Field(default_factory=lambda: {"job": "obsctl-exporter"})
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _ident(cls, value: str) -> str:
+        if not _IDENT.match(value):
+            raise ValueError("must start with a lowercase letter and hold only a-z, 0-9, '_' or '-' (at most 63)")
+        return value
+
+    @field_validator("selector", "node_selector")
+    @classmethod
+    def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _LABEL_NAME.match(key):
+                raise ValueError(f"{key!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")
+        return value
+
+
+class Signal(_Model):
+    """One measurable signal of the loop, evaluated per workload class.
+
+    Attributes:
+        name: identifier (``signal`` label value), e.g. ``tokens_per_second``.
+        category: utilization | throughput | cost | quality | saturation.
+        query: PromQL template; ``$selector`` becomes the class's label matchers and
+            ``$node_selector`` the class's node matchers, ``$class`` the class name
+            (escaped). Must return a single series (aggregate away all labels).
+        unit: the value's unit as shown to people (``tokens/s``, ``USD/1M tokens``, ``ratio``).
+        direction: ``higher_is_better`` or ``lower_is_better``.
+        tolerance_ratio: relative regression past the baseline that fires the regression
+            alert (0.10 = 10 % worse than baseline).
+        alert_for: how long the regression must hold before the alert fires (PromQL duration).
+        record: ``<metric>:<operations>`` part of the recording rule name (the level
+            ``workload_class:`` is prepended); default ``obsctl_<name>:value``.
+    """
+
+    name: str
+    category: Category
+    query: str
+    unit: str
+    direction: Direction
+    tolerance_ratio: float = Field(0.10, gt=0, lt=1)
+    alert_for: str = "10m"
+    record: str | None = None
+
+    @property
+    def record_name(self) -> str:
+        """Recording rule name ``workload_class:<metric>:<operations>`` of this signal."""
+        return f"workload_class:{self.record or f'obsctl_{self.name}:value'}"
+
+    @field_validator("record")
+    @classmethod
+    def _record(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z0-9_]+$", value):
+            raise ValueError("must be '<metric>:<operations>' such as obsctl_tokens:rate5m (the 'workload_class:' level is added)")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _ident(cls, value: str) -> str:
+        if not re.match(r"^[a-z][a-z0-9_]{0,62}$", value):
+            raise ValueError("must start with a lowercase letter and hold only a-z, 0-9 or '_' (at most 63)")
+        return value
+
+    @field_validator("query")
+    @classmethod
+    def _has_selector(cls, value: str) -> str:
+        if "$selector" not in value and "$node_selector" not in value:
+            raise ValueError("must contain $selector (or $node_selector) so it can be evaluated per workload class")
+        return value
+
+    @field_validator("alert_for")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        if not _DURATION.match(value):
+            raise ValueError("must be a Prometheus duration such as 5m, 1h or 1h30m")
+        return value
+
+
+class Target(_Model):
+    """A desired state of one signal for one class, tied to a business driver and a date.
+
+    Exactly one of ``relative`` (change against the current baseline, e.g. 0.20 = +20 %,
+    -0.15 = -15 %) or ``absolute`` (a value in the signal's unit) is given.
+    """
+
+    workload_class: str
+    signal: str
+    relative: float | None = Field(None, gt=-1, lt=10)
+    absolute: float | None = None
+    driver: str = Field(min_length=1)
+    deadline: dt.date
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "Target":
+        if (self.relative is None) == (self.absolute is None):
+            raise ValueError("give exactly one of 'relative' (e.g. 0.2 for +20 %) or 'absolute'")
+        return self
+
+
+class Pricing(_Model):
+    """Prices in USD per hour, published by the exporter as Prometheus series.
+
+    Attributes:
+        node_hour_usd: price of one node-hour (CPU-only or whole-node pricing).
+        accelerator_hour_usd: price of one accelerator-hour by GPU model name as NVML
+            reports it (e.g. ``"NVIDIA H100 80GB HBM3": 4.10``).
+    """
+
+    node_hour_usd: float | None = Field(None, ge=0)
+    accelerator_hour_usd: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+
+
+class Verification(_Model):
+    """Defaults for snapshot and verify windows.
+
+    Attributes:
+        window: default window for ``snapshot-baseline`` and ``verify`` (PromQL duration).
+        step: query resolution step (PromQL duration).
+        batches: number of non-overlapping batches the window is cut into for the
+            batch-means confidence interval (Law & Kelton: 10-30 batches).
+        confidence: two-sided confidence level of the interval, 0-1.
+        min_effect_ratio: smallest relative change that counts as IMPROVED/REGRESSED.
+    """
+
+    window: str = "1h"
+    step: str = "15s"
+    batches: int = Field(10, ge=4, le=200)
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+    min_effect_ratio: float = Field(0.02, ge=0, lt=1)
+
+    @field_validator("window", "step")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        if not _DURATION.match(value):
+            raise ValueError("must be a Prometheus duration such as 15s, 1h or 7d")
+        return value
+
+
+class Spec(_Model):
+    """The whole spec. ``path`` is where it was loaded from (not a YAML key)."""
+
+    version: Literal[1] = 1
+    prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
+    alertmanager_url: str | None = None
+    cadence: Literal["weekly", "monthly"] = "weekly"
+    store: str = ".obsctl-store"
+    workload_classes: list[WorkloadClass] = Field(min_length=1)
+    signals: list[Signal] = Field(min_length=1)
+    pricing: Pricing = Field(default_factory=Pricing)
+    targets: list[Target] = Field(default_factory=list)
+    verification: Verification = Field(default_factory=Verification)
+    path: Path | None = Field(None, exclude=True)
+
+    @model_validator(mode="after")
+    def _references(self) -> "Spec":
+        classes = [c.name for c in self.workload_classes]
+        signals = [s.name for s in self.signals]
+        for kind, names in (("workload class", classes), ("signal", signals)):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {kind} name(s): {', '.join(dupes)}")
+        for i, target in enumerate(self.targets):
+            if target.workload_class not in classes:
+                raise ValueError(f"targets[{i}].workload_class {target.workload_class!r} is not one of: {', '.join(classes)}")
+            if target.signal not in signals:
+                raise ValueError(f"targets[{i}].signal {target.signal!r} is not one of: {', '.join(signals)}")
+        return self
+
+    # --- lookups -------------------------------------------------------------------
+
+    def workload_class(self, name: str) -> WorkloadClass:
+        """Return the class called ``name``; raises SpecError listing the valid names."""
+        for wc in self.workload_classes:
+            if wc.name == name:
+                return wc
+        raise SpecError(f"{self.path}: no workload class {name!r}; defined: {', '.join(c.name for c in self.workload_classes)}")
+
+    def signal(self, name: str) -> Signal:
+        """Return the signal called ``name``; raises SpecError listing the valid names."""
+        for sig in self.signals:
+            if sig.name == name:
+                return sig
+        raise SpecError(f"{self.path}: no signal {name!r}; defined: {', '.join(s.name for s in self.signals)}")
+
+    def store_path(self) -> Path:
+        """The store directory; a relative ``store`` is resolved against the spec's folder."""
+        store = Path(self.store).expanduser()
+        if not store.is_absolute() and self.path is not None:
+            store = self.path.parent / store
+        return store
+
+    def query_for(self, signal: Signal | str, workload_class: WorkloadClass | str) -> str:
+        """The signal's PromQL for one class, with ``$selector``, ``$node_selector``, ``$class`` filled in."""
+        sig = self.signal(signal) if isinstance(signal, str) else signal
+        wc = self.workload_class(workload_class) if isinstance(workload_class, str) else workload_class
+        return (
+            sig.query.replace("$node_selector", promql_matchers(wc.node_selector))
+            .replace("$selector", promql_matchers(wc.selector))
+            .replace("$class", escape_label_value(wc.name))
+        )
+
+
+def escape_label_value(value: str) -> str:
+    """Escape a string for use inside a double-quoted PromQL label value.
+
+    PromQL string literals follow Go's escaping; backslash, double quote and newline are
+    the characters that can break out of or corrupt the literal.
+    """
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def promql_matchers(selector: dict[str, str]) -> str:
+    """Render ``{"job": "a"}`` as ``job="a"`` (comma separated, values escaped, sorted)."""
+    return ",".join(f'{k}="{escape_label_value(v)}"' for k, v in sorted(selector.items()))
+
+
+# --- loading -----------------------------------------------------------------------
+
+
+def resolve_spec_path(path: str | os.PathLike[str] | None) -> Path:
+    """``--spec`` if given, else ``$OBSCTL_SPEC``, else ``./obsctl.yaml``."""
+    return Path(path or os.environ.get(SPEC_ENV) or DEFAULT_SPEC_PATH)
+
+
+def load_spec(path: str | os.PathLike[str] | None = None) -> Spec:
+    """Read, parse and validate a spec file.
+
+    Args:
+        path: spec path; ``None`` uses :func:`resolve_spec_path`.
+
+    Returns:
+        The validated :class:`Spec` with ``path`` set.
+
+    Raises:
+        SpecError: missing/unreadable file, not UTF-8, empty, YAML syntax error, not a
+            mapping, or any validation error (unknown key, wrong type, bad reference).
+    """
+    spec_path = resolve_spec_path(path)
+    try:
+        raw = spec_path.read_bytes()
+    except FileNotFoundError:
+        raise SpecError(f"{spec_path}: spec file not found (pass --spec PATH or set {SPEC_ENV}; an example is examples/obsctl.yaml)") from None
+    except IsADirectoryError:
+        raise SpecError(f"{spec_path}: is a directory, expected a YAML spec file") from None
+    except OSError as exc:
+        raise SpecError(f"{spec_path}: cannot read spec file: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SpecError(f"{spec_path}:{line}: spec is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    try:
+        data = yaml.safe_load(text)
+        lines = _line_index(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{spec_path}:{mark.line + 1}" if mark is not None else str(spec_path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{where}: YAML syntax error: {problem}") from None
+    if data is None:
+        raise SpecError(f"{spec_path}: spec is empty; it needs at least workload_classes and signals (see examples/obsctl.yaml)")
+    if not isinstance(data, dict):
+        raise SpecError(f"{spec_path}:1: spec must be a YAML mapping of keys (workload_classes, signals, ...), got a {type(data).__name__}")
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_validation(spec_path, exc, lines)) from None
+    return spec.model_copy(update={"path": spec_path.resolve()})
+
+
+def _line_index(text: str) -> dict[tuple[object, ...], int]:
+    """Map each YAML path (keys and list indexes) to its 1-based line number."""
+    index: dict[tuple[object, ...], int] = {}
+
+    def walk(node: yaml.Node, path: tuple[object, ...]) -> None:
+        index[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key = key_node.value
+                index[path + (key,)] = key_node.start_mark.line + 1
+                walk(value_node, path + (key,))
+                index[path + (key,)] = key_node.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, path + (i,))
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        walk(root, ())
+    return index
+
+
+def _format_validation(path: Path, exc: ValidationError, lines: dict[tuple[object, ...], int]) -> str:
+    messages = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        line = None
+        for cut in range(len(loc), -1, -1):
+            if loc[:cut] in lines:
+                line = lines[loc[:cut]]
+                break
+        where = f"{path}:{line}" if line else str(path)
+        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key; allowed here: {', '.join(_allowed_keys(loc[:-1]))}"
+        elif err["type"] == "literal_error":
+            msg = f"{msg} (got {err.get('input')!r})"
+        messages.append(f"{where}: {field}: {msg}")
+    head = messages[0]
+    more = f" (and {len(messages) - 1} more: " + "; ".join(messages[1:4]) + ")" if len(messages) > 1 else ""
+    return head + more
+
+
+def _allowed_keys(loc: tuple[object, ...]) -> list[str]:
+    model: type[BaseModel] = Spec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            break
+        annotation = field.annotation
+        inner = getattr(annotation, "__args__", (annotation,))
+        candidates = [a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not candidates:
+            break
+        model = candidates[0]
+    return [name for name in model.model_fields if name != "path"]

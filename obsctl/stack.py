@@ -1,0 +1,259 @@
+"""Start the real Prometheus stack as plain local processes (demo and tests).
+
+Prometheus, promtool and Alertmanager are Debian's packages (``prometheus``,
+``prometheus-alertmanager``). Each process gets a generated config, a free port on
+127.0.0.1 and its own data directory; ``stop()`` terminates it (SIGTERM, then SIGKILL
+after a grace period) so nothing is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+import yaml
+
+from obsctl.errors import ObsctlError
+
+PROMETHEUS_BIN = "prometheus"
+PROMTOOL_BIN = "promtool"
+ALERTMANAGER_BIN = "prometheus-alertmanager"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def require_binary(name: str) -> str:
+    """Absolute path of ``name`` on PATH; raises ObsctlError naming the Debian package."""
+    path = shutil.which(name)
+    if path is None:
+        package = {"promtool": "prometheus", "prometheus-alertmanager": "prometheus-alertmanager"}.get(name, name)
+        raise ObsctlError(f"{name} not found on PATH; install it with: apt-get install {package}")
+    return path
+
+
+def wait_ready(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:
+    """Poll ``url`` until it answers 200; raises ObsctlError on timeout or process exit."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise ObsctlError(f"process exited with code {process.returncode} before {url} was ready")
+        try:
+            if requests.get(url, timeout=1).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    raise ObsctlError(f"{url} not ready after {timeout:.0f}s")
+
+
+@dataclass
+class ManagedProcess:
+    """A child process with its log file; ``stop()`` is idempotent."""
+
+    name: str
+    process: subprocess.Popen
+    log_path: Path
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Terminate, wait up to ``grace`` seconds, then kill."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log_tail(self, lines: int = 20) -> str:
+        """Last lines of the process log, for error messages."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def spawn(name: str, argv: list[str], workdir: Path) -> ManagedProcess:
+    """Start ``argv`` with stdout/stderr to ``workdir/<name>.log``."""
+    log_path = workdir / f"{name}.log"
+    log = log_path.open("wb")
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir)
+    log.close()
+    return ManagedProcess(name, process, log_path)
+
+
+@dataclass
+class Prometheus:
+    """A real Prometheus server on 127.0.0.1.
+
+    Args:
+        workdir: directory for config, rules and TSDB data.
+        scrape_targets: ``{job: ["host:port", ...]}`` scraped every ``scrape_interval``.
+        rule_files: rule files (copied path list, loaded by Prometheus).
+        alertmanager: ``host:port`` of an Alertmanager to send alerts to.
+        scrape_interval / evaluation_interval: PromQL durations.
+        data_dir: an existing TSDB directory (e.g. blocks made by promtool) to serve.
+    """
+
+    workdir: Path
+    scrape_targets: dict[str, list[str]] = field(default_factory=dict)
+    rule_files: list[Path] = field(default_factory=list)
+    alertmanager: str | None = None
+    scrape_interval: str = "5s"
+    evaluation_interval: str = "5s"
+    data_dir: Path | None = None
+    extra_flags: list[str] = field(default_factory=list)
+    port: int = 0
+    proc: ManagedProcess | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the HTTP API."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def config(self) -> dict:
+        """The generated prometheus.yml as a dict."""
+        cfg: dict = {
+            "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval},
+            "scrape_configs": [
+                {"job_name": job, "static_configs": [{"targets": targets}]} for job, targets in self.scrape_targets.items()
+            ],
+            "rule_files": [str(p) for p in self.rule_files],
+        }
+        if self.alertmanager:
+            cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [self.alertmanager]}]}]}
+        return cfg
+
+    def start(self, timeout: float = 60.0) -> "Prometheus":
+        """Write the config, start the server and wait for /-/ready."""
+        binary = require_binary(PROMETHEUS_BIN)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        config_path = self.workdir / "prometheus.yml"
+        config_path.write_text(yaml.safe_dump(self.config(), sort_keys=False))
+        data_dir = self.data_dir or self.workdir / "data"
+        argv = [
+            binary,
+            f"--config.file={config_path}",
+            f"--storage.tsdb.path={data_dir}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--web.enable-lifecycle",
+            "--storage.tsdb.retention.time=3650d",
+            "--query.lookback-delta=5m",
+            *self.extra_flags,
+        ]
+        self.proc = spawn("prometheus", argv, self.workdir)
+        try:
+            wait_ready(f"{self.url}/-/ready", timeout, self.proc.process)
+        except ObsctlError as exc:
+            self.stop()
+            raise ObsctlError(f"Prometheus did not start: {exc}\n{self.proc.log_tail()}") from None
+        return self
+
+    def reload(self) -> None:
+        """Rewrite the config and ask Prometheus to reload it (rules included)."""
+        (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(self.config(), sort_keys=False))
+        requests.post(f"{self.url}/-/reload", timeout=10).raise_for_status()
+
+    def stop(self) -> None:
+        """Stop the server (idempotent)."""
+        if self.proc:
+            self.proc.stop()
+
+
+@dataclass
+class Alertmanager:
+    """A real Alertmanager on 127.0.0.1 routing every alert to one webhook receiver.
+
+    Args:
+        workdir: directory for config and data.
+        webhook_url: where notifications are POSTed (``None``: a receiver with no target).
+        group_wait / group_interval / repeat_interval: routing timers (short for tests).
+    """
+
+    workdir: Path
+    webhook_url: str | None = None
+    group_wait: str = "1s"
+    group_interval: str = "1s"
+    repeat_interval: str = "1h"
+    port: int = 0
+    proc: ManagedProcess | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the HTTP API."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def address(self) -> str:
+        """``host:port`` for Prometheus' alerting config."""
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> "Alertmanager":
+        """Write the config, start the server and wait for /-/ready."""
+        binary = require_binary(ALERTMANAGER_BIN)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        receiver: dict = {"name": "default"}
+        if self.webhook_url:
+            receiver["webhook_configs"] = [{"url": self.webhook_url, "send_resolved": True}]
+        config = {
+            "route": {
+                "receiver": "default",
+                "group_by": ["alertname", "workload_class", "signal"],
+                "group_wait": self.group_wait,
+                "group_interval": self.group_interval,
+                "repeat_interval": self.repeat_interval,
+            },
+            "receivers": [receiver],
+        }
+        config_path = self.workdir / "alertmanager.yml"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        argv = [
+            binary,
+            f"--config.file={config_path}",
+            f"--storage.path={self.workdir / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            # No gossip: a single local instance; port 0 disables the cluster listener.
+            "--cluster.listen-address=",
+        ]
+        self.proc = spawn("alertmanager", argv, self.workdir)
+        try:
+            wait_ready(f"{self.url}/-/ready", timeout, self.proc.process)
+        except ObsctlError as exc:
+            self.stop()
+            raise ObsctlError(f"Alertmanager did not start: {exc}\n{self.proc.log_tail()}") from None
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (idempotent)."""
+        if self.proc:
+            self.proc.stop()
+
+
+def create_blocks_from_openmetrics(openmetrics_path: Path, data_dir: Path) -> None:
+    """Backfill a TSDB from an OpenMetrics file with ``promtool tsdb create-blocks-from openmetrics``.
+
+    Raises:
+        ObsctlError: promtool missing or refusing the input (its message is included).
+    """
+    binary = require_binary(PROMTOOL_BIN)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [binary, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics_path), str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if result.returncode != 0:
+        raise ObsctlError(f"promtool create-blocks-from openmetrics failed: {result.stderr.strip() or result.stdout.strip()}")

@@ -71,6 +71,17 @@ def run_main(command: click.Command, argv: list[str] | None = None) -> None:
         sys.exit(130)
 
 
+class ObsctlClickError(click.ClickException):
+    """An ObsctlError carried through click: same one-line message and exit code."""
+
+    def __init__(self, error: ObsctlError):
+        super().__init__(str(error))
+        self.exit_code = error.exit_code
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"obsctl: error: {self.format_message()}", err=True)
+
+
 def wrap_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator for commands also run via CliRunner: re-raise ObsctlError as ClickException
     with the same exit code (so tests see the message and code without a traceback)."""
@@ -81,8 +92,6 @@ def wrap_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except ObsctlError as exc:
-            error = click.ClickException(str(exc))
-            error.exit_code = exc.exit_code
-            raise error from None
+            raise ObsctlClickError(exc) from None
 
     return wrapper

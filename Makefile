@@ -1,0 +1,48 @@
+# obsctl: two set-up commands, `make demo` and `make test`; each installs what it needs.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export HF_HUB_OFFLINE := 1
+
+.PHONY: demo test test-unit test-integration bench generate check-generated lint system-deps venv clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+$(VENV)/.demo-installed: $(VENV)/.installed
+	# torch first, pinned, so pip takes the CPU build instead of a multi-GB CUDA one.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[demo]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+system-deps:
+	./scripts/install-system-deps.sh
+
+## demo: run the whole loop on a real CPU inference workload (about 10 minutes)
+demo: system-deps $(VENV)/.demo-installed
+	$(PY) demo/run_demo.py
+
+## test: the test suite against real Prometheus, promtool and Alertmanager
+test: system-deps $(VENV)/.installed
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-unit: system-deps $(VENV)/.installed
+	$(PY) -m pytest -q -m "not integration"
+
+## bench: benchmarks (print figures; see docs/benchmarks-*.md)
+bench: system-deps $(VENV)/.installed
+	$(PY) bench/bench_gpu_exporter.py
+
+## generate: regenerate the committed rules and dashboards from examples/obsctl.yaml
+generate: $(VENV)/.installed
+	$(VENV)/bin/obsctl rules generate --spec examples/obsctl.yaml --out rules/generated --empty-store
+	$(VENV)/bin/obsctl dashboards build --spec examples/obsctl.yaml --out dashboards/generated
+
+clean:
+	rm -rf $(VENV) demo-output .pytest_cache

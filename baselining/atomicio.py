@@ -1,0 +1,84 @@
+"""Atomic file writes: a reader sees the old file or the new one, never a half file.
+
+The content goes to a temporary file in the target's directory (same filesystem, so
+``os.replace`` is an atomic rename on POSIX), is flushed and fsync'ed, then renamed over
+the target; the directory is fsync'ed so the rename survives a power loss. On any error
+the temporary file is removed and the old file is untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Callable
+
+import yaml
+
+from obsctl.errors import StoreError
+
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Create or replace ``path`` with what ``write(fh)`` writes to a binary file handle.
+
+    Raises:
+        StoreError: the directory cannot be created or written, or ``write`` failed
+            (the message names the file; the old content is kept).
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_name, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise StoreError(f"cannot write {path}: {detail} (old content kept)") from None
+    _fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Atomically write ``data`` to ``path`` (see :func:`atomic_write`)."""
+    atomic_write(path, lambda fh: fh.write(data))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Atomically write UTF-8 ``text`` to ``path`` (see :func:`atomic_write`)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_yaml(path: Path, data: object) -> None:
+    """Atomically write ``data`` (plain dicts/lists/scalars) as YAML to ``path``.
+
+    The YAML is streamed into the temporary file, so a value that cannot be serialized
+    fails midway, after part of the file was written: the temporary file is then removed
+    and ``path`` keeps its old content.
+    """
+
+    def dump(fh: IO[bytes]) -> None:
+        yaml.dump(data, fh, Dumper=_Dumper, sort_keys=False, allow_unicode=True, encoding="utf-8", default_flow_style=None)
+
+    atomic_write(path, dump)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Not every filesystem allows opening a directory; the rename is still atomic.
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

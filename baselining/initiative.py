@@ -1,0 +1,93 @@
+"""The initiative ledger: one change at a time per workload class.
+
+An initiative names its lever, the class it changes, the primary signal its verdict is
+based on and the expected impact. It is tied to the class x signal's current baseline
+at start; a class with an active (open or verified) initiative refuses a second one,
+because two simultaneous changes on one class cannot be told apart in the verdict.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from obsctl.baselining.models import Initiative
+from obsctl.baselining.store import Store
+from obsctl.baselining.timeutil import utcnow
+from obsctl.errors import StoreError, UsageError
+from obsctl.spec import LEVERS, Spec
+
+
+def slugify(name: str) -> str:
+    """``"Batch size tuning!"`` -> ``batch-size-tuning`` (a-z, 0-9 and '-', at most 48 chars)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:48].strip("-")
+    return slug or "initiative"
+
+
+def start_initiative(
+    spec: Spec,
+    store: Store,
+    name: str,
+    lever: str,
+    workload_class: str,
+    signal: str,
+    expected_impact_ratio: float | None = None,
+    started_at: dt.datetime | None = None,
+    notes: str = "",
+) -> Initiative:
+    """Open an initiative on ``workload_class`` with ``signal`` as its primary signal.
+
+    Args:
+        expected_impact_ratio: expected relative change of the signal (0.2 = +20 %).
+        started_at: when the change went live (UTC; default now); ``obsctl verify``
+            measures from here by default.
+
+    Returns:
+        The stored initiative (id ``<slug of name>-<YYYYMMDD>``, suffixed if taken).
+
+    Raises:
+        SpecError: unknown class or signal. UsageError: unknown lever or empty name.
+        StoreError: no current baseline for the class x signal, or the class already
+            has an active initiative.
+    """
+    if not name.strip():
+        raise UsageError("--name must not be empty")
+    if lever not in LEVERS:
+        raise UsageError(f"--lever {lever!r} is not one of: {', '.join(LEVERS)}")
+    spec.workload_class(workload_class)
+    spec.signal(signal)
+    baseline = store.current_baseline(workload_class, signal)
+    if baseline is None:
+        raise StoreError(
+            f"no current baseline for {workload_class}/{signal}; take one first: "
+            f"obsctl snapshot-baseline --class {workload_class} --signal {signal}"
+        )
+    started = (started_at or utcnow()).astimezone(dt.timezone.utc)
+    initiative = Initiative(
+        id=f"{slugify(name)}-{started.strftime('%Y%m%d')}",
+        name=name.strip(),
+        lever=lever,  # type: ignore[arg-type]
+        workload_class=workload_class,
+        primary_signal=signal,
+        expected_impact_ratio=expected_impact_ratio,
+        baseline_id=baseline.id,
+        started_at=started,
+        notes=notes,
+    )
+    return store.add_initiative(initiative)
+
+
+def close_initiative(store: Store, initiative_id: str, note: str = "") -> Initiative:
+    """Close an open or verified initiative without promoting it (frees its class).
+
+    Raises:
+        StoreError: unknown id, or already promoted/closed.
+    """
+    with store.locked():
+        initiative = store.initiative(initiative_id)
+        if initiative.status not in ("open", "verified"):
+            raise StoreError(f"initiative {initiative_id!r} is already {initiative.status}")
+        notes = "\n".join(p for p in (initiative.notes, note) if p)
+        closed = initiative.model_copy(update={"status": "closed", "notes": notes})
+        store.save_initiative(closed)
+    return closed

@@ -1,0 +1,139 @@
+"""``obsctl report``: a short Markdown report of one initiative plus a PNG figure.
+
+The report shows what a reader needs to trust the verdict: the lever and the expected
+impact, baseline vs window (windows, means, sample and batch counts, population),
+the change with its interval, the verdict and why, the alerts that fired, and the
+PromQL. The figure (matplotlib, Agg backend, no display needed) draws the baseline and
+verification series on a common "minutes into the window" axis, their batch means as
+steps, and the interval of the change as a band around the baseline mean.
+Both files are written atomically.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+from obsctl.baselining.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
+from obsctl.baselining.models import Baseline, Initiative, Population, VerificationResult  # noqa: E402
+from obsctl.baselining.store import Store  # noqa: E402
+from obsctl.baselining.timeutil import human_duration, rfc3339  # noqa: E402
+from obsctl.baselining.verify import format_number, format_percent, verdict_line  # noqa: E402
+from obsctl.errors import StoreError  # noqa: E402
+
+
+def write_report(store: Store, initiative_id: str, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``<out>/<initiative id>.md`` and ``<out>/<initiative id>.png``.
+
+    Raises:
+        StoreError: unknown initiative, never verified, or files not writable.
+    """
+    initiative = store.initiative(initiative_id)
+    if not initiative.verifications:
+        raise StoreError(f"initiative {initiative_id!r} has no verification yet; run: obsctl verify --initiative {initiative_id}")
+    result = initiative.verifications[-1]
+    baseline = store.baseline(result.baseline_id)
+    out_dir = Path(out_dir)
+    png_path = out_dir / f"{initiative.id}.png"
+    md_path = out_dir / f"{initiative.id}.md"
+    atomic_write_bytes(png_path, render_figure(baseline, result))
+    atomic_write_text(md_path, render_markdown(initiative, baseline, result, png_path.name))
+    return md_path, png_path
+
+
+def render_figure(baseline: Baseline, result: VerificationResult) -> bytes:
+    """PNG bytes: baseline vs window samples, batch means, interval band (values in the signal's unit)."""
+    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=100)
+    try:
+        sides = (
+            ("baseline", baseline.samples, baseline.stats.batch_means, baseline.window.start.timestamp(), "tab:blue"),
+            ("window", result.samples, result.window_stats.batch_means if result.window_stats else [], result.window.start.timestamp(), "tab:orange"),
+        )
+        for label, samples, means, t0, color in sides:
+            if samples:
+                xs = [(t - t0) / 60 for t, _ in samples]
+                ax.plot(xs, [v for _, v in samples], color=color, alpha=0.35, linewidth=0.8, label=f"{label} samples")
+            if means and samples:
+                # Batch means as horizontal steps over the samples each batch covers.
+                size = len(samples) // len(means)
+                kept = samples[len(samples) - size * len(means):]
+                for j, mean in enumerate(means):
+                    chunk = kept[j * size:(j + 1) * size]
+                    ax.hlines(mean, (chunk[0][0] - t0) / 60, (chunk[-1][0] - t0) / 60, color=color, linewidth=2.2,
+                              label=f"{label} batch means" if j == 0 else None)
+        if result.baseline_mean is not None:
+            ax.axhline(result.baseline_mean, color="tab:blue", linestyle="--", linewidth=1, label="baseline mean")
+            if result.ci_low is not None and result.ci_high is not None:
+                ax.axhspan(result.baseline_mean * (1 + result.ci_low), result.baseline_mean * (1 + result.ci_high), color="tab:green", alpha=0.18,
+                           label=f"window mean, {result.confidence:.0%} CI ({format_percent(result.ci_low)} .. {format_percent(result.ci_high)})")
+        ax.set_xlabel("minutes into the window")
+        ax.set_ylabel(f"{baseline.signal} ({baseline.unit})")
+        ax.set_title(f"{baseline.workload_class}: {result.verdict} {format_percent(result.change_ratio)}")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+        return buffer.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def _population(pop: Population | None) -> str:
+    if pop is None or pop.series_count == 0:
+        return "no input series found"
+    shown = "; ".join("{" + ", ".join(f'{k}="{v}"' for k, v in sorted(ls.items())) + "}" for ls in pop.label_sets[:5])
+    more = f" (and {pop.series_count - 5} more)" if pop.series_count > 5 else ""
+    return f"{pop.series_count} series: {shown}{more}"
+
+
+def render_markdown(initiative: Initiative, baseline: Baseline, result: VerificationResult, figure_name: str) -> str:
+    """The Markdown report text (figure referenced by relative file name)."""
+    ws = result.window_stats
+    expected = format_percent(initiative.expected_impact_ratio) if initiative.expected_impact_ratio is not None else "not given"
+    ci = (f"{format_percent(result.ci_low)} .. {format_percent(result.ci_high)}" if result.ci_low is not None and result.ci_high is not None else "undefined")
+
+    def row(name: str, b: object, w: object) -> str:
+        return f"| {name} | {b} | {w} |"
+
+    lines = [
+        f"# {initiative.name}: {result.verdict}",
+        "",
+        f"**{verdict_line(result, baseline.unit)}**",
+        "",
+        f"- Initiative: `{initiative.id}`, lever **{initiative.lever}**, workload class **{initiative.workload_class}**, started {rfc3339(initiative.started_at)}, status {initiative.status}",
+        f"- Primary signal: `{baseline.signal}` ({baseline.unit}, {baseline.direction.replace('_', ' ')}); expected impact {expected}",
+        f"- Verdict: **{result.verdict}** ({result.reason}); verified {rfc3339(result.verified_at)}",
+        f"- Change: {format_percent(result.change_ratio)}, {result.confidence:.0%} confidence interval {ci} "
+        "(Fieller interval from non-overlapping batch means)",
+        f"- Alerts fired in the window: {', '.join(result.alerts_fired) or 'none'}",
+        "",
+        "| | baseline | verification window |",
+        "|---|---|---|",
+        row("id / source", f"`{baseline.id}` ({baseline.source})", f"initiative `{initiative.id}`"),
+        row("window (UTC)", f"{rfc3339(baseline.window.start)} .. {rfc3339(baseline.window.end)} ({human_duration((baseline.window.end - baseline.window.start).total_seconds())})",
+            f"{rfc3339(result.window.start)} .. {rfc3339(result.window.end)} ({human_duration((result.window.end - result.window.start).total_seconds())})"),
+        row("step", f"{baseline.window.step_seconds:g}s", f"{result.window.step_seconds:g}s"),
+        row("samples", baseline.stats.sample_count, ws.sample_count if ws else 0),
+        row("mean", format_number(baseline.stats.mean), format_number(ws.mean if ws else None)),
+        row("median", format_number(baseline.stats.median), format_number(ws.median if ws else None)),
+        row("p5 / p95", f"{format_number(baseline.stats.p5)} / {format_number(baseline.stats.p95)}",
+            f"{format_number(ws.p5 if ws else None)} / {format_number(ws.p95 if ws else None)}"),
+        row("batch means", len(baseline.stats.batch_means), len(ws.batch_means) if ws else 0),
+        row("population", _population(baseline.population), _population(result.population)),
+        "",
+        f"![{baseline.signal}: baseline vs window]({figure_name})",
+        "",
+        "PromQL:",
+        "",
+        "```promql",
+        result.query or baseline.query,
+        "```",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,192 @@
+"""``obsctl snapshot-baseline``: measure each class x signal over a window and store it.
+
+For each workload class and signal the signal's PromQL (selector filled in) is
+evaluated with a range query over the window at ``spec.verification.step``. The
+evaluation instants are ``start + step, ..., end`` (``end`` aligned down to a multiple
+of the step), so the window is ``(start, end]`` and back-to-back windows never share a
+sample. The samples are summarized (:func:`obsctl.baselining.stats.summarize`), the
+workload population is recorded, and the baseline is stored as current.
+
+Population method: every vector selector of the rendered query (``name{matchers}``) is
+passed to the Prometheus ``/api/v1/series`` endpoint over the window; the union of the
+returned label sets is the population (the input series the signal aggregated), e.g.
+the per-pod token counters behind ``sum(rate(obsctl_tokens_total{...}[1m]))``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from obsctl.baselining import stats
+from obsctl.baselining.models import Baseline, Population, Statistics, Window
+from obsctl.baselining.promapi import PrometheusClient
+from obsctl.baselining.store import Store
+from obsctl.baselining.timeutil import align_down, parse_duration, utcnow
+from obsctl.errors import UsageError
+from obsctl.spec import Spec
+
+#: At most this many label sets are kept in a Population (the count is always exact).
+MAX_LABEL_SETS = 200
+
+# A vector selector: optional metric name, then {matchers} where values are quoted strings
+# that may hold braces or escaped quotes.
+_SELECTOR = re.compile(r'(?<![A-Za-z0-9_:])([A-Za-z_:][A-Za-z0-9_:]*)?(\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\})')
+
+
+@dataclass
+class Measurement:
+    """What one query over one window gave.
+
+    Attributes:
+        samples: ``(unix seconds, value)`` in time order, finite values only.
+        population: the input series behind the query.
+        stats: summary statistics, None when there is no sample.
+    """
+
+    query: str
+    window: Window
+    samples: list[tuple[float, float]]
+    population: Population
+    stats: Statistics | None
+
+
+@dataclass
+class SnapshotOutcome:
+    """One class x signal of a snapshot: ``stored`` (with the baseline) or ``no_data``."""
+
+    workload_class: str
+    signal: str
+    status: str
+    sample_count: int
+    baseline: Baseline | None = None
+    reason: str = ""
+
+    def as_dict(self) -> dict:
+        """JSON-ready summary."""
+        out = {"workload_class": self.workload_class, "signal": self.signal, "status": self.status, "sample_count": self.sample_count, "reason": self.reason}
+        if self.baseline is not None:
+            b = self.baseline
+            out.update(baseline_id=b.id, unit=b.unit, mean=b.stats.mean, median=b.stats.median, p5=b.stats.p5, p95=b.stats.p95,
+                       stddev=b.stats.stddev, batch_means=b.stats.batch_means, series_count=b.population.series_count,
+                       window_start=b.window.start.isoformat(), window_end=b.window.end.isoformat(), query=b.query)
+        return out
+
+
+@dataclass
+class SnapshotReport:
+    """All outcomes of one ``snapshot-baseline`` run."""
+
+    outcomes: list[SnapshotOutcome] = field(default_factory=list)
+
+    @property
+    def stored(self) -> list[SnapshotOutcome]:
+        """Outcomes that stored a baseline."""
+        return [o for o in self.outcomes if o.status == "stored"]
+
+
+def selectors_of(query: str) -> list[str]:
+    """The vector selectors (``name{matchers}``) in a PromQL expression, in order, unique.
+
+    ``sum(rate(a_total{job="x"}[1m])) / sum(b{job="x"})`` -> ``['a_total{job="x"}', 'b{job="x"}']``.
+    """
+    out: list[str] = []
+    for match in _SELECTOR.finditer(query):
+        name, braces = match.group(1) or "", match.group(2)
+        if name in ("by", "without", "on", "ignoring", "group_left", "group_right"):
+            continue
+        text = name + braces
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def population_of(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime) -> Population:
+    """The input series of ``query`` in ``[start, end]`` via the series API (see module doc)."""
+    selectors = selectors_of(query)
+    if not selectors:
+        return Population(series_count=0)
+    seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+    for labels in client.series(selectors, start, end):
+        seen.setdefault(tuple(sorted(labels.items())), labels)
+    label_sets = [seen[k] for k in sorted(seen)]
+    return Population(series_count=len(label_sets), label_sets=label_sets[:MAX_LABEL_SETS])
+
+
+def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float, batches: int,
+            what: str = "query") -> Measurement:
+    """Evaluate ``query`` at ``start + step, ..., end`` and summarize it.
+
+    Raises:
+        UsageError: the query returns more than one series (a signal must aggregate to one).
+        PrometheusUnavailable: as :meth:`PrometheusClient.query_range`.
+    """
+    window = Window(start=start, end=end, step_seconds=step_seconds)
+    result = client.query_range(query, start.timestamp() + step_seconds, end.timestamp(), step_seconds)
+    if len(result) > 1:
+        labels = ", ".join(str(s.metric) for s in result[:3])
+        raise UsageError(f"{what}: the query returns {len(result)} series ({labels}...), a signal must return one; aggregate with sum(...) or similar: {query}")
+    samples = [(t, v) for t, v in (result[0].values if result else []) if stats.finite([v]).size]
+    population = population_of(client, query, start, end)
+    summary = stats.summarize([v for _, v in samples], batches) if samples else None
+    return Measurement(query, window, samples, population, summary)
+
+
+def snapshot(
+    spec: Spec,
+    client: PrometheusClient,
+    store: Store,
+    classes: list[str] | None = None,
+    signals: list[str] | None = None,
+    window: str | None = None,
+    end: dt.datetime | None = None,
+    progress: Callable[[str], None] = lambda _msg: None,
+) -> SnapshotReport:
+    """Snapshot a baseline of every selected class x signal and store it as current.
+
+    A pair with fewer samples than ``spec.verification.batches`` (no data at all
+    included) is reported as ``no_data`` and not stored.
+
+    Args:
+        classes, signals: names to snapshot (default: all in the spec).
+        window: PromQL duration (default ``spec.verification.window``).
+        end: window end (default now); aligned down to a multiple of the step.
+        progress: called with one line per pair, e.g.
+            ``[3/10] embed-online/tokens_per_second ... 240 samples``.
+
+    Raises:
+        SpecError: an unknown class or signal name.
+        UsageError: a bad window, or a query that returns several series.
+        PrometheusUnavailable: Prometheus unreachable.
+    """
+    cfg = spec.verification
+    step = parse_duration(cfg.step, "verification.step")
+    length = parse_duration(window or cfg.window, "--window")
+    if length < step * cfg.batches:
+        raise UsageError(f"--window {window or cfg.window} is shorter than {cfg.batches} batches of one {cfg.step} step")
+    end_at = align_down(end or utcnow(), step)
+    start_at = end_at - dt.timedelta(seconds=length)
+    wcs = [spec.workload_class(n) for n in classes] if classes else list(spec.workload_classes)
+    sigs = [spec.signal(n) for n in signals] if signals else list(spec.signals)
+    report = SnapshotReport()
+    total, created = len(wcs) * len(sigs), utcnow()
+    for i, (wc, sig) in enumerate(((w, s) for w in wcs for s in sigs), start=1):
+        query = spec.query_for(sig, wc)
+        m = measure(client, query, start_at, end_at, step, cfg.batches, what=f"{wc.name}/{sig.name}")
+        n = len(m.samples)
+        if m.stats is None or n < cfg.batches:
+            reason = "no samples" if n == 0 else f"{n} sample(s), fewer than the {cfg.batches} batches"
+            progress(f"[{i}/{total}] {wc.name}/{sig.name} ... NO DATA ({reason})")
+            report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "no_data", n, reason=reason))
+            continue
+        baseline = Baseline(
+            id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}",
+            workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
+            window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot", samples=m.samples,
+        )
+        stored = store.save_baseline(baseline, make_current=True)
+        progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples, mean {m.stats.mean:.6g} {sig.unit}, {m.population.series_count} input series")
+        report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "stored", n, baseline=stored))
+    return report

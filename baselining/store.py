@@ -1,0 +1,263 @@
+"""The baseline store: a directory of plain YAML files, one per record.
+
+Layout (``STORE`` is ``spec.store_path()``)::
+
+    STORE/current.yaml                                   which baseline is current, per class and signal
+    STORE/baselines/<class>/<signal>/<baseline id>.yaml  every baseline ever taken (the history)
+    STORE/initiatives/<initiative id>.yaml               the initiative ledger, verifications included
+    STORE/.lock                                          filelock guarding writers
+
+Every file is written atomically (:mod:`obsctl.baselining.atomicio`), and every
+read-modify-write holds ``STORE/.lock`` (the filelock library: ``fcntl.flock`` on POSIX),
+so concurrent ``obsctl`` processes never lose an update or see a half file. A file that
+cannot be parsed or validated is reported as :class:`StoreError` naming it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Iterator, TypeVar
+
+import yaml
+from filelock import FileLock, Timeout
+from pydantic import BaseModel, ValidationError
+
+from obsctl.baselining.atomicio import atomic_write_yaml
+from obsctl.baselining.models import Baseline, Initiative
+from obsctl.errors import StoreError
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+#: Statuses of an initiative that still occupies its workload class.
+ACTIVE_STATUSES = ("open", "verified")
+LOCK_TIMEOUT_SECONDS = 30.0
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Store:
+    """The store at ``path`` (created on first write).
+
+    Args:
+        path: the store directory, usually ``spec.store_path()``.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock: FileLock | None = None
+
+    # --- paths -----------------------------------------------------------------------
+
+    @property
+    def current_file(self) -> Path:
+        """``STORE/current.yaml``."""
+        return self.path / "current.yaml"
+
+    def baseline_file(self, workload_class: str, signal: str, baseline_id: str) -> Path:
+        """Path of one baseline record."""
+        return self.path / "baselines" / _safe(workload_class, "workload class") / _safe(signal, "signal") / f"{_safe(baseline_id, 'baseline id')}.yaml"
+
+    def initiative_file(self, initiative_id: str) -> Path:
+        """Path of one initiative record."""
+        return self.path / "initiatives" / f"{_safe(initiative_id, 'initiative id')}.yaml"
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the store's write lock (re-entrant within a process).
+
+        Raises:
+            StoreError: the lock could not be taken within 30 s.
+        """
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot create the store directory: {exc.strerror}") from None
+        if self._lock is None:
+            # One FileLock per Store: it counts nested acquisitions, so it is re-entrant.
+            self._lock = FileLock(str(self.path / ".lock"), timeout=LOCK_TIMEOUT_SECONDS)
+        try:
+            with self._lock:
+                yield
+        except Timeout:
+            raise StoreError(f"{self.path}: store is locked by another obsctl process (waited {LOCK_TIMEOUT_SECONDS:.0f}s for {self.path / '.lock'})") from None
+
+    # --- baselines -------------------------------------------------------------------
+
+    def current_index(self) -> dict[str, dict[str, str]]:
+        """``{class: {signal: baseline id}}`` from ``current.yaml`` (empty if absent)."""
+        data = _read_yaml(self.current_file, missing_ok=True)
+        if data is None:
+            return {}
+        index = data.get("baselines") if isinstance(data, dict) else None
+        if not isinstance(index, dict) or not all(isinstance(v, dict) for v in index.values()):
+            raise StoreError(f"{self.current_file}: expected 'baselines: {{class: {{signal: baseline id}}}}'")
+        return {str(c): {str(s): str(i) for s, i in sigs.items()} for c, sigs in index.items()}
+
+    def current_baselines(self) -> list[Baseline]:
+        """Every current baseline, sorted by (class, signal); ``[]`` for an empty store.
+
+        Raises:
+            StoreError: ``current.yaml`` or a baseline file it points to is missing or unreadable.
+        """
+        out = []
+        for workload_class, signals in sorted(self.current_index().items()):
+            for signal, baseline_id in sorted(signals.items()):
+                out.append(self._load_pointed(workload_class, signal, baseline_id))
+        return out
+
+    def current_baseline(self, workload_class: str, signal: str) -> Baseline | None:
+        """The current baseline of one class and signal, or None."""
+        baseline_id = self.current_index().get(workload_class, {}).get(signal)
+        return None if baseline_id is None else self._load_pointed(workload_class, signal, baseline_id)
+
+    def baseline(self, baseline_id: str) -> Baseline:
+        """The baseline with this id (current or historical).
+
+        Raises:
+            StoreError: no such baseline, or its file is unreadable.
+        """
+        parts = baseline_id.split(".")
+        if len(parts) >= 3:
+            path = self.baseline_file(parts[0], parts[1], baseline_id)
+            if path.exists():
+                return _load_model(path, Baseline)
+        for path in sorted((self.path / "baselines").glob(f"*/*/{_safe(baseline_id, 'baseline id')}.yaml")):
+            return _load_model(path, Baseline)
+        raise StoreError(f"{self.path}: no baseline {baseline_id!r} (see: obsctl baseline list)")
+
+    def history(self, workload_class: str, signal: str) -> list[Baseline]:
+        """All baselines of one class and signal, oldest first (current one included)."""
+        directory = self.path / "baselines" / _safe(workload_class, "workload class") / _safe(signal, "signal")
+        records = [_load_model(p, Baseline) for p in sorted(directory.glob("*.yaml"))]
+        return sorted(records, key=lambda b: (b.created_at, b.id))
+
+    def all_baselines(self) -> list[Baseline]:
+        """Every baseline in the store, sorted by (class, signal, created_at)."""
+        records = [_load_model(p, Baseline) for p in sorted((self.path / "baselines").glob("*/*/*.yaml"))]
+        return sorted(records, key=lambda b: (b.workload_class, b.signal, b.created_at, b.id))
+
+    def save_baseline(self, baseline: Baseline, make_current: bool = True) -> Baseline:
+        """Write a baseline record and, by default, make it current for its class and signal.
+
+        If the id is taken (two snapshots in the same second) ``-2``, ``-3``... is
+        appended. The previous current baseline stays in the history.
+
+        Returns:
+            The baseline as stored (its id possibly suffixed).
+        """
+        with self.locked():
+            stored = baseline
+            n = 1
+            while self.baseline_file(stored.workload_class, stored.signal, stored.id).exists():
+                n += 1
+                stored = baseline.model_copy(update={"id": f"{baseline.id}-{n}"})
+            atomic_write_yaml(self.baseline_file(stored.workload_class, stored.signal, stored.id), _dump(stored))
+            if make_current:
+                index = self.current_index()
+                index.setdefault(stored.workload_class, {})[stored.signal] = stored.id
+                atomic_write_yaml(self.current_file, {"baselines": index})
+        return stored
+
+    def _load_pointed(self, workload_class: str, signal: str, baseline_id: str) -> Baseline:
+        path = self.baseline_file(workload_class, signal, baseline_id)
+        if not path.exists():
+            raise StoreError(f"{self.current_file}: current baseline of {workload_class}/{signal} is {baseline_id!r}, but {path} does not exist")
+        return _load_model(path, Baseline)
+
+    # --- initiatives -----------------------------------------------------------------
+
+    def initiatives(self, workload_class: str | None = None, status: str | None = None) -> list[Initiative]:
+        """Initiatives, oldest first, optionally only one class and/or status."""
+        records = [_load_model(p, Initiative) for p in sorted((self.path / "initiatives").glob("*.yaml"))]
+        records = [i for i in records if (workload_class is None or i.workload_class == workload_class) and (status is None or i.status == status)]
+        return sorted(records, key=lambda i: (i.started_at, i.id))
+
+    def initiative(self, initiative_id: str) -> Initiative:
+        """The initiative with this id.
+
+        Raises:
+            StoreError: no such initiative, or its file is unreadable.
+        """
+        path = self.initiative_file(initiative_id)
+        if not path.exists():
+            raise StoreError(f"{self.path}: no initiative {initiative_id!r} (see: obsctl initiative list)")
+        return _load_model(path, Initiative)
+
+    def open_initiative(self, workload_class: str) -> Initiative | None:
+        """The class's active initiative (status ``open`` or ``verified``), or None."""
+        active = [i for i in self.initiatives(workload_class) if i.status in ACTIVE_STATUSES]
+        return active[-1] if active else None
+
+    def add_initiative(self, initiative: Initiative) -> Initiative:
+        """Record a new initiative, refusing a second active one on the same class.
+
+        The check and the write happen under the store lock, so two concurrent starts
+        cannot both succeed. A taken id gets ``-2``, ``-3``... appended.
+
+        Raises:
+            StoreError: the class already has an active initiative.
+        """
+        with self.locked():
+            active = self.open_initiative(initiative.workload_class)
+            if active is not None:
+                raise StoreError(
+                    f"workload class {initiative.workload_class!r} already has an open initiative {active.id!r} "
+                    f"({active.status}); verify and promote or close it first (obsctl initiative close --initiative {active.id}): "
+                    "parallel initiatives on one class cannot be evaluated"
+                )
+            stored, n = initiative, 1
+            while self.initiative_file(stored.id).exists():
+                n += 1
+                stored = initiative.model_copy(update={"id": f"{initiative.id}-{n}"})
+            atomic_write_yaml(self.initiative_file(stored.id), _dump(stored))
+        return stored
+
+    def save_initiative(self, initiative: Initiative) -> None:
+        """Create or replace an initiative record (atomic, under the store lock)."""
+        with self.locked():
+            atomic_write_yaml(self.initiative_file(initiative.id), _dump(initiative))
+
+
+def _safe(part: str, what: str) -> str:
+    # Ids and names become path components: refuse anything that could leave the store.
+    if not _SAFE_ID.match(part) or ".." in part:
+        raise StoreError(f"{what} {part!r} is not a valid store name (letters, digits, '.', '_', '-')")
+    return part
+
+
+def _dump(model: BaseModel) -> dict:
+    return model.model_dump(mode="json")
+
+
+def _read_yaml(path: Path, missing_ok: bool = False) -> object:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise StoreError(f"{path}: file not found") from None
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"{path}: store file is not valid UTF-8 (offset {exc.start}); restore it from history or remove it") from None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read store file: {exc.strerror}") from None
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise StoreError(f"{where}: corrupt store file (YAML error: {problem}); restore it from history or remove it") from None
+
+
+def _load_model(path: Path, model: type[M]) -> M:
+    data = _read_yaml(path)
+    if not isinstance(data, dict):
+        raise StoreError(f"{path}: corrupt store file: expected a {model.__name__} mapping, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise StoreError(f"{path}: corrupt store file: {model.__name__}.{field}: {first['msg']}") from None

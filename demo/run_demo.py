@@ -1,0 +1,170 @@
+"""The obsctl loop, end to end, on a real stack and a real CPU inference workload.
+
+Starts Alertmanager, Prometheus (generated config and rules), ``obsctl-exporter`` and
+the embedding workload (``demo/embedding_workload.py``) as local processes on free
+ports, then runs the loop exactly as a platform engineer would, with the ``obsctl`` CLI:
+
+  1. baseline   batch size 1, ``obsctl snapshot-baseline``, rules regenerated with it
+  2. initiative ``obsctl initiative start`` (lever batch-size), deploy batch size 32
+  3. verify     ``obsctl verify`` over the verification window
+  4. update     ``obsctl baseline promote``
+  5. share      ``obsctl report`` (Markdown + PNG) in demo-output/report/
+
+Everything it started is stopped on exit, also on Ctrl-C. Outputs stay in demo-output/.
+Durations: ``OBSCTL_DEMO_WINDOW_SECONDS`` (default 180) per window.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import yaml
+
+from obsctl.stack import Alertmanager, ManagedProcess, Prometheus, free_port, spawn, wait_ready
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "demo-output"
+WINDOW = int(os.environ.get("OBSCTL_DEMO_WINDOW_SECONDS", "180"))
+RATE_WINDOW = 30  # seconds; the spec's rate()s use [30s]
+CLASS = "embed-online"
+SIGNAL = "tokens_per_second"
+
+
+def say(message: str) -> None:
+    print(f"[demo {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def obsctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run the real CLI as a user would, echoing the command."""
+    argv = [sys.executable, "-m", "obsctl", *args]
+    say("$ obsctl " + " ".join(args))
+    result = subprocess.run(argv, text=True, capture_output=True)
+    if result.stderr.strip():
+        print(result.stderr.rstrip(), file=sys.stderr)
+    if result.stdout.strip():
+        print(result.stdout.rstrip())
+    if check and result.returncode != 0:
+        raise SystemExit(f"demo: 'obsctl {args[0]}' failed with exit code {result.returncode}")
+    return result
+
+
+def start_workload(batch_size: int, port: int) -> ManagedProcess:
+    proc = spawn(
+        f"workload-batch{batch_size}",
+        [sys.executable, str(ROOT / "demo" / "embedding_workload.py"), "--batch-size", str(batch_size), "--port", str(port)],
+        OUT,
+    )
+    wait_ready(f"http://127.0.0.1:{port}/metrics", timeout=180, process=proc.process)
+    return proc
+
+
+def sleep_with_progress(seconds: float, what: str) -> None:
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        say(f"{what}: {left:4.0f} s left")
+        time.sleep(min(30.0, left))
+
+
+def utc(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def main() -> int:
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    OUT.mkdir()
+    spec = yaml.safe_load((ROOT / "demo" / "obsctl.yaml").read_text())
+    exporter_port, workload_port = free_port(), free_port()
+    rules_dir = OUT / "rules"
+
+    with ExitStack() as stack:
+        say("starting Alertmanager and obsctl-exporter")
+        am = Alertmanager(OUT / "alertmanager").start()
+        stack.callback(am.stop)
+        prom = Prometheus(
+            OUT / "prometheus",
+            scrape_targets={"obsctl-exporter": [f"127.0.0.1:{exporter_port}"], "obsctl-workload": [f"127.0.0.1:{workload_port}"]},
+            alertmanager=am.address,
+            scrape_interval="2s",
+            evaluation_interval="2s",
+        )
+        prom.port = free_port()
+        spec["prometheus"]["url"] = prom.url
+        spec["alertmanager_url"] = am.url
+        spec["store"] = str(OUT / "store")
+        spec_path = OUT / "obsctl.yaml"
+        spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+
+        exporter = spawn(
+            "obsctl-exporter",
+            [sys.executable, "-m", "obsctl.exporters.main", f"--web.listen-address=127.0.0.1:{exporter_port}",
+             f"--config.file={spec_path}", "--gpu.source=auto"],
+            OUT,
+        )
+        stack.callback(exporter.stop)
+        wait_ready(f"http://127.0.0.1:{exporter_port}/metrics", timeout=30, process=exporter.process)
+
+        obsctl("check", "--spec", str(spec_path))
+        obsctl("rules", "generate", "--spec", str(spec_path), "--out", str(rules_dir))
+        prom.rule_files = sorted(rules_dir.glob("*.yaml"))
+        prom.start()
+        stack.callback(prom.stop)
+        say(f"Prometheus {prom.url}, Alertmanager {am.url}, exporter :{exporter_port}, workload :{workload_port}")
+
+        # 1. Baseline: batch size 1.
+        say("deploying the workload at batch size 1 (loading all-MiniLM-L6-v2)")
+        workload = start_workload(1, workload_port)
+        stack.callback(lambda: workload.stop())
+        sleep_with_progress(RATE_WINDOW + 15 + WINDOW, "collecting the baseline window")
+        obsctl("snapshot-baseline", "--spec", str(spec_path), "--class", CLASS, "--window", f"{WINDOW}s")
+        obsctl("rules", "generate", "--spec", str(spec_path), "--out", str(rules_dir))
+        prom.rule_files = sorted(rules_dir.glob("*.yaml"))
+        prom.reload()
+
+        # 2. Initiative: one lever, one class.
+        result = obsctl(
+            "initiative", "start", "--spec", str(spec_path), "--name", "batch size 32", "--lever", "batch-size",
+            "--class", CLASS, "--signal", SIGNAL, "--expected-impact", "1.0", "--output", "json",
+        )
+        initiative_id = json.loads(result.stdout)["id"]
+        say("deploying the change: batch size 32")
+        workload.stop()
+        workload = start_workload(32, workload_port)
+        settle_end = time.time() + RATE_WINDOW + 15
+        sleep_with_progress(RATE_WINDOW + 15 + WINDOW, "collecting the verification window")
+        window_end = time.time()
+        window_start = max(settle_end, window_end - WINDOW)
+
+        # 3. Verify (exit code carries the verdict; 0 = IMPROVED).
+        verdict = obsctl(
+            "verify", "--spec", str(spec_path), "--initiative", initiative_id,
+            "--start", utc(window_start), "--end", utc(window_end), check=False,
+        )
+        obsctl("verify", "--spec", str(spec_path), "--initiative", initiative_id,
+               "--start", utc(window_start), "--end", utc(window_end), "--output", "json", check=False)
+        if verdict.returncode != 0:
+            say(f"verification did not say IMPROVED (exit code {verdict.returncode}); not promoting")
+            return verdict.returncode
+
+        # 4. Update the baseline; 5. share.
+        obsctl("baseline", "promote", "--spec", str(spec_path), "--initiative", initiative_id)
+        obsctl("report", "--spec", str(spec_path), "--initiative", initiative_id, "--out", str(OUT / "report"))
+        obsctl("rules", "generate", "--spec", str(spec_path), "--out", str(rules_dir))
+        say(f"done: report in {OUT / 'report'}; verdict: {verdict.stdout.strip().splitlines()[-1] if verdict.stdout.strip() else '?'}")
+    say("stopped everything the demo started")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,153 @@
+"""How dcgm-exporter's ``DCGM_FI_*`` series map onto the canonical GPU catalogue.
+
+One table, :data:`FIELDS`, says for every DCGM field we read: the canonical metric it fills,
+the factor that turns DCGM's unit into the base unit, and whether the field is per GPU
+(``device``: repeated verbatim on every MIG instance, published once per GPU) or per MIG
+GPU instance (``instance``: published with ``gpu_instance`` and ``mig_profile``).
+
+Units (DCGM field reference, dcgm_fields.h and dcgm-exporter's default-counters.csv):
+percent -> ratio (/100), MiB -> bytes (*2**20), mJ -> J (/1000), MHz -> Hz (*1e6); the
+``DCGM_FI_PROF_*`` fields are already ratios 0-1.
+
+Blank / not-supported values: DCGM stores "no value" as sentinels at the top of each type's
+range (dcgmvalue.h / dcgm_structs.h): ``DCGM_INT32_BLANK = 0x7ffffff0``,
+``DCGM_INT64_BLANK = 0x7ffffffffffffff0``, ``DCGM_FP64_BLANK = 140737488355328.0`` (2**47),
+and the ``*_NOT_FOUND``, ``*_NOT_SUPPORTED``, ``*_NOT_PERMISSIONED`` values are BLANK+1..+3;
+DCGM's own test is ``value >= BLANK``. dcgm-exporter prints int64 fields as integers and
+doubles with ``%f``, so a sentinel reaches us as a plain number: see :func:`is_blank`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: DCGM blank sentinels (dcgmvalue.h). Everything >= the base value is blank / an error code.
+DCGM_INT32_BLANK = 0x7FFFFFF0
+DCGM_INT64_BLANK = 0x7FFFFFFFFFFFFFF0
+DCGM_FP64_BLANK = 140737488355328.0
+
+MIB = 2**20
+DEVICE = "device"
+INSTANCE = "instance"
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """How one DCGM field becomes one canonical series.
+
+    Attributes:
+        canonical: catalogue name (``obsctl_gpu_...``); for special fields (``xid``,
+            ``clock_events``, ``memory_total``) the name of the family they end up in.
+        scale: multiply the DCGM value by this to get the base unit.
+        scope: ``device`` (one series per GPU) or ``instance`` (per MIG GPU instance).
+        extra: fixed extra labels (e.g. ``{"error_type": "corrected"}``).
+        special: ``""`` for a plain value, else ``xid`` | ``clock_events`` | ``memory_part``.
+        counter: True for DCGM counters (only the int64/fp64 sentinels apply, see is_blank).
+    """
+
+    canonical: str
+    scale: float = 1.0
+    scope: str = DEVICE
+    extra: tuple[tuple[str, str], ...] = ()
+    special: str = ""
+    counter: bool = False
+
+
+FIELDS: dict[str, FieldMap] = {
+    # utilization (percent -> ratio). Not supported per MIG instance (DCGM answers blank/0).
+    "DCGM_FI_DEV_GPU_UTIL": FieldMap("obsctl_gpu_utilization_ratio", 0.01),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": FieldMap("obsctl_gpu_memory_utilization_ratio", 0.01),
+    # framebuffer (MiB -> bytes); per GPU instance under MIG.
+    "DCGM_FI_DEV_FB_USED": FieldMap("obsctl_gpu_memory_used_bytes", MIB, INSTANCE),
+    "DCGM_FI_DEV_FB_TOTAL": FieldMap("obsctl_gpu_memory_total_bytes", MIB, INSTANCE, special="memory_part"),
+    "DCGM_FI_DEV_FB_FREE": FieldMap("obsctl_gpu_memory_total_bytes", MIB, INSTANCE, special="memory_part"),
+    "DCGM_FI_DEV_FB_RESERVED": FieldMap("obsctl_gpu_memory_total_bytes", MIB, INSTANCE, special="memory_part"),
+    # power (W), energy (mJ -> J)
+    "DCGM_FI_DEV_POWER_USAGE": FieldMap("obsctl_gpu_power_watts"),
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": FieldMap("obsctl_gpu_power_limit_watts"),
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": FieldMap("obsctl_gpu_power_limit_watts"),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": FieldMap("obsctl_gpu_energy_joules_total", 0.001, counter=True),
+    # temperatures (C), clocks (MHz -> Hz)
+    "DCGM_FI_DEV_GPU_TEMP": FieldMap("obsctl_gpu_temperature_celsius"),
+    "DCGM_FI_DEV_MEMORY_TEMP": FieldMap("obsctl_gpu_memory_temperature_celsius"),
+    "DCGM_FI_DEV_SM_CLOCK": FieldMap("obsctl_gpu_sm_clock_hertz", 1e6),
+    "DCGM_FI_DEV_MEM_CLOCK": FieldMap("obsctl_gpu_memory_clock_hertz", 1e6),
+    # clock-event (throttle) reasons bitmask; renamed CLOCKS_EVENT_REASONS in DCGM 3.2.
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": FieldMap("obsctl_gpu_clock_event_reason_active", special="clock_events"),
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": FieldMap("obsctl_gpu_clock_event_reason_active", special="clock_events"),
+    # ECC aggregate (lifetime) counts, remapped rows, PCIe replays
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": FieldMap("obsctl_gpu_ecc_errors_total", extra=(("error_type", "corrected"),), counter=True),
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": FieldMap("obsctl_gpu_ecc_errors_total", extra=(("error_type", "uncorrected"),), counter=True),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": FieldMap("obsctl_gpu_remapped_rows", extra=(("cause", "correctable"),)),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": FieldMap("obsctl_gpu_remapped_rows", extra=(("cause", "uncorrectable"),)),
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": FieldMap("obsctl_gpu_remapped_rows_pending"),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": FieldMap("obsctl_gpu_remapped_rows_failed"),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": FieldMap("obsctl_gpu_pcie_replays_total", counter=True),
+    # the code of the LAST XID error, not a count (see DcgmSource)
+    "DCGM_FI_DEV_XID_ERRORS": FieldMap("obsctl_gpu_xid_errors_total", special="xid"),
+    # profiling (DCP) fields: already ratios 0-1, per GPU instance under MIG
+    "DCGM_FI_PROF_SM_ACTIVE": FieldMap("obsctl_gpu_sm_active_ratio", scope=INSTANCE),
+    "DCGM_FI_PROF_SM_OCCUPANCY": FieldMap("obsctl_gpu_sm_occupancy_ratio", scope=INSTANCE),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": FieldMap("obsctl_gpu_tensor_pipe_active_ratio", scope=INSTANCE),
+    "DCGM_FI_PROF_DRAM_ACTIVE": FieldMap("obsctl_gpu_dram_active_ratio", scope=INSTANCE),
+}
+
+#: Label spellings across dcgm-exporter versions: canonical key -> accepted label names, first wins.
+LABEL_ALIASES: dict[str, tuple[str, ...]] = {
+    "uuid": ("UUID", "uuid"),
+    "gpu": ("gpu",),
+    "model": ("modelName", "DCGM_FI_DEV_NAME"),
+    "driver_version": ("DCGM_FI_DRIVER_VERSION",),
+    "pci_bus_id": ("pci_bus_id", "DCGM_FI_DEV_PCI_BUSID"),
+    "gpu_instance": ("GPU_I_ID",),
+    "mig_profile": ("GPU_I_PROFILE",),
+    "pod": ("pod", "pod_name"),
+    "namespace": ("namespace", "pod_namespace"),
+    "container": ("container", "container_name"),
+    "hostname": ("Hostname", "hostname"),
+}
+
+
+def label(labels: dict[str, str], key: str) -> str:
+    """The first non-empty value among the spellings of ``key`` in ``labels`` ('' if none)."""
+    for name in LABEL_ALIASES[key]:
+        value = labels.get(name)
+        if value:
+            return value
+    return ""
+
+
+def lookup(family_name: str, family_type: str) -> tuple[str, FieldMap] | None:
+    """The table entry for a parsed family, tolerating two spellings.
+
+    prometheus_client's parser strips a lowercase ``_total`` from counter family names, and
+    some pipelines lowercase DCGM names (``dcgm_fi_dev_gpu_util``), so the lookup is
+    case-insensitive and retries ``<name>_TOTAL`` for counters.
+
+    Returns:
+        ``(DCGM field name, FieldMap)`` or None for fields we do not map.
+    """
+    key = family_name.upper()
+    if key in FIELDS:
+        return key, FIELDS[key]
+    if family_type == "counter" and key + "_TOTAL" in FIELDS:
+        return key + "_TOTAL", FIELDS[key + "_TOTAL"]
+    return None
+
+
+def is_blank(value: float, counter: bool) -> bool:
+    """True if ``value`` is a DCGM blank / not-supported sentinel (or not a finite number).
+
+    Gauges: anything >= ``DCGM_INT32_BLANK`` (2147483632) is a sentinel: no gauge we map
+    (percent, MiB, W, C, MHz, row counts, XID codes) can legitimately reach 2**31.
+    Counters (energy in mJ, ECC, PCIe replays) can pass 2**31, so only the int64 and fp64
+    sentinels apply: anything >= ``DCGM_FP64_BLANK`` (2**47) is blank. That covers
+    ``DCGM_INT64_BLANK`` too; a real energy counter reaches 2**47 mJ only after ~4.5 years
+    at 1 kW.
+    """
+    if not math.isfinite(value):
+        return True
+    if counter:
+        return value >= DCGM_FP64_BLANK
+    return value >= DCGM_INT32_BLANK

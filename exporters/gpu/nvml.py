@@ -1,0 +1,377 @@
+"""NVML GPU source: the canonical GPU series read through pynvml (nvidia-ml-py).
+
+Fault behaviour (each one tested against the stand-in NVML in tests/nvml_stub/):
+
+* NOT_SUPPORTED / NO_PERMISSION / FUNCTION_NOT_FOUND on a field: that series is absent, every other
+  stays. NOT_SUPPORTED and FUNCTION_NOT_FOUND are remembered until the next NVML init (not asked again).
+* GPU_IS_LOST, UNKNOWN, RESET_REQUIRED, UNINITIALIZED on a GPU: ``obsctl_gpu_up 0`` for that GPU,
+  the others are served; NVML is shut down and re-initialised on a later collect (handles refreshed).
+* Library missing, driver not loaded, library/driver version mismatch at init:
+  :class:`GpuSourceError` with the reason; init is retried on a later collect (at most every
+  ``reinit_interval`` seconds) and the source recovers when the fault clears.
+* Deadline: checked before each GPU and each field; a GPU not finished by then reports up 0 and its
+  partial series are dropped. One NVML call in flight cannot be interrupted, so a collect can overrun
+  by at most one call.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from prometheus_client.core import Metric
+
+from obsctl.exporters.gpu import errors
+from obsctl.exporters.gpu.catalogue import FamilySet
+from obsctl.exporters.gpu.errors import GpuSourceError
+from obsctl.exporters.gpu.nvml_fields import (
+    FUNCTION_NOT_FOUND, INVALID_ARGUMENT, NO_PERMISSION, NOT_FOUND, NOT_SUPPORTED, READERS,
+    SLOW_READERS, FieldCache, _FieldError, memory_info, nvml_code,
+)
+from obsctl.exporters.gpu.xid_events import XidCounts, XidWatcher
+
+log = logging.getLogger(__name__)
+
+# NVML return codes (nvml.h) that mean "this GPU (or NVML itself) is gone: re-init".
+_GPU_FATAL = {1: "uninitialized", 9: errors.REASON_DRIVER_NOT_LOADED, 15: "gpu_is_lost",
+              16: "reset_required", 18: errors.REASON_LIB_RM_VERSION_MISMATCH, 999: "unknown"}
+# ... and at init, the whole-source reasons.
+_INIT_REASONS = {12: errors.REASON_LIBRARY_NOT_FOUND, 9: errors.REASON_DRIVER_NOT_LOADED,
+                 18: errors.REASON_LIB_RM_VERSION_MISMATCH, 4: errors.REASON_NO_PERMISSION}
+_FIELD_ABSENT = {NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND}
+_CACHE_ABSENT = {NOT_SUPPORTED, FUNCTION_NOT_FOUND}
+_MIG_PROFILE_RE = re.compile(r"MIG\s+(\S+)\s*$")
+
+
+class _GpuDown(Exception):
+    """This GPU answered a fatal code; ``reason`` is a short label."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _DeadlinePassed(Exception):
+    """The collect deadline passed before this GPU was finished."""
+
+
+@dataclass
+class _Gpu:
+    """Static identity of one GPU, cached from init to the next re-init."""
+
+    index: int
+    handle: Any = None
+    uuid: str = ""
+    model: str = ""
+    pci_bus_id: str = ""
+    mig_mode: str = "unsupported"
+    fields: FieldCache = field(default_factory=lambda: FieldCache(unsupported=set()))
+    down_reason: str = ""
+
+
+def _str(v: Any) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+def mig_profile_name(device_name: str, slices: int | None = None, memory_mib: int | None = None) -> str:
+    """MIG profile (e.g. ``"1g.10gb"``) from a MIG device name such as ``"NVIDIA A100-SXM4-80GB MIG 1g.10gb"``.
+
+    Falls back to ``"{slices}g.{ceil(memory_mib/1024)}gb"`` from nvmlDeviceGetAttributes (an
+    approximation of NVIDIA's naming), else ``"unknown"``.
+    """
+    m = _MIG_PROFILE_RE.search(device_name or "")
+    if m:
+        return m.group(1)
+    if slices and memory_mib:
+        return f"{slices}g.{-(-memory_mib // 1024)}gb"
+    return "unknown"
+
+
+class NvmlSource:
+    """Reads the canonical GPU series from NVML; one instance per exporter.
+
+    Args:
+        nvml: the pynvml module (injected; default ``import pynvml`` from nvidia-ml-py).
+        pcie_throughput: also read PCIe throughput (blocks ~20 ms per direction per GPU on real drivers).
+        xid_events: run the XID event thread.
+        reinit_interval: minimum seconds between NVML init attempts after a fault.
+        event_wait_ms: nvmlEventSetWait timeout in the XID thread (bounds ``close()``).
+
+    Attributes:
+        name: ``"nvml"``.
+        nvml_seconds: cumulative seconds spent inside pynvml calls made by ``collect`` (for the
+            benchmark's own-time ratio); ``collect_seconds``: cumulative wall seconds in ``collect``.
+        last_gpu_errors: ``{gpu_index: reason}`` of GPUs that were down in the last collect.
+    """
+
+    name = "nvml"
+
+    def __init__(self, nvml: ModuleType | None = None, *, pcie_throughput: bool = False,
+                 xid_events: bool = True, reinit_interval: float = 10.0, event_wait_ms: int = 100) -> None:
+        if nvml is None:
+            import pynvml as nvml  # nvidia-ml-py
+        self._nvml = nvml
+        self._readers = READERS + (SLOW_READERS if pcie_throughput else ())
+        self._xid_enabled = xid_events
+        self._reinit_interval = reinit_interval
+        self._event_wait_ms = event_wait_ms
+        self._lock = threading.RLock()
+        self._initialised = False
+        self._next_init = 0.0
+        self._last_reason = ""
+        self._gpus: list[_Gpu] = []
+        self._known_uuids: dict[int, str] = {}  # index -> uuid, kept across re-inits
+        self._driver = ""
+        self._watcher: XidWatcher | None = None
+        self._xids = XidCounts()
+        self.nvml_seconds = 0.0
+        self.collect_seconds = 0.0
+        self.last_gpu_errors: dict[str, str] = {}
+
+    # -- NVML calls -------------------------------------------------------------------------------
+    def _call(self, fn_name: str, *args: Any) -> Any:
+        """Run ``pynvml.<fn_name>(*args)``, adding its duration to ``nvml_seconds``."""
+        fn = getattr(self._nvml, fn_name)
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.nvml_seconds += time.perf_counter() - t0
+
+    def _raw_call(self, fn_name: str, *args: Any) -> Any:
+        return getattr(self._nvml, fn_name)(*args)
+
+    # -- init / shutdown --------------------------------------------------------------------------
+    def _init(self) -> None:
+        """nvmlInit, enumerate GPUs, cache static info, start the XID thread. Raises GpuSourceError."""
+        try:
+            self._call("nvmlInit")
+        except Exception as exc:  # noqa: BLE001 - pynvml raises NVMLError subclasses
+            code = nvml_code(exc)
+            reason = _INIT_REASONS.get(code, errors.REASON_NVML_ERROR) if code is not None \
+                else errors.REASON_LIBRARY_NOT_FOUND
+            raise GpuSourceError(reason, str(exc)) from None
+        self._initialised = True
+        try:
+            self._driver = _str(self._call("nvmlSystemGetDriverVersion"))
+            count = self._call("nvmlDeviceGetCount")
+        except Exception as exc:  # noqa: BLE001
+            self._shutdown()
+            code = nvml_code(exc)
+            raise GpuSourceError(_INIT_REASONS.get(code, errors.REASON_NVML_ERROR), str(exc)) from None
+        self._gpus = [self._open_gpu(i) for i in range(count)]
+        if self._xid_enabled:
+            devices = {g.handle: (str(g.index), g.uuid) for g in self._gpus if g.handle is not None}
+            self._watcher = XidWatcher(self._raw_call, devices, self._xids, wait_ms=self._event_wait_ms)
+            self._watcher.start()
+
+    def _open_gpu(self, index: int) -> _Gpu:
+        g = _Gpu(index=index, uuid=self._known_uuids.get(index, ""))
+        try:
+            g.handle = self._call("nvmlDeviceGetHandleByIndex", index)
+            g.uuid = _str(self._call("nvmlDeviceGetUUID", g.handle))
+            g.model = _str(self._call("nvmlDeviceGetName", g.handle))
+            g.pci_bus_id = _str(self._call("nvmlDeviceGetPciInfo", g.handle).busId)
+        except Exception as exc:  # noqa: BLE001
+            g.handle = None
+            g.down_reason = _GPU_FATAL.get(nvml_code(exc), "nvml_error")
+            return g
+        self._known_uuids[index] = g.uuid
+        return g
+
+    def _shutdown(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        if self._initialised:
+            try:
+                self._call("nvmlShutdown")
+            except Exception as exc:  # noqa: BLE001 - shutting down a broken NVML may fail
+                log.debug("nvmlShutdown: %s", exc)
+            self._initialised = False
+        self._gpus = []
+
+    def close(self) -> None:
+        """Stop the XID thread and shut NVML down. Safe to call twice."""
+        with self._lock:
+            self._shutdown()
+
+    # -- collect ----------------------------------------------------------------------------------
+    def collect(self, deadline: float) -> list[Metric]:
+        """All GPU series for one scrape.
+
+        Args:
+            deadline: ``time.monotonic()`` value by which to return.
+
+        Returns:
+            prometheus_client metric families (catalogue names); unsupported values are absent.
+
+        Raises:
+            GpuSourceError: NVML cannot be initialised (reason: library_not_found,
+                driver_not_loaded, lib_rm_version_mismatch, no_permission, nvml_error).
+        """
+        t0 = time.perf_counter()
+        try:
+            with self._lock:
+                return self._collect(deadline)
+        finally:
+            self.collect_seconds += time.perf_counter() - t0
+
+    def _collect(self, deadline: float) -> list[Metric]:
+        if not self._initialised:
+            now = time.monotonic()
+            if now < self._next_init and self._last_reason:
+                raise GpuSourceError(self._last_reason, "waiting to retry NVML init")
+            self._next_init = now + self._reinit_interval
+            try:
+                self._init()
+            except GpuSourceError as exc:
+                self._last_reason = exc.reason
+                raise
+            self._last_reason = ""
+        out = FamilySet()
+        self.last_gpu_errors = {}
+        fatal = False
+        for g in self._gpus:
+            base = {"gpu": str(g.index), "uuid": g.uuid}
+            reason = g.down_reason
+            if not reason:
+                sub = FamilySet()
+                try:
+                    self._collect_gpu(g, base, sub, deadline)
+                    out.extend(sub)
+                except _GpuDown as exc:
+                    reason = exc.reason
+                except _DeadlinePassed:
+                    reason = "deadline"
+            if g.handle is not None:  # identity is cached, so it is served even while the GPU is down
+                out.add("obsctl_gpu_info", {**base, "model": g.model, "driver_version": self._driver,
+                                            "pci_bus_id": g.pci_bus_id, "mig_mode": g.mig_mode}, 1)
+            if reason:
+                self.last_gpu_errors[str(g.index)] = reason
+                fatal = fatal or reason != "deadline"
+            out.add("obsctl_gpu_up", base, 0 if reason else 1)
+        for gpu, uuid, xid, count, last in self._xids.snapshot():
+            labels = {"gpu": gpu, "uuid": uuid, "xid": xid}
+            out.add("obsctl_gpu_xid_errors_total", labels, count)
+            out.add("obsctl_gpu_xid_last_seen_timestamp_seconds", labels, last)
+        if fatal:  # re-init on a later collect; handles may change after a GPU reset
+            log.info("NVML: GPUs down %s; re-initialising on a later scrape", self.last_gpu_errors)
+            self._shutdown()
+            self._next_init = time.monotonic() + self._reinit_interval
+            self._last_reason = ""
+        return out.metrics()
+
+    def _collect_gpu(self, g: _Gpu, base: dict[str, str], out: FamilySet, deadline: float) -> None:
+        call = self._call
+        for key, reader in self._readers:
+            if key in g.fields.unsupported:
+                continue
+            if time.monotonic() >= deadline:
+                raise _DeadlinePassed()
+            try:
+                samples = reader(call, g.handle, g.fields)
+            except Exception as exc:  # noqa: BLE001
+                self._field_error(g, key, exc)
+                continue
+            for name, extra, value in samples:
+                out.add(name, {**base, **extra}, value)
+        self._collect_mig(g, base, out, deadline)
+
+    def _field_error(self, g: _Gpu, key: str, exc: BaseException) -> None:
+        """Absent series for this field, or raise _GpuDown for a GPU-level fault."""
+        code = nvml_code(exc)
+        if code in _GPU_FATAL:
+            raise _GpuDown(_GPU_FATAL[code])
+        if code in _CACHE_ABSENT:
+            g.fields.unsupported.add(key)
+        elif code not in _FIELD_ABSENT:
+            log.debug("GPU %d %s: %s", g.index, key, exc)
+
+    def _collect_mig(self, g: _Gpu, base: dict[str, str], out: FamilySet, deadline: float) -> None:
+        if "mig" in g.fields.unsupported:
+            return
+        try:
+            current, _pending = self._call("nvmlDeviceGetMigMode", g.handle)
+        except Exception as exc:  # noqa: BLE001
+            self._field_error(g, "mig", exc)
+            return
+        g.mig_mode = "enabled" if current else "disabled"
+        if not current:
+            return
+        try:
+            slots = self._call("nvmlDeviceGetMaxMigDeviceCount", g.handle)
+        except Exception as exc:  # noqa: BLE001
+            self._field_error(g, "mig", exc)
+            return
+        for i in range(slots):
+            if time.monotonic() >= deadline:
+                raise _DeadlinePassed()
+            try:
+                mh = self._call("nvmlDeviceGetMigDeviceHandleByIndex", g.handle, i)
+            except Exception as exc:  # noqa: BLE001 - empty slots answer NOT_FOUND
+                if nvml_code(exc) in (NOT_FOUND, INVALID_ARGUMENT):
+                    continue
+                self._field_error(g, "mig", exc)
+                continue
+            try:
+                self._collect_mig_device(mh, base, out)
+            except Exception as exc:  # noqa: BLE001
+                code = nvml_code(exc)
+                if code in _GPU_FATAL:
+                    raise _GpuDown(_GPU_FATAL[code]) from None
+
+    def _collect_mig_device(self, mh: Any, base: dict[str, str], out: FamilySet) -> None:
+        gi = self._call("nvmlDeviceGetGpuInstanceId", mh)
+        name = _str(self._call("nvmlDeviceGetName", mh))
+        profile = mig_profile_name(name)
+        if profile == "unknown":
+            try:
+                a = self._call("nvmlDeviceGetAttributes", mh)
+                profile = mig_profile_name(name, a.gpuInstanceSliceCount, a.memorySizeMB)
+            except Exception:  # noqa: BLE001 - keep "unknown"
+                pass
+        labels = {**base, "gpu_instance": str(gi), "mig_profile": profile}
+        m = memory_info(self._call, mh, FieldCache(unsupported=set(), memory_v2=False))
+        out.add("obsctl_gpu_memory_used_bytes", labels, float(m.used))
+        out.add("obsctl_gpu_memory_total_bytes", labels, float(m.total))
+        try:  # NVML answers NOT_SUPPORTED for utilization on MIG devices today; kept if a driver adds it
+            u = self._call("nvmlDeviceGetUtilizationRates", mh)
+            out.add("obsctl_gpu_utilization_ratio", labels, u.gpu / 100.0)
+        except Exception as exc:  # noqa: BLE001
+            if nvml_code(exc) in _GPU_FATAL:
+                raise
+
+    # -- processes (for attribution) ---------------------------------------------------------------
+    def processes(self) -> dict[str, list[int]]:
+        """PIDs of compute processes per GPU, best effort.
+
+        Returns:
+            ``{uuid: [pid, ...]}`` keyed by the GPU's ``GPU-...`` UUID (all processes on the GPU),
+            and for MIG-enabled GPUs also ``"{uuid}/{gpu_instance}"`` with the processes of that GPU
+            instance. GPUs that fail are left out; an uninitialised NVML gives ``{}``.
+        """
+        result: dict[str, list[int]] = {}
+        with self._lock:
+            if not self._initialised:
+                return result
+            for g in self._gpus:
+                if g.handle is None:
+                    continue
+                try:
+                    procs = self._raw_call("nvmlDeviceGetComputeRunningProcesses", g.handle)
+                except Exception:  # noqa: BLE001 - best effort
+                    continue
+                result[g.uuid] = sorted({int(p.pid) for p in procs})
+                if g.mig_mode == "enabled":
+                    for p in procs:
+                        gi = getattr(p, "gpuInstanceId", None)
+                        if gi is not None and gi != 0xFFFFFFFF:
+                            result.setdefault(f"{g.uuid}/{gi}", []).append(int(p.pid))
+        return result

@@ -1,0 +1,3 @@
+from obsctl.cli import main
+
+main()

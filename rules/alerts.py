@@ -1,0 +1,101 @@
+"""Alerting rules of the loop: regression past the baseline, missing baseline, absent
+signal, and a passed target deadline.
+
+Alert names are PascalCase with the ``Obsctl`` prefix; every alert carries ``severity``
+(warning|critical) and the annotations ``summary``, ``description``, ``runbook_url``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from obsctl.rules.series import BASELINE_VALUE, JOIN, TARGET_VALUE, number, runbook_url, selector
+from obsctl.spec import Signal, Spec, Target
+
+#: How long a (class, signal) may lack a baseline / data before the alert fires.
+MISSING_FOR = "15m"
+ABSENT_FOR = "10m"
+DEADLINE_FOR = "1h"
+
+
+def _alert(name: str, expr: str, for_: str, severity: str, labels: dict[str, str], summary: str, description: str) -> dict:
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": for_,
+        "labels": {**labels, "severity": severity},
+        "annotations": {"summary": summary, "description": description, "runbook_url": runbook_url(name)},
+    }
+
+
+def regression_rule(sig: Signal) -> dict:
+    """``ObsctlSignalRegression`` for one signal, all classes at once.
+
+    higher_is_better fires when ``current < baseline * (1 - tolerance_ratio)``,
+    lower_is_better when ``current > baseline * (1 + tolerance_ratio)``; it must hold
+    for ``signal.alert_for``. The alert's value is the current value.
+    """
+    baseline = selector(BASELINE_VALUE, signal=sig.name)
+    tol = number(sig.tolerance_ratio)
+    if sig.direction == "higher_is_better":
+        expr, word = f"{sig.record_name}\n< {JOIN} {baseline} * (1 - {tol})", "below"
+    else:
+        expr, word = f"{sig.record_name}\n> {JOIN} {baseline} * (1 + {tol})", "above"
+    pct = f"{sig.tolerance_ratio * 100:g}"
+    return _alert(
+        "ObsctlSignalRegression", expr, sig.alert_for, "warning", {"signal": sig.name},
+        f"{sig.name} of {{{{ $labels.workload_class }}}} regressed past its baseline",
+        f"{sig.name} ({sig.unit}, {sig.direction}) of workload class {{{{ $labels.workload_class }}}} is "
+        f"{{{{ $value | printf \"%.4g\" }}}}, more than {pct} % {word} its baseline for {sig.alert_for}.",
+    )
+
+
+def absent_rule(sig: Signal) -> dict:
+    """``ObsctlSignalAbsent``: a class x signal has a baseline series but no current value."""
+    baseline = selector(BASELINE_VALUE, signal=sig.name)
+    return _alert(
+        "ObsctlSignalAbsent", f"{baseline}\nunless {JOIN} {sig.record_name}", ABSENT_FOR, "warning", {"signal": sig.name},
+        f"{sig.name} of {{{{ $labels.workload_class }}}} has a baseline but no data",
+        f"The recording rule {sig.record_name} returns nothing for workload class {{{{ $labels.workload_class }}}} "
+        f"although a baseline exists: the workload stopped, its series were renamed, or a scrape fails. "
+        f"Without data no regression can be detected.",
+    )
+
+
+def missing_rule(class_name: str, sig: Signal) -> dict:
+    """``ObsctlBaselineMissing`` for one class x signal: no baseline series (``absent()``)."""
+    identity = {"workload_class": class_name, "signal": sig.name}
+    return _alert(
+        "ObsctlBaselineMissing", f"absent({selector(BASELINE_VALUE, **identity)})", MISSING_FOR, "warning", identity,
+        f"No baseline for {sig.name} of {class_name}",
+        f"There is no {BASELINE_VALUE} series for workload class {class_name}, signal {sig.name}: regressions "
+        f"of this signal cannot be detected. Take one with obsctl snapshot-baseline, then obsctl rules generate.",
+    )
+
+
+def deadline_rule(target: Target, sig: Signal) -> dict:
+    """``ObsctlTargetDeadlinePassed``: after the deadline day (UTC) the target is not met."""
+    identity = {"workload_class": target.workload_class, "signal": target.signal}
+    after = dt.datetime.combine(target.deadline + dt.timedelta(days=1), dt.time(), dt.timezone.utc).timestamp()
+    op = "<" if sig.direction == "higher_is_better" else ">"
+    expr = (
+        f"({selector(sig.record_name, workload_class=target.workload_class)}\n"
+        f"  {op} {JOIN} {selector(TARGET_VALUE, **identity)})\n"
+        f"and on() (vector(time()) > {number(after)})"
+    )
+    return _alert(
+        "ObsctlTargetDeadlinePassed", expr, DEADLINE_FOR, "warning", identity,
+        f"Target for {target.signal} of {target.workload_class} missed its deadline {target.deadline.isoformat()}",
+        f"The target ({target.driver}) was due on {target.deadline.isoformat()}; {target.signal} is "
+        f"{{{{ $value | printf \"%.4g\" }}}} and does not meet it.",
+    )
+
+
+def alert_groups(spec: Spec) -> list[dict]:
+    """Groups ``obsctl.alerts.signals`` (regression, absent) and ``obsctl.alerts.baselines``
+    (baseline missing, target deadline), sorted by class and signal."""
+    signals = sorted(spec.signals, key=lambda s: s.name)
+    per_signal = [rule for sig in signals for rule in (regression_rule(sig), absent_rule(sig))]
+    loop = [missing_rule(wc.name, sig) for wc in sorted(spec.workload_classes, key=lambda c: c.name) for sig in signals]
+    loop += [deadline_rule(t, spec.signal(t.signal)) for t in sorted(spec.targets, key=lambda t: (t.workload_class, t.signal))]
+    return [{"name": "obsctl.alerts.signals", "rules": per_signal}, {"name": "obsctl.alerts.baselines", "rules": loop}]

@@ -1,0 +1,67 @@
+"""``obsctl rules``: generate the Prometheus rule files and check them with promtool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
+from obsctl.errors import ObsctlError, UsageError
+from obsctl.rules import generate as gen
+from obsctl.rules.promtool import check_rules
+from obsctl.spec import Spec
+
+
+def current_baselines(spec: Spec) -> list:
+    """The store's current baselines; an absent store directory means none yet."""
+    if not spec.store_path().exists():
+        return []
+    from obsctl.baselining.store import Store
+
+    return Store(spec.store_path()).current_baselines()
+
+
+@click.group()
+def rules() -> None:
+    """Prometheus recording and alerting rules for the loop (see docs/rules.md)."""
+
+
+@rules.command()
+@spec_option
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Folder for the rule files.")
+@click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if the files in --out differ.")
+@output_option
+@wrap_errors
+def generate(spec_path: str, out: Path, check_only: bool, output: str) -> None:
+    """Write obsctl-*.rules.yaml from the spec and the baseline store (atomically)."""
+    spec = load(spec_path)
+    files, warnings = gen.generate(spec, current_baselines(spec))
+    for line in warnings:
+        progress(f"obsctl: warning: {line}")
+    if check_only:
+        stale = gen.check(out, files)
+        if stale:
+            raise ObsctlError(f"{out}: out of date: {', '.join(stale)}; regenerate with obsctl rules generate")
+        paths = [out / n for n in files]
+    else:
+        paths = gen.write(out, files)
+    if output == "json":
+        emit_json({"out": str(out), "files": [str(p) for p in paths], "warnings": warnings, "checked": check_only})
+    else:
+        for path in paths:
+            click.echo(str(path))
+
+
+@rules.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@wrap_errors
+def check(directory: Path) -> None:
+    """Run promtool check rules on every *.rules.yaml / *.yml file in DIRECTORY."""
+    paths = sorted(p for p in directory.glob("*") if p.suffix in (".yaml", ".yml"))
+    if not paths:
+        raise UsageError(f"{directory}: no rule files (*.yaml, *.yml) found")
+    result = check_rules(paths)
+    click.echo((result.stdout + result.stderr).strip())
+    if result.returncode != 0:
+        raise ObsctlError(f"promtool check rules failed on {directory}")

@@ -167,7 +167,7 @@ class NvmlSource:
             raise GpuSourceError(_INIT_REASONS.get(code, errors.REASON_NVML_ERROR), str(exc)) from None
         self._gpus = [self._open_gpu(i) for i in range(count)]
         if self._xid_enabled:
-            devices = {g.handle: (str(g.index), g.uuid) for g in self._gpus if g.handle is not None}
+            devices = [(g.handle, (str(g.index), g.uuid)) for g in self._gpus if g.handle is not None]
             self._watcher = XidWatcher(self._raw_call, devices, self._xids, wait_ms=self._event_wait_ms)
             self._watcher.start()
 

@@ -52,13 +52,13 @@ class XidWatcher:
 
     Args:
         call: ``call(fn_name, *args)`` running a pynvml function.
-        devices: ``{handle: (gpu_index_str, uuid)}`` of the GPUs to watch.
+        devices: ``[(handle, (gpu_index_str, uuid))]`` of the GPUs to watch.
         counts: where to record events.
         wait_ms: nvmlEventSetWait timeout; bounds how long ``stop()`` waits.
         clock: Unix-time source for last-seen timestamps.
     """
 
-    def __init__(self, call: Callable[..., Any], devices: dict[Any, tuple[str, str]], counts: XidCounts,
+    def __init__(self, call: Callable[..., Any], devices: list[tuple[Any, tuple[str, str]]], counts: XidCounts,
                  wait_ms: int = 100, clock: Callable[[], float] = time.time) -> None:
         self._call = call
         self._counts = counts
@@ -74,7 +74,7 @@ class XidWatcher:
         except Exception as exc:  # noqa: BLE001 - XIDs are best effort; metrics still flow
             log.info("XID events unavailable: %s", exc)
             return
-        for handle, ident in devices.items():
+        for handle, ident in devices:
             try:
                 call("nvmlDeviceRegisterEvents", handle, EVENT_XID_CRITICAL, self._set)
             except Exception as exc:  # noqa: BLE001 - e.g. NOT_SUPPORTED on this GPU

@@ -1,0 +1,328 @@
+"""The loop commands: snapshot-baseline, baseline, target, initiative, verify, report.
+
+``obsctl.cli`` imports these click objects lazily by name: ``snapshot_baseline``,
+``baseline`` (group), ``target`` (group), ``initiative`` (group), ``verify``, ``report``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from obsctl.baselining.store import Store
+from obsctl.baselining.timeutil import parse_instant, rfc3339
+from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
+from obsctl.errors import EXIT_FAILURE
+from obsctl.spec import LEVERS
+
+
+def _store(spec) -> Store:
+    return Store(spec.store_path())
+
+
+def _client(spec):
+    from obsctl.baselining.promapi import PrometheusClient
+
+    return PrometheusClient.from_spec(spec)
+
+
+def _baseline_summary(b) -> dict:
+    return {
+        "id": b.id, "workload_class": b.workload_class, "signal": b.signal, "unit": b.unit, "direction": b.direction,
+        "source": b.source, "initiative": b.initiative, "created_at": b.created_at.isoformat(),
+        "window_start": b.window.start.isoformat(), "window_end": b.window.end.isoformat(), "step_seconds": b.window.step_seconds,
+        "mean": b.stats.mean, "median": b.stats.median, "p5": b.stats.p5, "p95": b.stats.p95, "stddev": b.stats.stddev,
+        "sample_count": b.stats.sample_count, "batch_means": b.stats.batch_means, "series_count": b.population.series_count,
+        "query": b.query,
+    }
+
+
+# --- snapshot-baseline -------------------------------------------------------------------
+
+
+@click.command("snapshot-baseline")
+@spec_option
+@click.option("--class", "classes", multiple=True, metavar="NAME", help="Workload class (repeatable; default: all).")
+@click.option("--signal", "signals", multiple=True, metavar="NAME", help="Signal (repeatable; default: all).")
+@click.option("--window", default=None, metavar="DURATION", help="Window length, e.g. 1h or 7d (default: spec verification.window).")
+@click.option("--end", default="now", show_default=True, metavar="RFC3339|now", help="Window end (aligned down to the step).")
+@output_option
+@wrap_errors
+def snapshot_baseline(spec_path, classes, signals, window, end, output):
+    """Measure each class x signal over a window and store it as the current baseline.
+
+    Stores the PromQL, the window (UTC), the population (input series), mean, median,
+    p5, p95, stddev, sample count, the batch means and the raw samples. A class x signal
+    with fewer samples than batches is reported as NO DATA and not stored.
+
+    Exit codes: 0 when at least one baseline was stored, 1 when nothing was stored,
+    2 bad spec or flag, 3 Prometheus unreachable.
+    """
+    from obsctl.baselining.snapshot import snapshot
+
+    spec = load(spec_path)
+    report = snapshot(spec, _client(spec), _store(spec), list(classes) or None, list(signals) or None, window,
+                      parse_instant(end, "--end"), progress=progress)
+    if output == "json":
+        emit_json({"stored": len(report.stored), "outcomes": [o.as_dict() for o in report.outcomes]})
+    else:
+        for o in report.outcomes:
+            if o.baseline is not None:
+                b = o.baseline
+                click.echo(f"{o.workload_class}/{o.signal}: baseline {b.id}: mean {b.stats.mean:.6g} {b.unit} "
+                           f"(p5 {b.stats.p5:.6g}, p95 {b.stats.p95:.6g}, {b.stats.sample_count} samples, "
+                           f"{len(b.stats.batch_means)} batches, {b.population.series_count} input series)")
+            else:
+                click.echo(f"{o.workload_class}/{o.signal}: NO DATA ({o.reason}); not stored")
+    if not report.stored:
+        click.echo("obsctl: error: no baseline stored: no class x signal had data in the window", err=True)
+        sys.exit(EXIT_FAILURE)
+
+
+# --- baseline ----------------------------------------------------------------------------
+
+
+@click.group()
+def baseline():
+    """Show, list and promote baselines."""
+
+
+@baseline.command("list")
+@spec_option
+@click.option("--history", is_flag=True, help="All baselines ever taken, not only the current ones.")
+@output_option
+@wrap_errors
+def baseline_list(spec_path, history, output):
+    """List the current baselines (or the whole history)."""
+    store = _store(load(spec_path))
+    records = store.all_baselines() if history else store.current_baselines()
+    current = {b.id for b in store.current_baselines()} if history else {b.id for b in records}
+    if output == "json":
+        emit_json([{**_baseline_summary(b), "current": b.id in current} for b in records])
+        return
+    if not records:
+        click.echo("no baselines yet (run: obsctl snapshot-baseline)")
+    for b in records:
+        mark = "*" if b.id in current else " "
+        click.echo(f"{mark} {b.workload_class}/{b.signal}: {b.stats.mean:.6g} {b.unit} "
+                   f"[{rfc3339(b.window.start)} .. {rfc3339(b.window.end)}, {b.stats.sample_count} samples, {b.source}] {b.id}")
+
+
+@baseline.command("show")
+@spec_option
+@click.option("--class", "workload_class", default=None, metavar="NAME")
+@click.option("--signal", default=None, metavar="NAME")
+@click.option("--id", "baseline_id", default=None, metavar="ID", help="A baseline id (current or historical).")
+@output_option
+@wrap_errors
+def baseline_show(spec_path, workload_class, signal, baseline_id, output):
+    """Show one baseline: by --id, or the current one of --class and --signal."""
+    from obsctl.errors import StoreError, UsageError
+
+    store = _store(load(spec_path))
+    if baseline_id:
+        b = store.baseline(baseline_id)
+    elif workload_class and signal:
+        b = store.current_baseline(workload_class, signal)
+        if b is None:
+            raise StoreError(f"no current baseline for {workload_class}/{signal} (run: obsctl snapshot-baseline)")
+    else:
+        raise UsageError("give --id ID, or --class NAME and --signal NAME")
+    summary = _baseline_summary(b)
+    if output == "json":
+        emit_json({**summary, "population": b.population.model_dump()})
+        return
+    for key, value in summary.items():
+        click.echo(f"{key}: {value}")
+    click.echo(f"population: {b.population.series_count} series")
+    for labels in b.population.label_sets[:20]:
+        click.echo(f"  {labels}")
+
+
+@baseline.command("promote")
+@spec_option
+@click.option("--initiative", "initiative_id", required=True, metavar="ID")
+@output_option
+@wrap_errors
+def baseline_promote(spec_path, initiative_id, output):
+    """Make an IMPROVED initiative's verification window the current baseline.
+
+    The old baseline stays in the history; the initiative becomes promoted.
+    """
+    from obsctl.baselining.verify import promote
+
+    spec = load(spec_path)
+    initiative, new = promote(spec, _store(spec), initiative_id)
+    if output == "json":
+        emit_json({"initiative": initiative.id, "status": initiative.status, "baseline": _baseline_summary(new)})
+    else:
+        click.echo(f"promoted: {new.workload_class}/{new.signal} baseline is now {new.id} "
+                   f"(mean {new.stats.mean:.6g} {new.unit}, from initiative {initiative.id})")
+
+
+# --- target ------------------------------------------------------------------------------
+
+
+@click.group()
+def target():
+    """Targets from the spec against the current baselines."""
+
+
+@target.command("show")
+@spec_option
+@output_option
+@wrap_errors
+def target_show(spec_path, output):
+    """Each target with its current baseline, target value and gap (target - baseline)."""
+    spec = load(spec_path)
+    store = _store(spec)
+    rows = []
+    for t in spec.targets:
+        b = store.current_baseline(t.workload_class, t.signal)
+        base = b.stats.mean if b else None
+        value = t.absolute if t.absolute is not None else (base * (1 + t.relative) if base is not None else None)
+        rows.append({
+            "workload_class": t.workload_class, "signal": t.signal, "unit": spec.signal(t.signal).unit,
+            "baseline": base, "baseline_id": b.id if b else None, "target": value,
+            "gap": (value - base) if value is not None and base is not None else None,
+            "gap_ratio": (value / base - 1) if value is not None and base else None,
+            "driver": t.driver, "deadline": t.deadline.isoformat(),
+        })
+    if output == "json":
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo("no targets in the spec")
+    for r in rows:
+        if r["baseline"] is None:
+            click.echo(f"{r['workload_class']}/{r['signal']}: no current baseline (target {r['target'] if r['target'] is not None else 'relative'}), "
+                       f"by {r['deadline']}: {r['driver']}")
+            continue
+        click.echo(f"{r['workload_class']}/{r['signal']}: baseline {r['baseline']:.6g} -> target {r['target']:.6g} {r['unit']} "
+                   f"(gap {r['gap']:+.6g}, {r['gap_ratio'] * 100:+.1f} %) by {r['deadline']}: {r['driver']}")
+
+
+# --- initiative --------------------------------------------------------------------------
+
+
+@click.group()
+def initiative():
+    """The initiative ledger: one change at a time per workload class."""
+
+
+@initiative.command("start")
+@spec_option
+@click.option("--name", required=True, help="What is being changed, e.g. 'batch size tuning'.")
+@click.option("--lever", required=True, type=click.Choice(LEVERS), help="The optimization lever.")
+@click.option("--class", "workload_class", required=True, metavar="NAME", help="The workload class changed.")
+@click.option("--signal", required=True, metavar="NAME", help="The primary signal the verdict is based on.")
+@click.option("--expected-impact", type=float, default=None, metavar="RATIO", help="Expected relative change, e.g. 0.2 for +20 %.")
+@click.option("--started-at", default="now", show_default=True, metavar="RFC3339|now", help="When the change went live.")
+@click.option("--notes", default="", help="Free text kept with the initiative.")
+@output_option
+@wrap_errors
+def initiative_start(spec_path, name, lever, workload_class, signal, expected_impact, started_at, notes, output):
+    """Open an initiative. Refuses a second open initiative on the same class, and a
+    class x signal without a current baseline (exit 1)."""
+    from obsctl.baselining.initiative import start_initiative
+
+    spec = load(spec_path)
+    i = start_initiative(spec, _store(spec), name, lever, workload_class, signal, expected_impact,
+                         parse_instant(started_at, "--started-at"), notes)
+    if output == "json":
+        emit_json(i.model_dump(mode="json"))
+    else:
+        click.echo(f"started initiative {i.id}: {i.lever} on {i.workload_class}, primary signal {i.primary_signal}, baseline {i.baseline_id}")
+
+
+@initiative.command("list")
+@spec_option
+@click.option("--class", "workload_class", default=None, metavar="NAME")
+@click.option("--status", type=click.Choice(["open", "verified", "promoted", "closed"]), default=None)
+@output_option
+@wrap_errors
+def initiative_list(spec_path, workload_class, status, output):
+    """List initiatives, oldest first."""
+    records = _store(load(spec_path)).initiatives(workload_class, status)
+    if output == "json":
+        emit_json([{**i.model_dump(mode="json", exclude={"verifications"}),
+                    "last_verdict": i.verifications[-1].verdict if i.verifications else None} for i in records])
+        return
+    if not records:
+        click.echo("no initiatives")
+    for i in records:
+        verdict = f", last verdict {i.verifications[-1].verdict}" if i.verifications else ""
+        click.echo(f"{i.id}: {i.status}{verdict}: {i.name} ({i.lever}) on {i.workload_class}/{i.primary_signal}, started {rfc3339(i.started_at)}")
+
+
+@initiative.command("close")
+@spec_option
+@click.option("--initiative", "initiative_id", required=True, metavar="ID")
+@click.option("--note", default="", help="Why it is closed without promotion.")
+@wrap_errors
+def initiative_close(spec_path, initiative_id, note):
+    """Close an initiative without promoting it (frees its class)."""
+    from obsctl.baselining.initiative import close_initiative
+
+    i = close_initiative(_store(load(spec_path)), initiative_id, note)
+    click.echo(f"closed initiative {i.id}")
+
+
+# --- verify ------------------------------------------------------------------------------
+
+
+@click.command("verify")
+@spec_option
+@click.option("--initiative", "initiative_id", default=None, metavar="ID", help="Initiative to verify.")
+@click.option("--class", "workload_class", default=None, metavar="NAME", help="Or: the open initiative of this class.")
+@click.option("--window", default=None, metavar="DURATION", help="Longest window, counted back from --end (default: spec verification.window).")
+@click.option("--start", default=None, metavar="RFC3339", help="Window start (default: the initiative's start, capped by --window).")
+@click.option("--end", default="now", show_default=True, metavar="RFC3339|now", help="Window end (aligned down to the step).")
+@output_option
+@wrap_errors
+def verify(spec_path, initiative_id, workload_class, window, start, end, output):
+    """Compare an initiative's window with its baseline on its primary signal.
+
+    \b
+    Verdict and exit code:
+      IMPROVED      0   interval above 0 (direction-aware) and change >= min_effect_ratio
+      NO_CHANGE    10   whole interval within +-min_effect_ratio
+      INCONCLUSIVE 11   neither: more data needed
+      REGRESSED    12   interval below 0 and change <= -min_effect_ratio
+      NO_DATA      13   fewer samples than batches in the window (never a pass)
+    Errors: 1 store refused, 2 bad spec or flag, 3 Prometheus unreachable.
+    """
+    from obsctl.baselining.verify import VERDICT_EXIT_CODES, verify as run_verify, verdict_line
+
+    spec = load(spec_path)
+    initiative_, result = run_verify(
+        spec, _client(spec), _store(spec), initiative_id, workload_class, window,
+        parse_instant(start, "--start") if start else None, parse_instant(end, "--end"),
+    )
+    code = VERDICT_EXIT_CODES[result.verdict]
+    unit = spec.signal(result.signal).unit if result.signal in {s.name for s in spec.signals} else ""
+    if output == "json":
+        emit_json({"initiative": initiative_.id, "workload_class": initiative_.workload_class, "exit_code": code,
+                   "summary": verdict_line(result, unit), **result.model_dump(mode="json", exclude={"samples"})})
+    else:
+        click.echo(verdict_line(result, unit))
+    sys.exit(code)
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+@click.command("report")
+@spec_option
+@click.option("--initiative", "initiative_id", required=True, metavar="ID")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=str), help="Output directory.")
+@wrap_errors
+def report(spec_path, initiative_id, out_dir):
+    """Write a Markdown report and a PNG figure of the initiative's latest verification."""
+    from pathlib import Path
+
+    from obsctl.baselining.report import write_report
+
+    md, png = write_report(_store(load(spec_path)), initiative_id, Path(out_dir))
+    click.echo(f"wrote {md} and {png}")

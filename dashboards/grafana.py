@@ -1,0 +1,148 @@
+"""House style over grafanalib: the only module that imports grafanalib.
+
+grafanalib's core is policy-free and its schema is old (schemaVersion 12, legacy target
+and dashboard keys, ``datasource`` as a name). Here we set, in one place: the schema
+version, a ``datasource`` template variable (type datasource, plugin prometheus) that
+every panel and every query points to, modern panel types only (timeseries, stat,
+bargauge, table, row), a grid layout, and the removal of keys Grafana no longer reads.
+Functions return grafanalib objects; :func:`dashboard` returns the final JSON dict.
+"""
+
+from __future__ import annotations
+
+import json
+
+import grafanalib.core as G
+from grafanalib._gen import DashboardEncoder
+
+#: Grafana 10.x/11.x dashboard schema; Grafana migrates older ones on load.
+SCHEMA_VERSION = 39
+#: Every panel and query uses the datasource picked in the ``datasource`` variable.
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+MODERN_TYPES = frozenset({"timeseries", "stat", "bargauge", "table", "row"})
+
+_LEGACY_DASHBOARD_KEYS = ("rows", "style", "sharedCrosshair", "hideControls", "gnetId", "id", "__inputs")
+_LEGACY_PANEL_KEYS = ("span", "minSpan", "height", "error", "repeat", "repeatDirection", "maxPerRow", "cacheTimeout",
+                      "timeFrom", "timeShift", "editable", "hideTimeOverride")
+_LEGACY_TARGET_KEYS = ("query", "target", "metric", "step", "intervalFactor", "hide", "interval")
+_UNITS = {"ratio": "percentunit", "seconds": "s", "bytes": "bytes", "watts": "watt", "celsius": "celsius", "joules": "joule"}
+
+
+def unit(name: str) -> str:
+    """A spec unit (``ratio``, ``seconds``, ``tokens/s``...) as a Grafana unit id; free text becomes a suffix."""
+    return _UNITS.get(name, f"suffix: {name}" if name else "none")
+
+
+def query(expr: str, legend: str = "", ref: str = "A", instant: bool = False, table: bool = False) -> G.Target:
+    """One PromQL query. ``instant`` for stats/tables; ``table`` returns labels as columns."""
+    return G.Target(expr=expr, legendFormat=legend, refId=ref, instant=instant, format="table" if table else "time_series",
+                    datasource=DATASOURCE)
+
+
+def timeseries(title: str, targets: list[G.Target], unit_id: str = "none", description: str = "") -> G.TimeSeries:
+    """A time series panel (lines, legend as a table with last/mean)."""
+    return G.TimeSeries(title=title, targets=targets, unit=unit_id, description=description or None,
+                        legendDisplayMode="table", legendCalcs=["lastNotNull", "mean"], dataSource=DATASOURCE)
+
+
+def stat(title: str, targets: list[G.Target], unit_id: str = "none", description: str = "",
+         ref_units: dict[str, str] | None = None) -> G.Stat:
+    """A stat panel showing the last value; ``ref_units`` gives a unit per query refId."""
+    overrides = [{"matcher": {"id": "byFrameRefID", "options": ref}, "properties": [{"id": "unit", "value": u}]}
+                 for ref, u in sorted((ref_units or {}).items())]
+    return G.Stat(title=title, targets=targets, format=unit_id, color={"mode": "thresholds"}, description=description or None, reduceCalc="lastNotNull",
+                  graphMode="area", noValue="no data", overrides=overrides, dataSource=DATASOURCE)
+
+
+def bargauge(title: str, targets: list[G.Target], unit_id: str = "none", max_value: float = 1) -> G.BarGauge:
+    """A horizontal bar gauge (one bar per series), 0..``max_value``."""
+    return G.BarGauge(title=title, targets=targets, format=unit_id, min=0, max=max_value, calc="lastNotNull",
+                      orientation="horizontal", displayMode="gradient", dataSource=DATASOURCE)
+
+
+def table(title: str, targets: list[G.Target], description: str = "") -> G.Table:
+    """A table of instant query results, one row per series, labels as columns (Time and Value hidden)."""
+    organize = {"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True}}}
+    return G.Table(title=title, targets=targets, description=description or None, transformations=[organize],
+                   dataSource=DATASOURCE)
+
+
+def row(title: str) -> G.RowPanel:
+    """A row header."""
+    return G.RowPanel(title=title)
+
+
+def _layout(sections: list[tuple[str | None, list[tuple[object, int, int]]]]) -> list:
+    """Place panels on Grafana's 24-column grid: each section is (row title or None, [(panel, width, height)])."""
+    panels, y = [], 0
+    for title, items in sections:
+        if title is not None:
+            panels.append(G.RowPanel(title=title, gridPos=G.GridPos(h=1, w=24, x=0, y=y)))
+            y += 1
+        x, row_h = 0, 0
+        for panel, w, h in items:
+            if x + w > 24:
+                x, y, row_h = 0, y + row_h, 0
+            panel.gridPos = G.GridPos(h=h, w=w, x=x, y=y)
+            panels.append(panel)
+            x, row_h = x + w, max(row_h, h)
+        y += row_h
+    return panels
+
+
+def _clean_panel(panel: dict) -> dict:
+    for key in _LEGACY_PANEL_KEYS:
+        panel.pop(key, None)
+    panel = {k: v for k, v in panel.items() if v is not None}
+    panel["datasource"] = DATASOURCE
+    for target in panel.get("targets", []):
+        for key in _LEGACY_TARGET_KEYS:
+            target.pop(key, None)
+        target["datasource"] = DATASOURCE
+    if panel["type"] == "row":
+        return {k: panel[k] for k in ("collapsed", "gridPos", "id", "panels", "title", "type")}
+    thresholds = panel["fieldConfig"]["defaults"].setdefault("thresholds", {"mode": "absolute", "steps": []})
+    if not thresholds.get("steps"):  # Grafana needs a base step
+        thresholds.update({"mode": "absolute", "steps": [{"color": "green", "value": None}]})
+    return panel
+
+
+def dashboard(title: str, uid: str, description: str, tags: list[str],
+              sections: list[tuple[str | None, list[tuple[object, int, int]]]],
+              variables: list[G.Template] | None = None) -> dict:
+    """The dashboard as Grafana JSON (a dict), house style applied.
+
+    Args:
+        sections: ``[(row title or None, [(panel, width 1-24, height), ...]), ...]``.
+        variables: extra template variables after ``datasource``.
+
+    Raises:
+        ValueError: a panel of a type outside :data:`MODERN_TYPES`.
+    """
+    datasource_var = G.Template(name="datasource", label="Data source", query="prometheus", type="datasource", default="")
+    dash = G.Dashboard(
+        title=title, uid=uid, description=description, tags=tags, panels=_layout(sections), timezone="utc",
+        templating=G.Templating(list=[datasource_var, *(variables or [])]), time=G.Time("now-6h", "now"), refresh="1m",
+        graphTooltip=G.GRAPH_TOOLTIP_MODE_SHARED_CROSSHAIR,
+    ).auto_panel_ids()
+    data = json.loads(json.dumps(dash.to_json_data(), cls=DashboardEncoder))
+    for key in _LEGACY_DASHBOARD_KEYS:
+        data.pop(key, None)
+    data["schemaVersion"] = SCHEMA_VERSION
+    data["panels"] = [_clean_panel(p) for p in data["panels"]]
+    bad = sorted({p["type"] for p in data["panels"]} - MODERN_TYPES)
+    if bad:
+        raise ValueError(f"dashboard {uid}: legacy panel types {bad}; use {sorted(MODERN_TYPES)}")
+    for var in data["templating"]["list"]:
+        var.update({"current": var.get("current") if var["type"] != "datasource" else {}})
+        for key in ("useTags", "tagsQuery", "tagValuesQuery", "auto", "auto_min", "auto_count"):
+            var.pop(key, None)
+        if var["type"] == "query":
+            var["datasource"] = DATASOURCE
+    return data
+
+
+def query_variable(name: str, label: str, promql: str) -> G.Template:
+    """A multi-value query variable (label_values...) with All = ``.*``, for ``=~"$name"`` matchers."""
+    return G.Template(name=name, label=label, query={"query": promql, "refId": f"{name}-var"}, type="query",
+                      multi=True, includeAll=True, allValue=".*", default="$__all", refresh=G.REFRESH_ON_TIME_RANGE_CHANGE)

@@ -1,0 +1,196 @@
+"""The ``gpu`` collector and the ``--gpu.source`` choice (auto | nvml | dcgm | none).
+
+* ``nvml``: :class:`obsctl.exporters.gpu.nvml.NvmlSource` (imported when first used).
+* ``dcgm``: :class:`obsctl.exporters.gpu.dcgm.DcgmSource` on ``--dcgm.url``.
+* ``auto``: NVML if it initialises; otherwise the dcgm-exporter at ``--dcgm.url`` when one
+  is given (NVML is tried again every ``nvml_retry_seconds``, so a driver loaded later is
+  picked up); otherwise the collector fails with NVML's reason.
+* ``none``: no GPU series; the collector succeeds with nothing.
+
+A source that is wholly unavailable raises :class:`GpuSourceError`; the exporter core turns
+that into ``obsctl_exporter_scrape_collector_success{collector="gpu"} 0`` plus
+``obsctl_exporter_scrape_collector_error_info{collector="gpu",reason=...}`` and one log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client.core import Metric
+
+from obsctl.exporters import meta
+from obsctl.exporters.gpu.dcgm import DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, DcgmSource
+from obsctl.exporters.gpu.errors import REASON_LIBRARY_NOT_FOUND, GpuSourceError
+from obsctl.exporters.gpu.inventory import GpuInventory
+
+log = logging.getLogger(__name__)
+
+MODES = ("auto", "nvml", "dcgm", "none")
+
+
+def default_nvml_factory() -> Any:
+    """A new NvmlSource (import deferred so the exporter starts without the NVML module)."""
+    try:
+        from obsctl.exporters.gpu.nvml import NvmlSource
+    except ImportError as exc:  # pynvml (nvidia-ml-py) or the module itself missing
+        raise GpuSourceError(REASON_LIBRARY_NOT_FOUND, f"cannot import the NVML source: {exc}") from None
+    return NvmlSource()
+
+
+class _LazyNvml:
+    """Builds the NVML source on first use; a failed build is retried on the next call."""
+
+    name = "nvml"
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._source: Any = None
+
+    def collect(self, deadline: float) -> list[Metric]:
+        if self._source is None:
+            self._source = self._factory()
+        return self._source.collect(deadline)
+
+    def processes(self) -> dict[str, list[int]]:
+        return self._source.processes() if self._source is not None and hasattr(self._source, "processes") else {}
+
+    def close(self) -> None:
+        if self._source is not None:
+            self._source.close()
+
+
+class NoneSource:
+    """``--gpu.source=none``: no GPU series."""
+
+    name = "none"
+
+    def collect(self, deadline: float) -> list[Metric]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class AutoSource:
+    """NVML when it initialises, else dcgm-exporter (if configured), else NVML's failure.
+
+    Args:
+        nvml: the NVML source (or a lazy wrapper).
+        dcgm: the DCGM source, or None when no ``--dcgm.url`` was given.
+        nvml_retry_seconds: while on DCGM, how often NVML is tried again.
+        clock: monotonic clock (injected by tests).
+
+    Attributes:
+        active: the source used by the last collect: ``nvml`` | ``dcgm`` | ``none``.
+    """
+
+    name = "auto"
+
+    def __init__(self, nvml: Any, dcgm: DcgmSource | None, nvml_retry_seconds: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.nvml = nvml
+        self.dcgm = dcgm
+        self.nvml_retry_seconds = nvml_retry_seconds
+        self._clock = clock
+        self._skip_nvml_until = 0.0
+        self.active = "none"
+
+    def collect(self, deadline: float) -> list[Metric]:
+        """Collect from the preferred available source (see class docstring)."""
+        if self.dcgm is not None and self._clock() < self._skip_nvml_until:
+            return self._from_dcgm(deadline)
+        try:
+            metrics = self.nvml.collect(deadline)
+        except GpuSourceError as exc:
+            if self.dcgm is None:
+                self.active = "none"
+                raise
+            if self._skip_nvml_until == 0.0 or self.active == "nvml":
+                log.info("gpu source auto: NVML unavailable (%s); using dcgm-exporter at %s", exc.reason, self.dcgm.url)
+            self._skip_nvml_until = self._clock() + self.nvml_retry_seconds
+            return self._from_dcgm(deadline)
+        self.active = "nvml"
+        return metrics
+
+    def _from_dcgm(self, deadline: float) -> list[Metric]:
+        self.active = "dcgm"
+        return self.dcgm.collect(deadline)
+
+    @property
+    def pod_bindings(self) -> dict:
+        return self.dcgm.pod_bindings if self.active == "dcgm" and self.dcgm is not None else {}
+
+    def processes(self) -> dict[str, list[int]]:
+        return self.nvml.processes() if self.active == "nvml" else {}
+
+    def close(self) -> None:
+        self.nvml.close()
+        if self.dcgm is not None:
+            self.dcgm.close()
+
+
+def make_source(mode: str, dcgm_url: str | None = None, dcgm_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+                nvml_factory: Callable[[], Any] = default_nvml_factory) -> Any:
+    """Build the source for ``--gpu.source``.
+
+    Args:
+        mode: auto | nvml | dcgm | none.
+        dcgm_url: dcgm-exporter metrics URL (``dcgm`` mode defaults to 127.0.0.1:9400).
+        dcgm_timeout: seconds per dcgm-exporter fetch.
+        nvml_factory: builds the NVML source (tests inject a stand-in).
+
+    Raises:
+        ValueError: unknown mode.
+    """
+    if mode == "none":
+        return NoneSource()
+    if mode == "nvml":
+        return _LazyNvml(nvml_factory)
+    if mode == "dcgm":
+        return DcgmSource(dcgm_url or DEFAULT_URL, timeout=dcgm_timeout)
+    if mode == "auto":
+        dcgm = DcgmSource(dcgm_url, timeout=dcgm_timeout) if dcgm_url else None
+        return AutoSource(_LazyNvml(nvml_factory), dcgm)
+    raise ValueError(f"unknown GPU source {mode!r}; choose one of {', '.join(MODES)}")
+
+
+def active_source_name(source: Any) -> str:
+    """nvml | dcgm | none: what the source used most recently."""
+    return getattr(source, "active", None) or source.name
+
+
+class GpuCollector:
+    """The ``gpu`` collector: canonical GPU series from the chosen source.
+
+    Args:
+        source: an object with ``name``, ``collect(deadline)``, ``close()`` (see make_source).
+        mode: the ``--gpu.source`` setting, for ``obsctl_gpu_source_info``.
+    """
+
+    name = "gpu"
+    description = "GPU utilization, memory, power, energy, clocks, errors (NVML or dcgm-exporter)"
+    isolate = True
+
+    def __init__(self, source: Any, mode: str) -> None:
+        self.source = source
+        self.mode = mode
+
+    def collect(self, ctx: Any) -> list[Metric]:
+        """Source families for this scrape, within ``ctx.deadline``; raises GpuSourceError."""
+        return self.source.collect(ctx.deadline)
+
+    def after(self, ctx: Any, metrics: list[Metric]) -> None:
+        """Publish this scrape's GPU inventory (and DCGM pod bindings) for attribution."""
+        ctx.inventory = GpuInventory.from_metrics(metrics, getattr(self.source, "pod_bindings", None))
+        ctx.gpu_source = self.source
+
+    def source_info(self) -> list[Metric]:
+        """``obsctl_gpu_source_info{mode,source}`` for this scrape."""
+        return [meta.gpu_source_info(self.mode, active_source_name(self.source))]
+
+    def close(self) -> None:
+        """Close the source (stops NVML's event thread, the HTTP session)."""
+        self.source.close()

@@ -70,7 +70,7 @@ def render_figure(baseline: Baseline, result: VerificationResult) -> bytes:
             ax.axhline(result.baseline_mean, color="tab:blue", linestyle="--", linewidth=1, label="baseline mean")
             if result.ci_low is not None and result.ci_high is not None:
                 ax.axhspan(result.baseline_mean * (1 + result.ci_low), result.baseline_mean * (1 + result.ci_high), color="tab:green", alpha=0.18,
-                           label=f"window mean, {result.confidence:.0%} CI ({format_percent(result.ci_low)} .. {format_percent(result.ci_high)})")
+                           label=f"baseline mean x (1 + change), {result.confidence:.0%} CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}")
         ax.set_xlabel("minutes into the window")
         ax.set_ylabel(f"{baseline.signal} ({baseline.unit})")
         ax.set_title(f"{baseline.workload_class}: {result.verdict} {format_percent(result.change_ratio)}")

@@ -54,7 +54,10 @@ def progress(message: str) -> None:
 def run_main(command: click.Command, argv: list[str] | None = None) -> None:
     """Invoke a click command, mapping ObsctlError to one line on stderr and its exit code."""
     try:
-        command.main(args=argv, prog_name="obsctl", standalone_mode=False)
+        rc = command.main(args=argv, prog_name="obsctl", standalone_mode=False)
+        # With standalone_mode=False click returns ctx.exit(n)'s code instead of exiting.
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except ObsctlError as exc:
         click.echo(f"obsctl: error: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -31,12 +31,13 @@ def rules() -> None:
 @spec_option
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Folder for the rule files.")
 @click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if the files in --out differ.")
+@click.option("--empty-store", is_flag=True, help="Ignore the store: no baseline series (how rules/generated/ is made).")
 @output_option
 @wrap_errors
-def generate(spec_path: str, out: Path, check_only: bool, output: str) -> None:
+def generate(spec_path: str, out: Path, check_only: bool, empty_store: bool, output: str) -> None:
     """Write obsctl-*.rules.yaml from the spec and the baseline store (atomically)."""
     spec = load(spec_path)
-    files, warnings = gen.generate(spec, current_baselines(spec))
+    files, warnings = gen.generate(spec, [] if empty_store else current_baselines(spec))
     for line in warnings:
         progress(f"obsctl: warning: {line}")
     if check_only:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client.core import Metric
+from prometheus_client.samples import Sample
 
 #: Labels every GPU series carries: NVML index as a string, and the UUID as NVML gives it ("GPU-...").
 GPU_LABELS: tuple[str, ...] = ("gpu", "uuid")
@@ -137,6 +138,10 @@ CATALOGUE: tuple[MetricDef, ...] = (
 )
 
 BY_NAME: dict[str, MetricDef] = {d.name: d for d in CATALOGUE}
+# name -> (label set, label set of a MIG-instance series or None); checked on every add, so precomputed.
+_ALLOWED: dict[str, tuple[frozenset[str], frozenset[str] | None]] = {
+    d.name: (frozenset(d.labels), frozenset(d.labels + MIG_LABELS) if d.mig else None) for d in CATALOGUE
+}
 
 
 def new_family(defn: MetricDef) -> Metric:
@@ -160,7 +165,8 @@ class FamilySet:
 
         Args:
             name: a catalogue name (exposed name, counters with ``_total``).
-            labels: exactly ``defn.labels`` (plus ``MIG_LABELS`` when ``defn.mig``); values str.
+            labels: exactly ``defn.labels`` (plus ``MIG_LABELS`` when ``defn.mig``); non-str values
+                are converted with str(). An all-str mapping is kept as is (not copied): do not mutate it.
             value: the value in the metric's base unit.
             timestamp: optional sample timestamp (Unix seconds); normally None.
 
@@ -168,21 +174,42 @@ class FamilySet:
             KeyError: ``name`` is not in the catalogue.
             ValueError: the label names do not match the declaration.
         """
-        defn = BY_NAME[name]
-        keys = set(labels)
-        want = set(defn.labels)
-        if keys != want and not (defn.mig and keys == want | set(MIG_LABELS)):
-            raise ValueError(f"{name}: labels {sorted(keys)} do not match catalogue {sorted(want)}")
+        allowed = _ALLOWED[name]
+        keys = labels.keys()
+        if keys != allowed[0] and keys != allowed[1]:
+            raise ValueError(f"{name}: labels {sorted(keys)} do not match catalogue {sorted(allowed[0])}")
         fam = self._families.get(name)
         if fam is None:
-            fam = self._families[name] = new_family(defn)
-        fam.add_sample(defn.name, {k: str(v) for k, v in labels.items()}, float(value), timestamp)
+            fam = self._families[name] = new_family(BY_NAME[name])
+        if not all(type(v) is str for v in labels.values()):
+            labels = {k: str(v) for k, v in labels.items()}
+        fam.samples.append(Sample(name, labels, float(value), timestamp))
+
+    def add_many(self, samples: Iterable[tuple[str, Mapping[str, str], float]]) -> None:
+        """``add(name, labels, value)`` for each triple (same checks, less overhead per sample).
+
+        Label values must already be str here (the NVML source's hot path).
+        """
+        families = self._families
+        allowed_by_name = _ALLOWED
+        new_sample = tuple.__new__  # Sample(...) without the namedtuple call overhead (hot path)
+        for name, labels, value in samples:
+            allowed = allowed_by_name[name]
+            keys = labels.keys()
+            if keys != allowed[0] and keys != allowed[1]:
+                raise ValueError(f"{name}: labels {sorted(keys)} do not match catalogue {sorted(allowed[0])}")
+            fam = families.get(name)
+            if fam is None:
+                fam = families[name] = new_family(BY_NAME[name])
+            fam.samples.append(new_sample(Sample, (name, labels, float(value), None, None, None)))
 
     def extend(self, other: "FamilySet") -> None:
-        """Merge another set's samples into this one."""
+        """Merge another set's samples into this one (already validated: not checked again)."""
         for name, fam in other._families.items():
-            for s in fam.samples:
-                self.add(name, s.labels, s.value, s.timestamp)
+            mine = self._families.get(name)
+            if mine is None:
+                self._families[name] = mine = new_family(BY_NAME[name])
+            mine.samples.extend(fam.samples)
 
     def metrics(self) -> list[Metric]:
         """Families with at least one sample, in catalogue order."""
@@ -197,5 +224,10 @@ def render_markdown_table(defs: Iterable[MetricDef] = CATALOGUE) -> str:
         if d.mig:
             labels += " (+ `gpu_instance`, `mig_profile` per MIG instance)"
         src = ", ".join(s.upper() for s in d.sources)
-        rows.append(f"| `{d.name}` | {d.type} | {d.unit or '-'} | {labels} | {src} | {d.help} |")
+        help_ = d.help.replace("|", "\\|")  # a pipe would end the Markdown cell
+        rows.append(f"| `{d.name}` | {d.type} | {d.unit or '-'} | {labels} | {src} | {help_} |")
     return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python -m obsctl.exporters.gpu.catalogue > table.md
+    print(render_markdown_table(), end="")

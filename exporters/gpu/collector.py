@@ -23,12 +23,13 @@ from prometheus_client.core import Metric
 
 from obsctl.exporters import meta
 from obsctl.exporters.gpu.dcgm import DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, DcgmSource
-from obsctl.exporters.gpu.errors import REASON_LIBRARY_NOT_FOUND, GpuSourceError
+from obsctl.exporters.gpu.errors import REASON_DRIVER_NOT_LOADED, REASON_LIBRARY_NOT_FOUND, GpuSourceError
 from obsctl.exporters.gpu.inventory import GpuInventory
 
 log = logging.getLogger(__name__)
 
 MODES = ("auto", "nvml", "dcgm", "none")
+_NO_GPU_REASONS = {REASON_LIBRARY_NOT_FOUND, REASON_DRIVER_NOT_LOADED}
 
 
 def default_nvml_factory() -> Any:
@@ -180,7 +181,14 @@ class GpuCollector:
 
     def collect(self, ctx: Any) -> list[Metric]:
         """Source families for this scrape, within ``ctx.deadline``; raises GpuSourceError."""
-        return self.source.collect(ctx.deadline)
+        try:
+            return self.source.collect(ctx.deadline)
+        except GpuSourceError as exc:
+            if exc.reason in _NO_GPU_REASONS and self.mode in ("auto", "nvml"):
+                raise GpuSourceError(exc.reason, f"{exc.detail or exc.reason}; no usable NVIDIA driver/GPU, serving "
+                                                 "without GPU series (--dcgm.url reads a dcgm-exporter instead, "
+                                                 "--gpu.source=none turns this off)") from None
+            raise
 
     def after(self, ctx: Any, metrics: list[Metric]) -> None:
         """Publish this scrape's GPU inventory (and DCGM pod bindings) for attribution."""

@@ -32,11 +32,12 @@ from obsctl.exporters.gpu.catalogue import FamilySet
 from obsctl.exporters.gpu.errors import GpuSourceError
 from obsctl.exporters.gpu.nvml_fields import (
     FUNCTION_NOT_FOUND, INVALID_ARGUMENT, NO_PERMISSION, NOT_FOUND, NOT_SUPPORTED, READERS,
-    SLOW_READERS, FieldCache, _FieldError, memory_info, nvml_code,
+    NO_LABELS, SLOW_READERS, FieldCache, memory_info, nvml_code,
 )
 from obsctl.exporters.gpu.xid_events import XidCounts, XidWatcher
 
 log = logging.getLogger(__name__)
+_perf = time.perf_counter
 
 # NVML return codes (nvml.h) that mean "this GPU (or NVML itself) is gone: re-init".
 _GPU_FATAL = {1: "uninitialized", 9: errors.REASON_DRIVER_NOT_LOADED, 15: "gpu_is_lost",
@@ -46,7 +47,8 @@ _INIT_REASONS = {12: errors.REASON_LIBRARY_NOT_FOUND, 9: errors.REASON_DRIVER_NO
                  18: errors.REASON_LIB_RM_VERSION_MISMATCH, 4: errors.REASON_NO_PERMISSION}
 _FIELD_ABSENT = {NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND}
 _CACHE_ABSENT = {NOT_SUPPORTED, FUNCTION_NOT_FOUND}
-_MIG_PROFILE_RE = re.compile(r"MIG\s+(\S+)\s*$")
+# "NVIDIA A100-SXM4-80GB MIG 1g.10gb", "... MIG 1c.3g.40gb", "... MIG 1g.10gb+me"
+_MIG_PROFILE_RE = re.compile(r"MIG\s+((?:\d+c\.)?\d+g\.\d+gb(?:\+\w+)?)\s*$")
 
 
 class _GpuDown(Exception):
@@ -73,6 +75,7 @@ class _Gpu:
     mig_mode: str = "unsupported"
     fields: FieldCache = field(default_factory=lambda: FieldCache(unsupported=set()))
     down_reason: str = ""
+    labels: dict[int, dict[str, str]] = field(default_factory=dict)  # id(extra labels) -> merged labels
 
 
 def _str(v: Any) -> str:
@@ -117,6 +120,7 @@ class NvmlSource:
         if nvml is None:
             import pynvml as nvml  # nvidia-ml-py
         self._nvml = nvml
+        self._fns: dict[str, Callable[..., Any]] = {}
         self._readers = READERS + (SLOW_READERS if pcie_throughput else ())
         self._xid_enabled = xid_events
         self._reinit_interval = reinit_interval
@@ -136,13 +140,18 @@ class NvmlSource:
 
     # -- NVML calls -------------------------------------------------------------------------------
     def _call(self, fn_name: str, *args: Any) -> Any:
-        """Run ``pynvml.<fn_name>(*args)``, adding its duration to ``nvml_seconds``."""
-        fn = getattr(self._nvml, fn_name)
-        t0 = time.perf_counter()
+        """Run ``pynvml.<fn_name>(*args)``, adding its duration to ``nvml_seconds``.
+
+        Raises AttributeError when this pynvml lacks the function (callers treat it as unsupported).
+        """
+        fn = self._fns.get(fn_name)
+        if fn is None:
+            fn = self._fns[fn_name] = getattr(self._nvml, fn_name)
+        t0 = _perf()
         try:
             return fn(*args)
         finally:
-            self.nvml_seconds += time.perf_counter() - t0
+            self.nvml_seconds += _perf() - t0
 
     def _raw_call(self, fn_name: str, *args: Any) -> Any:
         return getattr(self._nvml, fn_name)(*args)
@@ -242,10 +251,10 @@ class NvmlSource:
             base = {"gpu": str(g.index), "uuid": g.uuid}
             reason = g.down_reason
             if not reason:
-                sub = FamilySet()
-                try:
-                    self._collect_gpu(g, base, sub, deadline)
-                    out.extend(sub)
+                pending: list[tuple[str, dict[str, str], float]] = []
+                try:  # a GPU's series are published only when it finished: no partial GPU
+                    self._collect_gpu(g, base, pending, deadline)
+                    out.add_many(pending)
                 except _GpuDown as exc:
                     reason = exc.reason
                 except _DeadlinePassed:
@@ -268,12 +277,15 @@ class NvmlSource:
             self._last_reason = ""
         return out.metrics()
 
-    def _collect_gpu(self, g: _Gpu, base: dict[str, str], out: FamilySet, deadline: float) -> None:
-        call = self._call
+    def _collect_gpu(self, g: _Gpu, base: dict[str, str], out: list, deadline: float) -> None:
+        """Append ``(name, labels, value)`` for one GPU to ``out``; raises _GpuDown / _DeadlinePassed."""
+        call, unsupported, monotonic = self._call, g.fields.unsupported, time.monotonic
+        append, merged = out.append, g.labels
+        merged[id(NO_LABELS)] = base
         for key, reader in self._readers:
-            if key in g.fields.unsupported:
+            if key in unsupported:
                 continue
-            if time.monotonic() >= deadline:
+            if monotonic() >= deadline:
                 raise _DeadlinePassed()
             try:
                 samples = reader(call, g.handle, g.fields)
@@ -281,7 +293,10 @@ class NvmlSource:
                 self._field_error(g, key, exc)
                 continue
             for name, extra, value in samples:
-                out.add(name, {**base, **extra}, value)
+                labels = merged.get(id(extra))  # extras are module constants: merge once per GPU
+                if labels is None:
+                    labels = merged[id(extra)] = {**base, **extra}
+                append((name, labels, value))
         self._collect_mig(g, base, out, deadline)
 
     def _field_error(self, g: _Gpu, key: str, exc: BaseException) -> None:
@@ -294,7 +309,7 @@ class NvmlSource:
         elif code not in _FIELD_ABSENT:
             log.debug("GPU %d %s: %s", g.index, key, exc)
 
-    def _collect_mig(self, g: _Gpu, base: dict[str, str], out: FamilySet, deadline: float) -> None:
+    def _collect_mig(self, g: _Gpu, base: dict[str, str], out: list, deadline: float) -> None:
         if "mig" in g.fields.unsupported:
             return
         try:
@@ -327,7 +342,7 @@ class NvmlSource:
                 if code in _GPU_FATAL:
                     raise _GpuDown(_GPU_FATAL[code]) from None
 
-    def _collect_mig_device(self, mh: Any, base: dict[str, str], out: FamilySet) -> None:
+    def _collect_mig_device(self, mh: Any, base: dict[str, str], out: list) -> None:
         gi = self._call("nvmlDeviceGetGpuInstanceId", mh)
         name = _str(self._call("nvmlDeviceGetName", mh))
         profile = mig_profile_name(name)
@@ -339,11 +354,11 @@ class NvmlSource:
                 pass
         labels = {**base, "gpu_instance": str(gi), "mig_profile": profile}
         m = memory_info(self._call, mh, FieldCache(unsupported=set(), memory_v2=False))
-        out.add("obsctl_gpu_memory_used_bytes", labels, float(m.used))
-        out.add("obsctl_gpu_memory_total_bytes", labels, float(m.total))
+        out.append(("obsctl_gpu_memory_used_bytes", labels, float(m.used)))
+        out.append(("obsctl_gpu_memory_total_bytes", labels, float(m.total)))
         try:  # NVML answers NOT_SUPPORTED for utilization on MIG devices today; kept if a driver adds it
             u = self._call("nvmlDeviceGetUtilizationRates", mh)
-            out.add("obsctl_gpu_utilization_ratio", labels, u.gpu / 100.0)
+            out.append(("obsctl_gpu_utilization_ratio", labels, u.gpu / 100.0))
         except Exception as exc:  # noqa: BLE001
             if nvml_code(exc) in _GPU_FATAL:
                 raise

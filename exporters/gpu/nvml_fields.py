@@ -37,6 +37,13 @@ NVML_MEMORY_V2 = 0x02000028  # pynvml.nvmlMemory_v2: sizeof(nvmlMemory_v2_t) | 2
 # Clock-event reason bits (nvml.h nvmlClocksEventReason*), in CLOCK_EVENT_REASONS order.
 REASON_BITS = (0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x40, 0x80, 0x100)
 KIB = 1024
+# Constant label dicts, so the source can cache the merged per-GPU label dicts by identity.
+_REASON_LABELS = tuple({"reason": r} for r in CLOCK_EVENT_REASONS)
+_LINK_LABELS = tuple({"link": str(i)} for i in range(64))
+_ECC_LABELS = ({"error_type": "corrected"}, {"error_type": "uncorrected"})
+_REMAP_LABELS = ({"cause": "correctable"}, {"cause": "uncorrectable"})
+_PCIE_LABELS = ({"direction": "tx"}, {"direction": "rx"})
+NO_LABELS: dict[str, str] = {}
 
 
 def nvml_code(exc: BaseException) -> int | None:
@@ -64,8 +71,8 @@ class FieldCache:
 
 def _utilization(call: Call, h: Any, st: FieldCache) -> list[Sample]:
     u = call("nvmlDeviceGetUtilizationRates", h)
-    return [("obsctl_gpu_utilization_ratio", {}, u.gpu / 100.0),
-            ("obsctl_gpu_memory_utilization_ratio", {}, u.memory / 100.0)]
+    return [("obsctl_gpu_utilization_ratio", NO_LABELS, u.gpu / 100.0),
+            ("obsctl_gpu_memory_utilization_ratio", NO_LABELS, u.memory / 100.0)]
 
 
 def memory_info(call: Call, h: Any, st: FieldCache) -> Any:
@@ -84,24 +91,24 @@ def memory_info(call: Call, h: Any, st: FieldCache) -> Any:
 
 def _memory(call: Call, h: Any, st: FieldCache) -> list[Sample]:
     m = memory_info(call, h, st)
-    return [("obsctl_gpu_memory_used_bytes", {}, float(m.used)),
-            ("obsctl_gpu_memory_total_bytes", {}, float(m.total))]
+    return [("obsctl_gpu_memory_used_bytes", NO_LABELS, float(m.used)),
+            ("obsctl_gpu_memory_total_bytes", NO_LABELS, float(m.total))]
 
 
 def _power(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_power_watts", {}, call("nvmlDeviceGetPowerUsage", h) / 1000.0)]
+    return [("obsctl_gpu_power_watts", NO_LABELS, call("nvmlDeviceGetPowerUsage", h) / 1000.0)]
 
 
 def _power_limit(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_power_limit_watts", {}, call("nvmlDeviceGetEnforcedPowerLimit", h) / 1000.0)]
+    return [("obsctl_gpu_power_limit_watts", NO_LABELS, call("nvmlDeviceGetEnforcedPowerLimit", h) / 1000.0)]
 
 
 def _energy(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_energy_joules_total", {}, call("nvmlDeviceGetTotalEnergyConsumption", h) / 1000.0)]
+    return [("obsctl_gpu_energy_joules_total", NO_LABELS, call("nvmlDeviceGetTotalEnergyConsumption", h) / 1000.0)]
 
 
 def _temperature(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_temperature_celsius", {},
+    return [("obsctl_gpu_temperature_celsius", NO_LABELS,
              float(call("nvmlDeviceGetTemperature", h, NVML_TEMPERATURE_GPU)))]
 
 
@@ -118,46 +125,46 @@ def _memory_temperature(call: Call, h: Any, st: FieldCache) -> list[Sample]:
     (v,) = call("nvmlDeviceGetFieldValues", h, [NVML_FI_DEV_MEMORY_TEMP])
     if v.nvmlReturn != 0:
         raise _FieldError(v.nvmlReturn)
-    return [("obsctl_gpu_memory_temperature_celsius", {}, float(v.value.uiVal))]
+    return [("obsctl_gpu_memory_temperature_celsius", NO_LABELS, float(v.value.uiVal))]
 
 
 def _clocks(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_sm_clock_hertz", {}, call("nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM) * 1e6),
-            ("obsctl_gpu_memory_clock_hertz", {}, call("nvmlDeviceGetClockInfo", h, NVML_CLOCK_MEM) * 1e6)]
+    return [("obsctl_gpu_sm_clock_hertz", NO_LABELS, call("nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM) * 1e6),
+            ("obsctl_gpu_memory_clock_hertz", NO_LABELS, call("nvmlDeviceGetClockInfo", h, NVML_CLOCK_MEM) * 1e6)]
 
 
 def _clock_event_reasons(call: Call, h: Any, st: FieldCache) -> list[Sample]:
     try:
         mask = call(st.event_reasons_fn, h)
-    except (AttributeError, Exception) as exc:  # older pynvml/driver: the Throttle name
+    except Exception as exc:  # noqa: BLE001 - older pynvml (AttributeError) or driver: the Throttle name
         if not (isinstance(exc, AttributeError) or nvml_code(exc) == FUNCTION_NOT_FOUND) \
                 or st.event_reasons_fn.endswith("ThrottleReasons"):
             raise
         st.event_reasons_fn = "nvmlDeviceGetCurrentClocksThrottleReasons"
         mask = call(st.event_reasons_fn, h)
-    return [("obsctl_gpu_clock_event_reason_active", {"reason": r}, 1.0 if mask & bit else 0.0)
-            for r, bit in zip(CLOCK_EVENT_REASONS, REASON_BITS)]
+    return [("obsctl_gpu_clock_event_reason_active", labels, 1.0 if mask & bit else 0.0)
+            for labels, bit in zip(_REASON_LABELS, REASON_BITS)]
 
 
 def _ecc(call: Call, h: Any, st: FieldCache) -> list[Sample]:
     # Aggregate (lifetime) counts: volatile ones reset on driver reload and would look like counter resets.
     out = []
-    for code, label in ((0, "corrected"), (1, "uncorrected")):
+    for code, labels in enumerate(_ECC_LABELS):  # 0 corrected, 1 uncorrected (nvmlMemoryErrorType_t)
         n = call("nvmlDeviceGetTotalEccErrors", h, code, NVML_AGGREGATE_ECC)
-        out.append(("obsctl_gpu_ecc_errors_total", {"error_type": label}, float(n)))
+        out.append(("obsctl_gpu_ecc_errors_total", labels, float(n)))
     return out
 
 
 def _remapped_rows(call: Call, h: Any, st: FieldCache) -> list[Sample]:
     corr, unc, pending, failed = call("nvmlDeviceGetRemappedRows", h)
-    return [("obsctl_gpu_remapped_rows", {"cause": "correctable"}, float(corr)),
-            ("obsctl_gpu_remapped_rows", {"cause": "uncorrectable"}, float(unc)),
-            ("obsctl_gpu_remapped_rows_pending", {}, 1.0 if pending else 0.0),
-            ("obsctl_gpu_remapped_rows_failed", {}, 1.0 if failed else 0.0)]
+    return [("obsctl_gpu_remapped_rows", _REMAP_LABELS[0], float(corr)),
+            ("obsctl_gpu_remapped_rows", _REMAP_LABELS[1], float(unc)),
+            ("obsctl_gpu_remapped_rows_pending", NO_LABELS, 1.0 if pending else 0.0),
+            ("obsctl_gpu_remapped_rows_failed", NO_LABELS, 1.0 if failed else 0.0)]
 
 
 def _pcie_replays(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_pcie_replays_total", {}, float(call("nvmlDeviceGetPcieReplayCounter", h)))]
+    return [("obsctl_gpu_pcie_replays_total", NO_LABELS, float(call("nvmlDeviceGetPcieReplayCounter", h)))]
 
 
 def _nvlink(call: Call, h: Any, st: FieldCache) -> list[Sample]:
@@ -171,20 +178,20 @@ def _nvlink(call: Call, h: Any, st: FieldCache) -> list[Sample]:
                     continue
                 raise
             links.append(link)
-            out.append(("obsctl_gpu_nvlink_link_up", {"link": str(link)}, 1.0 if up else 0.0))
+            out.append(("obsctl_gpu_nvlink_link_up", _LINK_LABELS[link], 1.0 if up else 0.0))
         st.nvlinks = tuple(links)
         if not links:
             raise _FieldError(NOT_SUPPORTED)
         return out
-    return [("obsctl_gpu_nvlink_link_up", {"link": str(link)},
+    return [("obsctl_gpu_nvlink_link_up", _LINK_LABELS[link],
              1.0 if call("nvmlDeviceGetNvLinkState", h, link) else 0.0) for link in st.nvlinks]
 
 
 def _pcie_throughput(call: Call, h: Any, st: FieldCache) -> list[Sample]:
     # Blocks ~20 ms per direction on real drivers: only read when enabled (pcie_throughput=True).
-    return [("obsctl_gpu_pcie_throughput_bytes_per_second", {"direction": d},
+    return [("obsctl_gpu_pcie_throughput_bytes_per_second", labels,
              float(call("nvmlDeviceGetPcieThroughput", h, counter)) * KIB)
-            for counter, d in ((0, "tx"), (1, "rx"))]
+            for counter, labels in enumerate(_PCIE_LABELS)]
 
 
 #: (key, reader) in scrape order; keys name the NOT_SUPPORTED cache entries.

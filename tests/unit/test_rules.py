@@ -127,3 +127,18 @@ def test_cli_generate_and_bad_spec(tmp_path):
     bad = runner.invoke(rules, ["generate", "--spec", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "o2")])
     assert bad.exit_code == 2 and "YAML syntax error" in bad.output and "Traceback" not in bad.output
     assert not (tmp_path / "o2").exists()
+
+
+def test_cli_reads_current_baselines_from_store(tmp_path):
+    from obsctl.baselining.store import Store
+
+    spec = write_spec(tmp_path)
+    store = Store(spec.store_path())
+    store.save_baseline(baseline("svc", "tokens_per_second", 1.0, "2026-01-01T00:00:00+00:00"))
+    store.save_baseline(baseline("svc", "tokens_per_second", 42.5, "2026-02-01T00:00:00+00:00"))
+    result = CliRunner().invoke(rules, ["generate", "--spec", str(spec.path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "obsctl-baselines.rules.yaml").read_text()
+    assert "vector(42.5)" in text and "vector(1.0)" not in text
+    empty = CliRunner().invoke(rules, ["generate", "--spec", str(spec.path), "--out", str(tmp_path / "e"), "--empty-store"])
+    assert empty.exit_code == 0 and "vector(" not in (tmp_path / "e" / "obsctl-baselines.rules.yaml").read_text()

@@ -1,0 +1,167 @@
+"""``--config.file``: what the exporter reads from a file (optional; zero config works).
+
+Two shapes are accepted:
+
+1. The obsctl spec (``obsctl.yaml``, recognised by its ``workload_classes``/``signals``
+   keys): it is validated with :func:`obsctl.spec.load_spec` and only its ``pricing``
+   section is used, so one file drives the CLI and every node's exporter.
+2. A small exporter file::
+
+       pricing:
+         node_hour_usd: 0.40
+         accelerator_hour_usd: {"NVIDIA H100 80GB HBM3": 4.10}
+       attribution:
+         static:                       # GPU UUID (or "UUID/<gpu_instance>") -> class
+           GPU-5f...: {workload_class: llm-serving, owner: team-a}
+         kubernetes:
+           class_label: label_obsctl_workload_class   # a label on dcgm-exporter's series
+           namespace_classes: {ray-llm: llm-serving}  # namespace -> class
+         slurm:
+           workload_class: hpc-training  # class of every Slurm job on this node
+         process_env: true               # read OBSCTL_WORKLOAD_CLASS from GPU processes
+         cache_ttl_seconds: 60
+
+Any problem (missing file, YAML error, unknown key, wrong type) raises an
+:class:`ObsctlError` subclass whose message names the file, the line and the field; the
+exporter prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from obsctl.errors import SpecError, UsageError
+from obsctl.spec import Pricing, _line_index, load_spec
+
+_SPEC_KEYS = {"workload_classes", "signals", "targets", "prometheus", "verification", "store", "cadence"}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StaticAttribution(_Model):
+    """A fixed GPU -> workload mapping (``workload_class`` required, ``owner`` optional)."""
+
+    workload_class: str = Field(min_length=1)
+    owner: str = ""
+
+
+class KubernetesAttribution(_Model):
+    """Opt-in mapping from the pod dcgm-exporter attaches to a GPU onto a workload class.
+
+    Attributes:
+        class_label: name of a label on dcgm-exporter's series whose value is the class
+            (e.g. a pod label exported with ``--kubernetes-enable-pod-labels``).
+        namespace_classes: namespace -> workload class.
+    """
+
+    class_label: str | None = None
+    namespace_classes: dict[str, str] = Field(default_factory=dict)
+
+
+class SlurmAttribution(_Model):
+    """Class given to GPU processes that run inside a Slurm job (None: owner only)."""
+
+    workload_class: str | None = None
+
+
+class AttributionConfig(_Model):
+    """How GPUs are linked to workload classes (see exporters/gpu/attribution.py)."""
+
+    static: dict[str, StaticAttribution] = Field(default_factory=dict)
+    kubernetes: KubernetesAttribution = Field(default_factory=KubernetesAttribution)
+    slurm: SlurmAttribution = Field(default_factory=SlurmAttribution)
+    process_env: bool = True
+    cache_ttl_seconds: float = Field(60.0, gt=0, le=3600)
+
+
+class ExporterConfig(_Model):
+    """Everything the exporter reads from ``--config.file``; the defaults are zero config."""
+
+    pricing: Pricing = Field(default_factory=Pricing)
+    attribution: AttributionConfig = Field(default_factory=AttributionConfig)
+    path: Path | None = Field(None, exclude=True)
+
+
+def load_exporter_config(path: str | Path | None) -> ExporterConfig:
+    """Load ``--config.file``; ``None`` gives the zero config.
+
+    Raises:
+        SpecError: the file is an obsctl spec and is invalid (message from load_spec).
+        UsageError: the file is missing, unreadable, not YAML, not a mapping, or an invalid
+            exporter config (message names file, line, field and what is allowed).
+    """
+    if path is None:
+        return ExporterConfig()
+    cfg_path = Path(path)
+    try:
+        text = cfg_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{cfg_path}: --config.file not found") from None
+    except IsADirectoryError:
+        raise UsageError(f"{cfg_path}: --config.file is a directory, expected a YAML file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{cfg_path}: not UTF-8 text (byte offset {exc.start})") from None
+    except OSError as exc:
+        raise UsageError(f"{cfg_path}: cannot read --config.file: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+        lines = _line_index(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{cfg_path}:{mark.line + 1}" if mark is not None else str(cfg_path)
+        raise UsageError(f"{where}: YAML syntax error: {getattr(exc, 'problem', None) or exc}") from None
+    if data is None:
+        return ExporterConfig(path=cfg_path.resolve())
+    if not isinstance(data, dict):
+        raise UsageError(f"{cfg_path}:1: --config.file must be a YAML mapping (pricing, attribution), got a {type(data).__name__}")
+    if _SPEC_KEYS & set(data):
+        spec = load_spec(cfg_path)  # raises SpecError with file/line/field
+        return ExporterConfig(pricing=spec.pricing, path=spec.path)
+    try:
+        cfg = ExporterConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(_format(cfg_path, exc, lines)) from None
+    return cfg.model_copy(update={"path": cfg_path.resolve()})
+
+
+def _format(path: Path, exc: ValidationError, lines: dict[tuple[object, ...], int]) -> str:
+    messages = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        line = next((lines[loc[:cut]] for cut in range(len(loc), -1, -1) if loc[:cut] in lines), None)
+        where = f"{path}:{line}" if line else str(path)
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key; allowed here: {', '.join(_allowed(loc[:-1]))}"
+        messages.append(f"{where}: {field}: {msg}")
+    more = f" (and {len(messages) - 1} more: " + "; ".join(messages[1:4]) + ")" if len(messages) > 1 else ""
+    return messages[0] + more
+
+
+def _allowed(loc: tuple[object, ...]) -> list[str]:
+    """Keys allowed in the mapping at ``loc`` (walks models, skipping dict keys)."""
+    model: type[BaseModel] = ExporterConfig
+    i = 0
+    while i < len(loc):
+        field = model.model_fields.get(str(loc[i]))
+        if field is None:
+            break
+        annotation = field.annotation
+        if typing.get_origin(annotation) is dict:
+            annotation = typing.get_args(annotation)[1]
+            i += 1  # the next part is a user key (a UUID, a namespace)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            break
+        model = annotation
+        i += 1
+    return [name for name in model.model_fields if name != "path"]
+
+
+__all__ = ["ExporterConfig", "AttributionConfig", "load_exporter_config", "SpecError"]

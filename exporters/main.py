@@ -1,0 +1,166 @@
+"""``obsctl-exporter``: GPU, price and attribution series for Prometheus (node_exporter-style flags).
+
+Run with no flags to serve ``:9847/metrics`` with zero config: GPU metrics through NVML
+when a driver and GPU are present (else a failing-GPU-collector meta series and one log
+line), no prices, the exporter's own meta and process series. SIGTERM or SIGINT stops it
+cleanly with exit code 0. Bad flags or a bad ``--config.file``: one message, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import signal
+import sys
+import threading
+
+from obsctl import __version__
+from obsctl.errors import EXIT_FAILURE, EXIT_USAGE, ObsctlError, UsageError
+
+DEFAULT_LISTEN = ":9847"
+DEFAULT_SCRAPE_TIMEOUT = "8s"  # below Prometheus' default 10 s scrape_timeout
+DEFAULT_DCGM_TIMEOUT = "5s"
+COLLECTORS = {  # name -> (enabled by default, what it publishes)
+    "gpu": (True, "GPU utilization, memory, power, energy, clocks, errors (NVML or dcgm-exporter)"),
+    "pricing": (True, "obsctl_node_price_usd_per_hour, obsctl_accelerator_price_usd_per_hour{gpu_model}"),
+    "attribution": (True, "obsctl_gpu_attribution_info / _status: GPU -> workload class and owner"),
+}
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)?$")
+log = logging.getLogger("obsctl.exporter")
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """``500ms`` / ``5s`` / ``1m`` / ``5`` -> seconds; raises UsageError naming the flag."""
+    match = _DURATION.match(text.strip())
+    if not match or float(match.group(1)) <= 0:
+        raise UsageError(f"{flag} {text!r}: expected a positive duration such as 500ms, 5s or 1m")
+    return float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[match.group(2)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The flag set (node_exporter conventions)."""
+    p = argparse.ArgumentParser(
+        prog="obsctl-exporter",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Publish GPU telemetry (NVML or dcgm-exporter), configured prices and GPU -> workload\n"
+                    "attribution as Prometheus metrics, with per-collector scrape meta series.",
+        epilog="Collectors (enable/disable with --collector.NAME / --no-collector.NAME):\n"
+               + "\n".join(f"  {n:<12} {'on ' if on else 'off'}  {d}" for n, (on, d) in COLLECTORS.items())
+               + "\n\nExamples:\n"
+               "  obsctl-exporter                                   # zero config, :9847/metrics\n"
+               "  obsctl-exporter --web.listen-address=127.0.0.1:9847 --config.file=obsctl.yaml\n"
+               "  obsctl-exporter --gpu.source=dcgm --dcgm.url=http://127.0.0.1:9400/metrics\n"
+               "Docs: docs/exporter.md",
+    )
+    p.add_argument("--web.listen-address", dest="listen", default=DEFAULT_LISTEN, metavar="[HOST]:PORT",
+                   help=f"address to serve on (default {DEFAULT_LISTEN}; e.g. 127.0.0.1:9847)")
+    p.add_argument("--web.telemetry-path", dest="telemetry_path", default="/metrics", metavar="PATH",
+                   help="path of the metrics endpoint (default /metrics)")
+    p.add_argument("--config.file", dest="config_file", default=None, metavar="FILE",
+                   help="obsctl spec (only its pricing section is read) or an exporter config with pricing and "
+                        "attribution; optional")
+    for name, (on, desc) in COLLECTORS.items():
+        p.add_argument(f"--collector.{name}", dest=f"collector_{name}", action=argparse.BooleanOptionalAction,
+                       default=on, help=f"{desc} (default {'on' if on else 'off'})")
+    p.add_argument("--gpu.source", dest="gpu_source", choices=("auto", "nvml", "dcgm", "none"), default="auto",
+                   help="auto: NVML if it initialises, else --dcgm.url if given; nvml; dcgm; none (default auto)")
+    p.add_argument("--dcgm.url", dest="dcgm_url", default=None, metavar="URL",
+                   help="dcgm-exporter metrics URL (dcgm default http://127.0.0.1:9400/metrics)")
+    p.add_argument("--dcgm.timeout", dest="dcgm_timeout", default=DEFAULT_DCGM_TIMEOUT, metavar="DURATION",
+                   help=f"time allowed for one dcgm-exporter fetch (default {DEFAULT_DCGM_TIMEOUT}; "
+                        "must be below --scrape.timeout)")
+    p.add_argument("--scrape.timeout", dest="scrape_timeout", default=DEFAULT_SCRAPE_TIMEOUT, metavar="DURATION",
+                   help=f"deadline of one scrape (default {DEFAULT_SCRAPE_TIMEOUT}); Prometheus' "
+                        "X-Prometheus-Scrape-Timeout-Seconds minus 0.5s shortens it")
+    p.add_argument("--log.level", dest="log_level", choices=("debug", "info", "warn", "error"), default="info",
+                   help="log level (default info)")
+    p.add_argument("--version", action="version", version=f"obsctl-exporter {__version__}")
+    return p
+
+
+def setup_logging(level: str) -> None:
+    """logfmt-style lines on stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=\"%(message)s\""))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel({"warn": logging.WARNING}.get(level, getattr(logging, level.upper())))
+
+
+def build(args: argparse.Namespace):
+    """Build the exporter and server from parsed flags. Raises ObsctlError subclasses."""
+    from obsctl.exporters.app import Exporter
+    from obsctl.exporters.config import load_exporter_config
+    from obsctl.exporters.gpu.attribution import AttributionCollector
+    from obsctl.exporters.gpu.collector import GpuCollector, make_source
+    from obsctl.exporters.pricing import PricingCollector
+    from obsctl.exporters.server import ExporterServer, landing_page
+
+    scrape_timeout = parse_duration(args.scrape_timeout, "--scrape.timeout")
+    dcgm_timeout = parse_duration(args.dcgm_timeout, "--dcgm.timeout")
+    if dcgm_timeout >= scrape_timeout:
+        raise UsageError(f"--dcgm.timeout {args.dcgm_timeout} must be below --scrape.timeout {args.scrape_timeout}")
+    if args.dcgm_url is not None and not re.match(r"^https?://[^\s/]+", args.dcgm_url):
+        raise UsageError(f"--dcgm.url {args.dcgm_url!r}: expected an http:// or https:// URL")
+    config = load_exporter_config(args.config_file)
+
+    collectors = []
+    gpu = None
+    if args.collector_pricing:
+        collectors.append(PricingCollector(config.pricing))
+    if args.collector_gpu:
+        gpu = GpuCollector(make_source(args.gpu_source, args.dcgm_url, dcgm_timeout), args.gpu_source)
+        collectors.append(gpu)
+    if args.collector_attribution:
+        collectors.append(AttributionCollector(config.attribution))
+    exporter = Exporter(collectors, scrape_timeout=scrape_timeout)
+    if gpu is not None:
+        exporter.extra_meta.append(gpu.source_info)
+    page = landing_page(__version__, args.telemetry_path,
+                        [(n, getattr(args, f"collector_{n}"), d) for n, (_, d) in COLLECTORS.items()],
+                        args.gpu_source if args.collector_gpu else "off")
+    server = ExporterServer(exporter.scrape, args.listen, args.telemetry_path, scrape_timeout, page)
+    return exporter, server, config
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: parse flags, serve until SIGTERM/SIGINT, exit 0."""
+    args = build_parser().parse_args(argv)  # bad flags: argparse prints usage, exit 2
+    setup_logging(args.log_level)
+    try:
+        exporter, server, config = build(args)
+    except ObsctlError as exc:
+        print(f"obsctl-exporter: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    try:
+        server.start()
+    except OSError as exc:
+        exporter.close()
+        print(f"obsctl-exporter: error: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
+        sys.exit(EXIT_FAILURE)
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    enabled = [c.name for c in exporter.collectors]
+    log.info("listening on http://%s:%d%s (collectors: %s; gpu source: %s; config: %s)",
+             server.host, server.port, args.telemetry_path, ",".join(enabled) or "none",
+             args.gpu_source, config.path or "none")
+    while not stop.wait(1.0):  # wake up regularly so signals are handled promptly
+        pass
+    log.info("shutting down")
+    server.stop()
+    exporter.close()
+    sys.exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+
+
+__all__ = ["main", "build_parser", "parse_duration", "EXIT_USAGE"]

@@ -1,0 +1,183 @@
+"""HTTP front of obsctl-exporter: ``/metrics`` (configurable), a landing page at ``/``.
+
+The per-scrape budget is ``--scrape.timeout``, shortened to Prometheus'
+``X-Prometheus-Scrape-Timeout-Seconds`` header minus 0.5 s when that is smaller, so the
+exporter always answers before Prometheus gives up. Content negotiation (text format or
+OpenMetrics) and gzip follow prometheus_client's own exposition code.
+"""
+
+from __future__ import annotations
+
+import gzip
+import html
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+from prometheus_client.core import Metric
+from prometheus_client.exposition import choose_encoder
+
+from obsctl.errors import UsageError
+
+log = logging.getLogger("obsctl.exporter")
+
+_HEADER_MARGIN_SECONDS = 0.5
+
+
+def parse_listen_address(address: str) -> tuple[str, int]:
+    """``host:port`` / ``:port`` / ``[v6]:port`` -> ``(host, port)``; ``""`` host = all IPv4 interfaces.
+
+    Raises:
+        UsageError: not ``[host]:port`` with a port 0-65535.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--web.listen-address {address!r}: expected [host]:port such as :9847 or 127.0.0.1:9847")
+    host = host.strip("[]")
+    return (host or "0.0.0.0"), int(port)
+
+
+class _Snapshot:
+    """A one-scrape "registry" for prometheus_client's encoders."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a hung client never blocks shutdown
+    allow_reuse_address = True
+
+
+class ExporterServer:
+    """Serves an exporter over HTTP on a background thread.
+
+    Args:
+        scrape: ``(budget_seconds) -> families`` (``Exporter.scrape``).
+        listen_address: ``[host]:port`` (port 0 picks a free port; see ``port``).
+        telemetry_path: path of the metrics endpoint (``/metrics``).
+        scrape_timeout: default per-scrape budget, seconds.
+        landing_page: HTML for ``/``.
+
+    Raises:
+        UsageError: bad address. OSError from ``start()``: the address cannot be bound.
+    """
+
+    def __init__(self, scrape: Callable[[float], list[Metric]], listen_address: str, telemetry_path: str = "/metrics",
+                 scrape_timeout: float = 8.0, landing_page: str = "") -> None:
+        self.host, self.port = parse_listen_address(listen_address)
+        if not telemetry_path.startswith("/"):
+            raise UsageError(f"--web.telemetry-path {telemetry_path!r}: must start with '/'")
+        self.telemetry_path = telemetry_path
+        self.scrape_timeout = scrape_timeout
+        self.landing_page = landing_page
+        self._scrape = scrape
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "ExporterServer":
+        """Bind and start serving on a background thread."""
+        handler = _make_handler(self)
+        server_cls = _Server
+        if ":" in self.host:  # IPv6 literal
+            server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
+        self._httpd = server_cls((self.host, self.port), handler)
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting, close the socket and join the serving thread (idempotent)."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def budget(self, header: str | None) -> float:
+        """Scrape budget in seconds from the flag and Prometheus' timeout header."""
+        budget = self.scrape_timeout
+        if header:
+            try:
+                budget = min(budget, float(header) - _HEADER_MARGIN_SECONDS)
+            except ValueError:
+                pass
+        return max(budget, 0.1)
+
+
+def _make_handler(server: ExporterServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "obsctl-exporter"
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            path = urlsplit(self.path).path
+            if path == server.telemetry_path:
+                self._metrics()
+            elif path == "/":
+                self._send(200, "text/html; charset=utf-8", server.landing_page.encode())
+            elif path in ("/-/healthy", "/-/ready"):
+                self._send(200, "text/plain; charset=utf-8", b"OK\n")
+            else:
+                self._send(404, "text/plain; charset=utf-8", f"not found; metrics are at {server.telemetry_path}\n".encode())
+
+        def _metrics(self) -> None:
+            budget = server.budget(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds"))
+            try:
+                families = server._scrape(budget)
+                encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+                body = encoder(_Snapshot(families))
+            except Exception as exc:  # noqa: BLE001 - a scrape must answer, not drop the connection
+                log.error("scrape failed: %s", exc, exc_info=exc)
+                self._send(500, "text/plain; charset=utf-8", f"scrape failed: {exc}\n".encode())
+                return
+            gzip_ok = "gzip" in self.headers.get("Accept-Encoding", "")
+            self._send(200, content_type, gzip.compress(body) if gzip_ok else body, gzip_ok)
+
+        def _send(self, code: int, content_type: str, body: bytes, gzipped: bool = False) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            if gzipped:
+                self.send_header("Content-Encoding", "gzip")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server API
+            log.debug("http: " + format, *args)
+
+    return Handler
+
+
+def landing_page(version: str, telemetry_path: str, collectors: list[tuple[str, bool, str]], gpu_mode: str) -> str:
+    """The HTML page served at ``/``: version, collectors (name, enabled, what), metrics link."""
+    rows = "\n".join(
+        f"<tr><td><code>{html.escape(n)}</code></td><td>{'enabled' if on else 'disabled'}</td><td>{html.escape(d)}</td></tr>"
+        for n, on, d in collectors
+    )
+    path = html.escape(telemetry_path, quote=True)
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>obsctl-exporter</title></head>
+<body>
+<h1>obsctl-exporter</h1>
+<p>Version {html.escape(version)}. GPU source: <code>{html.escape(gpu_mode)}</code>.</p>
+<p><a href="{path}">Metrics</a> at <code>{path}</code></p>
+<h2>Collectors</h2>
+<table border="1" cellpadding="4">
+<tr><th>collector</th><th>state</th><th>publishes</th></tr>
+{rows}
+</table>
+<p>Each scrape reports <code>obsctl_exporter_scrape_collector_success{{collector}}</code> and
+<code>obsctl_exporter_scrape_collector_duration_seconds{{collector}}</code>; a failing collector adds
+<code>obsctl_exporter_scrape_collector_error_info{{collector,reason}}</code>.</p>
+</body></html>
+"""

@@ -1,0 +1,141 @@
+"""Fixtures of the loop's integration tests: a real Prometheus serving synthetic history
+backfilled with promtool, and a spec pointing at it.
+
+History (``HISTORY``): three hours at 15 s ending a few minutes before now, gauge
+``obsctl_synthetic_tokens_per_second{job="synthetic",workload=...}`` per class:
+
+- ``steady``: 1000 tokens/s + AR(1) noise in hour 0, then a +30 % step (1300) in hours 1-2;
+- ``noisy``: 1000 + AR(1) noise throughout (no change), plus a firing
+  ``ALERTS{alertname="ObsctlSignalRegression"}`` series for 5 minutes inside hour 1;
+- ``vanishing``: hour 0 only, then the series stops;
+- ``missing``: no series at all.
+
+The values written are kept in ``History.values`` so tests compute expected statistics
+from them independently of obsctl.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from obsctl.stack import Prometheus, create_blocks_from_openmetrics
+
+STEP = 15
+HOUR = 3600
+METRIC = "obsctl_synthetic_tokens_per_second"
+
+
+@dataclass
+class History:
+    """What was backfilled: ``t0`` (unix seconds, start of hour 0) and per-class ``{ts: value}``."""
+
+    t0: int
+    values: dict[str, dict[int, float]] = field(default_factory=dict)
+    prometheus_url: str = ""
+
+    def window(self, cls: str, start: int, end: int) -> list[float]:
+        """Values written at ``start < ts <= end`` (the snapshot/verify window semantics)."""
+        return [v for ts, v in sorted(self.values[cls].items()) if start < ts <= end]
+
+    def at(self, hours: float) -> int:
+        return int(self.t0 + hours * HOUR)
+
+    def iso(self, hours: float) -> str:
+        return dt.datetime.fromtimestamp(self.at(hours), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _ar1(rng: np.random.Generator, n: int, phi: float = 0.8, sd: float = 20.0) -> np.ndarray:
+    # Autocorrelated noise, like a rate over a window evaluated every step.
+    out = np.empty(n)
+    e = 0.0
+    for i in range(n):
+        e = phi * e + rng.normal(0.0, sd)
+        out[i] = e
+    return out
+
+
+def build_history(now: float) -> History:
+    """Synthetic history ending 10 minutes before ``now`` (aligned to the hour grid of 15 s)."""
+    end = int(math.floor((now - 600) / STEP) * STEP)
+    t0 = end - 3 * HOUR
+    rng = np.random.default_rng(20260105)
+    n = 3 * HOUR // STEP + 1
+    stamps = [t0 + i * STEP for i in range(n)]
+    history = History(t0=t0)
+    steady_noise, noisy_noise, vanishing_noise = _ar1(rng, n), _ar1(rng, n), _ar1(rng, n)
+    history.values["steady"] = {ts: round(float((1000.0 if ts <= t0 + HOUR else 1300.0) + e), 6) for ts, e in zip(stamps, steady_noise)}
+    history.values["noisy"] = {ts: round(float(1000.0 + e), 6) for ts, e in zip(stamps, noisy_noise)}
+    history.values["vanishing"] = {ts: round(float(800.0 + e), 6) for ts, e in zip(stamps, vanishing_noise) if ts <= t0 + HOUR}
+    return history
+
+
+def write_openmetrics(history: History, path: Path) -> None:
+    lines = [f"# TYPE {METRIC} gauge", f"# HELP {METRIC} Synthetic throughput for obsctl tests."]
+    for cls, values in history.values.items():
+        for ts, value in sorted(values.items()):
+            lines.append(f'{METRIC}{{job="synthetic",workload="{cls}"}} {value!r} {ts}')
+    lines += ["# TYPE ALERTS gauge", "# HELP ALERTS Backfilled firing alert."]
+    for ts in range(history.at(1.25), history.at(1.25) + 300 + 1, STEP):
+        lines.append(
+            'ALERTS{alertname="ObsctlSignalRegression",alertstate="firing",severity="warning",'
+            f'signal="tokens_per_second",workload_class="noisy"}} 1 {ts}'
+        )
+    lines.append("# EOF")
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="session")
+def history(tmp_path_factory) -> History:
+    """A real Prometheus (stopped at session end) serving the backfilled synthetic history."""
+    work = tmp_path_factory.mktemp("loop-prometheus")
+    hist = build_history(time.time())
+    om = work / "history.om"
+    write_openmetrics(hist, om)
+    data_dir = work / "data"
+    create_blocks_from_openmetrics(om, data_dir)
+    prom = Prometheus(workdir=work, data_dir=data_dir)
+    try:
+        prom.start()
+        hist.prometheus_url = prom.url
+        yield hist
+    finally:
+        prom.stop()
+
+
+def write_spec(path: Path, prometheus_url: str, store: Path) -> Path:
+    """A spec with the four synthetic classes and the throughput signal."""
+    spec = {
+        "version": 1,
+        "prometheus": {"url": prometheus_url, "timeout_seconds": 10},
+        "store": str(store),
+        "workload_classes": [
+            {"name": name, "kind": "inference", "selector": {"job": "synthetic", "workload": name}}
+            for name in ("steady", "noisy", "vanishing", "missing")
+        ],
+        "signals": [
+            {
+                "name": "tokens_per_second",
+                "category": "throughput",
+                "query": f"sum({METRIC}{{$selector}})",
+                "unit": "tokens/s",
+                "direction": "higher_is_better",
+            }
+        ],
+        "verification": {"window": "1h", "step": "15s", "batches": 10, "confidence": 0.95, "min_effect_ratio": 0.02},
+    }
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def loop_spec(tmp_path, history) -> Path:
+    """A spec file for the backfilled Prometheus with a fresh store under ``tmp_path``."""
+    return write_spec(tmp_path / "obsctl.yaml", history.prometheus_url, tmp_path / "store")

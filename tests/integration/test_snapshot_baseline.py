@@ -1,0 +1,93 @@
+"""snapshot-baseline and the Prometheus API client against a real Prometheus serving
+backfilled history (tests/integration/conftest.py); expected statistics are computed
+here from the values that were written."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from click.testing import CliRunner
+
+from obsctl.baselining.cli import snapshot_baseline
+from obsctl.baselining.promapi import PrometheusClient
+from obsctl.baselining.store import Store
+from obsctl.errors import PrometheusUnavailable, UsageError
+from obsctl.stack import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def run(cmd, args):
+    return CliRunner().invoke(cmd, [str(a) for a in args])
+
+
+def test_snapshot_gives_known_statistics(history, loop_spec, tmp_path):
+    result = run(snapshot_baseline, ["--spec", loop_spec, "--class", "steady", "--signal", "tokens_per_second",
+                                     "--window", "1h", "--end", history.iso(1), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["stored"] == 1
+
+    expected = history.window("steady", history.at(0), history.at(1))
+    assert len(expected) == 240
+    b = Store(tmp_path / "store").current_baseline("steady", "tokens_per_second")
+    assert b is not None
+    assert b.stats.sample_count == 240
+    assert b.stats.mean == pytest.approx(sum(expected) / len(expected), rel=1e-12)
+    assert b.stats.median == pytest.approx(statistics.median(expected), rel=1e-12)
+    cuts = statistics.quantiles(expected, n=20, method="inclusive")  # type-7 percentiles
+    assert b.stats.p5 == pytest.approx(cuts[0], rel=1e-12)
+    assert b.stats.p95 == pytest.approx(cuts[18], rel=1e-12)
+    assert b.stats.stddev == pytest.approx(statistics.stdev(expected), rel=1e-9)
+    by_hand = [sum(expected[j * 24:(j + 1) * 24]) / 24 for j in range(10)]
+    assert b.stats.batch_means == pytest.approx(by_hand, rel=1e-12)
+    assert [v for _, v in b.samples] == pytest.approx(expected, rel=1e-12)
+    assert b.window.start.timestamp() == history.at(0) and b.window.end.timestamp() == history.at(1)
+    assert b.query == 'sum(obsctl_synthetic_tokens_per_second{job="synthetic",workload="steady"})'
+    assert b.population.series_count == 1
+    assert b.population.label_sets == [{"__name__": "obsctl_synthetic_tokens_per_second", "job": "synthetic", "workload": "steady"}]
+    assert "[1/1] steady/tokens_per_second ... 240 samples" in result.stderr
+
+
+def test_snapshot_reports_no_data_and_exit_codes(history, loop_spec, tmp_path):
+    result = run(snapshot_baseline, ["--spec", loop_spec, "--window", "1h", "--end", history.iso(1)])
+    assert result.exit_code == 0, result.output
+    assert "missing/tokens_per_second: NO DATA" in result.stdout
+    stored = {b.workload_class for b in Store(tmp_path / "store").current_baselines()}
+    assert stored == {"steady", "noisy", "vanishing"}
+
+    only_missing = run(snapshot_baseline, ["--spec", loop_spec, "--class", "missing", "--end", history.iso(1)])
+    assert only_missing.exit_code == 1
+    assert "no baseline stored" in only_missing.stderr
+    assert Store(tmp_path / "store").current_baseline("missing", "tokens_per_second") is None
+
+
+def test_snapshot_bad_flag_and_unknown_class(history, loop_spec):
+    bad = run(snapshot_baseline, ["--spec", loop_spec, "--window", "an hour"])
+    assert bad.exit_code == 2 and "not a Prometheus duration" in bad.output
+    unknown = run(snapshot_baseline, ["--spec", loop_spec, "--class", "nope"])
+    assert unknown.exit_code == 2 and "no workload class 'nope'" in unknown.output
+
+
+def test_query_range_chunks_past_11000_points(history):
+    client = PrometheusClient(history.prometheus_url)
+    query = 'sum(obsctl_synthetic_tokens_per_second{workload="noisy"})'
+    series = client.query_range(query, history.at(0), history.at(2), 0.5)  # 14,401 points: two requests
+    assert len(series) == 1
+    stamps = [t for t, _ in series[0].values]
+    assert len(stamps) == 2 * 3600 * 2 + 1
+    assert stamps == sorted(set(stamps))
+    values = dict(series[0].values)
+    assert values[float(history.at(1))] == history.values["noisy"][history.at(1)]
+
+
+def test_bad_promql_and_unreachable(history):
+    client = PrometheusClient(history.prometheus_url)
+    with pytest.raises(UsageError, match="Prometheus rejected the query") as info:
+        client.query("sum(rate(x[5m])")
+    assert "parse error" in str(info.value)
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(PrometheusUnavailable, match=f"cannot reach Prometheus at {url}"):
+        PrometheusClient(url, timeout_seconds=1, attempts=2).query("up")

@@ -1,0 +1,170 @@
+"""NvmlSource fault behaviour against the stand-in NVML (real pynvml ctypes path)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nvml_stub"))
+
+import stubnvml  # noqa: E402
+from nvml_fixtures import *  # noqa: E402,F401,F403
+
+from obsctl.exporters.gpu.errors import GpuSourceError  # noqa: E402
+
+
+def _g(i: int) -> dict[str, str]:
+    return {"gpu": str(i), "uuid": stubnvml.h100_uuid(i)}
+
+
+def _with(text: str, gpu: int, line: str) -> str:
+    """Add a directive to GPU ``gpu`` of a scenario (the last one of a field wins)."""
+    blocks = text.split("\ngpu\n")
+    blocks[gpu + 1] += "\n" + line + "\n"
+    return "\ngpu\n".join(blocks)
+
+
+@pytest.mark.parametrize("code,reason", [(15, "gpu_is_lost"), (999, "unknown")])
+def test_gpu_lost_mid_scrape_then_back(nvml_env, code, reason):
+    nvml_env.write(stubnvml.h100_8x())
+    src = nvml_env.source()
+    assert nvml_env.scrape(src).value("obsctl_gpu_up", **_g(3)) == 1
+    # GPU 3 fails part-way through its fields (power is read after utilization and memory)
+    nvml_env.write(_with(stubnvml.h100_8x(), 3, f"power err={code}"))
+    s = nvml_env.scrape(src)
+    assert s.value("obsctl_gpu_up", **_g(3)) == 0
+    assert src.last_gpu_errors == {"3": reason}
+    assert s.value("obsctl_gpu_utilization_ratio", **_g(3)) is None  # partial series dropped
+    assert s.value("obsctl_gpu_info", **_g(3), model="NVIDIA H100 80GB HBM3", driver_version="550.54.15",
+                   pci_bus_id="00000000:5D:00.0", mig_mode="disabled") == 1  # identity kept
+    for i in (0, 1, 2, 4, 5, 6, 7):
+        assert s.value("obsctl_gpu_up", **_g(i)) == 1
+        assert s.value("obsctl_gpu_power_watts", **_g(i)) == (612345 + i * 1000) / 1000
+    # whole device gone: the re-init cannot even get its handle; uuid is remembered
+    nvml_env.write(_with(stubnvml.h100_8x(), 3, f"lost err={code}"))
+    s = nvml_env.scrape(src)
+    assert s.value("obsctl_gpu_up", **_g(3)) == 0
+    assert s.value("obsctl_gpu_up", **_g(0)) == 1
+    # the fault clears: next scrape re-initialises and GPU 3 is served again
+    nvml_env.write(stubnvml.h100_8x())
+    s = nvml_env.scrape(src)
+    assert s.value("obsctl_gpu_up", **_g(3)) == 1
+    assert s.value("obsctl_gpu_power_watts", **_g(3)) == 615.345
+    assert src.last_gpu_errors == {}
+
+
+@pytest.mark.parametrize("code,reason", [(9, "driver_not_loaded"), (18, "lib_rm_version_mismatch")])
+def test_init_failure_then_recovery(nvml_env, code, reason):
+    nvml_env.write(stubnvml.h100_8x() + f"init_error {code}\n")
+    src = nvml_env.source()
+    for _ in range(2):  # raised on every scrape until the fault clears, never a crash
+        with pytest.raises(GpuSourceError) as err:
+            nvml_env.scrape(src)
+        assert err.value.reason == reason
+    nvml_env.write(stubnvml.h100_8x())
+    s = nvml_env.scrape(src)
+    assert s.value("obsctl_gpu_up", **_g(0)) == 1
+
+
+def test_driver_unloaded_while_running(nvml_env):
+    nvml_env.write(stubnvml.rtx4090())
+    src = nvml_env.source()
+    g = {"gpu": "0", "uuid": stubnvml.RTX_UUID}
+    assert nvml_env.scrape(src).value("obsctl_gpu_up", **g) == 1
+    nvml_env.write(stubnvml.rtx4090().replace("util 33 12", "util err=9") + "init_error 9\n")
+    assert nvml_env.scrape(src).value("obsctl_gpu_up", **g) == 0  # this scrape: GPU down
+    with pytest.raises(GpuSourceError) as err:  # next: re-init fails, whole source unavailable
+        nvml_env.scrape(src)
+    assert err.value.reason == "driver_not_loaded"
+    nvml_env.write(stubnvml.rtx4090())
+    assert nvml_env.scrape(src).value("obsctl_gpu_up", **g) == 1
+
+
+def test_reinit_is_rate_limited(nvml_env):
+    nvml_env.write(stubnvml.h100_8x() + "init_error 9\n")
+    src = nvml_env.source(reinit_interval=3600)
+    with pytest.raises(GpuSourceError):
+        nvml_env.scrape(src)
+    calls = nvml_env.lib.nvmlStub_CallCount()
+    nvml_env.write(stubnvml.h100_8x())
+    with pytest.raises(GpuSourceError) as err:  # within the interval: no new init attempt
+        nvml_env.scrape(src)
+    assert err.value.reason == "driver_not_loaded"
+    assert nvml_env.lib.nvmlStub_CallCount() == calls
+
+
+def test_library_missing_then_installed(nvml_env, tmp_path):
+    nvml_env.write(stubnvml.h100_8x(), reload=False)
+    target = tmp_path / "driver" / "libnvidia-ml.so.1"  # nothing there yet
+    src = nvml_env.source(so=target)
+    with pytest.raises(GpuSourceError) as err:
+        nvml_env.scrape(src)
+    assert err.value.reason == "library_not_found"
+    target.parent.mkdir()
+    shutil.copy(nvml_env.so, target)
+    s = nvml_env.scrape(src)
+    assert s.value("obsctl_gpu_up", **_g(7)) == 1
+
+
+def test_deadline_cuts_slow_gpu(nvml_env):
+    # GPU 1's power call takes 400 ms; the deadline is 200 ms away.
+    nvml_env.write(_with(stubnvml.h100_8x(), 1, "power 613345 delay_ms=400"))
+    src = nvml_env.source()
+    nvml_env.scrape(src)  # init outside the measured scrape
+    lib = nvml_env.lib
+    before = [lib.nvmlStub_DeviceCallCount(i) for i in range(8)]
+    s = Scrape(src.collect(time.monotonic() + 0.2))
+    after = [lib.nvmlStub_DeviceCallCount(i) for i in range(8)]
+    assert s.value("obsctl_gpu_up", **_g(0)) == 1
+    assert s.value("obsctl_gpu_power_watts", **_g(0)) == 612.345
+    for i in range(1, 8):
+        assert s.value("obsctl_gpu_up", **_g(i)) == 0
+        assert s.value("obsctl_gpu_temperature_celsius", **_g(i)) is None
+    assert after[2:] == before[2:], "GPUs after the deadline must not be called"
+    assert src.last_gpu_errors == {str(i): "deadline" for i in range(1, 8)}
+    # a deadline miss is not a fault: no re-init, the next scrape with time serves everything
+    s = nvml_env.scrape(src)
+    assert all(s.value("obsctl_gpu_up", **_g(i)) == 1 for i in range(8))
+
+
+def test_xid_events_counted_and_thread_stopped(nvml_env):
+    extra = "event 1 79\nevent 1 79\nevent 2 48\n"
+    nvml_env.write(stubnvml.h100_8x(extra=extra))
+    src = nvml_env.source(xid_events=True, event_wait_ms=20)
+    t0 = time.time()
+    s = nvml_env.scrape(src)
+    for _ in range(500):  # the event thread drains the stub's queue; poll, no timing assertion
+        if nvml_env.lib.nvmlStub_PendingEvents() == 0:
+            break
+        time.sleep(0.01)
+    s = nvml_env.scrape(src)
+    t1 = time.time()
+    assert s.value("obsctl_gpu_xid_errors_total", **_g(1), xid="79") == 2
+    assert s.value("obsctl_gpu_xid_errors_total", **_g(2), xid="48") == 1
+    assert s.value("obsctl_gpu_xid_errors_total", **_g(0), xid="79") is None
+    seen = s.value("obsctl_gpu_xid_last_seen_timestamp_seconds", **_g(1), xid="79")
+    assert t0 <= seen <= t1
+    assert any(t.name == "obsctl-nvml-xid" for t in threading.enumerate())
+    src.close()
+    assert not any(t.name == "obsctl-nvml-xid" for t in threading.enumerate())
+    src.close()  # idempotent
+
+
+def test_xid_counts_survive_reinit(nvml_env):
+    nvml_env.write(stubnvml.h100_8x(extra="event 0 31\n"))
+    src = nvml_env.source(xid_events=True, event_wait_ms=20)
+    nvml_env.scrape(src)
+    for _ in range(500):
+        if nvml_env.lib.nvmlStub_PendingEvents() == 0:
+            break
+        time.sleep(0.01)
+    nvml_env.write(_with(stubnvml.h100_8x(), 5, "lost err=15"))
+    nvml_env.scrape(src)  # GPU 5 down -> re-init next time
+    nvml_env.write(stubnvml.h100_8x())
+    s = nvml_env.scrape(src)
+    assert s.value("obsctl_gpu_xid_errors_total", **_g(0), xid="31") == 1

@@ -1,0 +1,84 @@
+"""Pure helpers of the loop: durations and instants, range-query chunking, selector
+extraction, verification windows and the verdict line."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from obsctl.baselining.models import Initiative, VerificationResult, Window
+from obsctl.baselining.promapi import plan_chunks
+from obsctl.baselining.snapshot import selectors_of
+from obsctl.baselining.timeutil import align_down, parse_duration, parse_instant
+from obsctl.baselining.verify import VERDICT_EXIT_CODES, verdict_line, verification_window
+from obsctl.errors import UsageError
+
+UTC = dt.timezone.utc
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("15s", 15), ("1h30m", 5400), ("7d", 604800), ("500ms", 0.5), ("1w", 604800)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "1 h", "h", "10", "0s", "-5m"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(UsageError, match="--window"):
+        parse_duration(text, "--window")
+
+
+def test_parse_instant():
+    now = dt.datetime(2026, 1, 1, tzinfo=UTC)
+    assert parse_instant("now", now=now) == now
+    assert parse_instant("2026-01-31T12:00:00Z") == dt.datetime(2026, 1, 31, 12, tzinfo=UTC)
+    assert parse_instant("2026-01-31T13:00:00+01:00") == dt.datetime(2026, 1, 31, 12, tzinfo=UTC)
+    assert parse_instant("1769860800") == dt.datetime(2026, 1, 31, 12, tzinfo=UTC)
+    with pytest.raises(UsageError, match="--end"):
+        parse_instant("yesterday", "--end")
+    assert align_down(dt.datetime(2026, 1, 1, 0, 0, 29, tzinfo=UTC), 15) == dt.datetime(2026, 1, 1, 0, 0, 15, tzinfo=UTC)
+
+
+def test_plan_chunks_cover_every_point_once():
+    chunks = plan_chunks(0, 30000, 1, max_points=11000)
+    assert chunks == [(0, 10999), (11000, 21999), (22000, 30000)]
+    points = [t for a, b in chunks for t in range(int(a), int(b) + 1)]
+    assert points == list(range(30001))
+    assert plan_chunks(0, 100, 15) == [(0, 90)]
+    assert plan_chunks(10, 5, 1) == []
+
+
+def test_selectors_of():
+    q = 'histogram_quantile(0.95, sum by (le) (rate(obsctl_queue_wait_seconds_bucket{job="a",x="}{"}[5m])))'
+    assert selectors_of(q) == ['obsctl_queue_wait_seconds_bucket{job="a",x="}{"}']
+    q2 = 'sum(a{j="1"} * on(uuid) group_left() b_info{c="2"}) / count(b_info{c="2"})'
+    assert selectors_of(q2) == ['a{j="1"}', 'b_info{c="2"}']
+
+
+def _initiative(started):
+    return Initiative(id="i", name="i", lever="batch-size", workload_class="c", primary_signal="s", baseline_id="b", started_at=started)
+
+
+def test_verification_window_defaults_and_cap():
+    now = dt.datetime(2026, 1, 1, 12, 0, 7, tzinfo=UTC)
+    end = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    recent = _initiative(now - dt.timedelta(minutes=20))
+    assert verification_window(recent, 15, "1h", None, None, now) == (recent.started_at, end)
+    old = _initiative(now - dt.timedelta(days=2))
+    assert verification_window(old, 15, "1h", None, None, now) == (end - dt.timedelta(hours=1), end)
+    explicit = dt.datetime(2026, 1, 1, 9, tzinfo=UTC)
+    assert verification_window(old, 15, "1h", explicit, None, now) == (explicit, end)
+    with pytest.raises(UsageError, match="empty"):
+        verification_window(_initiative(now + dt.timedelta(hours=1)), 15, "1h", None, None, now)
+
+
+def test_verdict_line_and_exit_codes():
+    w = Window(start=dt.datetime(2026, 1, 1, tzinfo=UTC), end=dt.datetime(2026, 1, 1, 1, tzinfo=UTC), step_seconds=15)
+    r = VerificationResult(verdict="IMPROVED", baseline_id="b", signal="tokens_per_second", window=w, baseline_mean=2410.2,
+                           window_mean=7673.4, change_ratio=2.184, ci_low=2.051, ci_high=2.319, confidence=0.95,
+                           verified_at=w.end)
+    assert verdict_line(r, "tokens/s") == (
+        "IMPROVED: tokens_per_second +218.4 % (95 % CI +205.1 % .. +231.9 %), baseline 2,410 -> window 7,673 tokens/s; alerts fired: none"
+    )
+    assert VERDICT_EXIT_CODES == {"IMPROVED": 0, "NO_CHANGE": 10, "INCONCLUSIVE": 11, "REGRESSED": 12, "NO_DATA": 13}
+    assert len(set(VERDICT_EXIT_CODES.values())) == 5

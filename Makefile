@@ -44,5 +44,10 @@ generate: $(VENV)/.installed
 	$(VENV)/bin/obsctl rules generate --spec examples/obsctl.yaml --out rules/generated --empty-store
 	$(VENV)/bin/obsctl dashboards build --spec examples/obsctl.yaml --out dashboards/generated
 
+## lint: ruff over the code
+lint: $(VENV)/.installed
+	$(PY) -m pip install -q ruff
+	$(VENV)/bin/ruff check obsctl exporters rules dashboards baselining demo bench tests
+
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache

@@ -87,15 +87,73 @@ def rss_run(so: Path, scen: Path, scrapes: int) -> list[tuple[int, float]]:
     return points
 
 
+def reference_ms() -> float:
+    """Machine speed reference: ms for a fixed pure-Python loop (scale the figures by it)."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(1_000_000):
+        total += i & 7
+    return (time.perf_counter() - t0) * 1e3
+
+
+def http_run(so: Path, scen: Path, n: int, scrapes: int) -> dict[str, float] | None:
+    """Scrape the real exporter (obsctl-exporter --gpu.source=nvml) over HTTP; None if it cannot start."""
+    import os
+    import socket
+    import subprocess
+
+    import requests
+
+    stubnvml.write_scenario(scen, stubnvml.h100_n(n))
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    env = {**os.environ, "LD_LIBRARY_PATH": str(so.parent), stubnvml.ENV: str(scen)}
+    cmd = [sys.executable, "-c", "import sys; from obsctl.exporters.main import main; sys.exit(main())",
+           f"--web.listen-address=127.0.0.1:{port}", "--gpu.source=nvml", "--log.level=error"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        session = requests.Session()
+        for _ in range(100):
+            try:
+                if session.get(url, timeout=5).ok:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        else:
+            return None
+        times = []
+        for _ in range(scrapes):
+            t0 = time.perf_counter()
+            r = session.get(url, timeout=10)
+            times.append(time.perf_counter() - t0)
+            r.raise_for_status()
+        q = statistics.quantiles(times, n=100)
+        rss = next(int(line.split()[1]) / 1024 for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                   if line.startswith("VmRSS:"))
+        return {"p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "rss_mib": rss, "bytes": len(r.content)}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scrapes", type=int, default=2000, help="timed scrapes per GPU count")
     ap.add_argument("--rss-scrapes", type=int, default=10000, help="scrapes for the RSS run (8 GPUs)")
+    ap.add_argument("--http-scrapes", type=int, default=1000,
+                    help="scrapes of the real exporter over HTTP per GPU count (0 = skip)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         so = stubnvml.build(Path(tmp) / "lib")
         scen = Path(tmp) / "scenario.txt"
-        print(f"python {sys.version.split()[0]}, stand-in NVML {so.name}, {args.scrapes} scrapes per row")
+        print(f"python {sys.version.split()[0]}, stand-in NVML {so.name}, {args.scrapes} scrapes per row, "
+              f"reference loop {reference_ms():.1f} ms")
         print(f"{'GPUs':>5} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14} {'collect ms':>11} "
               f"{'in NVML ms':>11} {'own/NVML':>9} {'body B':>8}")
         for n in (8, 64):
@@ -104,6 +162,16 @@ def main() -> None:
                   f"{r['collect_ms']:>11.3f} {r['nvml_ms']:>11.3f} {r['own_time_ratio']:>9.2f} {r['bytes']:>8}")
         print(f"RSS over {args.rss_scrapes} scrapes of 8 GPUs (scrape number: MiB):")
         print("  " + ", ".join(f"{i}: {m:.1f}" for i, m in rss_run(so, scen, args.rss_scrapes)))
+        if args.http_scrapes:
+            print(f"HTTP, obsctl-exporter --gpu.source=nvml, {args.http_scrapes} scrapes per row "
+                  "(all collectors; RSS of the exporter process at the end):")
+            for n in (8, 64):
+                r = http_run(so, scen, n, args.http_scrapes)
+                if r is None:
+                    print(f"  {n} GPUs: exporter did not start")
+                    continue
+                print(f"  {n:>3} GPUs: p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, "
+                      f"RSS {r['rss_mib']:.1f} MiB, body {r['bytes']} B")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ concurrent clients: whenever a request completes a new one arrives, so the serve
 saturated and throughput is what the batch size allows. Instrumented with the obsctl
 workload SDK, it serves ``/metrics`` for Prometheus.
 
-Run:  python demo/embedding_workload.py --batch-size 32 --port 9400
+Run:  python demo/embedding_workload.py --batch-size 32 --port 8000
 """
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ class Exporter:
         job = _Job(lambda: coll.collect(ctx), coll.name)
         self._pending[coll.name] = job
         if not job.done.wait(max(ctx.remaining(), 0.0)):
-            raise CollectorTimeout(f"no result within the scrape deadline")
+            raise CollectorTimeout("no result within the scrape deadline")
         if job.error is not None:
             raise job.error
         return job.result

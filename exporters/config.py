@@ -34,8 +34,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from obsctl.errors import SpecError, UsageError
-from obsctl.spec import Pricing, _line_index, load_spec
+from obsctl.errors import UsageError
+from obsctl.spec import Pricing, yaml_line_index, load_spec
 
 _SPEC_KEYS = {"workload_classes", "signals", "targets", "prometheus", "verification", "store", "cadence"}
 
@@ -111,7 +111,7 @@ def load_exporter_config(path: str | Path | None) -> ExporterConfig:
         raise UsageError(f"{cfg_path}: cannot read --config.file: {exc.strerror}") from None
     try:
         data = yaml.safe_load(text)
-        lines = _line_index(text)
+        lines = yaml_line_index(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{cfg_path}:{mark.line + 1}" if mark is not None else str(cfg_path)
@@ -164,4 +164,4 @@ def _allowed(loc: tuple[object, ...]) -> list[str]:
     return [name for name in model.model_fields if name != "path"]
 
 
-__all__ = ["ExporterConfig", "AttributionConfig", "load_exporter_config", "SpecError"]
+__all__ = ["ExporterConfig", "AttributionConfig", "load_exporter_config"]

@@ -16,7 +16,7 @@ import sys
 import threading
 
 from obsctl import __version__
-from obsctl.errors import EXIT_FAILURE, EXIT_USAGE, ObsctlError, UsageError
+from obsctl.errors import EXIT_FAILURE, ObsctlError, UsageError
 
 DEFAULT_LISTEN = ":9847"
 DEFAULT_SCRAPE_TIMEOUT = "8s"  # below Prometheus' default 10 s scrape_timeout
@@ -163,4 +163,4 @@ if __name__ == "__main__":  # pragma: no cover
     main()
 
 
-__all__ = ["main", "build_parser", "parse_duration", "EXIT_USAGE"]
+__all__ = ["main", "build_parser", "parse_duration"]

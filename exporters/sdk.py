@@ -23,7 +23,7 @@ obsctl_quality_score{evaluation}    gauge     latest evaluation score, in that e
 Example::
 
     wl = Workload("embed-online", labels={"model": "all-MiniLM-L6-v2"})
-    wl.serve(port=9400)
+    wl.serve(port=8000)
     with wl.request() as req:          # latency observed, outcome=error on exception
         wl.count_tokens(n_tokens)
 """

@@ -331,7 +331,7 @@ def load_spec(path: str | os.PathLike[str] | None = None) -> Spec:
         raise SpecError(f"{spec_path}:{line}: spec is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
     try:
         data = yaml.safe_load(text)
-        lines = _line_index(text)
+        lines = yaml_line_index(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{spec_path}:{mark.line + 1}" if mark is not None else str(spec_path)
@@ -348,7 +348,7 @@ def load_spec(path: str | os.PathLike[str] | None = None) -> Spec:
     return spec.model_copy(update={"path": spec_path.resolve()})
 
 
-def _line_index(text: str) -> dict[tuple[object, ...], int]:
+def yaml_line_index(text: str) -> dict[tuple[object, ...], int]:
     """Map each YAML path (keys and list indexes) to its 1-based line number."""
     index: dict[tuple[object, ...], int] = {}
 

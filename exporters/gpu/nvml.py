@@ -127,6 +127,7 @@ class NvmlSource:
         self._event_wait_ms = event_wait_ms
         self._lock = threading.RLock()
         self._initialised = False
+        self._needs_reinit = False
         self._next_init = 0.0
         self._last_reason = ""
         self._gpus: list[_Gpu] = []
@@ -233,7 +234,12 @@ class NvmlSource:
             self.collect_seconds += time.perf_counter() - t0
 
     def _collect(self, deadline: float) -> list[Metric]:
-        if not self._initialised:
+        if self._needs_reinit and time.monotonic() >= self._next_init:
+            self._shutdown()
+            self._needs_reinit = False
+        if self._needs_reinit:  # a GPU is down, re-init not due yet: serve what still answers
+            pass
+        elif not self._initialised:
             now = time.monotonic()
             if now < self._next_init and self._last_reason:
                 raise GpuSourceError(self._last_reason, "waiting to retry NVML init")
@@ -272,7 +278,9 @@ class NvmlSource:
             out.add("obsctl_gpu_xid_last_seen_timestamp_seconds", labels, last)
         if fatal:  # re-init on a later collect; handles may change after a GPU reset
             log.info("NVML: GPUs down %s; re-initialising on a later scrape", self.last_gpu_errors)
-            self._shutdown()
+            self._needs_reinit = True
+            if self._watcher is not None:  # joined by the next collect, not inside this scrape
+                self._watcher.request_stop()
             self._next_init = time.monotonic() + self._reinit_interval
             self._last_reason = ""
         return out.metrics()

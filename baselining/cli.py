@@ -148,17 +148,21 @@ def baseline_show(spec_path, workload_class, signal, baseline_id, output):
 def baseline_promote(spec_path, initiative_id, output):
     """Make an IMPROVED initiative's verification window the current baseline.
 
-    The old baseline stays in the history; the initiative becomes promoted.
+    The primary signal and every guard signal with data in the window get a new
+    current baseline (source promoted); the old ones stay in the history; the
+    initiative becomes promoted. One line per promoted baseline.
     """
     from obsctl.baselining.verify import promote
 
     spec = load(spec_path)
-    initiative, new = promote(spec, _store(spec), initiative_id)
+    initiative, stored = promote(spec, _store(spec), initiative_id)
     if output == "json":
-        emit_json({"initiative": initiative.id, "status": initiative.status, "baseline": _baseline_summary(new)})
+        emit_json({"initiative": initiative.id, "status": initiative.status, "baseline": _baseline_summary(stored[0]),
+                   "promoted": [_baseline_summary(b) for b in stored]})
     else:
-        click.echo(f"promoted: {new.workload_class}/{new.signal} baseline is now {new.id} "
-                   f"(mean {new.stats.mean:.6g} {new.unit}, from initiative {initiative.id})")
+        for role, new in zip(["primary", *["guard"] * (len(stored) - 1)], stored):
+            click.echo(f"promoted {role}: {new.workload_class}/{new.signal} baseline is now {new.id} "
+                       f"(mean {new.stats.mean:.6g} {new.unit}, from initiative {initiative.id})")
 
 
 # --- target ------------------------------------------------------------------------------
@@ -279,10 +283,15 @@ def initiative_close(spec_path, initiative_id, note):
 @click.option("--window", default=None, metavar="DURATION", help="Longest window, counted back from --end (default: spec verification.window).")
 @click.option("--start", default=None, metavar="RFC3339", help="Window start (default: the initiative's start, capped by --window).")
 @click.option("--end", default="now", show_default=True, metavar="RFC3339|now", help="Window end (aligned down to the step).")
+@click.option("--no-guards", is_flag=True, help="Judge the primary signal only (skip the class's other signals).")
 @output_option
 @wrap_errors
-def verify(spec_path, initiative_id, workload_class, window, start, end, output):
-    """Compare an initiative's window with its baseline on its primary signal.
+def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, output):
+    """Compare an initiative's window with its baseline on its primary signal and guards.
+
+    Guards: every other signal of the class with a baseline is judged over the same
+    window; a REGRESSED guard makes the verdict REGRESSED (NO_DATA and INCONCLUSIVE
+    guards are only reported). Output: the verdict line, then a 'guards:' line.
 
     \b
     Verdict and exit code:
@@ -293,20 +302,22 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, output)
       NO_DATA      13   fewer samples than batches in the window (never a pass)
     Errors: 1 store refused, 2 bad spec or flag, 3 Prometheus unreachable.
     """
-    from obsctl.baselining.verify import VERDICT_EXIT_CODES, verify as run_verify, verdict_line
+    from obsctl.baselining.verify import VERDICT_EXIT_CODES, guards_line, verify as run_verify, verdict_line
 
     spec = load(spec_path)
     initiative_, result = run_verify(
         spec, _client(spec), _store(spec), initiative_id, workload_class, window,
-        parse_instant(start, "--start") if start else None, parse_instant(end, "--end"),
+        parse_instant(start, "--start") if start else None, parse_instant(end, "--end"), guards=not no_guards,
     )
     code = VERDICT_EXIT_CODES[result.verdict]
     unit = spec.signal(result.signal).unit if result.signal in {s.name for s in spec.signals} else ""
     if output == "json":
         emit_json({"initiative": initiative_.id, "workload_class": initiative_.workload_class, "exit_code": code,
-                   "summary": verdict_line(result, unit), **result.model_dump(mode="json", exclude={"samples"})})
+                   "summary": verdict_line(result, unit), "guards_summary": guards_line(result),
+                   **result.model_dump(mode="json", exclude={"samples": True, "guards": {"__all__": {"samples"}}})})
     else:
         click.echo(verdict_line(result, unit))
+        click.echo(guards_line(result))
     sys.exit(code)
 
 

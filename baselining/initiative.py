@@ -42,6 +42,10 @@ def start_initiative(
         started_at: when the change went live (UTC; default now); ``obsctl verify``
             measures from here by default.
 
+    The class's other current baselines are recorded as the guard signals' baselines
+    (``guard_baseline_ids``), so ``obsctl verify`` compares them with the state before
+    the change even if a snapshot is taken meanwhile.
+
     Returns:
         The stored initiative (id ``<slug of name>-<YYYYMMDD>``, suffixed if taken).
 
@@ -63,6 +67,8 @@ def start_initiative(
             f"obsctl snapshot-baseline --class {workload_class} --signal {signal}"
         )
     started = (started_at or utcnow()).astimezone(dt.timezone.utc)
+    # The class's other baselines now are the guard signals' baselines for verify.
+    guards = {sig: bid for sig, bid in store.current_index().get(workload_class, {}).items() if sig != signal}
     initiative = Initiative(
         id=f"{slugify(name)}-{started.strftime('%Y%m%d')}",
         name=name.strip(),
@@ -71,6 +77,7 @@ def start_initiative(
         primary_signal=signal,
         expected_impact_ratio=expected_impact_ratio,
         baseline_id=baseline.id,
+        guard_baseline_ids=guards,
         started_at=started,
         notes=notes,
     )

@@ -90,11 +90,53 @@ class Baseline(_Record):
     samples: list[tuple[float, float]] = Field(default_factory=list)
 
 
+class GuardResult(_Record):
+    """One guard signal of a verification: another signal of the initiative's class,
+    measured over the same window with its own baseline's PromQL and judged like the
+    primary (batch means, Fieller change and interval, direction-aware verdict).
+
+    Attributes:
+        signal, category, unit, direction: the guard signal (category from the spec:
+            utilization | throughput | cost | quality | saturation).
+        baseline_id: the guard's baseline (recorded when the initiative started, else
+            the class x signal's current one at verify time).
+        verdict: the guard's own verdict; only REGRESSED changes the overall verdict.
+        change_ratio, ci_low, ci_high: as in :class:`VerificationResult` (ratio, 0.1 = +10 %).
+        exact: both sides' batch means were constant, so the change has no sampling error.
+        window_stats, population, samples: the guard's window (kept so promote can make
+            it the guard's baseline).
+    """
+
+    signal: str
+    category: str
+    unit: str
+    direction: Literal["higher_is_better", "lower_is_better"]
+    baseline_id: str
+    query: str
+    verdict: Verdict
+    reason: str = ""
+    baseline_mean: float | None = None
+    window_mean: float | None = None
+    change_ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    exact: bool = False
+    window_stats: Statistics | None = None
+    population: Population | None = None
+    samples: list[tuple[float, float]] = Field(default_factory=list)
+
+
 class VerificationResult(_Record):
     """Outcome of ``obsctl verify`` for one initiative.
 
     Attributes:
-        verdict: IMPROVED | REGRESSED | NO_CHANGE | INCONCLUSIVE | NO_DATA.
+        verdict: the overall verdict, IMPROVED | REGRESSED | NO_CHANGE | INCONCLUSIVE |
+            NO_DATA: the primary's verdict, except that a REGRESSED guard makes it
+            REGRESSED (see ``verify.overall_verdict``).
+        primary_verdict: the primary signal's own verdict (None in records written
+            before guards existed: then equal to ``verdict``).
+        guards: the guard signals' results (empty in older records and with --no-guards).
+        guards_evaluated: False for ``--no-guards`` and for records written before guards.
         change_ratio: relative change of the window mean vs the baseline mean
             (0.30 = +30 %); ``None`` when there is no data.
         ci_low, ci_high: confidence interval of ``change_ratio`` at ``confidence``.
@@ -119,6 +161,9 @@ class VerificationResult(_Record):
     samples: list[tuple[float, float]] = Field(default_factory=list)
     reason: str = ""
     verified_at: dt.datetime
+    primary_verdict: Verdict | None = None
+    guards: list[GuardResult] = Field(default_factory=list)
+    guards_evaluated: bool = False
 
 
 class Initiative(_Record):
@@ -130,6 +175,8 @@ class Initiative(_Record):
         primary_signal: the signal the verdict is based on.
         expected_impact_ratio: expected relative change of the primary signal (0.2 = +20 %).
         baseline_id: the baseline current when the initiative started.
+        guard_baseline_ids: ``{signal: baseline id}`` of the class's other current
+            baselines when the initiative started (the guard signals' baselines).
         status: open -> verified (a verification result is stored) -> promoted | closed.
     """
 
@@ -142,5 +189,6 @@ class Initiative(_Record):
     baseline_id: str
     started_at: dt.datetime
     status: Literal["open", "verified", "promoted", "closed"] = "open"
+    guard_baseline_ids: dict[str, str] = Field(default_factory=dict)
     verifications: list[VerificationResult] = Field(default_factory=list)
     notes: str = ""

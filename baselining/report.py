@@ -2,8 +2,9 @@
 
 The report shows what a reader needs to trust the verdict: the lever and the expected
 impact, baseline vs window (windows, means, sample and batch counts, population),
-the change with its interval, the verdict and why, the alerts that fired, and the
-PromQL. The figure (matplotlib, Agg backend, no display needed) draws the baseline and
+the change with its interval, the verdict and why, the guard signals (one row each:
+signal, category, baseline mean, window mean, change, interval, verdict), the alerts
+that fired, and the PromQL. The figure (matplotlib, Agg backend, no display needed) draws the baseline and
 verification series on a common "minutes into the window" axis, their batch means as
 steps, and the interval of the change as a band around the baseline mean.
 Both files are written atomically.
@@ -23,7 +24,7 @@ from obsctl.baselining.atomicio import atomic_write_bytes, atomic_write_text  # 
 from obsctl.baselining.models import Baseline, Initiative, Population, VerificationResult  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.baselining.timeutil import human_duration, rfc3339  # noqa: E402
-from obsctl.baselining.verify import format_number, format_percent, verdict_line  # noqa: E402
+from obsctl.baselining.verify import format_number, format_percent, guards_line, verdict_line  # noqa: E402
 from obsctl.errors import StoreError  # noqa: E402
 
 
@@ -92,6 +93,30 @@ def _population(pop: Population | None) -> str:
     return f"{pop.series_count} series: {shown}{more}"
 
 
+def _guard_table(result: VerificationResult) -> list[str]:
+    """The "Guard signals" section: a table, or one line saying why there is none."""
+    lines = ["## Guard signals", ""]
+    if not result.guards:
+        return [*lines, guards_line(result), ""]
+    lines += [
+        "A REGRESSED guard makes the overall verdict REGRESSED; NO_DATA and INCONCLUSIVE guards are reported only.",
+        "",
+        "| signal | category | baseline mean | window mean | change | CI | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for g in result.guards:
+        if g.exact:
+            ci = "exact (both constant)"
+        elif g.ci_low is not None and g.ci_high is not None:
+            ci = f"{format_percent(g.ci_low)} .. {format_percent(g.ci_high)}"
+        else:
+            ci = "undefined"
+        means = [f"{format_number(m)} {g.unit}" if m is not None else "n/a" for m in (g.baseline_mean, g.window_mean)]
+        lines.append(f"| `{g.signal}` | {g.category} | {means[0]} | {means[1]} "
+                     f"| {format_percent(g.change_ratio)} | {ci} | **{g.verdict}** |")
+    return [*lines, ""]
+
+
 def render_markdown(initiative: Initiative, baseline: Baseline, result: VerificationResult, figure_name: str) -> str:
     """The Markdown report text (figure referenced by relative file name)."""
     ws = result.window_stats
@@ -111,8 +136,10 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         f"- Verdict: **{result.verdict}** ({result.reason}); verified {rfc3339(result.verified_at)}",
         f"- Change: {format_percent(result.change_ratio)}, {result.confidence:.0%} confidence interval {ci} "
         "(Fieller interval from non-overlapping batch means)",
+        f"- Primary signal's own verdict: **{result.primary_verdict or result.verdict}**",
         f"- Alerts fired in the window: {', '.join(result.alerts_fired) or 'none'}",
         "",
+        *_guard_table(result),
         "| | baseline | verification window |",
         "|---|---|---|",
         row("id / source", f"`{baseline.id}` ({baseline.source})", f"initiative `{initiative.id}`"),

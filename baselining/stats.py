@@ -31,6 +31,21 @@ from obsctl.baselining.models import Statistics, Verdict
 
 Direction = Literal["higher_is_better", "lower_is_better"]
 
+#: Relative spread below which a set of batch means counts as constant (zero variance):
+#: ``max - min <= CONSTANT_RTOL * max(|values|)``. Averaging identical floats can leave
+#: differences of a few ulps (~1e-16 relative); any real measurement spread is far
+#: above 1e-9. The same tolerance decides whether two constants are equal.
+CONSTANT_RTOL = 1e-9
+
+
+def is_constant(values: Iterable[float]) -> bool:
+    """True when the values are all equal up to :data:`CONSTANT_RTOL` (relative to the largest |value|)."""
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0:
+        return False
+    scale = float(np.max(np.abs(arr)))
+    return float(np.ptp(arr)) <= CONSTANT_RTOL * scale
+
 
 def finite(values: Iterable[float]) -> np.ndarray:
     """The finite values as a float array (NaN and +-Inf dropped: PromQL gives NaN for 0/0)."""
@@ -90,7 +105,11 @@ class ChangeEstimate:
         ci_low, ci_high: two-sided Fieller interval of ``change_ratio``; None if unbounded.
         confidence: the interval's confidence level (0-1).
         dof: Welch-Satterthwaite degrees of freedom used for the t quantile.
-        reason: why the change or the interval is undefined ("" when defined).
+        reason: why the change or the interval is undefined, or why it is exact.
+        exact: both sides' batch means are constant (zero variance): the change has no
+            sampling error, ``ci_low == ci_high == change_ratio`` (or all None when the
+            baseline is 0 and the window is not), and :func:`decide` judges the change
+            itself instead of an interval.
     """
 
     baseline_mean: float
@@ -101,6 +120,7 @@ class ChangeEstimate:
     confidence: float
     dof: float | None
     reason: str = ""
+    exact: bool = False
 
 
 def relative_change(baseline_batch_means: Iterable[float], window_batch_means: Iterable[float], confidence: float) -> ChangeEstimate:
@@ -118,6 +138,15 @@ def relative_change(baseline_batch_means: Iterable[float], window_batch_means: I
     and the change interval is that minus 1. For ``g >= 1`` the set is unbounded: the
     interval is reported as undefined.
 
+    Zero variance (a side's batch means constant, :func:`is_constant`): that side's
+    variance is taken as exactly 0. When **both** sides are constant the ratio is known
+    exactly and the estimate is ``exact``: equal constants (``0`` and ``0`` included) give
+    change 0 with interval ``[0, 0]``; different constants give ``ybar/xbar - 1`` with a
+    zero-width interval, or an undefined ratio when ``xbar = 0``. (Without this rule
+    Fieller's formula gives a zero-width interval around the float-rounded ratio, so
+    rounding noise could be judged significant with ``min_effect_ratio = 0``, and a
+    baseline constant at 0 would be INCONCLUSIVE even when the window is also 0.)
+
     Args:
         baseline_batch_means, window_batch_means: at least 2 values each.
         confidence: two-sided level, e.g. 0.95.
@@ -130,9 +159,13 @@ def relative_change(baseline_batch_means: Iterable[float], window_batch_means: I
     if x.size < 2 or y.size < 2:
         raise ValueError("need at least 2 batch means on each side")
     xbar, ybar = float(x.mean()), float(y.mean())
+    const_x, const_y = is_constant(x), is_constant(y)
+    if const_x and const_y:
+        return _exact_change(xbar, ybar, confidence)
     if xbar == 0:
         return ChangeEstimate(xbar, ybar, None, None, None, confidence, None, "baseline mean is 0: a relative change is undefined")
-    vx, vy = float(x.var(ddof=1)) / x.size, float(y.var(ddof=1)) / y.size
+    vx = 0.0 if const_x else float(x.var(ddof=1)) / x.size
+    vy = 0.0 if const_y else float(y.var(ddof=1)) / y.size
     ratio = ybar / xbar
     den = vy**2 / (y.size - 1) + ratio**4 * vx**2 / (x.size - 1)
     dof = (vy + ratio**2 * vx) ** 2 / den if den > 0 else float(x.size + y.size - 2)
@@ -149,6 +182,31 @@ def relative_change(baseline_batch_means: Iterable[float], window_batch_means: I
     return ChangeEstimate(xbar, ybar, change, low, high, confidence, dof)
 
 
+def _exact_change(xbar: float, ybar: float, confidence: float) -> ChangeEstimate:
+    # Both sides constant: no sampling error, the change is the change.
+    if abs(ybar - xbar) <= CONSTANT_RTOL * max(abs(xbar), abs(ybar)):
+        return ChangeEstimate(xbar, ybar, 0.0, 0.0, 0.0, confidence, None, f"both sides constant at {xbar:.6g}: no change (exact)", exact=True)
+    if xbar == 0:
+        return ChangeEstimate(xbar, ybar, None, None, None, confidence, None,
+                              f"both sides constant, baseline 0 and window {ybar:.6g}: the relative change is undefined but the difference is exact",
+                              exact=True)
+    change = ybar / xbar - 1
+    return ChangeEstimate(xbar, ybar, change, change, change, confidence, None,
+                          f"both sides constant ({xbar:.6g} -> {ybar:.6g}): the change is exact", exact=True)
+
+
+def _decide_exact(estimate: ChangeEstimate, sign: float, d: float) -> tuple[Verdict, str]:
+    if estimate.change_ratio == 0.0:
+        return "NO_CHANGE", estimate.reason
+    if estimate.change_ratio is None:  # baseline 0, window not: infinitely large, sign known
+        gain_sign = sign * (estimate.window_mean - estimate.baseline_mean)
+        return ("IMPROVED" if gain_sign > 0 else "REGRESSED"), estimate.reason
+    gain = sign * estimate.change_ratio
+    if abs(gain) >= d:
+        return ("IMPROVED" if gain > 0 else "REGRESSED"), f"{estimate.reason}, at least {d:.1%}"
+    return "NO_CHANGE", f"{estimate.reason} but smaller than the {d:.1%} minimum effect"
+
+
 def decide(estimate: ChangeEstimate | None, direction: Direction, min_effect_ratio: float) -> tuple[Verdict, str]:
     """The verdict for a change estimate (``None``: not enough samples -> NO_DATA).
 
@@ -157,6 +215,10 @@ def decide(estimate: ChangeEstimate | None, direction: Direction, min_effect_rat
     ``d = min_effect_ratio``:
 
     1. NO_DATA: no estimate (a side has fewer samples than batches).
+    1b. Exact estimate (both sides constant, see :func:`relative_change`): NO_CHANGE
+       when equal; otherwise IMPROVED / REGRESSED by the sign of the gain when
+       ``|gain| >= d`` (a baseline of 0 counts as an infinite change), else NO_CHANGE.
+       There is no sampling error to test against.
     2. INCONCLUSIVE: the change or its interval is undefined (baseline mean 0 or not
        distinguishable from 0).
     3. NO_CHANGE: ``-d < L`` and ``U < d``: the whole interval lies inside the
@@ -172,6 +234,8 @@ def decide(estimate: ChangeEstimate | None, direction: Direction, min_effect_rat
     """
     if estimate is None:
         return "NO_DATA", "fewer samples than batches on at least one side"
+    if estimate.exact:
+        return _decide_exact(estimate, 1.0 if direction == "higher_is_better" else -1.0, min_effect_ratio)
     if estimate.change_ratio is None or estimate.ci_low is None or estimate.ci_high is None:
         return "INCONCLUSIVE", estimate.reason
     sign = 1.0 if direction == "higher_is_better" else -1.0

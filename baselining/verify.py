@@ -7,6 +7,13 @@ Fieller interval of the relative change, verdict rules in :func:`stats.decide`).
 regression alerts of the class that fired in the window are read from Prometheus'
 ``ALERTS`` series. The result is appended to the initiative (status ``verified``).
 
+Guard signals: every other signal of the class that has a baseline (the one recorded
+when the initiative started, else the current one) is measured over the same window
+with its own baseline's PromQL and judged the same way. A REGRESSED guard turns the
+overall verdict into REGRESSED (an "optimization" that degrades quality or cost is a
+regression, DESIGN.md); NO_DATA / INCONCLUSIVE guards are reported only
+(:func:`overall_verdict`).
+
 Exit codes of ``obsctl verify`` (one per verdict, for pipelines):
 IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
 """
@@ -16,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 
 from obsctl.baselining import stats
-from obsctl.baselining.models import Baseline, Initiative, VerificationResult
+from obsctl.baselining.models import Baseline, GuardResult, Initiative, Verdict, VerificationResult
 from obsctl.baselining.promapi import PrometheusClient
 from obsctl.baselining.snapshot import measure
 from obsctl.baselining.store import Store
@@ -89,6 +96,82 @@ def alerts_fired(client: PrometheusClient, workload_class: str, start: dt.dateti
     return sorted(names)
 
 
+def guard_baselines(spec: Spec, store: Store, initiative: Initiative) -> list[Baseline]:
+    """The guard signals' baselines: every signal of the spec other than the primary
+    that has a baseline for the initiative's class, sorted by signal name.
+
+    A baseline recorded when the initiative started (``guard_baseline_ids``) is used
+    when present, so a snapshot taken during the initiative cannot absorb its effect;
+    otherwise the class x signal's current baseline (initiatives started before guards
+    were recorded, or signals first baselined later). Signals no longer in the spec
+    are skipped.
+    """
+    current = store.current_index().get(initiative.workload_class, {})
+    out = []
+    for sig in sorted(s.name for s in spec.signals):
+        if sig == initiative.primary_signal:
+            continue
+        baseline_id = initiative.guard_baseline_ids.get(sig) or current.get(sig)
+        if baseline_id:
+            out.append(store.baseline(baseline_id))
+    return out
+
+
+def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime, step: float) -> GuardResult:
+    """Measure one guard signal over ``(start_at, end_at]`` with its baseline's PromQL and judge it.
+
+    Raises:
+        PrometheusUnavailable: as :func:`obsctl.baselining.snapshot.measure`.
+    """
+    cfg = spec.verification
+    m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{baseline.workload_class}/{baseline.signal} (guard)")
+    verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
+    category = next((s.category for s in spec.signals if s.name == baseline.signal), "unknown")
+    return GuardResult(
+        signal=baseline.signal, category=category, unit=baseline.unit, direction=baseline.direction,
+        baseline_id=baseline.id, query=baseline.query, verdict=verdict, reason=reason,
+        baseline_mean=est.baseline_mean if est else baseline.stats.mean,
+        window_mean=est.window_mean if est else (m.stats.mean if m.stats else None),
+        change_ratio=est.change_ratio if est else None, ci_low=est.ci_low if est else None, ci_high=est.ci_high if est else None,
+        exact=bool(est and est.exact), window_stats=m.stats, population=m.population, samples=m.samples,
+    )
+
+
+def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardResult], confidence: float) -> tuple[Verdict, str]:
+    """The overall verdict from the primary's and the guards' verdicts.
+
+    Precedence: a primary NO_DATA or REGRESSED stands (no data is never a pass; a
+    regression is already the worst verdict). Otherwise any REGRESSED guard makes the
+    overall verdict REGRESSED, with a reason naming each such guard, e.g. ``quality
+    guard probe_cosine_similarity regressed -3.1 % (95 % CI -4.0 % .. -2.2 %)``.
+    Guards that are IMPROVED, NO_CHANGE, INCONCLUSIVE or NO_DATA never change it.
+
+    Returns:
+        ``(verdict, reason)``.
+    """
+    text = guard_regressions(guards, confidence)
+    if primary in ("NO_DATA", "REGRESSED") or not text:
+        return primary, primary_reason
+    return "REGRESSED", f"{text}; primary was {primary} ({primary_reason})"
+
+
+def guard_regressions(guards: list[GuardResult], confidence: float) -> str:
+    """``quality guard q regressed -10.0 % (95 % CI -11.2 % .. -8.8 %)`` for each REGRESSED guard, ``; ``-joined ("" if none)."""
+    return "; ".join(
+        f"{g.category} guard {g.signal} regressed {format_percent(g.change_ratio) if g.change_ratio is not None else f'from {format_number(g.baseline_mean)} to {format_number(g.window_mean)}'} "
+        f"({_interval(g.ci_low, g.ci_high, confidence, g.exact)})"
+        for g in guards if g.verdict == "REGRESSED"
+    )
+
+
+def _interval(low: float | None, high: float | None, confidence: float, exact: bool = False) -> str:
+    if exact:
+        return "exact: both sides constant"
+    if low is None or high is None:
+        return f"{confidence * 100:.0f} % CI undefined"
+    return f"{confidence * 100:.0f} % CI {format_percent(low)} .. {format_percent(high)}"
+
+
 def verify(
     spec: Spec,
     client: PrometheusClient,
@@ -100,11 +183,15 @@ def verify(
     end: dt.datetime | None = None,
     now: dt.datetime | None = None,
     save: bool = True,
+    guards: bool = True,
 ) -> tuple[Initiative, VerificationResult]:
     """Verify an initiative: measure its window, compare with its baseline, record the result.
 
     The baseline is the one current when the initiative started (``baseline_id``), so
-    a snapshot taken during the initiative cannot absorb its effect.
+    a snapshot taken during the initiative cannot absorb its effect. With ``guards``
+    every other signal of the class with a baseline (:func:`guard_baselines`) is
+    judged over the same window and can turn the verdict into REGRESSED
+    (:func:`overall_verdict`).
 
     Returns:
         ``(initiative as saved, result)``; ``VERDICT_EXIT_CODES[result.verdict]`` is the
@@ -122,9 +209,14 @@ def verify(
     start_at, end_at = verification_window(initiative, step, window or cfg.window, start, end, now)
     m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{initiative.workload_class}/{initiative.primary_signal}")
     verdict, reason, estimate = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
+    guard_results = [evaluate_guard(spec, client, b, start_at, end_at, step) for b in guard_baselines(spec, store, initiative)] if guards else []
+    overall, overall_reason = overall_verdict(verdict, reason, guard_results, cfg.confidence)
     fired = alerts_fired(client, initiative.workload_class, start_at, end_at)
     result = VerificationResult(
-        verdict=verdict,
+        verdict=overall,
+        primary_verdict=verdict,
+        guards=guard_results,
+        guards_evaluated=guards,
         baseline_id=baseline.id,
         signal=baseline.signal,
         window=m.window,
@@ -139,7 +231,7 @@ def verify(
         population=m.population,
         query=baseline.query,
         samples=m.samples,
-        reason=reason,
+        reason=overall_reason,
         verified_at=utcnow(),
     )
     if save:
@@ -150,12 +242,17 @@ def verify(
     return initiative, result
 
 
-def promote(spec: Spec, store: Store, initiative_id: str) -> tuple[Initiative, Baseline]:
-    """Make an IMPROVED initiative's verification window the current baseline.
+def promote(spec: Spec, store: Store, initiative_id: str) -> tuple[Initiative, list[Baseline]]:
+    """Make an IMPROVED initiative's verification window the current baseline(s).
 
-    The new baseline (``source=promoted``) takes the latest verification's window,
-    statistics, population and samples; the old one stays in the history. The
-    initiative becomes ``promoted`` (its class is free for the next initiative).
+    Only after an overall IMPROVED (so no guard regressed). The primary signal's window
+    becomes its class x signal's current baseline (``source=promoted``), and so does
+    every guard signal's window that has data (its verdict is not NO_DATA), each with
+    its own baseline's PromQL, unit and direction. The old baselines stay in the
+    history. The initiative becomes ``promoted`` (its class is free for the next one).
+
+    Returns:
+        ``(initiative, [primary baseline, guard baselines...])`` as stored.
 
     Raises:
         StoreError: unknown initiative, not verified, or latest verdict not IMPROVED.
@@ -167,16 +264,21 @@ def promote(spec: Spec, store: Store, initiative_id: str) -> tuple[Initiative, B
         result = initiative.verifications[-1]
         if result.verdict != "IMPROVED" or result.window_stats is None:
             raise StoreError(f"initiative {initiative_id!r}: latest verdict is {result.verdict}; only an IMPROVED window can become the baseline")
-        old = store.baseline(result.baseline_id)
         created = utcnow()
-        baseline = Baseline(
-            id=f"{old.workload_class}.{old.signal}.{created.strftime('%Y%m%dT%H%M%SZ')}",
-            workload_class=old.workload_class, signal=old.signal, unit=old.unit, direction=old.direction,
-            query=result.query or old.query, window=result.window,
-            population=result.population or old.population, stats=result.window_stats,
-            created_at=created, source="promoted", initiative=initiative.id, samples=result.samples,
-        )
-        stored = store.save_baseline(baseline, make_current=True)
+        sides = [(store.baseline(result.baseline_id), result.query, result.window_stats, result.population, result.samples)]
+        for g in result.guards:
+            if g.verdict != "NO_DATA" and g.window_stats is not None:
+                sides.append((store.baseline(g.baseline_id), g.query, g.window_stats, g.population, g.samples))
+        stored = []
+        for old, query, window_stats, population, samples in sides:
+            baseline = Baseline(
+                id=f"{old.workload_class}.{old.signal}.{created.strftime('%Y%m%dT%H%M%SZ')}",
+                workload_class=old.workload_class, signal=old.signal, unit=old.unit, direction=old.direction,
+                query=query or old.query, window=result.window,
+                population=population or old.population, stats=window_stats,
+                created_at=created, source="promoted", initiative=initiative.id, samples=samples,
+            )
+            stored.append(store.save_baseline(baseline, make_current=True))
         promoted = initiative.model_copy(update={"status": "promoted"})
         store.save_initiative(promoted)
     return promoted, stored
@@ -194,10 +296,37 @@ def format_percent(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{ratio * 100:+.1f} %"
 
 
+def guards_line(result: VerificationResult) -> str:
+    """``guards: usd_per_million_tokens IMPROVED -48.0 %, probe_cosine_similarity NO_CHANGE, gpu_utilization NO_DATA``.
+
+    The change is shown for IMPROVED, REGRESSED and INCONCLUSIVE guards when defined.
+    """
+    if not result.guards_evaluated:
+        return "guards: not evaluated"
+    if not result.guards:
+        return "guards: none (no other signal of the class has a baseline)"
+    parts = []
+    for g in result.guards:
+        show = g.verdict in ("IMPROVED", "REGRESSED", "INCONCLUSIVE") and g.change_ratio is not None
+        parts.append(f"{g.signal} {g.verdict}" + (f" {format_percent(g.change_ratio)}" if show else ""))
+    return "guards: " + ", ".join(parts)
+
+
 def verdict_line(result: VerificationResult, unit: str) -> str:
     """One readable line, e.g. ``IMPROVED: tokens_per_second +218.4 % (95 % CI +205.1 % .. +231.9 %),
-    baseline 2,410 -> window 7,673 tokens/s; alerts fired: none``."""
+    baseline 2,410 -> window 7,673 tokens/s; alerts fired: none``.
+
+    When a guard overrode the primary's verdict the line starts with the overall
+    verdict and its reason, then the primary: ``REGRESSED: quality guard q regressed
+    -10.0 % (95 % CI ..); primary tokens_per_second IMPROVED +30.0 % (..), baseline ..``."""
     alerts = ", ".join(result.alerts_fired) or "none"
+    primary = result.primary_verdict or result.verdict
+    if primary != result.verdict:
+        return (
+            f"{result.verdict}: {guard_regressions(result.guards, result.confidence)}; primary {result.signal} {primary} {format_percent(result.change_ratio)} "
+            f"({_interval(result.ci_low, result.ci_high, result.confidence)}), "
+            f"baseline {format_number(result.baseline_mean)} -> window {format_number(result.window_mean)} {unit}; alerts fired: {alerts}"
+        )
     if result.verdict == "NO_DATA":
         return f"NO_DATA: {result.signal}: {result.reason}; alerts fired: {alerts}"
     if result.ci_low is None or result.ci_high is None:

@@ -144,6 +144,14 @@ _ALLOWED: dict[str, tuple[frozenset[str], frozenset[str] | None]] = {
 }
 
 
+def check_labels(name: str, labels: Mapping[str, str]) -> None:
+    """Raise KeyError (unknown name) or ValueError (label names differ from the catalogue)."""
+    allowed = _ALLOWED[name]
+    keys = labels.keys()
+    if keys != allowed[0] and keys != allowed[1]:
+        raise ValueError(f"{name}: labels {sorted(keys)} do not match catalogue {sorted(allowed[0])}")
+
+
 def new_family(defn: MetricDef) -> Metric:
     """An empty prometheus_client family for ``defn`` (counters get ``_total`` re-added on output)."""
     return Metric(defn.family_name, defn.help, defn.type)
@@ -202,6 +210,15 @@ class FamilySet:
             if fam is None:
                 fam = families[name] = new_family(BY_NAME[name])
             fam.samples.append(new_sample(Sample, (name, labels, float(value), None, None, None)))
+
+    def add_checked(self, samples: Iterable[Sample]) -> None:
+        """Append prometheus_client Samples whose names and labels were checked with ``check_labels``."""
+        families = self._families
+        for sample in samples:
+            fam = families.get(sample.name)
+            if fam is None:
+                fam = families[sample.name] = new_family(BY_NAME[sample.name])
+            fam.samples.append(sample)
 
     def extend(self, other: "FamilySet") -> None:
         """Merge another set's samples into this one (already validated: not checked again)."""

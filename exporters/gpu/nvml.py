@@ -5,7 +5,8 @@ Fault behaviour (each one tested against the stand-in NVML in tests/nvml_stub/):
 * NOT_SUPPORTED / NO_PERMISSION / FUNCTION_NOT_FOUND on a field: that series is absent, every other
   stays. NOT_SUPPORTED and FUNCTION_NOT_FOUND are remembered until the next NVML init (not asked again).
 * GPU_IS_LOST, UNKNOWN, RESET_REQUIRED, UNINITIALIZED on a GPU: ``obsctl_gpu_up 0`` for that GPU,
-  the others are served; NVML is shut down and re-initialised on a later collect (handles refreshed).
+  the others are served; NVML is shut down and re-initialised on the first collect ``reinit_interval``
+  seconds after the fault (handles refreshed).
 * Library missing, driver not loaded, library/driver version mismatch at init:
   :class:`GpuSourceError` with the reason; init is retried on a later collect (at most every
   ``reinit_interval`` seconds) and the source recovers when the fault clears.
@@ -28,7 +29,9 @@ from typing import Any
 from prometheus_client.core import Metric
 
 from obsctl.exporters.gpu import errors
-from obsctl.exporters.gpu.catalogue import FamilySet
+from prometheus_client.samples import Sample
+
+from obsctl.exporters.gpu.catalogue import FamilySet, check_labels
 from obsctl.exporters.gpu.errors import GpuSourceError
 from obsctl.exporters.gpu.nvml_fields import (
     FUNCTION_NOT_FOUND, INVALID_ARGUMENT, NO_PERMISSION, NOT_FOUND, NOT_SUPPORTED, READERS,
@@ -38,6 +41,7 @@ from obsctl.exporters.gpu.xid_events import XidCounts, XidWatcher
 
 log = logging.getLogger(__name__)
 _perf = time.perf_counter
+_new_sample = tuple.__new__  # Sample(...) without the namedtuple call overhead (hot path)
 
 # NVML return codes (nvml.h) that mean "this GPU (or NVML itself) is gone: re-init".
 _GPU_FATAL = {1: "uninitialized", 9: errors.REASON_DRIVER_NOT_LOADED, 15: "gpu_is_lost",
@@ -75,7 +79,9 @@ class _Gpu:
     mig_mode: str = "unsupported"
     fields: FieldCache = field(default_factory=lambda: FieldCache(unsupported=set()))
     down_reason: str = ""
-    labels: dict[int, dict[str, str]] = field(default_factory=dict)  # id(extra labels) -> merged labels
+    base: dict[str, str] | None = None  # {"gpu", "uuid"} labels
+    labels: dict[int, tuple] = field(default_factory=dict)  # id(extra labels) -> (extra, merged labels)
+    checked: set[str] = field(default_factory=set)  # metric names whose label shape was checked
 
 
 def _str(v: Any) -> str:
@@ -138,6 +144,7 @@ class NvmlSource:
         self.nvml_seconds = 0.0
         self.collect_seconds = 0.0
         self.last_gpu_errors: dict[str, str] = {}
+        self._logged_errors: dict[str, str] = {}
 
     # -- NVML calls -------------------------------------------------------------------------------
     def _call(self, fn_name: str, *args: Any) -> Any:
@@ -235,13 +242,11 @@ class NvmlSource:
 
     def _collect(self, deadline: float) -> list[Metric]:
         if self._needs_reinit and time.monotonic() >= self._next_init:
-            self._shutdown()
+            self._shutdown()  # until then the GPUs that still answer are served with the old handles
             self._needs_reinit = False
-        if self._needs_reinit:  # a GPU is down, re-init not due yet: serve what still answers
-            pass
-        elif not self._initialised:
+        if not self._initialised:
             now = time.monotonic()
-            if now < self._next_init and self._last_reason:
+            if now < self._next_init and self._last_reason:  # init failed recently: do not hammer it
                 raise GpuSourceError(self._last_reason, "waiting to retry NVML init")
             self._next_init = now + self._reinit_interval
             try:
@@ -254,13 +259,15 @@ class NvmlSource:
         self.last_gpu_errors = {}
         fatal = False
         for g in self._gpus:
-            base = {"gpu": str(g.index), "uuid": g.uuid}
+            base = g.base  # the same dict every scrape, so label renderings can be cached downstream
+            if base is None:
+                base = g.base = {"gpu": str(g.index), "uuid": g.uuid}
             reason = g.down_reason
             if not reason:
-                pending: list[tuple[str, dict[str, str], float]] = []
+                pending: list[Sample] = []
                 try:  # a GPU's series are published only when it finished: no partial GPU
                     self._collect_gpu(g, base, pending, deadline)
-                    out.add_many(pending)
+                    out.add_checked(pending)
                 except _GpuDown as exc:
                     reason = exc.reason
                 except _DeadlinePassed:
@@ -276,20 +283,21 @@ class NvmlSource:
             labels = {"gpu": gpu, "uuid": uuid, "xid": xid}
             out.add("obsctl_gpu_xid_errors_total", labels, count)
             out.add("obsctl_gpu_xid_last_seen_timestamp_seconds", labels, last)
+        if self.last_gpu_errors != self._logged_errors:  # one line per change, not one per scrape
+            log.info("NVML: GPUs down: %s", self.last_gpu_errors or "none")
+            self._logged_errors = dict(self.last_gpu_errors)
         if fatal:  # re-init on a later collect; handles may change after a GPU reset
-            log.info("NVML: GPUs down %s; re-initialising on a later scrape", self.last_gpu_errors)
-            self._needs_reinit = True
-            if self._watcher is not None:  # joined by the next collect, not inside this scrape
-                self._watcher.request_stop()
-            self._next_init = time.monotonic() + self._reinit_interval
+            if not self._needs_reinit:  # the first fault sets the time; repeats must not push it out
+                self._needs_reinit = True  # the XID thread keeps running until then (XID 79 = fell off the bus)
+                self._next_init = time.monotonic() + self._reinit_interval
             self._last_reason = ""
         return out.metrics()
 
     def _collect_gpu(self, g: _Gpu, base: dict[str, str], out: list, deadline: float) -> None:
-        """Append ``(name, labels, value)`` for one GPU to ``out``; raises _GpuDown / _DeadlinePassed."""
+        """Append one GPU's Samples to ``out``; raises _GpuDown / _DeadlinePassed."""
         call, unsupported, monotonic = self._call, g.fields.unsupported, time.monotonic
-        append, merged = out.append, g.labels
-        merged[id(NO_LABELS)] = base
+        append, merged, checked = out.append, g.labels, g.checked
+        merged[id(NO_LABELS)] = (NO_LABELS, base)
         for key, reader in self._readers:
             if key in unsupported:
                 continue
@@ -301,10 +309,14 @@ class NvmlSource:
                 self._field_error(g, key, exc)
                 continue
             for name, extra, value in samples:
-                labels = merged.get(id(extra))  # extras are module constants: merge once per GPU
-                if labels is None:
-                    labels = merged[id(extra)] = {**base, **extra}
-                append((name, labels, value))
+                entry = merged.get(id(extra))  # extras are module constants: merge once per GPU
+                if entry is None or entry[0] is not extra:  # the entry keeps ``extra`` alive: id stays unique
+                    entry = merged[id(extra)] = (extra, {**base, **extra})
+                labels = entry[1]
+                if name not in checked:  # each reader uses one label shape per name: check it once
+                    check_labels(name, labels)
+                    checked.add(name)
+                append(_new_sample(Sample, (name, labels, value, None, None, None)))
         self._collect_mig(g, base, out, deadline)
 
     def _field_error(self, g: _Gpu, key: str, exc: BaseException) -> None:
@@ -361,12 +373,13 @@ class NvmlSource:
             except Exception:  # noqa: BLE001 - keep "unknown"
                 pass
         labels = {**base, "gpu_instance": str(gi), "mig_profile": profile}
+        check_labels("obsctl_gpu_memory_used_bytes", labels)
         m = memory_info(self._call, mh, FieldCache(unsupported=set(), memory_v2=False))
-        out.append(("obsctl_gpu_memory_used_bytes", labels, float(m.used)))
-        out.append(("obsctl_gpu_memory_total_bytes", labels, float(m.total)))
+        out.append(Sample("obsctl_gpu_memory_used_bytes", labels, float(m.used)))
+        out.append(Sample("obsctl_gpu_memory_total_bytes", labels, float(m.total)))
         try:  # NVML answers NOT_SUPPORTED for utilization on MIG devices today; kept if a driver adds it
             u = self._call("nvmlDeviceGetUtilizationRates", mh)
-            out.append(("obsctl_gpu_utilization_ratio", labels, u.gpu / 100.0))
+            out.append(Sample("obsctl_gpu_utilization_ratio", labels, u.gpu / 100.0))
         except Exception as exc:  # noqa: BLE001
             if nvml_code(exc) in _GPU_FATAL:
                 raise

@@ -105,10 +105,6 @@ class XidWatcher:
             if ident is not None:
                 self._counts.record(ident[0], ident[1], int(data.eventData), self._clock())
 
-    def request_stop(self) -> None:
-        """Ask the thread to stop without waiting for it (``stop()`` later joins and frees)."""
-        self._stop.set()
-
     def stop(self) -> None:
         """Stop the thread (waits at most ~wait_ms) and free the event set."""
         self._stop.set()

@@ -10,8 +10,17 @@ History (``HISTORY``): three hours at 15 s ending a few minutes before now, gaug
 - ``vanishing``: hour 0 only, then the series stops;
 - ``missing``: no series at all.
 
-The values written are kept in ``History.values`` so tests compute expected statistics
-from them independently of obsctl.
+Guard signals (``History.guards[metric][class]``, used by the guard spec ``guard_spec``):
+
+- ``steady``: quality ratio exactly 1.0 throughout (constant: the exact rule), request
+  latency 0.2 s + small AR(1) noise throughout (flat), GPU utilization 0.6 + noise in
+  the first half hour only (no data in the verification window: a backfilled series
+  without staleness markers is still returned for Prometheus' 5 minute lookback);
+- ``degrading``: throughput 1000 -> 1300 (+30 %) at hour 1 like ``steady``, but the
+  quality ratio drops 10 % (0.95 -> 0.855) at the same moment; latency flat.
+
+The values written are kept in ``History.values`` / ``History.guards`` so tests compute
+expected statistics from them independently of obsctl.
 """
 
 from __future__ import annotations
@@ -31,6 +40,9 @@ from obsctl.stack import Prometheus, create_blocks_from_openmetrics
 STEP = 15
 HOUR = 3600
 METRIC = "obsctl_synthetic_tokens_per_second"
+QUALITY = "obsctl_synthetic_quality_ratio"
+LATENCY = "obsctl_synthetic_request_seconds"
+UTILIZATION = "obsctl_synthetic_gpu_utilization_ratio"
 
 
 @dataclass
@@ -39,11 +51,13 @@ class History:
 
     t0: int
     values: dict[str, dict[int, float]] = field(default_factory=dict)
+    guards: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
     prometheus_url: str = ""
 
-    def window(self, cls: str, start: int, end: int) -> list[float]:
+    def window(self, cls: str, start: int, end: int, metric: str = METRIC) -> list[float]:
         """Values written at ``start < ts <= end`` (the snapshot/verify window semantics)."""
-        return [v for ts, v in sorted(self.values[cls].items()) if start < ts <= end]
+        series = self.values[cls] if metric == METRIC else self.guards[metric].get(cls, {})
+        return [v for ts, v in sorted(series.items()) if start < ts <= end]
 
     def at(self, hours: float) -> int:
         return int(self.t0 + hours * HOUR)
@@ -74,6 +88,17 @@ def build_history(now: float) -> History:
     history.values["steady"] = {ts: round(float((1000.0 if ts <= t0 + HOUR else 1300.0) + e), 6) for ts, e in zip(stamps, steady_noise)}
     history.values["noisy"] = {ts: round(float(1000.0 + e), 6) for ts, e in zip(stamps, noisy_noise)}
     history.values["vanishing"] = {ts: round(float(800.0 + e), 6) for ts, e in zip(stamps, vanishing_noise) if ts <= t0 + HOUR}
+    # Guard series from their own generator, so the series above stay as they were.
+    g = np.random.default_rng(20260106)
+    after = [ts > t0 + HOUR for ts in stamps]
+    degrading_noise = _ar1(g, n)
+    history.values["degrading"] = {ts: round(float((1300.0 if a else 1000.0) + e), 6) for ts, a, e in zip(stamps, after, degrading_noise)}
+    history.guards[QUALITY] = {
+        "steady": {ts: 1.0 for ts in stamps},
+        "degrading": {ts: round(float((0.855 if a else 0.95) + e), 6) for ts, a, e in zip(stamps, after, _ar1(g, n, sd=0.002))},
+    }
+    history.guards[LATENCY] = {cls: {ts: round(float(0.2 + e), 6) for ts, e in zip(stamps, _ar1(g, n, sd=0.001))} for cls in ("steady", "degrading")}
+    history.guards[UTILIZATION] = {"steady": {ts: round(float(0.6 + e), 6) for ts, e in zip(stamps, _ar1(g, n, sd=0.01)) if ts <= t0 + HOUR // 2}}
     return history
 
 
@@ -82,6 +107,11 @@ def write_openmetrics(history: History, path: Path) -> None:
     for cls, values in history.values.items():
         for ts, value in sorted(values.items()):
             lines.append(f'{METRIC}{{job="synthetic",workload="{cls}"}} {value!r} {ts}')
+    for metric, per_class in history.guards.items():
+        lines += [f"# TYPE {metric} gauge", f"# HELP {metric} Synthetic guard signal for obsctl tests."]
+        for cls, values in per_class.items():
+            for ts, value in sorted(values.items()):
+                lines.append(f'{metric}{{job="synthetic",workload="{cls}"}} {value!r} {ts}')
     lines += ["# TYPE ALERTS gauge", "# HELP ALERTS Backfilled firing alert."]
     for ts in range(history.at(1.25), history.at(1.25) + 300 + 1, STEP):
         lines.append(
@@ -133,6 +163,29 @@ def write_spec(path: Path, prometheus_url: str, store: Path) -> Path:
     }
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
+
+
+GUARD_SIGNALS = [
+    {"name": "quality_ratio", "category": "quality", "query": f"avg({QUALITY}{{$selector}})", "unit": "ratio", "direction": "higher_is_better"},
+    {"name": "request_seconds", "category": "saturation", "query": f"avg({LATENCY}{{$selector}})", "unit": "s", "direction": "lower_is_better"},
+    {"name": "gpu_utilization", "category": "utilization", "query": f"avg({UTILIZATION}{{$selector}})", "unit": "ratio", "direction": "higher_is_better"},
+]
+
+
+def write_guard_spec(path: Path, prometheus_url: str, store: Path) -> Path:
+    """The spec of :func:`write_spec` plus the ``degrading`` class and three guard signals."""
+    write_spec(path, prometheus_url, store)
+    spec = yaml.safe_load(path.read_text())
+    spec["workload_classes"].append({"name": "degrading", "kind": "inference", "selector": {"job": "synthetic", "workload": "degrading"}})
+    spec["signals"] += GUARD_SIGNALS
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def guard_spec(tmp_path, history) -> Path:
+    """A spec with guard signals (quality, latency, utilization) and a fresh store under ``tmp_path``."""
+    return write_guard_spec(tmp_path / "obsctl.yaml", history.prometheus_url, tmp_path / "store")
 
 
 @pytest.fixture

@@ -168,3 +168,15 @@ def test_xid_counts_survive_reinit(nvml_env):
     nvml_env.write(stubnvml.h100_8x())
     s = nvml_env.scrape(src)
     assert s.value("obsctl_gpu_xid_errors_total", **_g(0), xid="31") == 1
+
+
+def test_healthy_gpus_served_while_reinit_is_not_due(nvml_env):
+    nvml_env.write(stubnvml.h100_8x())
+    src = nvml_env.source(reinit_interval=3600)
+    nvml_env.scrape(src)
+    nvml_env.write(_with(stubnvml.h100_8x(), 2, "lost err=15"))
+    for _ in range(3):  # no re-init for an hour: the other GPUs keep answering on their handles
+        s = nvml_env.scrape(src)
+        assert s.value("obsctl_gpu_up", **_g(2)) == 0
+        assert [s.value("obsctl_gpu_up", **_g(i)) for i in (0, 1, 3, 4, 5, 6, 7)] == [1] * 7
+        assert s.value("obsctl_gpu_temperature_celsius", **_g(7)) == 52

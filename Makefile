@@ -43,6 +43,7 @@ bench: system-deps $(VENV)/.installed
 generate: $(VENV)/.installed
 	$(VENV)/bin/obsctl rules generate --spec examples/obsctl.yaml --out rules/generated --empty-store
 	$(VENV)/bin/obsctl dashboards build --spec examples/obsctl.yaml --out dashboards/generated
+	$(PY) scripts/sync_readme.py
 
 ## lint: ruff over the code
 lint: $(VENV)/.installed

@@ -158,7 +158,7 @@ def main() -> int:
         obsctl("baseline", "promote", "--spec", str(spec_path), "--initiative", initiative_id)
         obsctl("report", "--spec", str(spec_path), "--initiative", initiative_id, "--out", str(OUT / "report"))
         obsctl("rules", "generate", "--spec", str(spec_path), "--out", str(rules_dir))
-        say(f"done: report in {OUT / 'report'}; verdict: {verdict.stdout.strip().splitlines()[-1] if verdict.stdout.strip() else '?'}")
+        say(f"done: report in {OUT / 'report'}; verdict: {verdict.stdout.strip().splitlines()[0] if verdict.stdout.strip() else '?'}")
     say("stopped everything the demo started")
     return 0
 

@@ -214,11 +214,22 @@ class FamilySet:
     def add_checked(self, samples: Iterable[Sample]) -> None:
         """Append prometheus_client Samples whose names and labels were checked with ``check_labels``."""
         families = self._families
+        last, append = None, None
         for sample in samples:
-            fam = families.get(sample.name)
-            if fam is None:
-                fam = families[sample.name] = new_family(BY_NAME[sample.name])
-            fam.samples.append(sample)
+            name = sample[0]  # index, not the namedtuple property: hot path
+            if name != last:  # runs of one name (reasons, links) skip the family lookup
+                fam = families.get(name)
+                if fam is None:
+                    fam = families[name] = new_family(BY_NAME[name])
+                last, append = name, fam.samples.append
+            append(sample)
+
+    def add_sample(self, sample: Sample) -> None:
+        """Append one prometheus_client Sample whose name and labels were checked with ``check_labels``."""
+        fam = self._families.get(sample[0])
+        if fam is None:
+            fam = self._families[sample[0]] = new_family(BY_NAME[sample[0]])
+        fam.samples.append(sample)
 
     def extend(self, other: "FamilySet") -> None:
         """Merge another set's samples into this one (already validated: not checked again)."""

@@ -28,20 +28,19 @@ from typing import Any
 
 from prometheus_client.core import Metric
 
-from obsctl.exporters.gpu import errors
 from prometheus_client.samples import Sample
 
+from obsctl.exporters.gpu import errors
 from obsctl.exporters.gpu.catalogue import FamilySet, check_labels
 from obsctl.exporters.gpu.errors import GpuSourceError
 from obsctl.exporters.gpu.nvml_fields import (
     FUNCTION_NOT_FOUND, INVALID_ARGUMENT, NO_PERMISSION, NOT_FOUND, NOT_SUPPORTED, READERS,
-    NO_LABELS, SLOW_READERS, FieldCache, memory_info, nvml_code,
+    SLOW_READERS, FieldCache, GpuLabels, memory_info, nvml_code,
 )
 from obsctl.exporters.gpu.xid_events import XidCounts, XidWatcher
 
 log = logging.getLogger(__name__)
 _perf = time.perf_counter
-_new_sample = tuple.__new__  # Sample(...) without the namedtuple call overhead (hot path)
 
 # NVML return codes (nvml.h) that mean "this GPU (or NVML itself) is gone: re-init".
 _GPU_FATAL = {1: "uninitialized", 9: errors.REASON_DRIVER_NOT_LOADED, 15: "gpu_is_lost",
@@ -80,8 +79,8 @@ class _Gpu:
     fields: FieldCache = field(default_factory=lambda: FieldCache(unsupported=set()))
     down_reason: str = ""
     base: dict[str, str] | None = None  # {"gpu", "uuid"} labels
-    labels: dict[int, tuple] = field(default_factory=dict)  # id(extra labels) -> (extra, merged labels)
-    checked: set[str] = field(default_factory=set)  # metric names whose label shape was checked
+    checked_count: int = -1  # sample count of the last collect whose labels were checked
+    info_labels: dict[str, str] | None = None  # obsctl_gpu_info labels, cached per init
 
 
 def _str(v: Any) -> str:
@@ -141,25 +140,59 @@ class NvmlSource:
         self._driver = ""
         self._watcher: XidWatcher | None = None
         self._xids = XidCounts()
-        self.nvml_seconds = 0.0
+        self._nvml_time = [0.0]  # a cell the call closure adds to (no attribute lookups per call)
+        self._call = self._make_call()
         self.collect_seconds = 0.0
         self.last_gpu_errors: dict[str, str] = {}
         self._logged_errors: dict[str, str] = {}
 
     # -- NVML calls -------------------------------------------------------------------------------
-    def _call(self, fn_name: str, *args: Any) -> Any:
-        """Run ``pynvml.<fn_name>(*args)``, adding its duration to ``nvml_seconds``.
+    @property
+    def nvml_seconds(self) -> float:
+        """Cumulative seconds inside pynvml calls made through ``_call`` (settable, e.g. to 0)."""
+        return self._nvml_time[0]
 
-        Raises AttributeError when this pynvml lacks the function (callers treat it as unsupported).
+    @nvml_seconds.setter
+    def nvml_seconds(self, value: float) -> None:
+        self._nvml_time[0] = value
+
+    def _make_call(self) -> Callable[..., Any]:
+        """``call(fn_name, *args)``: run ``pynvml.<fn_name>(*args)``, adding its duration to ``nvml_seconds``.
+
+        A closure over locals, because its own overhead counts against the own-time ratio. The timed
+        span is the pynvml function alone (looking the function up is not in it). Raises
+        AttributeError when this pynvml lacks the function (callers treat it as unsupported).
         """
-        fn = self._fns.get(fn_name)
-        if fn is None:
-            fn = self._fns[fn_name] = getattr(self._nvml, fn_name)
-        t0 = _perf()
-        try:
-            return fn(*args)
-        finally:
-            self.nvml_seconds += _perf() - t0
+        fns, nvml, acc, perf = self._fns, self._nvml, self._nvml_time, _perf
+
+        def call(fn_name: str, *args: Any) -> Any:
+            fn = fns.get(fn_name)
+            if fn is None:
+                fn = fns[fn_name] = getattr(nvml, fn_name)
+            t0 = perf()
+            try:
+                return fn(*args)
+            finally:
+                acc[0] += perf() - t0
+
+        def call_each(fn_name: str, handle: Any, args: Any) -> list[Any]:
+            """``[pynvml.<fn_name>(handle, a) for a in args]``, each call timed on its own."""
+            fn = fns.get(fn_name)
+            if fn is None:
+                fn = fns[fn_name] = getattr(nvml, fn_name)
+            out, spent = [], 0.0
+            try:
+                for a in args:
+                    t0 = perf()
+                    r = fn(handle, a)
+                    spent += perf() - t0  # a call that raises is not counted: errs towards own time
+                    out.append(r)
+            finally:
+                acc[0] += spent
+            return out
+
+        call.each = call_each  # type: ignore[attr-defined]  # for readers of several like calls
+        return call
 
     def _raw_call(self, fn_name: str, *args: Any) -> Any:
         return getattr(self._nvml, fn_name)(*args)
@@ -190,7 +223,7 @@ class NvmlSource:
 
     def _open_gpu(self, index: int) -> _Gpu:
         g = _Gpu(index=index, uuid=self._known_uuids.get(index, ""))
-        try:
+        try:  # (labels are built once the UUID is known, below)
             g.handle = self._call("nvmlDeviceGetHandleByIndex", index)
             g.uuid = _str(self._call("nvmlDeviceGetUUID", g.handle))
             g.model = _str(self._call("nvmlDeviceGetName", g.handle))
@@ -200,6 +233,8 @@ class NvmlSource:
             g.down_reason = _GPU_FATAL.get(nvml_code(exc), "nvml_error")
             return g
         self._known_uuids[index] = g.uuid
+        g.base = {"gpu": str(index), "uuid": g.uuid}
+        g.fields.labels = GpuLabels(g.base)
         return g
 
     def _shutdown(self) -> None:
@@ -256,11 +291,12 @@ class NvmlSource:
                 raise
             self._last_reason = ""
         out = FamilySet()
+        add_sample, new = out.add_sample, tuple.__new__  # checked labels, Sample without namedtuple overhead
         self.last_gpu_errors = {}
         fatal = False
         for g in self._gpus:
             base = g.base  # the same dict every scrape, so label renderings can be cached downstream
-            if base is None:
+            if base is None:  # a GPU that failed to open: only its up series
                 base = g.base = {"gpu": str(g.index), "uuid": g.uuid}
             reason = g.down_reason
             if not reason:
@@ -273,12 +309,16 @@ class NvmlSource:
                 except _DeadlinePassed:
                     reason = "deadline"
             if g.handle is not None:  # identity is cached, so it is served even while the GPU is down
-                out.add("obsctl_gpu_info", {**base, "model": g.model, "driver_version": self._driver,
-                                            "pci_bus_id": g.pci_bus_id, "mig_mode": g.mig_mode}, 1)
+                info = g.info_labels
+                if info is None or info["mig_mode"] != g.mig_mode:  # built once (again if MIG mode changes)
+                    info = g.info_labels = {**base, "model": g.model, "driver_version": self._driver,
+                                            "pci_bus_id": g.pci_bus_id, "mig_mode": g.mig_mode}
+                    check_labels("obsctl_gpu_info", info)
+                add_sample(new(Sample, ("obsctl_gpu_info", info, 1.0, None, None, None)))
             if reason:
                 self.last_gpu_errors[str(g.index)] = reason
                 fatal = fatal or reason != "deadline"
-            out.add("obsctl_gpu_up", base, 0 if reason else 1)
+            add_sample(new(Sample, ("obsctl_gpu_up", base, 0.0 if reason else 1.0, None, None, None)))
         for gpu, uuid, xid, count, last in self._xids.snapshot():
             labels = {"gpu": gpu, "uuid": uuid, "xid": xid}
             out.add("obsctl_gpu_xid_errors_total", labels, count)
@@ -295,28 +335,21 @@ class NvmlSource:
 
     def _collect_gpu(self, g: _Gpu, base: dict[str, str], out: list, deadline: float) -> None:
         """Append one GPU's Samples to ``out``; raises _GpuDown / _DeadlinePassed."""
-        call, unsupported, monotonic = self._call, g.fields.unsupported, time.monotonic
-        append, merged, checked = out.append, g.labels, g.checked
-        merged[id(NO_LABELS)] = (NO_LABELS, base)
+        call, fields, handle, monotonic = self._call, g.fields, g.handle, time.monotonic
+        unsupported = fields.unsupported
         for key, reader in self._readers:
             if key in unsupported:
                 continue
             if monotonic() >= deadline:
                 raise _DeadlinePassed()
             try:
-                samples = reader(call, g.handle, g.fields)
+                reader(call, handle, fields, out)  # appends only when the whole field was read
             except Exception as exc:  # noqa: BLE001
                 self._field_error(g, key, exc)
-                continue
-            for name, extra, value in samples:
-                entry = merged.get(id(extra))  # extras are module constants: merge once per GPU
-                if entry is None or entry[0] is not extra:  # the entry keeps ``extra`` alive: id stays unique
-                    entry = merged[id(extra)] = (extra, {**base, **extra})
-                labels = entry[1]
-                if name not in checked:  # each reader uses one label shape per name: check it once
-                    check_labels(name, labels)
-                    checked.add(name)
-                append(_new_sample(Sample, (name, labels, value, None, None, None)))
+        if len(out) != g.checked_count:  # a new set of fields answered: check its names and labels once
+            for sample in out:
+                check_labels(sample[0], sample[1])
+            g.checked_count = len(out)
         self._collect_mig(g, base, out, deadline)
 
     def _field_error(self, g: _Gpu, key: str, exc: BaseException) -> None:

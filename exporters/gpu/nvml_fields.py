@@ -1,8 +1,9 @@
 """Per-GPU NVML field readers: which pynvml call fills which catalogue series, and the unit conversion.
 
-Each reader takes ``call`` (``call(fn_name, *args)`` runs ``pynvml.<fn_name>(*args)`` and times it),
-the device handle and the per-GPU cache ``state``, and returns ``(metric_name, extra_labels, value)``
-triples in base units. Readers raise pynvml's ``NVMLError``; the source decides what an error means
+Each reader takes ``call`` (``call(fn_name, *args)`` runs ``pynvml.<fn_name>(*args)`` and times it;
+``call.each(fn_name, handle, args)`` makes one such call per element of ``args``),
+the device handle, the per-GPU cache ``st`` (its ``labels`` are the GPU's label dicts) and ``out``, and
+appends prometheus_client Samples in base units to ``out``. Readers raise pynvml's ``NVMLError``; the source decides what an error means
 (absent series, GPU down, re-init). Conversions follow the NVML API reference
 (https://docs.nvidia.com/deploy/nvml-api/): power in milliwatts, energy in millijoules, clocks in
 MHz, utilization in percent, PCIe throughput in KB/s.
@@ -14,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client.samples import Sample
+
 from obsctl.exporters.gpu.catalogue import CLOCK_EVENT_REASONS
 
-Sample = tuple[str, dict[str, str], float]
 Call = Callable[..., Any]
+Out = list  # the list a reader appends prometheus_client Samples to
 
 # NVML return codes (nvml.h; same values as pynvml.NVML_ERROR_*).
 NOT_SUPPORTED = 3
@@ -37,13 +40,40 @@ NVML_MEMORY_V2 = 0x02000028  # pynvml.nvmlMemory_v2: sizeof(nvmlMemory_v2_t) | 2
 # Clock-event reason bits (nvml.h nvmlClocksEventReason*), in CLOCK_EVENT_REASONS order.
 REASON_BITS = (0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x40, 0x80, 0x100)
 KIB = 1024
-# Constant label dicts, so the source can cache the merged per-GPU label dicts by identity.
-_REASON_LABELS = tuple({"reason": r} for r in CLOCK_EVENT_REASONS)
-_LINK_LABELS = tuple({"link": str(i)} for i in range(64))
-_ECC_LABELS = ({"error_type": "corrected"}, {"error_type": "uncorrected"})
-_REMAP_LABELS = ({"cause": "correctable"}, {"cause": "uncorrectable"})
-_PCIE_LABELS = ({"direction": "tx"}, {"direction": "rx"})
-NO_LABELS: dict[str, str] = {}
+_new = tuple.__new__  # Sample(...) without the namedtuple call overhead (hot path)
+
+
+def _s(name: str, labels: dict[str, str], value: float) -> Sample:
+    return _new(Sample, (name, labels, value, None, None, None))
+
+
+class GpuLabels:
+    """One GPU's label dicts (and its 0/1 Samples), built once per NVML init and reused every scrape.
+
+    Reusing the same dicts keeps the per-sample cost of a scrape low (no merging per sample) and
+    lets the exposition renderer's cache hit. Do not mutate them.
+
+    Attributes:
+        base: ``{"gpu", "uuid"}``; reasons, ecc, remap, pcie, links: ``base`` plus the one extra label
+            (``reason``, ``error_type``, ``cause``, ``direction``, ``link``), in reader order.
+    """
+
+    __slots__ = ("base", "reasons", "ecc", "remap", "pcie", "links", "reason_samples", "link_samples")
+
+    def __init__(self, base: dict[str, str]) -> None:
+        self.base = base
+        self.reasons = tuple({**base, "reason": r} for r in CLOCK_EVENT_REASONS)
+        self.ecc = ({**base, "error_type": "corrected"}, {**base, "error_type": "uncorrected"})
+        self.remap = ({**base, "cause": "correctable"}, {**base, "cause": "uncorrectable"})
+        self.pcie = ({**base, "direction": "tx"}, {**base, "direction": "rx"})
+        self.links = tuple({**base, "link": str(i)} for i in range(NVML_NVLINK_MAX_LINKS))
+        # 0/1 series: both possible Samples built once (Samples are immutable), picked per scrape.
+        self.reason_samples = tuple(_pair("obsctl_gpu_clock_event_reason_active", lab) for lab in self.reasons)
+        self.link_samples = tuple(_pair("obsctl_gpu_nvlink_link_up", lab) for lab in self.links)
+
+
+def _pair(name: str, labels: dict[str, str]) -> tuple[Sample, Sample]:
+    return _s(name, labels, 0.0), _s(name, labels, 1.0)
 
 
 def nvml_code(exc: BaseException) -> int | None:
@@ -58,21 +88,24 @@ class FieldCache:
 
     Attributes:
         unsupported: reader keys that answered NOT_SUPPORTED / FUNCTION_NOT_FOUND (not asked again).
+        labels: the GPU's label dicts (set by the source before the first read).
         nvlinks: link indexes that answered, probed on first use (None = not probed yet).
         memory_v2: whether nvmlDeviceGetMemoryInfo_v2 works (None = not tried yet).
         event_reasons_fn: the clock-event function name that works on this driver.
     """
 
     unsupported: set[str]
+    labels: GpuLabels | None = None
     nvlinks: tuple[int, ...] | None = None
     memory_v2: bool | None = None
     event_reasons_fn: str = "nvmlDeviceGetCurrentClocksEventReasons"
 
 
-def _utilization(call: Call, h: Any, st: FieldCache) -> list[Sample]:
+def _utilization(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     u = call("nvmlDeviceGetUtilizationRates", h)
-    return [("obsctl_gpu_utilization_ratio", NO_LABELS, u.gpu / 100.0),
-            ("obsctl_gpu_memory_utilization_ratio", NO_LABELS, u.memory / 100.0)]
+    base = st.labels.base
+    out += (_s("obsctl_gpu_utilization_ratio", base, u.gpu / 100.0),
+            _s("obsctl_gpu_memory_utilization_ratio", base, u.memory / 100.0))
 
 
 def memory_info(call: Call, h: Any, st: FieldCache) -> Any:
@@ -89,27 +122,30 @@ def memory_info(call: Call, h: Any, st: FieldCache) -> Any:
     return call("nvmlDeviceGetMemoryInfo", h)
 
 
-def _memory(call: Call, h: Any, st: FieldCache) -> list[Sample]:
+def _memory(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     m = memory_info(call, h, st)
-    return [("obsctl_gpu_memory_used_bytes", NO_LABELS, float(m.used)),
-            ("obsctl_gpu_memory_total_bytes", NO_LABELS, float(m.total))]
+    base = st.labels.base
+    out += (_s("obsctl_gpu_memory_used_bytes", base, float(m.used)),
+            _s("obsctl_gpu_memory_total_bytes", base, float(m.total)))
 
 
-def _power(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_power_watts", NO_LABELS, call("nvmlDeviceGetPowerUsage", h) / 1000.0)]
+def _power(call: Call, h: Any, st: FieldCache, out: Out) -> None:
+    out.append(_s("obsctl_gpu_power_watts", st.labels.base, call("nvmlDeviceGetPowerUsage", h) / 1000.0))
 
 
-def _power_limit(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_power_limit_watts", NO_LABELS, call("nvmlDeviceGetEnforcedPowerLimit", h) / 1000.0)]
+def _power_limit(call: Call, h: Any, st: FieldCache, out: Out) -> None:
+    out.append(_s("obsctl_gpu_power_limit_watts", st.labels.base,
+                  call("nvmlDeviceGetEnforcedPowerLimit", h) / 1000.0))
 
 
-def _energy(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_energy_joules_total", NO_LABELS, call("nvmlDeviceGetTotalEnergyConsumption", h) / 1000.0)]
+def _energy(call: Call, h: Any, st: FieldCache, out: Out) -> None:
+    out.append(_s("obsctl_gpu_energy_joules_total", st.labels.base,
+                  call("nvmlDeviceGetTotalEnergyConsumption", h) / 1000.0))
 
 
-def _temperature(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_temperature_celsius", NO_LABELS,
-             float(call("nvmlDeviceGetTemperature", h, NVML_TEMPERATURE_GPU)))]
+def _temperature(call: Call, h: Any, st: FieldCache, out: Out) -> None:
+    out.append(_s("obsctl_gpu_temperature_celsius", st.labels.base,
+                  float(call("nvmlDeviceGetTemperature", h, NVML_TEMPERATURE_GPU))))
 
 
 class _FieldError(Exception):
@@ -120,20 +156,21 @@ class _FieldError(Exception):
         self.value = value
 
 
-def _memory_temperature(call: Call, h: Any, st: FieldCache) -> list[Sample]:
+def _memory_temperature(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     # Only reachable through field values (NVML_FI_DEV_MEMORY_TEMP); HBM parts only.
     (v,) = call("nvmlDeviceGetFieldValues", h, [NVML_FI_DEV_MEMORY_TEMP])
     if v.nvmlReturn != 0:
         raise _FieldError(v.nvmlReturn)
-    return [("obsctl_gpu_memory_temperature_celsius", NO_LABELS, float(v.value.uiVal))]
+    out.append(_s("obsctl_gpu_memory_temperature_celsius", st.labels.base, float(v.value.uiVal)))
 
 
-def _clocks(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_sm_clock_hertz", NO_LABELS, call("nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM) * 1e6),
-            ("obsctl_gpu_memory_clock_hertz", NO_LABELS, call("nvmlDeviceGetClockInfo", h, NVML_CLOCK_MEM) * 1e6)]
+def _clocks(call: Call, h: Any, st: FieldCache, out: Out) -> None:
+    base = st.labels.base
+    sm, mem = call.each("nvmlDeviceGetClockInfo", h, (NVML_CLOCK_SM, NVML_CLOCK_MEM))
+    out += (_s("obsctl_gpu_sm_clock_hertz", base, sm * 1e6), _s("obsctl_gpu_memory_clock_hertz", base, mem * 1e6))
 
 
-def _clock_event_reasons(call: Call, h: Any, st: FieldCache) -> list[Sample]:
+def _clock_event_reasons(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     try:
         mask = call(st.event_reasons_fn, h)
     except Exception as exc:  # noqa: BLE001 - older pynvml (AttributeError) or driver: the Throttle name
@@ -142,34 +179,35 @@ def _clock_event_reasons(call: Call, h: Any, st: FieldCache) -> list[Sample]:
             raise
         st.event_reasons_fn = "nvmlDeviceGetCurrentClocksThrottleReasons"
         mask = call(st.event_reasons_fn, h)
-    return [("obsctl_gpu_clock_event_reason_active", labels, 1.0 if mask & bit else 0.0)
-            for labels, bit in zip(_REASON_LABELS, REASON_BITS)]
+    out += [pair[1] if mask & bit else pair[0] for pair, bit in zip(st.labels.reason_samples, REASON_BITS)]
 
 
-def _ecc(call: Call, h: Any, st: FieldCache) -> list[Sample]:
+def _ecc(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     # Aggregate (lifetime) counts: volatile ones reset on driver reload and would look like counter resets.
-    out = []
-    for code, labels in enumerate(_ECC_LABELS):  # 0 corrected, 1 uncorrected (nvmlMemoryErrorType_t)
-        n = call("nvmlDeviceGetTotalEccErrors", h, code, NVML_AGGREGATE_ECC)
-        out.append(("obsctl_gpu_ecc_errors_total", labels, float(n)))
-    return out
+    # 0 corrected, 1 uncorrected (nvmlMemoryErrorType_t); both read before either is published.
+    corr = float(call("nvmlDeviceGetTotalEccErrors", h, 0, NVML_AGGREGATE_ECC))
+    unc = float(call("nvmlDeviceGetTotalEccErrors", h, 1, NVML_AGGREGATE_ECC))
+    labels = st.labels.ecc
+    out += (_s("obsctl_gpu_ecc_errors_total", labels[0], corr), _s("obsctl_gpu_ecc_errors_total", labels[1], unc))
 
 
-def _remapped_rows(call: Call, h: Any, st: FieldCache) -> list[Sample]:
+def _remapped_rows(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     corr, unc, pending, failed = call("nvmlDeviceGetRemappedRows", h)
-    return [("obsctl_gpu_remapped_rows", _REMAP_LABELS[0], float(corr)),
-            ("obsctl_gpu_remapped_rows", _REMAP_LABELS[1], float(unc)),
-            ("obsctl_gpu_remapped_rows_pending", NO_LABELS, 1.0 if pending else 0.0),
-            ("obsctl_gpu_remapped_rows_failed", NO_LABELS, 1.0 if failed else 0.0)]
+    lab = st.labels
+    out += (_s("obsctl_gpu_remapped_rows", lab.remap[0], float(corr)),
+            _s("obsctl_gpu_remapped_rows", lab.remap[1], float(unc)),
+            _s("obsctl_gpu_remapped_rows_pending", lab.base, 1.0 if pending else 0.0),
+            _s("obsctl_gpu_remapped_rows_failed", lab.base, 1.0 if failed else 0.0))
 
 
-def _pcie_replays(call: Call, h: Any, st: FieldCache) -> list[Sample]:
-    return [("obsctl_gpu_pcie_replays_total", NO_LABELS, float(call("nvmlDeviceGetPcieReplayCounter", h)))]
+def _pcie_replays(call: Call, h: Any, st: FieldCache, out: Out) -> None:
+    out.append(_s("obsctl_gpu_pcie_replays_total", st.labels.base, float(call("nvmlDeviceGetPcieReplayCounter", h))))
 
 
-def _nvlink(call: Call, h: Any, st: FieldCache) -> list[Sample]:
+def _nvlink(call: Call, h: Any, st: FieldCache, out: Out) -> None:
+    labels = st.labels.links
     if st.nvlinks is None:  # probe once per init: links past the GPU's count answer an error
-        links, out = [], []
+        links, found = [], []
         for link in range(NVML_NVLINK_MAX_LINKS):
             try:
                 up = call("nvmlDeviceGetNvLinkState", h, link)
@@ -178,24 +216,26 @@ def _nvlink(call: Call, h: Any, st: FieldCache) -> list[Sample]:
                     continue
                 raise
             links.append(link)
-            out.append(("obsctl_gpu_nvlink_link_up", _LINK_LABELS[link], 1.0 if up else 0.0))
+            found.append(_s("obsctl_gpu_nvlink_link_up", labels[link], 1.0 if up else 0.0))
         st.nvlinks = tuple(links)
         if not links:
             raise _FieldError(NOT_SUPPORTED)
-        return out
-    return [("obsctl_gpu_nvlink_link_up", _LINK_LABELS[link],
-             1.0 if call("nvmlDeviceGetNvLinkState", h, link) else 0.0) for link in st.nvlinks]
+        out += found
+        return
+    states = call.each("nvmlDeviceGetNvLinkState", h, st.nvlinks)  # all read, then published
+    pairs = st.labels.link_samples
+    out += [pairs[link][1] if up else pairs[link][0] for link, up in zip(st.nvlinks, states)]
 
 
-def _pcie_throughput(call: Call, h: Any, st: FieldCache) -> list[Sample]:
+def _pcie_throughput(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     # Blocks ~20 ms per direction on real drivers: only read when enabled (pcie_throughput=True).
-    return [("obsctl_gpu_pcie_throughput_bytes_per_second", labels,
-             float(call("nvmlDeviceGetPcieThroughput", h, counter)) * KIB)
-            for counter, labels in enumerate(_PCIE_LABELS)]
+    values = call.each("nvmlDeviceGetPcieThroughput", h, (0, 1))  # NVML_PCIE_UTIL_TX_BYTES, _RX_BYTES
+    out += [_s("obsctl_gpu_pcie_throughput_bytes_per_second", labels, float(v) * KIB)
+            for labels, v in zip(st.labels.pcie, values)]
 
 
 #: (key, reader) in scrape order; keys name the NOT_SUPPORTED cache entries.
-READERS: tuple[tuple[str, Callable[[Call, Any, FieldCache], list[Sample]]], ...] = (
+READERS: tuple[tuple[str, Callable[[Call, Any, FieldCache, Out], None]], ...] = (
     ("utilization", _utilization),
     ("memory", _memory),
     ("power", _power),

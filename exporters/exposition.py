@@ -1,0 +1,130 @@
+"""Prometheus text format 0.0.4 rendering with cached label strings (the scrape hot path).
+
+Why this exists (measured, bench/bench_gpu_exporter.py, 2 vCPU shared machine, 2026-11-30):
+prometheus_client 0.26's ``generate_latest`` took 4.7-5.4 ms for the 8-GPU scrape (~420 samples,
+~12 us a sample, most of it sorting, validating and escaping every label on every scrape), which alone
+breaks issue 3's p50 < 5 ms goal. The sample lines' ``name{labels} `` prefixes repeat from scrape to
+scrape, so this renderer builds each prefix once with prometheus_client's own escaping functions and
+reuses it; only the value is formatted per scrape (with prometheus_client's ``floatToGoString``).
+
+prometheus_client stays the data model: input is its ``Metric`` families, and the output is byte for
+byte what ``generate_latest(registry)`` gives for them (tested in tests/unit/test_exporter_exposition.py).
+Only the default negotiation result (text 0.0.4, ``underscores`` name escaping) is rendered here;
+OpenMetrics and the escaping-negotiated text formats stay with prometheus_client (``choose_encoder``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client.core import Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
+from prometheus_client.exposition import generate_latest as _library_generate_latest
+from prometheus_client.openmetrics import exposition as _om
+from prometheus_client.utils import floatToGoString
+
+_OM_SUFFIXES = ("_created", "_gsum", "_gcount")
+_TYPE_MAP = {"counter": "counter", "info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram",
+             "unknown": "untyped"}
+_NAME_SUFFIX = {"counter": "_total", "info": "_info"}
+#: Rendered prefixes kept at most; a label churn (processes coming and going) cannot grow it forever.
+MAX_CACHED_PREFIXES = 50_000
+
+
+class TextRenderer:
+    """Renders families as text format 0.0.4, caching each ``(sample name, label set)`` prefix.
+
+    One instance per exporter (the cache is its state); safe to call from one thread at a time
+    per instance, and the server serialises scrapes anyway (a race could only render a prefix twice).
+    """
+
+    def __init__(self, max_cached: int = MAX_CACHED_PREFIXES) -> None:
+        self._prefixes: dict[tuple, str] = {}
+        self._headers: dict[tuple, str] = {}
+        self._max = max_cached
+
+    def _prefix(self, key: tuple, name: str, labels: dict[str, str]) -> str:
+        """``name{k="v",...} `` built with prometheus_client's escaping (cache miss path)."""
+        if not _om._is_valid_legacy_metric_name(name):  # generate_latest underscores-escapes such names
+            name = _om.escape_metric_name(name, _om.UNDERSCORES)
+        if labels:
+            body = ",".join('{}="{}"'.format(_om.escape_label_name(k, _om.UNDERSCORES),
+                                            _om._escape(v, _om.ALLOWUTF8, False))
+                            for k, v in sorted(labels.items()))
+            text = f"{name}{{{body}}} "
+        else:
+            text = f"{name} "
+        if len(self._prefixes) >= self._max:
+            self._prefixes.clear()
+        self._prefixes[key] = text
+        return text
+
+    def _header(self, name: str, doc: str, typ: str) -> str:
+        key = (name, doc, typ)
+        text = self._headers.get(key)
+        if text is None:
+            esc = _om.escape_metric_name(name, _om.UNDERSCORES)
+            doc_esc = doc.replace("\\", r"\\").replace("\n", r"\n")
+            text = f"# HELP {esc} {doc_esc}\n# TYPE {esc} {typ}\n"
+            if len(self._headers) >= self._max:
+                self._headers.clear()
+            self._headers[key] = text
+        return text
+
+    def render(self, families: Iterable[Metric]) -> bytes:
+        """UTF-8 text exposition of ``families``, equal to prometheus_client's ``generate_latest``."""
+        out: list[str] = []
+        append = out.append
+        prefixes = self._prefixes
+        for metric in families:
+            mtype = metric.type
+            mname = metric.name + _NAME_SUFFIX.get(mtype, "")
+            append(self._header(mname, metric.documentation, _TYPE_MAP.get(mtype, mtype)))
+            om: dict[str, list[str]] = {}
+            om_names = {metric.name + s: s for s in _OM_SUFFIXES}
+            for name, labels, value, ts, _exemplar, _native in metric.samples:
+                key = (name, *labels.items())
+                prefix = prefixes.get(key)
+                if prefix is None:
+                    prefix = self._prefix(key, name, labels)
+                # floatToGoString inlined for finite floats (same output): repr, except that Go
+                # switches to exponent form for positive values with more than 6 integer digits.
+                if type(value) is float and -1e300 < value < 1e300:
+                    v = repr(value)
+                    if value >= 1e6:
+                        dot = v.find(".")
+                        if dot > 6:
+                            v = f"{v[0]}.{v[1:dot]}{v[dot + 1:]}".rstrip("0.") + f"e+{dot - 1:02d}"
+                else:
+                    v = floatToGoString(value)
+                line = f"{prefix}{v}\n" if ts is None else f"{prefix}{v} {int(float(ts) * 1000):d}\n"
+                suffix = om_names.get(name)
+                if suffix is None:
+                    append(line)
+                else:  # OpenMetrics-only samples go into their own gauge after the family
+                    om.setdefault(suffix, []).append(line)
+            for suffix, lines in sorted(om.items()):
+                append(self._header(metric.name + suffix, metric.documentation, "gauge"))
+                out.extend(lines)
+        return "".join(out).encode("utf-8")
+
+
+class _Families:
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> list[Metric]:
+        return self._families
+
+
+def encoder_for(accept: str, renderer: TextRenderer) -> tuple[Callable[[list[Metric]], bytes], str]:
+    """``(render(families) -> bytes, content type)`` for an Accept header.
+
+    Negotiation is prometheus_client's ``choose_encoder``; when it picks plain text 0.0.4 (the
+    default, and what Prometheus asks for without OpenMetrics) ``renderer`` renders it, otherwise
+    prometheus_client's chosen encoder does (OpenMetrics, or text with negotiated name escaping).
+    """
+    encoder, content_type = choose_encoder(accept)
+    if encoder is _library_generate_latest and content_type == CONTENT_TYPE_PLAIN_0_0_4:
+        return renderer.render, content_type
+    return (lambda families: encoder(_Families(families))), content_type

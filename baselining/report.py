@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from obsctl.baselining.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
+from obsctl.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
 from obsctl.baselining.models import Baseline, Initiative, Population, VerificationResult  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.baselining.timeutil import human_duration, rfc3339  # noqa: E402

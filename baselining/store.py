@@ -7,7 +7,7 @@ Layout (``STORE`` is ``spec.store_path()``)::
     STORE/initiatives/<initiative id>.yaml               the initiative ledger, verifications included
     STORE/.lock                                          filelock guarding writers
 
-Every file is written atomically (:mod:`obsctl.baselining.atomicio`), and every
+Every file is written atomically (:mod:`obsctl.atomicio`), and every
 read-modify-write holds ``STORE/.lock`` (the filelock library: ``fcntl.flock`` on POSIX),
 so concurrent ``obsctl`` processes never lose an update or see a half file. A file that
 cannot be parsed or validated is reported as :class:`StoreError` naming it.
@@ -24,7 +24,7 @@ import yaml
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from obsctl.baselining.atomicio import atomic_write_yaml
+from obsctl.atomicio import atomic_write_yaml
 from obsctl.baselining.models import Baseline, Initiative
 from obsctl.errors import StoreError
 

@@ -1,10 +1,12 @@
 """Benchmark of the NVML GPU source against the stand-in NVML (prints figures; not a test).
 
-Measures, for 8 and 64 stand-in H100s: scrape latency p50/p99 (NvmlSource.collect + generate_latest),
+Measures, for 8 and 64 stand-in H100s: scrape latency p50/p99 (NvmlSource.collect + the exporter's text
+renderer, obsctl.exporters.exposition.TextRenderer; prometheus_client's generate_latest of the same
+families is timed alongside for comparison),
 CPU seconds per scrape, the own-time ratio = (collect time - time inside pynvml calls) / time inside
 pynvml calls, and RSS over 10,000 scrapes of 8 GPUs with checkpoints.
 
-    python bench/bench_gpu_exporter.py [--scrapes 2000] [--rss-scrapes 10000]
+    python bench/bench_gpu_exporter.py [--scrapes 2000] [--rss-scrapes 10000] [--http-scrapes 1000]
 
 "Time inside pynvml calls" is the wall time of each pynvml function call (its Python wrapper,
 ctypes marshalling and the C function); against the stub the C part is near zero, so on a real driver
@@ -21,13 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import generate_latest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "nvml_stub"))
 
 import stubnvml  # noqa: E402
 
+from obsctl.exporters.exposition import TextRenderer  # noqa: E402
 from obsctl.exporters.gpu.nvml import NvmlSource  # noqa: E402
 
 
@@ -39,48 +42,72 @@ def rss_mib() -> float:
     return float("nan")
 
 
-def make(so: Path, scen: Path, n: int) -> tuple[NvmlSource, CollectorRegistry]:
+class _Families:
+    """A one-scrape "registry" for prometheus_client's generate_latest."""
+
+    def __init__(self, families: list) -> None:
+        self.families = families
+
+    def collect(self) -> list:
+        return self.families
+
+
+def make(so: Path, scen: Path, n: int):
+    """``(source, scrape)``: scrape() = one NvmlSource collect rendered as the exporter renders it."""
     stubnvml.write_scenario(scen, stubnvml.h100_n(n))
     # XID thread off: the stub's event wait polls every 1 ms (a real driver blocks in the kernel),
     # which would be charged to the process CPU time measured here.
     src = NvmlSource(stubnvml.load_pynvml(so), xid_events=False)
+    renderer = TextRenderer()
 
-    class Collector:
-        def collect(self):
-            return src.collect(time.monotonic() + 5.0)
+    def scrape() -> bytes:
+        return renderer.render(src.collect(time.monotonic() + 5.0))
 
-    reg = CollectorRegistry()
-    reg.register(Collector())
-    generate_latest(reg)  # init outside the measurement
-    return src, reg
+    scrape()  # init outside the measurement
+    return src, scrape
 
 
 def latency(so: Path, scen: Path, n: int, scrapes: int) -> dict[str, float]:
-    src, reg = make(so, scen, n)
+    src, scrape = make(so, scen, n)
     for _ in range(50):
-        generate_latest(reg)
+        scrape()
     src.nvml_seconds = src.collect_seconds = 0.0
     times = []
     cpu0 = time.process_time()
     for _ in range(scrapes):
         t0 = time.perf_counter()
-        body = generate_latest(reg)
+        body = scrape()
         times.append(time.perf_counter() - t0)
     cpu = time.process_time() - cpu0
     q = statistics.quantiles(times, n=100)
     own = (src.collect_seconds - src.nvml_seconds) / src.nvml_seconds
+    collect_ms, nvml_ms = src.collect_seconds / scrapes * 1e3, src.nvml_seconds / scrapes * 1e3
+    # The same families rendered by prometheus_client's generate_latest (the "before"), and checked equal.
+    families = _Families(src.collect(time.monotonic() + 5.0))
+    reps = max(scrapes // 10, 20)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        lib_body = generate_latest(families)
+    lib_ms = (time.perf_counter() - t0) / reps * 1e3
+    t0 = time.perf_counter()
+    renderer = TextRenderer()
+    renderer.render(families.families)
+    for _ in range(reps):
+        our_body = renderer.render(families.families)
+    our_ms = (time.perf_counter() - t0) / reps * 1e3
+    assert our_body == lib_body, "TextRenderer output differs from generate_latest"
     src.close()
     return {"gpus": n, "p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "cpu_ms_per_scrape": cpu / scrapes * 1e3,
-            "collect_ms": src.collect_seconds / scrapes * 1e3, "nvml_ms": src.nvml_seconds / scrapes * 1e3,
-            "own_time_ratio": own, "bytes": len(body)}
+            "collect_ms": collect_ms, "nvml_ms": nvml_ms, "own_time_ratio": own, "bytes": len(body),
+            "render_ms": our_ms, "lib_render_ms": lib_ms}
 
 
 def rss_run(so: Path, scen: Path, scrapes: int) -> list[tuple[int, float]]:
-    src, reg = make(so, scen, 8)
+    src, scrape = make(so, scen, 8)
     points = [(0, rss_mib())]
     marks = {1000, scrapes // 4, scrapes // 2, 3 * scrapes // 4, scrapes}
     for i in range(1, scrapes + 1):
-        generate_latest(reg)
+        scrape()
         if i in marks:
             points.append((i, rss_mib()))
     src.close()
@@ -155,11 +182,12 @@ def main() -> None:
         print(f"python {sys.version.split()[0]}, stand-in NVML {so.name}, {args.scrapes} scrapes per row, "
               f"reference loop {reference_ms():.1f} ms")
         print(f"{'GPUs':>5} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14} {'collect ms':>11} "
-              f"{'in NVML ms':>11} {'own/NVML':>9} {'body B':>8}")
+              f"{'in NVML ms':>11} {'own/NVML':>9} {'body B':>8} {'render ms':>10} {'gen_latest ms':>14}")
         for n in (8, 64):
             r = latency(so, scen, n, args.scrapes)
             print(f"{r['gpus']:>5} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['cpu_ms_per_scrape']:>14.3f} "
-                  f"{r['collect_ms']:>11.3f} {r['nvml_ms']:>11.3f} {r['own_time_ratio']:>9.2f} {r['bytes']:>8}")
+                  f"{r['collect_ms']:>11.3f} {r['nvml_ms']:>11.3f} {r['own_time_ratio']:>9.2f} {r['bytes']:>8} "
+                  f"{r['render_ms']:>10.3f} {r['lib_render_ms']:>14.3f}")
         print(f"RSS over {args.rss_scrapes} scrapes of 8 GPUs (scrape number: MiB):")
         print("  " + ", ".join(f"{i}: {m:.1f}" for i, m in rss_run(so, scen, args.rss_scrapes)))
         if args.http_scrapes:

@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from obsctl.dashboards import gpu_fleet, loop_overview
-from obsctl.rules.render import stale_files, write_atomic
-from obsctl.spec import Spec, load_spec
+from obsctl.generated import regenerate_main, stale_files, write_files
+from obsctl.spec import Spec
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_SPEC = REPO / "examples" / "obsctl.yaml"
@@ -29,9 +28,7 @@ def build(spec: Spec) -> dict[str, str]:
 
 def write(out: Path, files: dict[str, str]) -> list[Path]:
     """Write each dashboard atomically into ``out``; returns the paths."""
-    for name, text in files.items():
-        write_atomic(out / name, text)
-    return [out / name for name in files]
+    return write_files(out, files)
 
 
 def check(out: Path, files: dict[str, str]) -> list[str]:
@@ -41,22 +38,7 @@ def check(out: Path, files: dict[str, str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Regenerate (or with ``--check`` verify) the committed dashboards; exit 1 when stale."""
-    parser = argparse.ArgumentParser(prog="python -m obsctl.dashboards.build", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the committed files differ")
-    parser.add_argument("--spec", type=Path, default=EXAMPLE_SPEC)
-    parser.add_argument("--out", type=Path, default=COMMITTED)
-    args = parser.parse_args(argv)
-    files = build(load_spec(args.spec))
-    if args.check:
-        stale = check(args.out, files)
-        if stale:
-            print(f"{args.out}: out of date: {', '.join(stale)}; run: python -m obsctl.dashboards.build", file=sys.stderr)
-            return 1
-        print(f"{args.out}: up to date")
-        return 0
-    for path in write(args.out, files):
-        print(path)
-    return 0
+    return regenerate_main("python -m obsctl.dashboards.build", build, PATTERN, EXAMPLE_SPEC, COMMITTED, argv)
 
 
 if __name__ == "__main__":

@@ -113,6 +113,10 @@ class ExporterServer:
 def _make_handler(server: ExporterServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "obsctl-exporter"
+        # Keep-alive (every response has a Content-Length): Prometheus reuses its connection, and a new
+        # TCP connection plus a new thread per scrape cost ~2 ms of the 8-GPU scrape here (measured).
+        protocol_version = "HTTP/1.1"
+        timeout = 300  # seconds an idle kept-alive connection (and its thread) may wait for a request
 
         def do_GET(self) -> None:  # noqa: N802 - http.server API
             path = urlsplit(self.path).path

@@ -49,3 +49,8 @@ class StoreError(ObsctlError):
     """The baseline store refused an operation or holds an unreadable file (exit 1)."""
 
     exit_code = EXIT_FAILURE
+
+
+class WriteError(StoreError):
+    """A file (store record, rule file, dashboard, report) could not be written; the old
+    content is kept (exit 1)."""

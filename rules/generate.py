@@ -10,7 +10,6 @@ targets, no timestamps, so committed copies can be checked (``--check``).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -18,9 +17,10 @@ from obsctl.baselining.models import Baseline
 from obsctl.rules.alerts import alert_groups
 from obsctl.rules.baselines import baseline_groups, select_baselines, target_groups
 from obsctl.rules.gpu import gpu_groups
-from obsctl.rules.render import dump_rule_file, stale_files, write_atomic
+from obsctl.generated import regenerate_main, stale_files, write_files
+from obsctl.rules.render import dump_rule_file
 from obsctl.rules.signals import signal_groups
-from obsctl.spec import Spec, load_spec
+from obsctl.spec import Spec
 
 PATTERN = "obsctl-*.rules.yaml"
 REPO = Path(__file__).resolve().parent.parent
@@ -54,11 +54,7 @@ def generate(spec: Spec, baselines: list[Baseline]) -> tuple[dict[str, str], lis
 
 def write(out: Path, files: dict[str, str]) -> list[Path]:
     """Write each file atomically into ``out`` (created if needed); returns the paths."""
-    paths = []
-    for name, text in files.items():
-        write_atomic(out / name, text)
-        paths.append(out / name)
-    return paths
+    return write_files(out, files)
 
 
 def check(out: Path, files: dict[str, str]) -> list[str]:
@@ -68,22 +64,9 @@ def check(out: Path, files: dict[str, str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Regenerate (or with ``--check`` verify) the committed rules; exit 1 when stale."""
-    parser = argparse.ArgumentParser(prog="python -m obsctl.rules.generate", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the committed files differ")
-    parser.add_argument("--spec", type=Path, default=EXAMPLE_SPEC)
-    parser.add_argument("--out", type=Path, default=COMMITTED)
-    args = parser.parse_args(argv)
-    files, _ = generate(load_spec(args.spec), [])
-    if args.check:
-        stale = check(args.out, files)
-        if stale:
-            print(f"{args.out}: out of date: {', '.join(stale)}; run: python -m obsctl.rules.generate", file=sys.stderr)
-            return 1
-        print(f"{args.out}: up to date")
-        return 0
-    for path in write(args.out, files):
-        print(path)
-    return 0
+    return regenerate_main(
+        "python -m obsctl.rules.generate", lambda spec: generate(spec, [])[0], PATTERN, EXAMPLE_SPEC, COMMITTED, argv
+    )
 
 
 if __name__ == "__main__":

@@ -7,9 +7,6 @@ for readability.
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 
 import yaml
 
@@ -36,23 +33,3 @@ def dump_rule_file(groups: list[dict], source: str) -> str:
     """
     body = yaml.dump({"groups": groups}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1 << 16)
     return HEADER.format(source=source) + body
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def stale_files(out: Path, files: dict[str, str], pattern: str) -> list[str]:
-    """Names in ``out`` matching ``pattern`` whose content differs from ``files`` or that are missing/extra."""
-    existing = {p.name for p in out.glob(pattern)} if out.is_dir() else set()
-    differ = [n for n in sorted(files) if n not in existing or (out / n).read_text(encoding="utf-8") != files[n]]
-    return differ + sorted(existing - set(files))

@@ -17,14 +17,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import Metric
 
 from obsctl.exporters import meta
-from obsctl.exporters.gpu.dcgm import DEFAULT_TIMEOUT_SECONDS, DEFAULT_URL, DcgmSource
 from obsctl.exporters.gpu.errors import REASON_DRIVER_NOT_LOADED, REASON_LIBRARY_NOT_FOUND, GpuSourceError
 from obsctl.exporters.gpu.inventory import GpuInventory
+
+if TYPE_CHECKING:  # the DCGM source (requests, urllib3) is imported only when a mode needs it: RSS
+    from obsctl.exporters.gpu.dcgm import DcgmSource
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,7 @@ class AutoSource:
 
     name = "auto"
 
-    def __init__(self, nvml: Any, dcgm: DcgmSource | None, nvml_retry_seconds: float = 60.0,
+    def __init__(self, nvml: Any, dcgm: "DcgmSource | None", nvml_retry_seconds: float = 60.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.nvml = nvml
         self.dcgm = dcgm
@@ -133,14 +135,14 @@ class AutoSource:
             self.dcgm.close()
 
 
-def make_source(mode: str, dcgm_url: str | None = None, dcgm_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+def make_source(mode: str, dcgm_url: str | None = None, dcgm_timeout: float | None = None,
                 nvml_factory: Callable[[], Any] = default_nvml_factory) -> Any:
     """Build the source for ``--gpu.source``.
 
     Args:
         mode: auto | nvml | dcgm | none.
         dcgm_url: dcgm-exporter metrics URL (``dcgm`` mode defaults to 127.0.0.1:9400).
-        dcgm_timeout: seconds per dcgm-exporter fetch.
+        dcgm_timeout: seconds per dcgm-exporter fetch (None: the DCGM source's default).
         nvml_factory: builds the NVML source (tests inject a stand-in).
 
     Raises:
@@ -150,11 +152,15 @@ def make_source(mode: str, dcgm_url: str | None = None, dcgm_timeout: float = DE
         return NoneSource()
     if mode == "nvml":
         return _LazyNvml(nvml_factory)
-    if mode == "dcgm":
-        return DcgmSource(dcgm_url or DEFAULT_URL, timeout=dcgm_timeout)
+    if mode == "dcgm" or (mode == "auto" and dcgm_url):
+        from obsctl.exporters.gpu import dcgm as _dcgm  # deferred: requests costs ~10 MiB RSS
+
+        timeout = _dcgm.DEFAULT_TIMEOUT_SECONDS if dcgm_timeout is None else dcgm_timeout
+        if mode == "dcgm":
+            return _dcgm.DcgmSource(dcgm_url or _dcgm.DEFAULT_URL, timeout=timeout)
+        return AutoSource(_LazyNvml(nvml_factory), _dcgm.DcgmSource(dcgm_url, timeout=timeout))
     if mode == "auto":
-        dcgm = DcgmSource(dcgm_url, timeout=dcgm_timeout) if dcgm_url else None
-        return AutoSource(_LazyNvml(nvml_factory), dcgm)
+        return AutoSource(_LazyNvml(nvml_factory), None)
     raise ValueError(f"unknown GPU source {mode!r}; choose one of {', '.join(MODES)}")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from obsctl.baselining.atomicio import atomic_write_yaml
+from obsctl.atomicio import atomic_write_yaml
 from obsctl.baselining.models import Baseline, Initiative, Population, Statistics, Window
 from obsctl.baselining.store import Store
 from obsctl.errors import StoreError

@@ -16,7 +16,7 @@ from typing import IO, Callable
 
 import yaml
 
-from obsctl.errors import StoreError
+from obsctl.errors import WriteError
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -25,7 +25,7 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Create or replace ``path`` with what ``write(fh)`` writes to a binary file handle.
 
     Raises:
-        StoreError: the directory cannot be created or written, or ``write`` failed
+        WriteError: the directory cannot be created or written, or ``write`` failed
             (the message names the file; the old content is kept).
     """
     path = Path(path)
@@ -33,7 +33,7 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
-        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -46,7 +46,7 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        raise StoreError(f"cannot write {path}: {detail} (old content kept)") from None
+        raise WriteError(f"cannot write {path}: {detail} (old content kept)") from None
     _fsync_dir(path.parent)
 
 

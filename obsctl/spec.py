@@ -217,11 +217,17 @@ class Verification(_Model):
 
 
 class Spec(_Model):
-    """The whole spec. ``path`` is where it was loaded from (not a YAML key)."""
+    """The whole spec. ``path`` is where it was loaded from (not a YAML key).
+
+    ``runbook_base_url`` is where alert runbooks live (each alert links
+    ``<runbook_base_url>#<alertname lowercased>``); point it at your copy of
+    docs/runbooks.md, e.g. ``https://wiki.example.com/obsctl/runbooks``.
+    """
 
     version: Literal[1] = 1
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
     alertmanager_url: str | None = None
+    runbook_base_url: str = "docs/runbooks.md"
     cadence: Literal["weekly", "monthly"] = "weekly"
     store: str = ".obsctl-store"
     workload_classes: list[WorkloadClass] = Field(min_length=1)

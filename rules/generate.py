@@ -48,8 +48,21 @@ def generate(spec: Spec, baselines: list[Baseline]) -> tuple[dict[str, str], lis
         "obsctl-alerts.rules.yaml": alert_groups(spec),
         "obsctl-gpu.rules.yaml": gpu_groups(),
     }
+    for groups in files.values():
+        _set_runbook_base(groups, spec.runbook_base_url)
     store_note = f"{source} and {len(chosen)} baseline(s) from the store"
     return {name: dump_rule_file(groups, store_note) for name, groups in sorted(files.items())}, warnings
+
+
+def _set_runbook_base(groups: list[dict], base: str) -> None:
+    """Point every alert's ``runbook_url`` at ``base`` (the spec's ``runbook_base_url``),
+    keeping the per-alert anchor, so on-call links open the team's own runbook copy."""
+    for group in groups:
+        for rule in group["rules"]:
+            annotations = rule.get("annotations", {})
+            if "runbook_url" in annotations:
+                anchor = annotations["runbook_url"].partition("#")[2]
+                annotations["runbook_url"] = f"{base}#{anchor}"
 
 
 def write(out: Path, files: dict[str, str]) -> list[Path]:

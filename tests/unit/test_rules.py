@@ -142,3 +142,16 @@ def test_cli_reads_current_baselines_from_store(tmp_path):
     assert "vector(42.5)" in text and "vector(1.0)" not in text
     empty = CliRunner().invoke(rules, ["generate", "--spec", str(spec.path), "--out", str(tmp_path / "e"), "--empty-store"])
     assert empty.exit_code == 0 and "vector(" not in (tmp_path / "e" / "obsctl-baselines.rules.yaml").read_text()
+
+
+def test_runbook_links_follow_the_spec(tmp_path):
+    """Every alert links <runbook_base_url>#<alertname lowercased>, a heading of docs/runbooks.md."""
+    spec = write_spec(tmp_path, {**SPEC, "runbook_base_url": "https://wiki.example.com/runbooks"})
+    files, _ = gen.generate(spec, [])
+    headings = {line[3:].strip().lower() for line in (gen.REPO / "docs" / "runbooks.md").read_text().splitlines() if line.startswith("## ")}
+    alerts = [r for body in files.values() for g in yaml.safe_load(body)["groups"] for r in g["rules"] if "alert" in r]
+    assert {r["alert"] for r in alerts} >= {"ObsctlSignalRegression", "ObsctlSignalAbsent", "ObsctlBaselineMissing", "ObsctlGpuDown"}
+    for rule in alerts:
+        anchor = rule["alert"].lower()
+        assert rule["annotations"]["runbook_url"] == f"https://wiki.example.com/runbooks#{anchor}"
+        assert anchor in headings, f"docs/runbooks.md has no section for {rule['alert']}"

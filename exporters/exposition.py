@@ -39,7 +39,12 @@ class TextRenderer:
     """
 
     def __init__(self, max_cached: int = MAX_CACHED_PREFIXES) -> None:
-        self._prefixes: dict[tuple, str] = {}
+        self._prefixes: dict[tuple, str] = {}  # (name, *label items) -> prefix
+        # (name, id(labels)) -> (labels, prefix) for the label dicts of the last render. Sources that
+        # reuse their label dicts (the NVML source does) hit here without building the content key;
+        # the entry holds the dict, so its id cannot be reused while cached, and the entry is dropped
+        # after a render that did not use it, so per-scrape dicts are not kept alive.
+        self._by_id: dict[tuple, tuple] = {}
         self._headers: dict[tuple, str] = {}
         self._max = max_cached
 
@@ -75,7 +80,7 @@ class TextRenderer:
         """UTF-8 text exposition of ``families``, equal to prometheus_client's ``generate_latest``."""
         out: list[str] = []
         append = out.append
-        prefixes = self._prefixes
+        prefixes, old, new = self._prefixes, self._by_id, {}
         for metric in families:
             mtype = metric.type
             mname = metric.name + _NAME_SUFFIX.get(mtype, "")
@@ -83,10 +88,16 @@ class TextRenderer:
             om: dict[str, list[str]] = {}
             om_names = {metric.name + s: s for s in _OM_SUFFIXES}
             for name, labels, value, ts, _exemplar, _native in metric.samples:
-                key = (name, *labels.items())
-                prefix = prefixes.get(key)
-                if prefix is None:
-                    prefix = self._prefix(key, name, labels)
+                ikey = (name, id(labels))
+                entry = old.get(ikey)
+                if entry is None or entry[0] is not labels:
+                    key = (name, *labels.items())
+                    prefix = prefixes.get(key)
+                    if prefix is None:
+                        prefix = self._prefix(key, name, labels)
+                    entry = (labels, prefix)
+                new[ikey] = entry
+                prefix = entry[1]
                 # floatToGoString inlined for finite floats (same output): repr, except that Go
                 # switches to exponent form for positive values with more than 6 integer digits.
                 if type(value) is float and -1e300 < value < 1e300:
@@ -106,6 +117,7 @@ class TextRenderer:
             for suffix, lines in sorted(om.items()):
                 append(self._header(metric.name + suffix, metric.documentation, "gauge"))
                 out.extend(lines)
+        self._by_id = new
         return "".join(out).encode("utf-8")
 
 

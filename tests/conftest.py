@@ -31,3 +31,29 @@ def fixtures_dir() -> Path:
 @pytest.fixture(scope="session")
 def example_spec_path() -> Path:
     return REPO / "examples" / "obsctl.yaml"
+
+
+def _child_processes() -> list[tuple[int, str]]:
+    """(pid, command line) of live processes whose parent is this pytest process."""
+    import os
+
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == os.getpid() and fields[0] != "Z":
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                children.append((int(stat.parent.name), cmdline))
+        except (OSError, IndexError, ValueError):
+            continue
+    return children
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run if a test left a server (Prometheus, Alertmanager, exporter) running."""
+    leaked = [(pid, cmd) for pid, cmd in _child_processes() if any(
+        name in cmd for name in ("prometheus", "alertmanager", "obsctl-exporter", "obsctl.exporters.main", "pushgateway"))]
+    if leaked:
+        lines = "\n".join(f"  pid {pid}: {cmd[:160]}" for pid, cmd in leaked)
+        print(f"\nTests left these processes running:\n{lines}")
+        session.exitstatus = 1

@@ -24,6 +24,12 @@ from obsctl.errors import PrometheusUnavailable, UsageError
 #: (``(end - start) / step > 11000``, web/api/v1/api.go); we stay at 11,000 points.
 MAX_POINTS_PER_SERIES = 11_000
 
+#: Most evaluation points one :meth:`PrometheusClient.query_range` call may ask for
+#: (91 requests of 11,000 points; about 173 days at a 15 s step). A longer window is
+#: refused (UsageError) instead of silently coarsening the step, because the step
+#: changes the batch means and so the comparison with a baseline taken at the spec's step.
+MAX_RANGE_POINTS = 1_000_000
+
 
 class _Retryable(Exception):
     """A failure worth retrying (connection error, timeout, 5xx); message says why."""
@@ -55,11 +61,15 @@ def plan_chunks(start: float, end: float, step: float, max_points: int = MAX_POI
     Returns:
         ``[(chunk_start, chunk_end), ...]`` in unix seconds; empty when ``end < start``.
     """
-    if step <= 0:
+    if not (math.isfinite(step) and step > 0):
         raise UsageError(f"query step must be positive, got {step}")
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise UsageError(f"query window [{start}, {end}] is not finite")
     if end < start:
         return []
     total = int(math.floor((end - start) / step + 1e-9)) + 1
+    if total > MAX_RANGE_POINTS:
+        raise UsageError(f"query window of {total:,} points at a {step:g}s step is longer than the maximum of {MAX_RANGE_POINTS:,} points; use a shorter window")
     chunks = []
     for first in range(0, total, max_points):
         last = min(first + max_points, total) - 1
@@ -71,9 +81,46 @@ def _seconds(value: float | dt.datetime) -> float:
     return value.timestamp() if isinstance(value, dt.datetime) else float(value)
 
 
-def _float(text: str) -> float:
-    # Prometheus sends values as strings: "1.5", "NaN", "+Inf", "-Inf".
-    return float(text)
+class _Malformed(Exception):
+    """The answer is JSON with status success but not in the documented shape; message says what."""
+
+
+def _float(text: Any, what: str) -> float:
+    # Prometheus sends values as strings: "1.5", "NaN", "+Inf", "-Inf"; timestamps as numbers.
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise _Malformed(f"{what} is {type(text).__name__}, expected a number")
+    try:
+        return float(text)
+    except ValueError:
+        raise _Malformed(f"{what} {printable(str(text))!r} is not a number") from None
+
+
+def _as(kind: type, value: Any, what: str) -> Any:
+    if value is None:
+        raise _Malformed(f"{what} missing")
+    if not isinstance(value, kind):
+        raise _Malformed(f"{what} is {type(value).__name__}, expected {'an object' if kind is dict else 'a list'}")
+    return value
+
+
+def _labels(item: Any, what: str) -> dict[str, str]:
+    metric = _as(dict, _as(dict, item, what).get("metric"), f"{what}.metric")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in metric.items()):
+        raise _Malformed(f"{what}.metric has a non-string label")
+    return metric
+
+
+def _pair(value: Any, what: str) -> tuple[float, float]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise _Malformed(f"{what} is not a [time, value] pair")
+    return _float(value[0], f"{what} time"), _float(value[1], f"{what} value")
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters with control and other non-printable characters
+    escaped (``\\x00``), so a server's bytes cannot garble the terminal."""
+    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text[:limit])
+    return out.strip()
 
 
 class PrometheusClient:
@@ -113,12 +160,24 @@ class PrometheusClient:
         params: dict[str, Any] = {"query": promql}
         if time is not None:
             params["time"] = f"{_seconds(time):.3f}"
-        data = self._get("/api/v1/query", params, promql)
-        kind, result = data.get("resultType"), data.get("result")
-        if kind == "vector":
-            return [InstantSample(r["metric"], float(r["value"][0]), _float(r["value"][1])) for r in result]
-        if kind == "scalar":
-            return [InstantSample({}, float(result[0]), _float(result[1]))]
+        path = "/api/v1/query"
+        data = self._get(path, params, promql)
+        try:
+            data = _as(dict, data, "data")
+            kind = data.get("resultType")
+            if kind == "vector":
+                out = []
+                for n, r in enumerate(_as(list, data.get("result"), "data.result")):
+                    t, v = _pair(r.get("value") if isinstance(r, dict) else None, f"data.result[{n}].value")
+                    out.append(InstantSample(_labels(r, f"data.result[{n}]"), t, v))
+                return out
+            if kind == "scalar":
+                t, v = _pair(data.get("result"), "data.result")
+                return [InstantSample({}, t, v)]
+            if kind not in ("matrix", "string"):
+                raise _Malformed(f"data.resultType {printable(str(kind))!r} is not vector, scalar, matrix or string")
+        except _Malformed as exc:
+            raise self._unexpected(path, exc) from None
         raise UsageError(f"query {promql!r} returned a {kind}, expected an instant vector")
 
     def query_range(self, promql: str, start: float | dt.datetime, end: float | dt.datetime, step_seconds: float) -> list[RangeSeries]:
@@ -134,15 +193,22 @@ class PrometheusClient:
             PrometheusUnavailable, UsageError: as :meth:`query`.
         """
         merged: dict[tuple[tuple[str, str], ...], RangeSeries] = {}
+        path = "/api/v1/query_range"
         for chunk_start, chunk_end in plan_chunks(_seconds(start), _seconds(end), step_seconds):
             params = {"query": promql, "start": f"{chunk_start:.3f}", "end": f"{chunk_end:.3f}", "step": f"{step_seconds:g}"}
-            data = self._get("/api/v1/query_range", params, promql)
-            if data.get("resultType") != "matrix":
-                raise UsageError(f"range query {promql!r} returned a {data.get('resultType')}, expected a range vector")
-            for item in data["result"]:
-                key = tuple(sorted(item["metric"].items()))
-                series = merged.setdefault(key, RangeSeries(dict(item["metric"])))
-                series.values.extend((float(t), _float(v)) for t, v in item.get("values", []))
+            data = self._get(path, params, promql)
+            try:
+                data = _as(dict, data, "data")
+                # A range query always answers a matrix (scalars too), so anything else is not Prometheus.
+                if data.get("resultType") != "matrix":
+                    raise _Malformed(f"data.resultType is {printable(str(data.get('resultType')))!r}, expected 'matrix'")
+                for n, item in enumerate(_as(list, data.get("result"), "data.result")):
+                    metric = _labels(item, f"data.result[{n}]")
+                    values = _as(list, item.get("values", []), f"data.result[{n}].values")
+                    series = merged.setdefault(tuple(sorted(metric.items())), RangeSeries(dict(metric)))
+                    series.values.extend(_pair(v, f"data.result[{n}].values[{i}]") for i, v in enumerate(values))
+            except _Malformed as exc:
+                raise self._unexpected(path, exc) from None
         return list(merged.values())
 
     def series(self, matchers: list[str], start: float | dt.datetime, end: float | dt.datetime) -> list[dict[str, str]]:
@@ -152,7 +218,15 @@ class PrometheusClient:
             PrometheusUnavailable, UsageError: as :meth:`query`.
         """
         params = {"match[]": matchers, "start": f"{_seconds(start):.3f}", "end": f"{_seconds(end):.3f}"}
-        return list(self._get("/api/v1/series", params, " or ".join(matchers)))
+        path = "/api/v1/series"
+        data = self._get(path, params, " or ".join(matchers))
+        try:
+            return [_labels({"metric": labels}, f"data[{n}]") for n, labels in enumerate(_as(list, data, "data"))]
+        except _Malformed as exc:
+            raise self._unexpected(path, exc) from None
+
+    def _unexpected(self, path: str, exc: Exception) -> PrometheusUnavailable:
+        return PrometheusUnavailable(f"cannot use Prometheus at {self.url}: unexpected answer from {path}: {exc}")
 
     # --- transport ---------------------------------------------------------------
 
@@ -170,7 +244,9 @@ class PrometheusClient:
 
     def _get_once(self, path: str, params: dict[str, Any], promql: str) -> Any:
         try:
-            response = self.session.get(self.url + path, params=params, timeout=self.timeout_seconds)
+            # Redirects are not followed: an error would then name the wrong server, and a
+            # Prometheus API does not redirect (a login proxy does).
+            response = self.session.get(self.url + path, params=params, timeout=self.timeout_seconds, allow_redirects=False)
         except requests.Timeout:
             raise _Retryable(f"no answer within {self.timeout_seconds:g}s") from None
         except requests.RequestException as exc:
@@ -180,14 +256,21 @@ class PrometheusClient:
         except ValueError:
             body = None
         error = body.get("error") if isinstance(body, dict) else None
+        error = printable(str(error)) if error else printable(response.content[:200].decode("utf-8", errors="backslashreplace"))
         if response.status_code >= 500:
-            raise _Retryable(f"HTTP {response.status_code} from {path}: {error or response.text[:200].strip()}")
+            raise _Retryable(f"HTTP {response.status_code} from {path}: {error}")
         if response.status_code in (400, 422):
-            raise UsageError(f"Prometheus rejected the query {promql!r}: {error or response.text[:200].strip()}")
+            raise UsageError(f"Prometheus rejected the query {promql!r}: {error}")
+        if 300 <= response.status_code < 400:
+            location = printable(response.headers.get("Location", "") or "(no Location header)")
+            raise PrometheusUnavailable(
+                f"cannot use Prometheus at {self.url}: HTTP {response.status_code} from {path} redirects to {location}; "
+                "obsctl does not follow redirects: set prometheus.url to the Prometheus server itself"
+            )
         if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
             raise PrometheusUnavailable(
                 f"cannot use Prometheus at {self.url}: HTTP {response.status_code} from {path}: "
-                f"{error or response.text[:200].strip() or 'not a Prometheus API answer'}"
+                f"{error or 'not a Prometheus API answer'}"
             )
         return body.get("data")
 

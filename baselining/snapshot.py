@@ -16,6 +16,7 @@ the per-pod token counters behind ``sum(rate(obsctl_tokens_total{...}[1m]))``.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Callable
@@ -24,7 +25,7 @@ from obsctl.baselining import stats
 from obsctl.baselining.models import Baseline, Population, Statistics, Window
 from obsctl.baselining.promapi import PrometheusClient
 from obsctl.baselining.store import Store
-from obsctl.baselining.timeutil import align_down, parse_duration, utcnow
+from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, parse_duration, utcnow
 from obsctl.errors import UsageError
 from obsctl.spec import Spec
 
@@ -43,7 +44,10 @@ class Measurement:
     Attributes:
         samples: ``(unix seconds, value)`` in time order, finite values only.
         population: the input series behind the query.
-        stats: summary statistics, None when there is no sample.
+        stats: summary statistics, None when there is no finite sample or the summary
+            is not finite (values that overflow the float range when summed).
+        dropped: samples Prometheus returned as NaN or +-Inf (dropped, not in ``samples``).
+        reason: why ``stats`` is None (``""`` otherwise), e.g. ``240 samples, all NaN/Inf``.
     """
 
     query: str
@@ -51,6 +55,19 @@ class Measurement:
     samples: list[tuple[float, float]]
     population: Population
     stats: Statistics | None
+    dropped: int = 0
+    reason: str = ""
+
+    def no_data_reason(self, batches: int) -> str:
+        """Why this measurement is NO DATA (fewer finite samples than ``batches``, or a
+        non-finite summary); ``""`` when it has enough data."""
+        n = len(self.samples)
+        if self.reason:
+            return self.reason
+        if n >= batches and self.stats is not None:
+            return ""
+        dropped = f" ({self.dropped} NaN/Inf sample(s) dropped)" if self.dropped else ""
+        return f"no samples{dropped}" if n == 0 else f"{n} finite sample(s){dropped}, fewer than the {batches} batches"
 
 
 @dataclass
@@ -63,10 +80,12 @@ class SnapshotOutcome:
     sample_count: int
     baseline: Baseline | None = None
     reason: str = ""
+    dropped: int = 0
 
     def as_dict(self) -> dict:
-        """JSON-ready summary."""
-        out = {"workload_class": self.workload_class, "signal": self.signal, "status": self.status, "sample_count": self.sample_count, "reason": self.reason}
+        """JSON-ready summary (``dropped``: NaN/Inf samples left out)."""
+        out = {"workload_class": self.workload_class, "signal": self.signal, "status": self.status, "sample_count": self.sample_count,
+               "reason": self.reason, "dropped_non_finite": self.dropped}
         if self.baseline is not None:
             b = self.baseline
             out.update(baseline_id=b.id, unit=b.unit, mean=b.stats.mean, median=b.stats.median, p5=b.stats.p5, p95=b.stats.p95,
@@ -122,16 +141,26 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     Raises:
         UsageError: the query returns more than one series (a signal must aggregate to one).
         PrometheusUnavailable: as :meth:`PrometheusClient.query_range`.
+
+    NaN/Inf samples are dropped and counted (``dropped``); a summary with a non-finite
+    field is discarded (``stats`` None, ``reason`` says why), so it is never stored or
+    judged.
     """
     window = Window(start=start, end=end, step_seconds=step_seconds)
     result = client.query_range(query, start.timestamp() + step_seconds, end.timestamp(), step_seconds)
     if len(result) > 1:
         labels = ", ".join(str(s.metric) for s in result[:3])
         raise UsageError(f"{what}: the query returns {len(result)} series ({labels}...), a signal must return one; aggregate with sum(...) or similar: {query}")
-    samples = [(t, v) for t, v in (result[0].values if result else []) if stats.finite([v]).size]
+    raw = result[0].values if result else []
+    samples = [(t, v) for t, v in raw if math.isfinite(v)]
+    dropped = len(raw) - len(samples)
     population = population_of(client, query, start, end)
     summary = stats.summarize([v for _, v in samples], batches) if samples else None
-    return Measurement(query, window, samples, population, summary)
+    reason = f"{dropped} samples, all NaN/Inf" if raw and not samples else ""
+    if summary is not None and stats.non_finite_fields(summary):
+        reason = f"the {', '.join(stats.non_finite_fields(summary))} of {len(samples)} samples is not finite (values overflow the float range)"
+        summary = None
+    return Measurement(query, window, samples, population, summary, dropped, reason)
 
 
 def snapshot(
@@ -167,7 +196,8 @@ def snapshot(
     if length < step * cfg.batches:
         raise UsageError(f"--window {window or cfg.window} is shorter than {cfg.batches} batches of one {cfg.step} step")
     end_at = align_down(end or utcnow(), step)
-    start_at = end_at - dt.timedelta(seconds=length)
+    start_at = minus_seconds(end_at, length, "--window/--end")
+    check_window_points(start_at, end_at, step, "--window")
     wcs = [spec.workload_class(n) for n in classes] if classes else list(spec.workload_classes)
     sigs = [spec.signal(n) for n in signals] if signals else list(spec.signals)
     report = SnapshotReport()
@@ -176,10 +206,10 @@ def snapshot(
         query = spec.query_for(sig, wc)
         m = measure(client, query, start_at, end_at, step, cfg.batches, what=f"{wc.name}/{sig.name}")
         n = len(m.samples)
-        if m.stats is None or n < cfg.batches:
-            reason = "no samples" if n == 0 else f"{n} sample(s), fewer than the {cfg.batches} batches"
+        reason = m.no_data_reason(cfg.batches)
+        if reason:
             progress(f"[{i}/{total}] {wc.name}/{sig.name} ... NO DATA ({reason})")
-            report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "no_data", n, reason=reason))
+            report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "no_data", n, reason=reason, dropped=m.dropped))
             continue
         baseline = Baseline(
             id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}",
@@ -187,6 +217,7 @@ def snapshot(
             window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot", samples=m.samples,
         )
         stored = store.save_baseline(baseline, make_current=True)
-        progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples, mean {m.stats.mean:.6g} {sig.unit}, {m.population.series_count} input series")
-        report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "stored", n, baseline=stored))
+        dropped = f" ({m.dropped} NaN/Inf dropped)" if m.dropped else ""
+        progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples{dropped}, mean {m.stats.mean:.6g} {sig.unit}, {m.population.series_count} input series")
+        report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "stored", n, baseline=stored, dropped=m.dropped))
     return report

@@ -85,15 +85,30 @@ def summarize(values: Iterable[float], batches: int) -> Statistics:
     arr = finite(values)
     if arr.size == 0:
         raise ValueError("no finite samples to summarize")
-    return Statistics(
-        sample_count=int(arr.size),
-        mean=float(arr.mean()),
-        median=float(np.median(arr)),
-        p5=float(np.percentile(arr, 5)),
-        p95=float(np.percentile(arr, 95)),
-        stddev=float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
-        batch_means=batch_means(arr, batches),
-    )
+    # Finite samples near the float limit (1e308) can still overflow a sum: the result is
+    # then +-Inf/NaN, which non_finite_fields() reports; numpy's warning is not for users.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return Statistics(
+            sample_count=int(arr.size),
+            mean=float(arr.mean()),
+            median=float(np.median(arr)),
+            p5=float(np.percentile(arr, 5)),
+            p95=float(np.percentile(arr, 95)),
+            stddev=float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
+            batch_means=batch_means(arr, batches),
+        )
+
+
+def non_finite_fields(summary: Statistics) -> list[str]:
+    """Names of the summary's fields that are NaN or +-Inf (``[]`` when all are finite).
+
+    A summary with such a field cannot be a baseline or a window: its mean, interval and
+    gap would be Inf/NaN (values that overflow the float range when summed, e.g. 1e308).
+    """
+    bad = [name for name in ("mean", "median", "p5", "p95", "stddev") if not math.isfinite(getattr(summary, name))]
+    if not all(math.isfinite(m) for m in summary.batch_means):
+        bad.append("batch_means")
+    return bad
 
 
 @dataclass(frozen=True)
@@ -276,6 +291,21 @@ def assess(
         return verdict, f"window has {have} sample(s), needs at least {batches} (one per batch)", None
     if baseline.sample_count < batches or len(baseline.batch_means) < 2:
         return "NO_DATA", f"baseline has {baseline.sample_count} sample(s) and {len(baseline.batch_means)} batch mean(s)", None
-    estimate = relative_change(baseline.batch_means, window.batch_means, confidence)
+    for side, summary in (("baseline", baseline), ("window", window)):
+        bad = non_finite_fields(summary)
+        if bad:
+            return "NO_DATA", f"the {side}'s {', '.join(bad)} is not finite (values overflow the float range)", None
+    try:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            estimate = relative_change(baseline.batch_means, window.batch_means, confidence)
+        numbers = (estimate.change_ratio, estimate.ci_low, estimate.ci_high)
+        overflow = any(v is not None and not math.isfinite(v) for v in numbers)
+    except OverflowError:  # Python float ** raises instead of returning inf
+        estimate = ChangeEstimate(float(np.mean(baseline.batch_means)), float(np.mean(window.batch_means)), None, None, None, confidence, None)
+        overflow = True
+    if overflow:
+        # Finite means whose ratio or variance overflows: no usable interval.
+        estimate = ChangeEstimate(estimate.baseline_mean, estimate.window_mean, None, None, None, confidence, estimate.dof,
+                                  "the change or its interval overflows the float range")
     verdict, reason = decide(estimate, direction, min_effect_ratio)
     return verdict, reason, estimate

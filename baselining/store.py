@@ -68,25 +68,51 @@ class Store:
         """Hold the store's write lock (re-entrant within a process).
 
         Raises:
-            StoreError: the lock could not be taken within 30 s.
+            StoreError: the store directory cannot be created, the lock file cannot be
+                opened (read-only file system, ``.lock`` is a directory, no permission), or
+                the lock could not be taken within 30 s. One line naming the path.
         """
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise StoreError(f"{self.path}: the store path is not a directory") from None
         except OSError as exc:
-            raise StoreError(f"{self.path}: cannot create the store directory: {exc.strerror}") from None
+            raise StoreError(f"{self.path}: cannot create the store directory: {exc.strerror or exc}") from None
+        lock_path = self.path / ".lock"
         if self._lock is None:
             # One FileLock per Store: it counts nested acquisitions, so it is re-entrant.
-            self._lock = FileLock(str(self.path / ".lock"), timeout=LOCK_TIMEOUT_SECONDS)
+            self._lock = FileLock(str(lock_path), timeout=LOCK_TIMEOUT_SECONDS)
         try:
-            with self._lock:
-                yield
+            self._lock.acquire()
         except Timeout:
-            raise StoreError(f"{self.path}: store is locked by another obsctl process (waited {LOCK_TIMEOUT_SECONDS:.0f}s for {self.path / '.lock'})") from None
+            raise StoreError(f"{self.path}: store is locked by another obsctl process (waited {LOCK_TIMEOUT_SECONDS:.0f}s for {lock_path})") from None
+        except OSError as exc:
+            raise StoreError(f"{lock_path}: cannot take the store lock: {exc.strerror or exc}") from None
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     # --- baselines -------------------------------------------------------------------
 
+    def _directory(self, path: Path) -> bool:
+        """True when ``path`` (the store or one of its directories) is a directory, False
+        when it does not exist yet.
+
+        Raises:
+            StoreError: it exists but is not a directory (a file where the store expects one).
+        """
+        for part in (self.path, path):
+            if part.exists() and not part.is_dir():
+                raise StoreError(f"{part}: not a directory (the store expects a directory here)")
+        return path.is_dir()
+
     def current_index(self) -> dict[str, dict[str, str]]:
-        """``{class: {signal: baseline id}}`` from ``current.yaml`` (empty if absent)."""
+        """``{class: {signal: baseline id}}`` from ``current.yaml`` (empty if absent).
+
+        Raises:
+            StoreError: ``current.yaml`` (or the store path) is unreadable or malformed.
+        """
         data = _read_yaml(self.current_file, missing_ok=True)
         if data is None:
             return {}
@@ -123,6 +149,7 @@ class Store:
             path = self.baseline_file(parts[0], parts[1], baseline_id)
             if path.exists():
                 return _load_model(path, Baseline)
+        self._directory(self.path / "baselines")
         for path in sorted((self.path / "baselines").glob(f"*/*/{_safe(baseline_id, 'baseline id')}.yaml")):
             return _load_model(path, Baseline)
         raise StoreError(f"{self.path}: no baseline {baseline_id!r} (see: obsctl baseline list)")
@@ -130,11 +157,14 @@ class Store:
     def history(self, workload_class: str, signal: str) -> list[Baseline]:
         """All baselines of one class and signal, oldest first (current one included)."""
         directory = self.path / "baselines" / _safe(workload_class, "workload class") / _safe(signal, "signal")
+        self._directory(self.path / "baselines")
+        self._directory(directory)
         records = [_load_model(p, Baseline) for p in sorted(directory.glob("*.yaml"))]
         return sorted(records, key=lambda b: (b.created_at, b.id))
 
     def all_baselines(self) -> list[Baseline]:
         """Every baseline in the store, sorted by (class, signal, created_at)."""
+        self._directory(self.path / "baselines")
         records = [_load_model(p, Baseline) for p in sorted((self.path / "baselines").glob("*/*/*.yaml"))]
         return sorted(records, key=lambda b: (b.workload_class, b.signal, b.created_at, b.id))
 
@@ -144,20 +174,32 @@ class Store:
         If the id is taken (two snapshots in the same second) ``-2``, ``-3``... is
         appended. The previous current baseline stays in the history.
 
+        ``current.yaml`` is read and validated *before* the record is written, and the
+        record is removed again if the new ``current.yaml`` cannot be written, so a
+        failure leaves no orphan record in the history.
+
         Returns:
             The baseline as stored (its id possibly suffixed).
+
+        Raises:
+            StoreError: the lock, ``current.yaml`` or a write failed (nothing stored).
         """
         with self.locked():
+            index = self.current_index() if make_current else None
             stored = baseline
             n = 1
             while self.baseline_file(stored.workload_class, stored.signal, stored.id).exists():
                 n += 1
                 stored = baseline.model_copy(update={"id": f"{baseline.id}-{n}"})
-            atomic_write_yaml(self.baseline_file(stored.workload_class, stored.signal, stored.id), _dump(stored))
-            if make_current:
-                index = self.current_index()
+            record = self.baseline_file(stored.workload_class, stored.signal, stored.id)
+            atomic_write_yaml(record, _dump(stored))
+            if index is not None:
                 index.setdefault(stored.workload_class, {})[stored.signal] = stored.id
-                atomic_write_yaml(self.current_file, {"baselines": index})
+                try:
+                    atomic_write_yaml(self.current_file, {"baselines": index})
+                except BaseException:
+                    record.unlink(missing_ok=True)
+                    raise
         return stored
 
     def _load_pointed(self, workload_class: str, signal: str, baseline_id: str) -> Baseline:
@@ -169,7 +211,12 @@ class Store:
     # --- initiatives -----------------------------------------------------------------
 
     def initiatives(self, workload_class: str | None = None, status: str | None = None) -> list[Initiative]:
-        """Initiatives, oldest first, optionally only one class and/or status."""
+        """Initiatives, oldest first, optionally only one class and/or status.
+
+        Raises:
+            StoreError: the store or ``initiatives`` is not a directory, or a record is unreadable.
+        """
+        self._directory(self.path / "initiatives")
         records = [_load_model(p, Initiative) for p in sorted((self.path / "initiatives").glob("*.yaml"))]
         records = [i for i in records if (workload_class is None or i.workload_class == workload_class) and (status is None or i.status == status)]
         return sorted(records, key=lambda i: (i.started_at, i.id))
@@ -181,6 +228,7 @@ class Store:
             StoreError: no such initiative, or its file is unreadable.
         """
         path = self.initiative_file(initiative_id)
+        self._directory(path.parent)
         if not path.exists():
             raise StoreError(f"{self.path}: no initiative {initiative_id!r} (see: obsctl initiative list)")
         return _load_model(path, Initiative)

@@ -16,6 +16,14 @@ _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y":
 _PART = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
 _WHOLE = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d|w|y))+$")
 
+#: Longest duration accepted (100 years): beyond it datetime arithmetic overflows, and no
+#: query window is that long (windows are capped further by promapi.MAX_RANGE_POINTS).
+MAX_DURATION_SECONDS = 100 * 31536000
+#: Instants accepted by :func:`parse_instant`: from the Unix epoch to the end of year 9999
+#: (Python's datetime range; Prometheus data before 1970 does not exist in practice).
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc)
+
 
 def parse_duration(text: str, what: str = "duration") -> float:
     """Seconds in a Prometheus duration such as ``15s``, ``1h30m`` or ``7d``.
@@ -29,6 +37,8 @@ def parse_duration(text: str, what: str = "duration") -> float:
     seconds = sum(int(n) * _UNITS[u] for n, u in _PART.findall(text))
     if seconds <= 0:
         raise UsageError(f"{what}: {text!r} must be longer than zero")
+    if seconds > MAX_DURATION_SECONDS:
+        raise UsageError(f"{what}: {text!r} is too long (at most {MAX_DURATION_SECONDS // 31536000} years)")
     return float(seconds)
 
 
@@ -44,21 +54,66 @@ def parse_instant(text: str | None, what: str = "time", now: dt.datetime | None 
     current time).
 
     Raises:
-        UsageError: unparseable text (``what`` names the flag).
+        UsageError: unparseable text, or a time before 1970-01-01 or after year 9999
+            (``what`` names the flag).
     """
     if text is None or str(text).strip().lower() == "now":
         return now or utcnow()
     raw = str(text).strip()
+    out_of_range = UsageError(f"{what}: {raw!r} is out of range ({rfc3339(EARLIEST)} .. {rfc3339(LATEST)})")
     try:
-        value = dt.datetime.fromtimestamp(float(raw), dt.timezone.utc)
+        number = float(raw)
     except ValueError:
+        number = None
+    if number is not None:
+        if math.isnan(number):
+            raise UsageError(f"{what}: {raw!r} is not a time")
+        if not EARLIEST.timestamp() <= number <= LATEST.timestamp():
+            raise out_of_range
+        value = dt.datetime.fromtimestamp(number, dt.timezone.utc)
+    else:
         try:
             value = dt.datetime.fromisoformat(raw.replace("z", "Z"))
         except ValueError:
             raise UsageError(f"{what}: {raw!r} is not an RFC 3339 time (e.g. 2026-01-31T12:00:00Z), a Unix timestamp or 'now'") from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc)
+    try:
+        value = value.astimezone(dt.timezone.utc)
+    except OverflowError:
+        raise out_of_range from None
+    if not EARLIEST <= value <= LATEST:
+        raise out_of_range
+    return value
+
+
+def window_points(start: dt.datetime, end: dt.datetime, step_seconds: float) -> int:
+    """Evaluation points of the window ``(start, end]`` at ``step_seconds`` (``(end - start) / step``)."""
+    return int((end.timestamp() - start.timestamp()) // step_seconds)
+
+
+def check_window_points(start: dt.datetime, end: dt.datetime, step_seconds: float, what: str) -> None:
+    """Refuse a window with more than ``promapi.MAX_RANGE_POINTS`` evaluation points.
+
+    Raises:
+        UsageError: naming ``what`` (the flag(s) that set the window), the points and the maximum.
+    """
+    from obsctl.baselining.promapi import MAX_RANGE_POINTS
+
+    points = window_points(start, end, step_seconds)
+    if points > MAX_RANGE_POINTS:
+        longest = human_duration(MAX_RANGE_POINTS * step_seconds)
+        raise UsageError(
+            f"{what}: too long: the window {rfc3339(start)} .. {rfc3339(end)} has {points:,} points at the {step_seconds:g}s step, "
+            f"more than the maximum of {MAX_RANGE_POINTS:,} (about {longest}); use a shorter window or a larger verification.step"
+        )
+
+
+def minus_seconds(instant: dt.datetime, seconds: float, what: str) -> dt.datetime:
+    """``instant - seconds``, refusing a result before 1970 (UsageError naming ``what``)."""
+    if instant.timestamp() - seconds < EARLIEST.timestamp():
+        raise UsageError(f"{what}: out of range: the window would start before {rfc3339(EARLIEST)}")
+    return instant - dt.timedelta(seconds=seconds)
 
 
 def align_down(instant: dt.datetime, step_seconds: float) -> dt.datetime:

@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "nvml_stub"))
 
 import stubnvml  # noqa: E402
-
 from obsctl.exporters.exposition import TextRenderer  # noqa: E402
 from obsctl.exporters.gpu.nvml import NvmlSource  # noqa: E402
 
@@ -96,10 +95,26 @@ def latency(so: Path, scen: Path, n: int, scrapes: int) -> dict[str, float]:
         our_body = renderer.render(families.families)
     our_ms = (time.perf_counter() - t0) / reps * 1e3
     assert our_body == lib_body, "TextRenderer output differs from generate_latest"
+    # The stub's values never change, so the renderer reuses every value's line; on a real GPU some
+    # change every scrape (power, temperature, utilization, energy...). Worst case: every value changed.
+    changed = [_changed(m) for m in families.families]
+    t0 = time.perf_counter()
+    for i in range(reps):
+        renderer.render(changed if i % 2 == 0 else families.families)
+    all_changed_ms = (time.perf_counter() - t0) / reps * 1e3
     src.close()
     return {"gpus": n, "p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "cpu_ms_per_scrape": cpu / scrapes * 1e3,
             "collect_ms": collect_ms, "nvml_ms": nvml_ms, "own_time_ratio": own, "bytes": len(body),
-            "render_ms": our_ms, "lib_render_ms": lib_ms}
+            "render_ms": our_ms, "render_changed_ms": all_changed_ms, "lib_render_ms": lib_ms}
+
+
+def _changed(m):
+    """A copy of family ``m`` with every value changed and the same label dicts."""
+    import copy
+
+    c = copy.copy(m)
+    c.samples = [s._replace(value=s.value + 0.5) for s in m.samples]
+    return c
 
 
 def rss_run(so: Path, scen: Path, scrapes: int) -> list[tuple[int, float]]:
@@ -129,8 +144,17 @@ PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/ope
 TEXT_ACCEPT = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
 
 
-def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCEPT) -> dict[str, float] | None:
-    """Scrape the real exporter (obsctl-exporter --gpu.source=nvml) over HTTP; None if it cannot start."""
+def _proc_rss_mib(pid: int) -> float:
+    return next(int(line.split()[1]) / 1024 for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if line.startswith("VmRSS:"))
+
+
+def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCEPT) -> dict | None:
+    """Scrape the real exporter (obsctl-exporter --gpu.source=nvml) over HTTP; None if it cannot start.
+
+    Returns p50/p99 latency (ms, client side: request sent to body read and gunzipped), the exporter
+    process's RSS at checkpoints ``[(scrape number, MiB)]`` and the body size.
+    """
     import gzip
     import http.client
     import os
@@ -162,7 +186,9 @@ def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCE
         else:
             return None
         times = []
-        for _ in range(scrapes):
+        marks = {1000, scrapes // 4, scrapes // 2, 3 * scrapes // 4, scrapes}
+        rss_points = [(0, _proc_rss_mib(proc.pid))]
+        for i in range(1, scrapes + 1):
             t0 = time.perf_counter()
             conn.request("GET", "/metrics", headers=headers)
             resp = conn.getresponse()
@@ -170,11 +196,11 @@ def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCE
             times.append(time.perf_counter() - t0)
             if resp.status != 200:
                 raise RuntimeError(f"scrape answered {resp.status}")
+            if i in marks:
+                rss_points.append((i, _proc_rss_mib(proc.pid)))
         conn.close()
         q = statistics.quantiles(times, n=100)
-        rss = next(int(line.split()[1]) / 1024 for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
-                   if line.startswith("VmRSS:"))
-        return {"p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "rss_mib": rss, "bytes": len(body)}
+        return {"p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "rss": rss_points, "bytes": len(body)}
     finally:
         proc.terminate()
         try:
@@ -189,7 +215,9 @@ def main() -> None:
     ap.add_argument("--scrapes", type=int, default=2000, help="timed scrapes per GPU count")
     ap.add_argument("--rss-scrapes", type=int, default=10000, help="scrapes for the RSS run (8 GPUs)")
     ap.add_argument("--http-scrapes", type=int, default=1000,
-                    help="scrapes of the real exporter over HTTP per GPU count (0 = skip)")
+                    help="scrapes of the real exporter over HTTP for 64 GPUs (0 = skip HTTP)")
+    ap.add_argument("--http-rss-scrapes", type=int, default=10000,
+                    help="scrapes of the real exporter over HTTP for 8 GPUs (latency and RSS checkpoints)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         so = stubnvml.build(Path(tmp) / "lib")
@@ -197,24 +225,25 @@ def main() -> None:
         print(f"python {sys.version.split()[0]}, stand-in NVML {so.name}, {args.scrapes} scrapes per row, "
               f"reference loop {reference_ms():.1f} ms")
         print(f"{'GPUs':>5} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14} {'collect ms':>11} "
-              f"{'in NVML ms':>11} {'own/NVML':>9} {'body B':>8} {'render ms':>10} {'gen_latest ms':>14}")
+              f"{'in NVML ms':>11} {'own/NVML':>9} {'body B':>8} {'render ms':>10} {'all changed':>12} "
+              f"{'gen_latest ms':>14}")
         for n in (8, 64):
             r = latency(so, scen, n, args.scrapes)
             print(f"{r['gpus']:>5} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['cpu_ms_per_scrape']:>14.3f} "
                   f"{r['collect_ms']:>11.3f} {r['nvml_ms']:>11.3f} {r['own_time_ratio']:>9.2f} {r['bytes']:>8} "
-                  f"{r['render_ms']:>10.3f} {r['lib_render_ms']:>14.3f}")
+                  f"{r['render_ms']:>10.3f} {r['render_changed_ms']:>12.3f} {r['lib_render_ms']:>14.3f}")
         print(f"RSS over {args.rss_scrapes} scrapes of 8 GPUs (scrape number: MiB):")
         print("  " + ", ".join(f"{i}: {m:.1f}" for i, m in rss_run(so, scen, args.rss_scrapes)))
         if args.http_scrapes:
-            print(f"HTTP, obsctl-exporter --gpu.source=nvml, {args.http_scrapes} scrapes per row "
-                  "(all collectors; RSS of the exporter process at the end):")
-            for n in (8, 64):
-                r = http_run(so, scen, n, args.http_scrapes)
+            print("HTTP, obsctl-exporter --gpu.source=nvml (all collectors, XID thread on), text format, gzip, "
+                  "keep-alive; RSS of the exporter process:")
+            for n, count in ((8, args.http_rss_scrapes), (64, args.http_scrapes)):
+                r = http_run(so, scen, n, count)
                 if r is None:
                     print(f"  {n} GPUs: exporter did not start")
                     continue
-                print(f"  {n:>3} GPUs: p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, "
-                      f"RSS {r['rss_mib']:.1f} MiB, body {r['bytes']} B")
+                print(f"  {n:>3} GPUs, {count} scrapes: p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, "
+                      f"body {r['bytes']} B, RSS MiB at scrape " + ", ".join(f"{i}: {m:.1f}" for i, m in r["rss"]))
             r = http_run(so, scen, 8, max(args.http_scrapes // 4, 50), PROMETHEUS_ACCEPT)
             if r is not None:
                 print(f"    8 GPUs, Prometheus 2.x default Accept (OpenMetrics, prometheus_client renders it): "

@@ -31,11 +31,11 @@ from __future__ import annotations
 import typing
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from obsctl.errors import UsageError
-from obsctl.spec import Pricing, yaml_line_index, load_spec
+from obsctl import yamlio
+from obsctl.spec import Pricing, load_spec
 
 _SPEC_KEYS = {"workload_classes", "signals", "targets", "prometheus", "verification", "store", "cadence"}
 
@@ -99,23 +99,7 @@ def load_exporter_config(path: str | Path | None) -> ExporterConfig:
     if path is None:
         return ExporterConfig()
     cfg_path = Path(path)
-    try:
-        text = cfg_path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{cfg_path}: --config.file not found") from None
-    except IsADirectoryError:
-        raise UsageError(f"{cfg_path}: --config.file is a directory, expected a YAML file") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{cfg_path}: not UTF-8 text (byte offset {exc.start})") from None
-    except OSError as exc:
-        raise UsageError(f"{cfg_path}: cannot read --config.file: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-        lines = yaml_line_index(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{cfg_path}:{mark.line + 1}" if mark is not None else str(cfg_path)
-        raise UsageError(f"{where}: YAML syntax error: {getattr(exc, 'problem', None) or exc}") from None
+    data, lines = yamlio.load_file(cfg_path, UsageError, "--config.file")
     if data is None:
         return ExporterConfig(path=cfg_path.resolve())
     if not isinstance(data, dict):

@@ -5,7 +5,8 @@ prometheus_client 0.26's ``generate_latest`` took 4.7-5.4 ms for the 8-GPU scrap
 ~12 us a sample, most of it sorting, validating and escaping every label on every scrape), which alone
 breaks issue 3's p50 < 5 ms goal. The sample lines' ``name{labels} `` prefixes repeat from scrape to
 scrape, so this renderer builds each prefix once with prometheus_client's own escaping functions and
-reuses it; only the value is formatted per scrape (with prometheus_client's ``floatToGoString``).
+reuses it; a value is formatted (as prometheus_client's ``floatToGoString`` does) only when it changed
+since the last render of that series. Measured: 0.7-1.2 ms instead of 5.9-10.7 ms for 8 GPUs.
 
 prometheus_client stays the data model: input is its ``Metric`` families, and the output is byte for
 byte what ``generate_latest(registry)`` gives for them (tested in tests/unit/test_exporter_exposition.py).
@@ -40,8 +41,9 @@ class TextRenderer:
 
     def __init__(self, max_cached: int = MAX_CACHED_PREFIXES) -> None:
         self._prefixes: dict[tuple, str] = {}  # (name, *label items) -> prefix
-        # (name, id(labels)) -> (labels, prefix) for the label dicts of the last render. Sources that
-        # reuse their label dicts (the NVML source does) hit here without building the content key;
+        # (name, id(labels)) -> [labels, prefix, last value, last line] for the label dicts of the last
+        # render. Sources that reuse their label dicts (the NVML source does) hit here without building
+        # the content key;
         # the entry holds the dict, so its id cannot be reused while cached, and the entry is dropped
         # after a render that did not use it, so per-scrape dicts are not kept alive.
         self._by_id: dict[tuple, tuple] = {}
@@ -53,8 +55,7 @@ class TextRenderer:
         if not _om._is_valid_legacy_metric_name(name):  # generate_latest underscores-escapes such names
             name = _om.escape_metric_name(name, _om.UNDERSCORES)
         if labels:
-            body = ",".join('{}="{}"'.format(_om.escape_label_name(k, _om.UNDERSCORES),
-                                            _om._escape(v, _om.ALLOWUTF8, False))
+            body = ",".join(f'{_om.escape_label_name(k, _om.UNDERSCORES)}="{_om._escape(v, _om.ALLOWUTF8, False)}"'
                             for k, v in sorted(labels.items()))
             text = f"{name}{{{body}}} "
         else:
@@ -95,20 +96,29 @@ class TextRenderer:
                     prefix = prefixes.get(key)
                     if prefix is None:
                         prefix = self._prefix(key, name, labels)
-                    entry = (labels, prefix)
+                    entry = [labels, prefix, None, ""]  # + the last value and its rendered line
                 new[ikey] = entry
-                prefix = entry[1]
-                # floatToGoString inlined for finite floats (same output): repr, except that Go
-                # switches to exponent form for positive values with more than 6 integer digits.
-                if type(value) is float and -1e300 < value < 1e300:
-                    v = repr(value)
-                    if value >= 1e6:
-                        dot = v.find(".")
-                        if dot > 6:
-                            v = f"{v[0]}.{v[1:dot]}{v[dot + 1:]}".rstrip("0.") + f"e+{dot - 1:02d}"
+                last = entry[2]
+                # An unchanged value reuses last scrape's line: the same object, or an equal non-zero
+                # number (equal numbers format alike, except 0.0 and -0.0, hence the zero test).
+                if ts is None and (value is last or (value == last and value != 0)):
+                    line = entry[3]
                 else:
-                    v = floatToGoString(value)
-                line = f"{prefix}{v}\n" if ts is None else f"{prefix}{v} {int(float(ts) * 1000):d}\n"
+                    # floatToGoString inlined for finite floats (same output): repr, except that Go
+                    # switches to exponent form for positive values with more than 6 integer digits.
+                    if type(value) is float and -1e300 < value < 1e300:
+                        v = repr(value)
+                        if value >= 1e6:
+                            dot = v.find(".")
+                            if dot > 6:
+                                v = f"{v[0]}.{v[1:dot]}{v[dot + 1:]}".rstrip("0.") + f"e+{dot - 1:02d}"
+                    else:
+                        v = floatToGoString(value)
+                    if ts is None:
+                        line = entry[3] = f"{entry[1]}{v}\n"
+                        entry[2] = value
+                    else:
+                        line = f"{entry[1]}{v} {int(float(ts) * 1000):d}\n"
                 suffix = om_names.get(name)
                 if suffix is None:
                     append(line)

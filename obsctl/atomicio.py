@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Callable
@@ -35,6 +36,10 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     except OSError as exc:
         raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
+        # mkstemp creates 0600; give the file the mode a plain open() would (or the mode
+        # of the file it replaces), so Prometheus and Grafana users can read rules,
+        # dashboards and reports written as another user.
+        os.fchmod(fd, _target_mode(path))
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
@@ -72,6 +77,28 @@ def atomic_write_yaml(path: Path, data: object) -> None:
         yaml.dump(data, fh, Dumper=_Dumper, sort_keys=False, allow_unicode=True, encoding="utf-8", default_flow_style=None)
 
     atomic_write(path, dump)
+
+
+def _target_mode(path: Path) -> int:
+    """Permission bits for ``path``: those of the file it replaces, else 0666 & ~umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    # The umask can only be read by setting it; read /proc first to avoid the brief
+    # process-wide change, which other threads could observe.
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -72,8 +72,19 @@ def cli() -> None:
 @output_option
 @wrap_errors
 def check(spec_path: str, output: str) -> None:
-    """Validate the spec without contacting Prometheus (exit 2 when invalid)."""
+    """Validate the spec without contacting Prometheus (exit 2 when invalid).
+
+    Checks the YAML, every field and reference, and, when promtool is installed, that
+    the rules generated from the spec pass ``promtool check rules`` (PromQL syntax).
+    """
+    from obsctl.rules.generate import generate
+    from obsctl.rules.promtool import validate_rule_files
+
     spec = load(spec_path)
+    files, _ = generate(spec, [])
+    warning = validate_rule_files(files, spec.path)
+    if warning:
+        click.echo(f"obsctl: warning: {warning}", err=True)
     summary = {
         "spec": str(spec.path),
         "valid": True,
@@ -81,6 +92,7 @@ def check(spec_path: str, output: str) -> None:
         "signals": [s.name for s in spec.signals],
         "targets": len(spec.targets),
         "store": str(spec.store_path()),
+        "promql_checked": warning is None,
     }
     if output == "json":
         emit_json(summary)

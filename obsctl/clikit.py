@@ -8,6 +8,7 @@ never sees a traceback for a condition we know about.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any, Callable
 
@@ -42,8 +43,21 @@ def load(spec_path: str) -> Spec:
 
 
 def emit_json(payload: Any) -> None:
-    """Write one JSON document to stdout (datetimes and paths as strings)."""
-    click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str))
+    """Write one JSON document to stdout (datetimes and paths as strings).
+
+    NaN and infinities become ``null``: they are not JSON, and strict parsers reject them.
+    """
+    click.echo(json.dumps(_finite(payload), indent=2, sort_keys=True, default=str, allow_nan=False))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def progress(message: str) -> None:
@@ -64,6 +78,11 @@ def run_main(command: click.Command, argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("obsctl: aborted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:
+        # One line like every other obsctl error, plus where to look for the right usage.
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        click.echo(f"obsctl: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code if exc.exit_code else EXIT_USAGE)

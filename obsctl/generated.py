@@ -33,8 +33,16 @@ def write_files(out: Path, files: Files) -> list[Path]:
 def stale_files(out: Path, files: Files, pattern: str) -> list[str]:
     """Names in ``out`` matching ``pattern`` that are missing, extra or differ from ``files``."""
     existing = {p.name for p in out.glob(pattern)} if out.is_dir() else set()
-    differ = [n for n in sorted(files) if n not in existing or (out / n).read_text(encoding="utf-8") != files[n]]
+    differ = [n for n in sorted(files) if n not in existing or _read(out / n) != files[n]]
     return differ + sorted(existing - set(files))
+
+
+def _read(path: Path) -> str | None:
+    """The file's text, or None when it is not a readable UTF-8 file (so it counts as stale)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def regenerate_main(

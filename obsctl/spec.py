@@ -18,9 +18,9 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from obsctl import yamlio
 from obsctl.errors import SpecError
 
 DEFAULT_SPEC_PATH = "obsctl.yaml"
@@ -30,7 +30,9 @@ SPEC_ENV = "OBSCTL_SPEC"
 # values and in record names, so keep them to a safe alphabet).
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _IDENT = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+# Prometheus durations: units in descending order, each at most once (model.ParseDuration).
+_DURATION = re.compile(r"^(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
+_PLACEHOLDER = re.compile(r"\$(node_selector|selector|class)\b")
 
 Category = Literal["utilization", "throughput", "cost", "quality", "saturation"]
 Direction = Literal["higher_is_better", "lower_is_better"]
@@ -39,7 +41,14 @@ LEVERS: tuple[str, ...] = Lever.__args__  # type: ignore[attr-defined]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinities are never meaningful in a spec (prices, targets, tolerances).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _positive_duration(value: str) -> str:
+    if not _DURATION.match(value) or not re.search(r"[1-9]", value):
+        raise ValueError("must be a positive Prometheus duration such as 15s, 5m, 1h30m (units in descending order)")
+    return value
 
 
 class PrometheusConfig(_Model):
@@ -92,6 +101,8 @@ class WorkloadClass(_Model):
         for key in value:
             if not _LABEL_NAME.match(key):
                 raise ValueError(f"{key!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")
+            if key.startswith("__"):
+                raise ValueError(f"{key!r}: labels starting with '__' are reserved; select by metric name in the signal's query")
         return value
 
 
@@ -151,9 +162,7 @@ class Signal(_Model):
     @field_validator("alert_for")
     @classmethod
     def _duration(cls, value: str) -> str:
-        if not _DURATION.match(value):
-            raise ValueError("must be a Prometheus duration such as 5m, 1h or 1h30m")
-        return value
+        return _positive_duration(value)
 
 
 class Target(_Model):
@@ -211,9 +220,7 @@ class Verification(_Model):
     @field_validator("window", "step")
     @classmethod
     def _duration(cls, value: str) -> str:
-        if not _DURATION.match(value):
-            raise ValueError("must be a Prometheus duration such as 15s, 1h or 7d")
-        return value
+        return _positive_duration(value)
 
 
 class Spec(_Model):
@@ -279,11 +286,14 @@ class Spec(_Model):
         """The signal's PromQL for one class, with ``$selector``, ``$node_selector``, ``$class`` filled in."""
         sig = self.signal(signal) if isinstance(signal, str) else signal
         wc = self.workload_class(workload_class) if isinstance(workload_class, str) else workload_class
-        return (
-            sig.query.replace("$node_selector", promql_matchers(wc.node_selector))
-            .replace("$selector", promql_matchers(wc.selector))
-            .replace("$class", escape_label_value(wc.name))
-        )
+        values = {
+            "node_selector": promql_matchers(wc.node_selector),
+            "selector": promql_matchers(wc.selector),
+            "class": escape_label_value(wc.name),
+        }
+        # One pass: substituted label values are never scanned for placeholders again,
+        # so a value containing "$selector" stays literal (no PromQL injection).
+        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], sig.query)
 
 
 def escape_label_value(value: str) -> str:
@@ -322,27 +332,9 @@ def load_spec(path: str | os.PathLike[str] | None = None) -> Spec:
             mapping, or any validation error (unknown key, wrong type, bad reference).
     """
     spec_path = resolve_spec_path(path)
-    try:
-        raw = spec_path.read_bytes()
-    except FileNotFoundError:
-        raise SpecError(f"{spec_path}: spec file not found (pass --spec PATH or set {SPEC_ENV}; an example is examples/obsctl.yaml)") from None
-    except IsADirectoryError:
-        raise SpecError(f"{spec_path}: is a directory, expected a YAML spec file") from None
-    except OSError as exc:
-        raise SpecError(f"{spec_path}: cannot read spec file: {exc.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise SpecError(f"{spec_path}:{line}: spec is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
-    try:
-        data = yaml.safe_load(text)
-        lines = yaml_line_index(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{spec_path}:{mark.line + 1}" if mark is not None else str(spec_path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(f"{where}: YAML syntax error: {problem}") from None
+    if not spec_path.exists() and not spec_path.is_symlink():
+        raise SpecError(f"{spec_path}: spec file not found (pass --spec PATH or set {SPEC_ENV}; an example is examples/obsctl.yaml)")
+    data, lines = yamlio.load_file(spec_path, SpecError, "spec")
     if data is None:
         raise SpecError(f"{spec_path}: spec is empty; it needs at least workload_classes and signals (see examples/obsctl.yaml)")
     if not isinstance(data, dict):
@@ -352,28 +344,6 @@ def load_spec(path: str | os.PathLike[str] | None = None) -> Spec:
     except ValidationError as exc:
         raise SpecError(_format_validation(spec_path, exc, lines)) from None
     return spec.model_copy(update={"path": spec_path.resolve()})
-
-
-def yaml_line_index(text: str) -> dict[tuple[object, ...], int]:
-    """Map each YAML path (keys and list indexes) to its 1-based line number."""
-    index: dict[tuple[object, ...], int] = {}
-
-    def walk(node: yaml.Node, path: tuple[object, ...]) -> None:
-        index[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                key = key_node.value
-                index[path + (key,)] = key_node.start_mark.line + 1
-                walk(value_node, path + (key,))
-                index[path + (key,)] = key_node.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, path + (i,))
-
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
-    if root is not None:
-        walk(root, ())
-    return index
 
 
 def _format_validation(path: Path, exc: ValidationError, lines: dict[tuple[object, ...], int]) -> str:

@@ -9,7 +9,7 @@ import click
 from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
 from obsctl.errors import ObsctlError, UsageError
 from obsctl.rules import generate as gen
-from obsctl.rules.promtool import check_rules
+from obsctl.rules.promtool import check_rules, validate_rule_files
 from obsctl.spec import Spec
 
 
@@ -35,7 +35,11 @@ def rules() -> None:
 @output_option
 @wrap_errors
 def generate(spec_path: str, out: Path, check_only: bool, empty_store: bool, output: str) -> None:
-    """Write obsctl-*.rules.yaml from the spec and the baseline store (atomically)."""
+    """Write obsctl-*.rules.yaml from the spec and the baseline store (atomically).
+
+    The files are checked with promtool (when installed) before any is written: a spec
+    whose PromQL Prometheus would reject exits 2 and leaves the old files in place.
+    """
     spec = load(spec_path)
     files, warnings = gen.generate(spec, [] if empty_store else current_baselines(spec))
     for line in warnings:
@@ -46,6 +50,10 @@ def generate(spec_path: str, out: Path, check_only: bool, empty_store: bool, out
             raise ObsctlError(f"{out}: out of date: {', '.join(stale)}; regenerate with obsctl rules generate")
         paths = [out / n for n in files]
     else:
+        problem = validate_rule_files(files, spec.path)
+        if problem:
+            warnings.append(problem)
+            progress(f"obsctl: warning: {problem}")
         paths = gen.write(out, files)
     if output == "json":
         emit_json({"out": str(out), "files": [str(p) for p in paths], "warnings": warnings, "checked": check_only})

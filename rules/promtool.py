@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
+from obsctl.errors import SpecError
 from obsctl.stack import PROMTOOL_BIN, require_binary
 
 
@@ -25,3 +28,38 @@ def check_rules(paths: list[Path]) -> subprocess.CompletedProcess:
 def test_rules(paths: list[Path]) -> subprocess.CompletedProcess:
     """``promtool test rules PATHS...`` (exit code 0 when every unit test passes)."""
     return promtool("test", "rules", *paths)
+
+
+def validate_rule_files(files: dict[str, str], spec_path: Path | None) -> str | None:
+    """Check rendered rule files with promtool before anything is written.
+
+    A spec can hold PromQL that only Prometheus can parse; writing such rules over good
+    ones would make Prometheus' next reload fail and drop every obsctl rule and alert.
+
+    Args:
+        files: ``{file name: YAML text}`` as :func:`obsctl.rules.generate.generate` renders.
+        spec_path: the spec, named in the error.
+
+    Returns:
+        None when promtool accepted every file, or a warning line when promtool is not
+        installed (the files could not be checked).
+
+    Raises:
+        SpecError: promtool rejected a file; the message holds promtool's first errors.
+    """
+    if shutil.which(PROMTOOL_BIN) is None:
+        return "promtool not found (apt-get install prometheus): the rule files were not validated"
+    with tempfile.TemporaryDirectory(prefix="obsctl-rules-") as tmp:
+        paths = []
+        for name, text in files.items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+            paths.append(Path(tmp) / name)
+        result = check_rules(paths)
+    if result.returncode == 0:
+        return None
+    problems = [
+        line.strip().replace(f"{tmp}/", "")
+        for line in (result.stdout + result.stderr).splitlines()
+        if line.strip() and not line.strip().startswith(("Checking", "SUCCESS", "FAILED"))
+    ]
+    raise SpecError(f"{spec_path}: the rules generated from this spec fail promtool check rules: {'; '.join(problems[:3])}")

@@ -3,8 +3,10 @@
 Each reader takes ``call`` (``call(fn_name, *args)`` runs ``pynvml.<fn_name>(*args)`` and times it;
 ``call.each(fn_name, handle, args)`` makes one such call per element of ``args``),
 the device handle, the per-GPU cache ``st`` (its ``labels`` are the GPU's label dicts) and ``out``, and
-appends prometheus_client Samples in base units to ``out``. Readers raise pynvml's ``NVMLError``; the source decides what an error means
-(absent series, GPU down, re-init). Conversions follow the NVML API reference
+appends prometheus_client Samples in base units to ``out`` (only once the whole field was read; Samples
+are built with ``tuple.__new__``, not the namedtuple constructor: this is the scrape's hot path).
+Readers raise pynvml's ``NVMLError``; the source decides what an error means (absent series, GPU down,
+re-init). Conversions follow the NVML API reference
 (https://docs.nvidia.com/deploy/nvml-api/): power in milliwatts, energy in millijoules, clocks in
 MHz, utilization in percent, PCIe throughput in KB/s.
 """
@@ -58,7 +60,7 @@ class GpuLabels:
             (``reason``, ``error_type``, ``cause``, ``direction``, ``link``), in reader order.
     """
 
-    __slots__ = ("base", "reasons", "ecc", "remap", "pcie", "links", "reason_samples", "link_samples")
+    __slots__ = ("base", "ecc", "link_samples", "links", "pcie", "reason_samples", "reasons", "remap")
 
     def __init__(self, base: dict[str, str]) -> None:
         self.base = base
@@ -104,8 +106,8 @@ class FieldCache:
 def _utilization(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     u = call("nvmlDeviceGetUtilizationRates", h)
     base = st.labels.base
-    out += (_s("obsctl_gpu_utilization_ratio", base, u.gpu / 100.0),
-            _s("obsctl_gpu_memory_utilization_ratio", base, u.memory / 100.0))
+    out += (_new(Sample, ("obsctl_gpu_utilization_ratio", base, u.gpu / 100.0, None, None, None)),
+            _new(Sample, ("obsctl_gpu_memory_utilization_ratio", base, u.memory / 100.0, None, None, None)))
 
 
 def memory_info(call: Call, h: Any, st: FieldCache) -> Any:
@@ -125,27 +127,28 @@ def memory_info(call: Call, h: Any, st: FieldCache) -> Any:
 def _memory(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     m = memory_info(call, h, st)
     base = st.labels.base
-    out += (_s("obsctl_gpu_memory_used_bytes", base, float(m.used)),
-            _s("obsctl_gpu_memory_total_bytes", base, float(m.total)))
+    out += (_new(Sample, ("obsctl_gpu_memory_used_bytes", base, float(m.used), None, None, None)),
+            _new(Sample, ("obsctl_gpu_memory_total_bytes", base, float(m.total), None, None, None)))
 
 
 def _power(call: Call, h: Any, st: FieldCache, out: Out) -> None:
-    out.append(_s("obsctl_gpu_power_watts", st.labels.base, call("nvmlDeviceGetPowerUsage", h) / 1000.0))
+    w = call("nvmlDeviceGetPowerUsage", h) / 1000.0
+    out.append(_new(Sample, ("obsctl_gpu_power_watts", st.labels.base, w, None, None, None)))
 
 
 def _power_limit(call: Call, h: Any, st: FieldCache, out: Out) -> None:
-    out.append(_s("obsctl_gpu_power_limit_watts", st.labels.base,
-                  call("nvmlDeviceGetEnforcedPowerLimit", h) / 1000.0))
+    w = call("nvmlDeviceGetEnforcedPowerLimit", h) / 1000.0
+    out.append(_new(Sample, ("obsctl_gpu_power_limit_watts", st.labels.base, w, None, None, None)))
 
 
 def _energy(call: Call, h: Any, st: FieldCache, out: Out) -> None:
-    out.append(_s("obsctl_gpu_energy_joules_total", st.labels.base,
-                  call("nvmlDeviceGetTotalEnergyConsumption", h) / 1000.0))
+    j = call("nvmlDeviceGetTotalEnergyConsumption", h) / 1000.0
+    out.append(_new(Sample, ("obsctl_gpu_energy_joules_total", st.labels.base, j, None, None, None)))
 
 
 def _temperature(call: Call, h: Any, st: FieldCache, out: Out) -> None:
-    out.append(_s("obsctl_gpu_temperature_celsius", st.labels.base,
-                  float(call("nvmlDeviceGetTemperature", h, NVML_TEMPERATURE_GPU))))
+    c = float(call("nvmlDeviceGetTemperature", h, NVML_TEMPERATURE_GPU))
+    out.append(_new(Sample, ("obsctl_gpu_temperature_celsius", st.labels.base, c, None, None, None)))
 
 
 class _FieldError(Exception):
@@ -161,13 +164,15 @@ def _memory_temperature(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     (v,) = call("nvmlDeviceGetFieldValues", h, [NVML_FI_DEV_MEMORY_TEMP])
     if v.nvmlReturn != 0:
         raise _FieldError(v.nvmlReturn)
-    out.append(_s("obsctl_gpu_memory_temperature_celsius", st.labels.base, float(v.value.uiVal)))
+    c = float(v.value.uiVal)
+    out.append(_new(Sample, ("obsctl_gpu_memory_temperature_celsius", st.labels.base, c, None, None, None)))
 
 
 def _clocks(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     base = st.labels.base
     sm, mem = call.each("nvmlDeviceGetClockInfo", h, (NVML_CLOCK_SM, NVML_CLOCK_MEM))
-    out += (_s("obsctl_gpu_sm_clock_hertz", base, sm * 1e6), _s("obsctl_gpu_memory_clock_hertz", base, mem * 1e6))
+    out += (_new(Sample, ("obsctl_gpu_sm_clock_hertz", base, sm * 1e6, None, None, None)),
+            _new(Sample, ("obsctl_gpu_memory_clock_hertz", base, mem * 1e6, None, None, None)))
 
 
 def _clock_event_reasons(call: Call, h: Any, st: FieldCache, out: Out) -> None:
@@ -188,20 +193,23 @@ def _ecc(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     corr = float(call("nvmlDeviceGetTotalEccErrors", h, 0, NVML_AGGREGATE_ECC))
     unc = float(call("nvmlDeviceGetTotalEccErrors", h, 1, NVML_AGGREGATE_ECC))
     labels = st.labels.ecc
-    out += (_s("obsctl_gpu_ecc_errors_total", labels[0], corr), _s("obsctl_gpu_ecc_errors_total", labels[1], unc))
+    out += (_new(Sample, ("obsctl_gpu_ecc_errors_total", labels[0], corr, None, None, None)),
+            _new(Sample, ("obsctl_gpu_ecc_errors_total", labels[1], unc, None, None, None)))
 
 
 def _remapped_rows(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     corr, unc, pending, failed = call("nvmlDeviceGetRemappedRows", h)
     lab = st.labels
-    out += (_s("obsctl_gpu_remapped_rows", lab.remap[0], float(corr)),
-            _s("obsctl_gpu_remapped_rows", lab.remap[1], float(unc)),
-            _s("obsctl_gpu_remapped_rows_pending", lab.base, 1.0 if pending else 0.0),
-            _s("obsctl_gpu_remapped_rows_failed", lab.base, 1.0 if failed else 0.0))
+    out += (_new(Sample, ("obsctl_gpu_remapped_rows", lab.remap[0], float(corr), None, None, None)),
+            _new(Sample, ("obsctl_gpu_remapped_rows", lab.remap[1], float(unc), None, None, None)),
+            _new(Sample, ("obsctl_gpu_remapped_rows_pending", lab.base, 1.0 if pending else 0.0,
+                          None, None, None)),
+            _new(Sample, ("obsctl_gpu_remapped_rows_failed", lab.base, 1.0 if failed else 0.0, None, None, None)))
 
 
 def _pcie_replays(call: Call, h: Any, st: FieldCache, out: Out) -> None:
-    out.append(_s("obsctl_gpu_pcie_replays_total", st.labels.base, float(call("nvmlDeviceGetPcieReplayCounter", h))))
+    n = float(call("nvmlDeviceGetPcieReplayCounter", h))
+    out.append(_new(Sample, ("obsctl_gpu_pcie_replays_total", st.labels.base, n, None, None, None)))
 
 
 def _nvlink(call: Call, h: Any, st: FieldCache, out: Out) -> None:
@@ -230,7 +238,7 @@ def _nvlink(call: Call, h: Any, st: FieldCache, out: Out) -> None:
 def _pcie_throughput(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     # Blocks ~20 ms per direction on real drivers: only read when enabled (pcie_throughput=True).
     values = call.each("nvmlDeviceGetPcieThroughput", h, (0, 1))  # NVML_PCIE_UTIL_TX_BYTES, _RX_BYTES
-    out += [_s("obsctl_gpu_pcie_throughput_bytes_per_second", labels, float(v) * KIB)
+    out += [_new(Sample, ("obsctl_gpu_pcie_throughput_bytes_per_second", labels, float(v) * KIB, None, None, None))
             for labels, v in zip(st.labels.pcie, values)]
 
 

@@ -121,3 +121,63 @@ def test_cli_check_exit_codes(tmp_path):
     assert result.returncode == EXIT_USAGE
     assert "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "bogus: unknown key" in result.stderr
+
+
+# --- hostile input (findings of the bad-input review) -------------------------------
+
+BOMB = "".join(
+    [f'{chr(97 + i)}: &{chr(97 + i)} [' + ",".join([f"*{chr(96 + i)}"] * 9) + "]\n" for i in range(1, 9)]
+).replace("&a [*`,*`,*`,*`,*`,*`,*`,*`,*`]", '&a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]')
+
+
+def test_alias_bomb_is_refused_quickly(tmp_path):
+    message = error_of(write(tmp_path, VALID + BOMB))
+    assert "YAML aliases" in message and "not supported" in message
+
+
+def test_deep_nesting_is_a_readable_error(tmp_path):
+    message = error_of(write(tmp_path, VALID + "x: " + "[" * 20000 + "]" * 20000 + "\n"))
+    assert "nesting too deep" in message or "YAML" in message
+
+
+def test_duplicate_keys_name_both_lines(tmp_path):
+    message = error_of(write(tmp_path, VALID + "store: other\nstore: again\n"))
+    assert ":12: YAML syntax error: duplicate key 'store' (first at line 11)" in message
+
+
+def test_special_files_are_refused_without_reading(tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    assert "is not a regular file" in error_of(fifo)
+    assert "is not a regular file" in error_of("/dev/zero")
+
+
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("alert_for", "30s1h", "units in descending order"),
+        ("alert_for", "0s", "positive Prometheus duration"),
+        ("tolerance_ratio", ".nan", "tolerance_ratio"),
+    ],
+)
+def test_signal_durations_and_numbers(tmp_path, field, value, expected):
+    text = VALID.replace("direction: higher_is_better", f"direction: higher_is_better\n    {field}: {value}")
+    assert expected in error_of(write(tmp_path, text))
+
+
+@pytest.mark.parametrize("snippet", ["pricing: {node_hour_usd: .inf}", "verification: {step: 0s}", "verification: {window: 1h1d}"])
+def test_non_finite_and_zero_values_are_refused(tmp_path, snippet):
+    message = error_of(write(tmp_path, VALID + snippet + "\n"))
+    assert ":11:" in message
+
+
+def test_reserved_label_names_in_selectors_are_refused(tmp_path):
+    assert "reserved" in error_of(write(tmp_path, VALID.replace("{job: w, workload: embed}", "{__name__: foo}")))
+
+
+def test_placeholders_inside_label_values_stay_literal(tmp_path):
+    text = VALID.replace("{job: w, workload: embed}", "{job: 'x$class', workload: '$node_selector'}")
+    spec = load_spec(write(tmp_path, text))
+    assert spec.query_for("tokens_per_second", "embed") == 'sum(rate(obsctl_tokens_total{job="x$class",workload="$node_selector"}[1m]))'

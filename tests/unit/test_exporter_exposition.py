@@ -1,0 +1,180 @@
+"""The exporter's text renderer equals prometheus_client's generate_latest byte for byte.
+
+obsctl.exporters.exposition.TextRenderer replaces generate_latest on the default (text 0.0.4) path for
+speed; these tests hold it to the library's exact output on the NVML scenarios, the exporter's own
+families and the awkward cases (escaping, special floats, timestamps, _created, non-legacy names).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from obsctl.exporters.app import Exporter
+from obsctl.exporters.exposition import TextRenderer, encoder_for
+from obsctl.exporters.gpu.collector import GpuCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Enum,
+    Gauge,
+    Histogram,
+    Info,
+    Summary,
+    generate_latest,
+)
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+    StateSetMetricFamily,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.openmetrics.exposition import (
+    CONTENT_TYPE_LATEST as OPENMETRICS_TYPE,
+)
+from prometheus_client.openmetrics.exposition import (
+    generate_latest as om_generate_latest,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nvml_stub"))
+
+import stubnvml
+from nvml_fixtures import *
+
+
+class _Fams:
+    def __init__(self, families):
+        self.families = list(families)
+
+    def collect(self):
+        return self.families
+
+
+def _library(families) -> bytes:
+    return generate_latest(_Fams(families))
+
+
+@pytest.mark.parametrize("scenario", [stubnvml.h100_8x, stubnvml.a100_mig, stubnvml.rtx4090])
+def test_nvml_scenarios_equal_generate_latest(nvml_env, scenario):
+    nvml_env.write(scenario())
+    src = nvml_env.source()
+    renderer = TextRenderer()
+    for _ in range(3):  # cold cache, then the cached label strings
+        families = src.collect(time.monotonic() + 5)
+        assert renderer.render(families) == _library(families)
+
+
+def test_exporter_families_equal_generate_latest(nvml_env):
+    """The full exporter output (meta, build info, process series) through the same renderer."""
+    nvml_env.write(stubnvml.h100_8x())
+    src = nvml_env.source()
+    exporter = Exporter([GpuCollector(_Direct(src), "nvml")], process_metrics=True)
+    renderer = TextRenderer()
+    try:
+        for _ in range(3):
+            families = exporter.scrape(5.0)
+            assert renderer.render(families) == _library(families)
+    finally:
+        exporter.close()
+
+
+class _Direct:
+    name = "nvml"
+
+    def __init__(self, src):
+        self.src = src
+
+    def collect(self, deadline):
+        return self.src.collect(deadline)
+
+    def close(self):
+        pass
+
+
+def _awkward_families() -> list[Metric]:
+    g = GaugeMetricFamily("odd_gauge", 'help with \\ backslash\nand newline and "quotes"', labels=["a", "b"])
+    g.add_metric(['va"l\\ue\nx', "ünïcødé"], 1.5)
+    g.add_metric(["x", "y"], math.inf)
+    g.add_metric(["x", "z"], -math.inf)
+    g.add_metric(["n", "n"], math.nan)
+    for i, v in enumerate((0.0, -0.0, 1e-7, 123456.0, 1234567.0, 12345678.9, 1e16, 1.5e300, -2e9, 7)):
+        g.add_metric(["v", str(i)], v)
+    g.add_metric(["t", "t"], 2.0, timestamp=1700000000.123)
+    c = CounterMetricFamily("odd_requests", "a counter", labels=["code"], created=1600000000.5)
+    c.add_metric(["200"], 10, created=1600000000.5)
+    c.add_metric(["500"], 0, created=1600000001.0)
+    i = InfoMetricFamily("odd_build", "info", value={"version": "1.2", "commit": "abc"})
+    s = StateSetMetricFamily("odd_state", "stateset", value={"on": True, "off": False})
+    weird = GaugeMetricFamily("my.dotted:name", "non-legacy name", labels=["label.with.dots"])
+    weird.add_metric(["v"], 3)
+    empty = GaugeMetricFamily("odd_empty", "no samples")
+    untyped = Metric("odd_untyped", "untyped", "unknown")
+    untyped.add_sample("odd_untyped", {}, 4.0)
+    return [g, c, i, s, weird, empty, untyped]
+
+
+def test_awkward_families_equal_generate_latest():
+    renderer = TextRenderer()
+    for _ in range(2):
+        families = _awkward_families()  # fresh label dicts: the content-keyed cache path
+        assert renderer.render(families) == _library(families)
+
+
+def test_client_library_metrics_equal_generate_latest():
+    """Histogram, summary, counter _created and enum families as prometheus_client builds them."""
+    reg = CollectorRegistry()
+    Counter("lib_events", "events", ["kind"], registry=reg).labels("a").inc(3)
+    h = Histogram("lib_latency_seconds", "latency", registry=reg)
+    h.observe(0.2)
+    h.observe(3.0)
+    Summary("lib_size_bytes", "size", registry=reg).observe(512)
+    Gauge("lib_gauge", "gauge", registry=reg).set(2.5)
+    Info("lib", "info", registry=reg).info({"a": "b"})
+    Enum("lib_state", "state", states=["up", "down"], registry=reg).state("down")
+    families = list(reg.collect())
+    assert TextRenderer().render(families) == generate_latest(reg)
+
+
+def test_value_cache_keeps_changes_and_signed_zero():
+    """Reused lines only for unchanged values: 0.0 after -0.0, int after float, NaN, timestamps."""
+    labels = {"gpu": "0"}
+    renderer = TextRenderer()
+    for value, ts in [(-0.0, None), (0.0, None), (0, None), (1, None), (1.0, None), (True, None), (2.5, None),
+                      (2.5, 1700000000.0), (2.5, None), (math.nan, None), (math.nan, None), (-0.0, None),
+                      (1e16, None), (10000000000000001, None), (12345678.0, None), (12345678.0, 5.0)]:
+        g = Metric("vals", "h", "gauge")
+        g.add_sample("vals", labels, value, ts)  # the same label dict every render: the id-cache path
+        assert renderer.render([g]) == _library([g]), (value, ts)
+
+
+def test_label_cache_is_bounded():
+    renderer = TextRenderer(max_cached=10)
+    for n in range(50):  # 50 distinct label sets, like process churn
+        g = GaugeMetricFamily("churn", "h", labels=["pid"])
+        g.add_metric([str(n)], 1)
+        assert renderer.render([g]) == _library([g])
+    assert len(renderer._prefixes) <= 10
+    assert len(renderer._by_id) == 1  # only the last render's label dicts are held
+
+
+def test_negotiation_uses_renderer_only_for_plain_text():
+    renderer = TextRenderer()
+    families = _awkward_families()
+    for accept in ("", "text/plain;version=0.0.4", "*/*", "text/plain"):
+        encode, ctype = encoder_for(accept, renderer)
+        assert ctype == CONTENT_TYPE_PLAIN_0_0_4
+        assert encode == renderer.render
+        assert encode(families) == _library(families)
+    prom = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+            "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+    encode, ctype = encoder_for(prom, renderer)
+    assert ctype.startswith("application/openmetrics-text")
+    assert encode(families) == om_generate_latest(_Fams(families), version="1.0.0")
+    encode, ctype = encoder_for("application/openmetrics-text", renderer)
+    assert ctype == OPENMETRICS_TYPE
+    assert encode(families).endswith(b"# EOF\n")

@@ -1,0 +1,83 @@
+"""Regression tests for the bad-input review: file modes, JSON without NaN, one-line
+usage errors, odd output folders, and rules that promtool would reject."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from obsctl.atomicio import atomic_write_text
+from obsctl.generated import stale_files
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def obsctl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "obsctl", *args], capture_output=True, text=True)
+
+
+def test_new_files_get_umask_mode_and_replaced_files_keep_theirs(tmp_path):
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "new.yaml", "a: 1\n")
+        assert stat.S_IMODE((tmp_path / "new.yaml").stat().st_mode) == 0o644
+        (tmp_path / "kept.yaml").write_text("x")
+        os.chmod(tmp_path / "kept.yaml", 0o640)
+        atomic_write_text(tmp_path / "kept.yaml", "y")
+        assert stat.S_IMODE((tmp_path / "kept.yaml").stat().st_mode) == 0o640
+        assert (tmp_path / "kept.yaml").read_text() == "y"
+    finally:
+        os.umask(old)
+
+
+def test_json_output_never_holds_nan(tmp_path):
+    import click
+    from click.testing import CliRunner
+
+    from obsctl.clikit import emit_json
+
+    @click.command()
+    def cmd():
+        emit_json({"mean": float("nan"), "values": [1.0, float("inf")], "ok": 2.5})
+
+    out = CliRunner().invoke(cmd).output
+    assert json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}")) == {
+        "mean": None, "values": [1.0, None], "ok": 2.5}
+
+
+def test_usage_errors_are_one_line_with_exit_2(tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = obsctl("rules", "generate", "--spec", str(REPO / "examples/obsctl.yaml"), "--out", str(tmp_path / "file"))
+    assert result.returncode == 2
+    assert result.stderr.startswith("obsctl: error: Invalid value for '--out'")
+    assert result.stderr.count("\n") == 1
+
+
+def test_stale_check_counts_unreadable_files_as_stale(tmp_path):
+    (tmp_path / "obsctl-a.json").mkdir()
+    (tmp_path / "obsctl-b.json").write_bytes(b"\xff\xfe")
+    (tmp_path / "obsctl-c.json").write_text("same")
+    files = {"obsctl-a.json": "x", "obsctl-b.json": "y", "obsctl-c.json": "same"}
+    assert stale_files(tmp_path, files, "obsctl-*.json") == ["obsctl-a.json", "obsctl-b.json"]
+
+
+def test_rules_promtool_rejects_are_refused_and_old_files_kept(tmp_path):
+    good = REPO / "examples/obsctl.yaml"
+    out = tmp_path / "rules"
+    assert obsctl("rules", "generate", "--spec", str(good), "--out", str(out)).returncode == 0
+    before = {p.name: p.read_text() for p in out.iterdir()}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("query: sum(rate(obsctl_tokens_total{$selector}[1m]))",
+                                            "query: sum(rate(obsctl_tokens_total{$selector}[1m])"))
+    for args in (("rules", "generate", "--spec", str(bad), "--out", str(out)), ("check", "--spec", str(bad))):
+        result = obsctl(*args)
+        assert result.returncode == 2, result.stderr
+        assert "fail promtool check rules" in result.stderr and "unclosed left parenthesis" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert {p.name: p.read_text() for p in out.iterdir()} == before

@@ -6,15 +6,40 @@
 
 from __future__ import annotations
 
+import math
 import sys
+from typing import Any
 
 import click
 
 from obsctl.baselining.store import Store
 from obsctl.baselining.timeutil import parse_instant, rfc3339
-from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
+from obsctl.clikit import emit_json as _emit_json
+from obsctl.clikit import load, output_option, progress, spec_option, wrap_errors
 from obsctl.errors import EXIT_FAILURE
 from obsctl.spec import LEVERS
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN / +-Inf float (nested in dicts, lists, tuples) replaced by
+    None, so the JSON output is strict JSON (``NaN``/``Infinity`` are not JSON, RFC 8259)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def emit_json(payload: Any) -> None:
+    """:func:`obsctl.clikit.emit_json` of :func:`json_safe` ``(payload)``: non-finite numbers become null."""
+    _emit_json(json_safe(payload))
+
+
+def _num(value: float | None, fmt: str = ".6g") -> str:
+    # None, NaN and Inf read as n/a in text output.
+    return "n/a" if value is None or not math.isfinite(value) else format(value, fmt)
 
 
 def _store(spec) -> Store:
@@ -70,8 +95,9 @@ def snapshot_baseline(spec_path, classes, signals, window, end, output):
         for o in report.outcomes:
             if o.baseline is not None:
                 b = o.baseline
-                click.echo(f"{o.workload_class}/{o.signal}: baseline {b.id}: mean {b.stats.mean:.6g} {b.unit} "
-                           f"(p5 {b.stats.p5:.6g}, p95 {b.stats.p95:.6g}, {b.stats.sample_count} samples, "
+                dropped = f", {o.dropped} NaN/Inf dropped" if o.dropped else ""
+                click.echo(f"{o.workload_class}/{o.signal}: baseline {b.id}: mean {_num(b.stats.mean)} {b.unit} "
+                           f"(p5 {_num(b.stats.p5)}, p95 {_num(b.stats.p95)}, {b.stats.sample_count} samples{dropped}, "
                            f"{len(b.stats.batch_means)} batches, {b.population.series_count} input series)")
             else:
                 click.echo(f"{o.workload_class}/{o.signal}: NO DATA ({o.reason}); not stored")
@@ -95,9 +121,19 @@ def baseline():
 @wrap_errors
 def baseline_list(spec_path, history, output):
     """List the current baselines (or the whole history)."""
+    from obsctl.errors import StoreError
+
     store = _store(load(spec_path))
     records = store.all_baselines() if history else store.current_baselines()
-    current = {b.id for b in store.current_baselines()} if history else {b.id for b in records}
+    if history:
+        # The history files stand on their own: a broken current.yaml only hides the marks.
+        try:
+            current = {b.id for b in store.current_baselines()}
+        except StoreError as exc:
+            click.echo(f"obsctl: warning: cannot tell which baselines are current: {exc}", err=True)
+            current = set()
+    else:
+        current = {b.id for b in records}
     if output == "json":
         emit_json([{**_baseline_summary(b), "current": b.id in current} for b in records])
         return
@@ -105,7 +141,7 @@ def baseline_list(spec_path, history, output):
         click.echo("no baselines yet (run: obsctl snapshot-baseline)")
     for b in records:
         mark = "*" if b.id in current else " "
-        click.echo(f"{mark} {b.workload_class}/{b.signal}: {b.stats.mean:.6g} {b.unit} "
+        click.echo(f"{mark} {b.workload_class}/{b.signal}: {_num(b.stats.mean)} {b.unit} "
                    f"[{rfc3339(b.window.start)} .. {rfc3339(b.window.end)}, {b.stats.sample_count} samples, {b.source}] {b.id}")
 
 
@@ -162,7 +198,7 @@ def baseline_promote(spec_path, initiative_id, output):
     else:
         for role, new in zip(["primary", *["guard"] * (len(stored) - 1)], stored):
             click.echo(f"promoted {role}: {new.workload_class}/{new.signal} baseline is now {new.id} "
-                       f"(mean {new.stats.mean:.6g} {new.unit}, from initiative {initiative.id})")
+                       f"(mean {_num(new.stats.mean)} {new.unit}, from initiative {initiative.id})")
 
 
 # --- target ------------------------------------------------------------------------------
@@ -184,12 +220,15 @@ def target_show(spec_path, output):
     rows = []
     for t in spec.targets:
         b = store.current_baseline(t.workload_class, t.signal)
-        base = b.stats.mean if b else None
+        # A non-finite baseline mean (an old record) or target is no number to compare: None.
+        base = b.stats.mean if b and math.isfinite(b.stats.mean) else None
         value = t.absolute if t.absolute is not None else (base * (1 + t.relative) if base is not None else None)
+        value = value if value is not None and math.isfinite(value) else None
         rows.append({
             "workload_class": t.workload_class, "signal": t.signal, "unit": spec.signal(t.signal).unit,
             "baseline": base, "baseline_id": b.id if b else None, "target": value,
             "gap": (value - base) if value is not None and base is not None else None,
+            # Undefined for a baseline of 0 (e.g. an error ratio with no errors).
             "gap_ratio": (value / base - 1) if value is not None and base else None,
             "driver": t.driver, "deadline": t.deadline.isoformat(),
         })
@@ -200,11 +239,13 @@ def target_show(spec_path, output):
         click.echo("no targets in the spec")
     for r in rows:
         if r["baseline"] is None:
-            click.echo(f"{r['workload_class']}/{r['signal']}: no current baseline (target {r['target'] if r['target'] is not None else 'relative'}), "
+            why = "no current baseline" if r["baseline_id"] is None else f"baseline {r['baseline_id']} has no finite mean"
+            click.echo(f"{r['workload_class']}/{r['signal']}: {why} (target {_num(r['target']) if r['target'] is not None else 'relative'}), "
                        f"by {r['deadline']}: {r['driver']}")
             continue
-        click.echo(f"{r['workload_class']}/{r['signal']}: baseline {r['baseline']:.6g} -> target {r['target']:.6g} {r['unit']} "
-                   f"(gap {r['gap']:+.6g}, {r['gap_ratio'] * 100:+.1f} %) by {r['deadline']}: {r['driver']}")
+        ratio = "gap ratio n/a" if r["gap_ratio"] is None else f"{r['gap_ratio'] * 100:+.1f} %"
+        click.echo(f"{r['workload_class']}/{r['signal']}: baseline {_num(r['baseline'])} -> target {_num(r['target'])} {r['unit']} "
+                   f"(gap {_num(r['gap'], '+.6g')}, {ratio}) by {r['deadline']}: {r['driver']}")
 
 
 # --- initiative --------------------------------------------------------------------------
@@ -284,9 +325,11 @@ def initiative_close(spec_path, initiative_id, note):
 @click.option("--start", default=None, metavar="RFC3339", help="Window start (default: the initiative's start, capped by --window).")
 @click.option("--end", default="now", show_default=True, metavar="RFC3339|now", help="Window end (aligned down to the step).")
 @click.option("--no-guards", is_flag=True, help="Judge the primary signal only (skip the class's other signals).")
+@click.option("--allow-before-start", is_flag=True,
+              help="Allow a --start/--end before the initiative's start (the window then measures the old state too).")
 @output_option
 @wrap_errors
-def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, output):
+def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output):
     """Compare an initiative's window with its baseline on its primary signal and guards.
 
     Guards: every other signal of the class with a baseline is judged over the same
@@ -301,23 +344,35 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
       REGRESSED    12   interval below 0 and change <= -min_effect_ratio
       NO_DATA      13   fewer samples than batches in the window (never a pass)
     Errors: 1 store refused, 2 bad spec or flag, 3 Prometheus unreachable.
+    If the verdict cannot be stored (read-only store...), it is still printed, the store
+    error follows on stderr and the exit code is 1 (not the verdict's: nothing was
+    recorded, so promote would refuse it).
     """
-    from obsctl.baselining.verify import VERDICT_EXIT_CODES, guards_line, verify as run_verify, verdict_line
+    from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved, guards_line, verify as run_verify, verdict_line
 
     spec = load(spec_path)
-    initiative_, result = run_verify(
-        spec, _client(spec), _store(spec), initiative_id, workload_class, window,
-        parse_instant(start, "--start") if start else None, parse_instant(end, "--end"), guards=not no_guards,
-    )
+    not_saved = None
+    try:
+        initiative_, result = run_verify(
+            spec, _client(spec), _store(spec), initiative_id, workload_class, window,
+            parse_instant(start, "--start") if start else None, parse_instant(end, "--end"), guards=not no_guards,
+            allow_before_start=allow_before_start,
+        )
+    except VerdictNotSaved as exc:
+        not_saved, initiative_, result = exc, exc.initiative, exc.result
     code = VERDICT_EXIT_CODES[result.verdict]
     unit = spec.signal(result.signal).unit if result.signal in {s.name for s in spec.signals} else ""
     if output == "json":
-        emit_json({"initiative": initiative_.id, "workload_class": initiative_.workload_class, "exit_code": code,
+        emit_json({"initiative": initiative_.id, "workload_class": initiative_.workload_class,
+                   "exit_code": not_saved.exit_code if not_saved else code, "verdict_exit_code": code,
+                   "saved": not_saved is None, "save_error": str(not_saved) if not_saved else None,
                    "summary": verdict_line(result, unit), "guards_summary": guards_line(result),
                    **result.model_dump(mode="json", exclude={"samples": True, "guards": {"__all__": {"samples"}}})})
     else:
         click.echo(verdict_line(result, unit))
         click.echo(guards_line(result))
+    if not_saved is not None:
+        raise not_saved
     sys.exit(code)
 
 

@@ -9,6 +9,7 @@ because two simultaneous changes on one class cannot be told apart in the verdic
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 
 from obsctl.baselining.models import Initiative
@@ -16,6 +17,11 @@ from obsctl.baselining.store import Store
 from obsctl.baselining.timeutil import utcnow
 from obsctl.errors import StoreError, UsageError
 from obsctl.spec import LEVERS, Spec
+
+#: How far ``--started-at`` may lie in the future (clock skew between the machine that
+#: rolled out the change and this one). A later start would block the class and leave
+#: every verify window empty.
+MAX_START_SKEW_SECONDS = 300.0
 
 
 def slugify(name: str) -> str:
@@ -34,6 +40,7 @@ def start_initiative(
     expected_impact_ratio: float | None = None,
     started_at: dt.datetime | None = None,
     notes: str = "",
+    now: dt.datetime | None = None,
 ) -> Initiative:
     """Open an initiative on ``workload_class`` with ``signal`` as its primary signal.
 
@@ -50,7 +57,9 @@ def start_initiative(
         The stored initiative (id ``<slug of name>-<YYYYMMDD>``, suffixed if taken).
 
     Raises:
-        SpecError: unknown class or signal. UsageError: unknown lever or empty name.
+        SpecError: unknown class or signal. UsageError: unknown lever, empty name, a
+            non-finite expected impact, or ``started_at`` more than 5 minutes after
+            ``now`` (default: the current time).
         StoreError: no current baseline for the class x signal, or the class already
             has an active initiative.
     """
@@ -58,6 +67,15 @@ def start_initiative(
         raise UsageError("--name must not be empty")
     if lever not in LEVERS:
         raise UsageError(f"--lever {lever!r} is not one of: {', '.join(LEVERS)}")
+    if expected_impact_ratio is not None and not math.isfinite(expected_impact_ratio):
+        raise UsageError(f"--expected-impact {expected_impact_ratio!r} is not a finite ratio (e.g. 0.2 for +20 %)")
+    now = now or utcnow()
+    if started_at is not None and (started_at - now).total_seconds() > MAX_START_SKEW_SECONDS:
+        raise UsageError(
+            f"--started-at {started_at.astimezone(dt.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} is in the future "
+            f"(now is {now.strftime('%Y-%m-%dT%H:%M:%SZ')}; at most {MAX_START_SKEW_SECONDS:.0f}s ahead allowed): "
+            "start the initiative when the change goes live"
+        )
     spec.workload_class(workload_class)
     spec.signal(signal)
     baseline = store.current_baseline(workload_class, signal)
@@ -66,7 +84,7 @@ def start_initiative(
             f"no current baseline for {workload_class}/{signal}; take one first: "
             f"obsctl snapshot-baseline --class {workload_class} --signal {signal}"
         )
-    started = (started_at or utcnow()).astimezone(dt.timezone.utc)
+    started = (started_at or now).astimezone(dt.timezone.utc)
     # The class's other baselines now are the guard signals' baselines for verify.
     guards = {sig: bid for sig, bid in store.current_index().get(workload_class, {}).items() if sig != signal}
     initiative = Initiative(

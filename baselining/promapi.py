@@ -282,4 +282,4 @@ def _short(exc: requests.RequestException) -> str:
     text = str(inner or reason)
     if "Connection refused" in text:
         return "connection refused"
-    return text.split(": ", 1)[-1][:200] if ": " in text else text[:200]
+    return printable(text.split(": ", 1)[-1] if ": " in text else text)

@@ -157,8 +157,9 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     population = population_of(client, query, start, end)
     summary = stats.summarize([v for _, v in samples], batches) if samples else None
     reason = f"{dropped} samples, all NaN/Inf" if raw and not samples else ""
-    if summary is not None and stats.non_finite_fields(summary):
-        reason = f"the {', '.join(stats.non_finite_fields(summary))} of {len(samples)} samples is not finite (values overflow the float range)"
+    bad = stats.non_finite_fields(summary) if summary is not None else []
+    if bad:
+        reason = f"the {', '.join(bad)} of {len(samples)} samples {'is' if len(bad) == 1 else 'are'} not finite (values overflow the float range)"
         summary = None
     return Measurement(query, window, samples, population, summary, dropped, reason)
 
@@ -187,8 +188,10 @@ def snapshot(
 
     Raises:
         SpecError: an unknown class or signal name.
-        UsageError: a bad window, or a query that returns several series.
-        PrometheusUnavailable: Prometheus unreachable.
+        UsageError: a bad window (too long: more than ``promapi.MAX_RANGE_POINTS``
+            points; out of range), or a query that returns several series.
+        PrometheusUnavailable: Prometheus unreachable or answering malformed data.
+        StoreError: the store cannot be locked or written (checked before any query).
     """
     cfg = spec.verification
     step = parse_duration(cfg.step, "verification.step")
@@ -200,6 +203,9 @@ def snapshot(
     check_window_points(start_at, end_at, step, "--window")
     wcs = [spec.workload_class(n) for n in classes] if classes else list(spec.workload_classes)
     sigs = [spec.signal(n) for n in signals] if signals else list(spec.signals)
+    # Fail before any query when the store cannot be written (read-only, bad .lock).
+    with store.locked():
+        pass
     report = SnapshotReport()
     total, created = len(wcs) * len(sigs), utcnow()
     for i, (wc, sig) in enumerate(((w, s) for w in wcs for s in sigs), start=1):

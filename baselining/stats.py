@@ -294,7 +294,7 @@ def assess(
     for side, summary in (("baseline", baseline), ("window", window)):
         bad = non_finite_fields(summary)
         if bad:
-            return "NO_DATA", f"the {side}'s {', '.join(bad)} is not finite (values overflow the float range)", None
+            return "NO_DATA", f"the {side}'s {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not finite (values overflow the float range)", None
     try:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             estimate = relative_change(baseline.batch_means, window.batch_means, confidence)

@@ -21,13 +21,14 @@ IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 from obsctl.baselining import stats
 from obsctl.baselining.models import Baseline, GuardResult, Initiative, Verdict, VerificationResult
 from obsctl.baselining.promapi import PrometheusClient
 from obsctl.baselining.snapshot import measure
 from obsctl.baselining.store import Store
-from obsctl.baselining.timeutil import align_down, parse_duration, utcnow
+from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, parse_duration, rfc3339, utcnow
 from obsctl.errors import StoreError, UsageError
 from obsctl.spec import Spec, escape_label_value
 
@@ -52,7 +53,8 @@ def resolve_initiative(store: Store, initiative_id: str | None, workload_class: 
 
 
 def verification_window(
-    initiative: Initiative, step_seconds: float, window: str, start: dt.datetime | None, end: dt.datetime | None, now: dt.datetime | None = None
+    initiative: Initiative, step_seconds: float, window: str, start: dt.datetime | None, end: dt.datetime | None, now: dt.datetime | None = None,
+    allow_before_start: bool = False,
 ) -> tuple[dt.datetime, dt.datetime]:
     """``(start, end)`` of the verification window.
 
@@ -60,16 +62,38 @@ def verification_window(
     initiative's start, capped so the window is at most ``window`` long (the most recent
     part is kept); an explicit ``start`` is used as given.
 
+    A window that begins before the initiative's ``started_at`` would measure the state
+    before the change as its effect, so it is refused unless ``allow_before_start``.
+
     Raises:
-        UsageError: the window is empty (start not before end).
+        UsageError: the window is empty (start not before end), begins before the
+            initiative started (naming ``--start``/``--end`` and ``started_at``), or has
+            more than ``promapi.MAX_RANGE_POINTS`` points at the step.
     """
     end_at = align_down(end or now or utcnow(), step_seconds)
+    started = initiative.started_at
     if start is None:
-        start_at = max(initiative.started_at, end_at - dt.timedelta(seconds=parse_duration(window, "--window")))
+        length = parse_duration(window, "--window")
+        # Compare in seconds: end_at - a very long --window may not be a datetime.
+        capped = end_at.timestamp() - length > started.timestamp()
+        start_at = minus_seconds(end_at, length, "--window") if capped else started
+        flag = "--window"
     else:
-        start_at = start
+        start_at, flag = start, "--start"
+    if not allow_before_start:
+        if end_at <= started:
+            raise UsageError(
+                f"--end {rfc3339(end_at)} is not after the initiative's start {rfc3339(started)} ({initiative.id}): "
+                "the window holds nothing measured after the change; use a later --end, or --allow-before-start"
+            )
+        if start is not None and start_at < started:
+            raise UsageError(
+                f"--start {rfc3339(start_at)} is before the initiative's start {rfc3339(started)} ({initiative.id}): "
+                "that window measures the state before the change; use a later --start, or --allow-before-start"
+            )
     if start_at >= end_at:
         raise UsageError(f"verification window is empty: start {start_at.isoformat()} is not before end {end_at.isoformat()}")
+    check_window_points(start_at, end_at, step_seconds, flag)
     return start_at, end_at
 
 
@@ -126,6 +150,7 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
     cfg = spec.verification
     m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{baseline.workload_class}/{baseline.signal} (guard)")
     verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
+    reason = _window_reason(m, cfg.batches, verdict, reason)
     category = next((s.category for s in spec.signals if s.name == baseline.signal), "unknown")
     return GuardResult(
         signal=baseline.signal, category=category, unit=baseline.unit, direction=baseline.direction,
@@ -135,6 +160,13 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
         change_ratio=est.change_ratio if est else None, ci_low=est.ci_low if est else None, ci_high=est.ci_high if est else None,
         exact=bool(est and est.exact), window_stats=m.stats, population=m.population, samples=m.samples,
     )
+
+
+def _window_reason(m, batches: int, verdict: Verdict, reason: str) -> str:
+    # A NO_DATA window says why in the measurement's words ("240 samples, all NaN/Inf").
+    if verdict == "NO_DATA" and m.no_data_reason(batches):
+        return f"window: {m.no_data_reason(batches)}"
+    return reason
 
 
 def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardResult], confidence: float) -> tuple[Verdict, str]:
@@ -167,7 +199,7 @@ def guard_regressions(guards: list[GuardResult], confidence: float) -> str:
 def _interval(low: float | None, high: float | None, confidence: float, exact: bool = False) -> str:
     if exact:
         return "exact: both sides constant"
-    if low is None or high is None:
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
         return f"{confidence * 100:.0f} % CI undefined"
     return f"{confidence * 100:.0f} % CI {format_percent(low)} .. {format_percent(high)}"
 
@@ -184,6 +216,7 @@ def verify(
     now: dt.datetime | None = None,
     save: bool = True,
     guards: bool = True,
+    allow_before_start: bool = False,
 ) -> tuple[Initiative, VerificationResult]:
     """Verify an initiative: measure its window, compare with its baseline, record the result.
 
@@ -199,6 +232,8 @@ def verify(
 
     Raises:
         UsageError, StoreError, PrometheusUnavailable: as the helpers above.
+        VerdictNotSaved: the verdict was reached but could not be stored (it carries
+            the initiative and the result, so the caller can still report the verdict).
     """
     initiative = resolve_initiative(store, initiative_id, workload_class)
     if initiative.status not in ("open", "verified"):
@@ -206,9 +241,10 @@ def verify(
     baseline = store.baseline(initiative.baseline_id)
     cfg = spec.verification
     step = parse_duration(cfg.step, "verification.step")
-    start_at, end_at = verification_window(initiative, step, window or cfg.window, start, end, now)
+    start_at, end_at = verification_window(initiative, step, window or cfg.window, start, end, now, allow_before_start)
     m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{initiative.workload_class}/{initiative.primary_signal}")
     verdict, reason, estimate = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
+    reason = _window_reason(m, cfg.batches, verdict, reason)
     guard_results = [evaluate_guard(spec, client, b, start_at, end_at, step) for b in guard_baselines(spec, store, initiative)] if guards else []
     overall, overall_reason = overall_verdict(verdict, reason, guard_results, cfg.confidence)
     fired = alerts_fired(client, initiative.workload_class, start_at, end_at)
@@ -235,11 +271,29 @@ def verify(
         verified_at=utcnow(),
     )
     if save:
-        with store.locked():
-            current = store.initiative(initiative.id)
-            initiative = current.model_copy(update={"status": "verified", "verifications": [*current.verifications, result]})
-            store.save_initiative(initiative)
+        try:
+            with store.locked():
+                current = store.initiative(initiative.id)
+                saved = current.model_copy(update={"status": "verified", "verifications": [*current.verifications, result]})
+                store.save_initiative(saved)
+        except StoreError as exc:
+            raise VerdictNotSaved(str(exc), initiative, result) from None
+        initiative = saved
     return initiative, result
+
+
+class VerdictNotSaved(StoreError):
+    """``verify`` reached a verdict but could not store it on the initiative (exit 1).
+
+    Attributes:
+        initiative: the initiative as it was (unchanged in the store).
+        result: the verdict that was not stored; ``obsctl verify`` still prints it.
+    """
+
+    def __init__(self, message: str, initiative: Initiative, result: VerificationResult):
+        super().__init__(f"verdict {result.verdict} not saved: {message}")
+        self.initiative = initiative
+        self.result = result
 
 
 def promote(spec: Spec, store: Store, initiative_id: str) -> tuple[Initiative, list[Baseline]]:
@@ -286,14 +340,14 @@ def promote(spec: Spec, store: Store, initiative_id: str) -> tuple[Initiative, l
 
 def format_number(value: float | None) -> str:
     """``2410.3`` -> ``2,410``; ``0.8312`` -> ``0.8312``; None -> ``n/a``."""
-    if value is None:
+    if value is None or not math.isfinite(value):
         return "n/a"
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
 
 
 def format_percent(ratio: float | None) -> str:
-    """``2.184`` -> ``+218.4 %``."""
-    return "n/a" if ratio is None else f"{ratio * 100:+.1f} %"
+    """``2.184`` -> ``+218.4 %``; None, NaN or Inf -> ``n/a``."""
+    return "n/a" if ratio is None or not math.isfinite(ratio) else f"{ratio * 100:+.1f} %"
 
 
 def guards_line(result: VerificationResult) -> str:
@@ -329,7 +383,7 @@ def verdict_line(result: VerificationResult, unit: str) -> str:
         )
     if result.verdict == "NO_DATA":
         return f"NO_DATA: {result.signal}: {result.reason}; alerts fired: {alerts}"
-    if result.ci_low is None or result.ci_high is None:
+    if result.ci_low is None or result.ci_high is None or not (math.isfinite(result.ci_low) and math.isfinite(result.ci_high)):
         interval = f"{result.confidence:.0%} CI undefined: {result.reason}".replace("%", " %", 1)
     else:
         interval = f"{result.confidence * 100:.0f} % CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}"

@@ -6,7 +6,9 @@ prometheus_client 0.26's ``generate_latest`` took 4.7-5.4 ms for the 8-GPU scrap
 breaks issue 3's p50 < 5 ms goal. The sample lines' ``name{labels} `` prefixes repeat from scrape to
 scrape, so this renderer builds each prefix once with prometheus_client's own escaping functions and
 reuses it; a value is formatted (as prometheus_client's ``floatToGoString`` does) only when it changed
-since the last render of that series. Measured: 0.7-1.2 ms instead of 5.9-10.7 ms for 8 GPUs.
+since the last render of that series. Measured for the 8-GPU scrape (bench, reference loop 76 ms):
+0.38 ms (the stand-in's unchanging values), 0.78 ms with every value changed, against 5.9 ms for
+generate_latest; for 64 GPUs 4.6 / 9.0 ms against 37.5 ms.
 
 prometheus_client stays the data model: input is its ``Metric`` families, and the output is byte for
 byte what ``generate_latest(registry)`` gives for them (tested in tests/unit/test_exporter_exposition.py).

@@ -101,7 +101,8 @@ class GpuInventory:
 
 
 # Catalogue families that can name neither a GPU (only up/info do) nor a MIG instance (mig=False).
-_NO_UNITS = frozenset(d.family_name for d in CATALOGUE if not d.mig and d.name not in ("obsctl_gpu_up", "obsctl_gpu_info"))
+_NO_UNITS = frozenset(d.family_name for d in CATALOGUE
+                      if not d.mig and d.name not in ("obsctl_gpu_up", "obsctl_gpu_info"))
 
 
 def _int_or(text: str) -> tuple[int, str]:

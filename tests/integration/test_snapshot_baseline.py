@@ -91,3 +91,27 @@ def test_bad_promql_and_unreachable(history):
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(PrometheusUnavailable, match=f"cannot reach Prometheus at {url}"):
         PrometheusClient(url, timeout_seconds=1, attempts=2).query("up")
+
+
+def test_all_non_finite_query_is_no_data_with_reason(history, loop_spec):
+    # BREAKER 15/11: sum(x)/0 is +Inf at every instant on a real Prometheus.
+    import yaml
+
+    spec = yaml.safe_load(loop_spec.read_text())
+    spec["signals"][0]["query"] = "sum(obsctl_synthetic_tokens_per_second{$selector}) / 0"
+    loop_spec.write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = run(snapshot_baseline, ["--spec", loop_spec, "--class", "steady", "--window", "1h", "--end", history.iso(1), "--output", "json"])
+    assert result.exit_code == 1
+    outcome = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))["outcomes"][0]
+    assert outcome["status"] == "no_data"
+    assert outcome["reason"] == "240 samples, all NaN/Inf" and outcome["dropped_non_finite"] == 240
+
+
+def test_instant_query_result_types_and_range_scalar(history):
+    client = PrometheusClient(history.prometheus_url)
+    # A range query of a scalar is still a matrix on real Prometheus (so the strict check holds).
+    series = client.query_range("scalar(vector(2))", history.at(0), history.at(0) + 60, 15)
+    assert [v for _, v in series[0].values] == [2.0] * 5
+    assert client.query("vector(3)")[0].value == 3.0
+    with pytest.raises(UsageError, match="returned a matrix"):
+        client.query("obsctl_synthetic_tokens_per_second[1m]")

@@ -111,3 +111,22 @@ def test_initiative_rules(history, loop_spec):
     assert closed.exit_code == 0
     assert run(initiative, ["start", "--spec", loop_spec, "--name", "quantize", "--lever", "quantization",
                             "--class", "steady", "--signal", "tokens_per_second"]).exit_code == 0
+
+
+def test_window_before_initiative_start_is_refused(history, loop_spec):
+    # BREAKER 10: the baseline's own window measured as the initiative's effect.
+    iid = start(history, loop_spec, "noisy")
+    before = run(verify, ["--spec", loop_spec, "--initiative", iid, "--start", history.iso(0), "--end", history.iso(1)])
+    assert before.exit_code == 2
+    assert before.stderr.strip() == (
+        f"obsctl: error: --end {history.iso(1)} is not after the initiative's start {history.iso(1)} ({iid}): "
+        "the window holds nothing measured after the change; use a later --end, or --allow-before-start"
+    )
+    partly = run(verify, ["--spec", loop_spec, "--initiative", iid, "--start", history.iso(0.5), "--end", history.iso(2)])
+    assert partly.exit_code == 2 and f"--start {history.iso(0.5)} is before the initiative's start" in partly.stderr
+    assert Store(loop_spec.parent / "store").initiative(iid).verifications == []
+    forced = run(verify, ["--spec", loop_spec, "--initiative", iid, "--start", history.iso(0), "--end", history.iso(1),
+                          "--allow-before-start", "--output", "json"])
+    assert forced.exit_code in (10, 11), forced.output  # the baseline's own window: never IMPROVED
+    doc = json.loads(forced.stdout, parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
+    assert doc["saved"] is True and doc["verdict"] in ("NO_CHANGE", "INCONCLUSIVE")

@@ -69,7 +69,51 @@ def test_verification_window_defaults_and_cap():
     explicit = dt.datetime(2026, 1, 1, 9, tzinfo=UTC)
     assert verification_window(old, 15, "1h", explicit, None, now) == (explicit, end)
     with pytest.raises(UsageError, match="empty"):
+        verification_window(_initiative(now + dt.timedelta(hours=1)), 15, "1h", None, None, now, allow_before_start=True)
+    with pytest.raises(UsageError, match="--end .* is not after the initiative's start"):
         verification_window(_initiative(now + dt.timedelta(hours=1)), 15, "1h", None, None, now)
+
+
+def test_verification_window_before_initiative_start_refused():
+    # BREAKER 10: a window starting before started_at measures the old state as the effect.
+    now = dt.datetime(2026, 1, 1, 12, 0, 7, tzinfo=UTC)
+    started = dt.datetime(2026, 1, 1, 11, 0, tzinfo=UTC)
+    early = dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+    with pytest.raises(UsageError, match=r"--start 2026-01-01T10:00:00Z is before the initiative's start 2026-01-01T11:00:00Z"):
+        verification_window(_initiative(started), 15, "1h", early, None, now)
+    with pytest.raises(UsageError, match="--end 2026-01-01T10:30:00Z is not after"):
+        verification_window(_initiative(started), 15, "1h", early, dt.datetime(2026, 1, 1, 10, 30, tzinfo=UTC), now)
+    assert verification_window(_initiative(started), 15, "1h", early, None, now, allow_before_start=True)[0] == early
+    # Starting exactly at started_at is fine.
+    assert verification_window(_initiative(started), 15, "1h", started, None, now)[0] == started
+
+
+def test_verification_window_point_cap_and_overflow():
+    # BREAKER 5: --start 0 or a huge --window must be refused, not hang or overflow.
+    now = dt.datetime(2026, 1, 1, 12, tzinfo=UTC)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
+    with pytest.raises(UsageError, match=r"--start: too long: .* more than the maximum of 1,000,000"):
+        verification_window(_initiative(epoch), 15, "1h", epoch, None, now)
+    with pytest.raises(UsageError, match="--window: too long"):
+        verification_window(_initiative(epoch), 15, "50y", None, None, now)
+    with pytest.raises(UsageError, match="--window: '99999999999999y' is too long"):
+        verification_window(_initiative(epoch), 15, "99999999999999y", None, None, now)
+    # 1,000,000 points is the documented maximum: exactly that many is accepted.
+    start = now - dt.timedelta(seconds=15 * 1_000_000)
+    assert verification_window(_initiative(start), 15, "1h", start, None, now) == (start, now)
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "1e20", "-1e15", "0001-01-01T00:30:00Z", "9999-12-31T23:59:59-05:00", "-1"])
+def test_parse_instant_out_of_range(text):
+    with pytest.raises(UsageError, match=r"^--end: .* is out of range"):
+        parse_instant(text, "--end")
+
+
+def test_parse_instant_nan_and_edges():
+    with pytest.raises(UsageError, match="--end: 'nan' is not a time"):
+        parse_instant("nan", "--end")
+    assert parse_instant("0") == dt.datetime(1970, 1, 1, tzinfo=UTC)
+    assert parse_instant("9999-12-31T23:59:59Z").year == 9999
 
 
 def test_verdict_line_and_exit_codes():

@@ -8,33 +8,14 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
 
 import click
 
 from obsctl.baselining.store import Store
 from obsctl.baselining.timeutil import parse_instant, rfc3339
-from obsctl.clikit import emit_json as _emit_json
-from obsctl.clikit import load, output_option, progress, spec_option, wrap_errors
+from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
 from obsctl.errors import EXIT_FAILURE
 from obsctl.spec import LEVERS
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with every NaN / +-Inf float (nested in dicts, lists, tuples) replaced by
-    None, so the JSON output is strict JSON (``NaN``/``Infinity`` are not JSON, RFC 8259)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def emit_json(payload: Any) -> None:
-    """:func:`obsctl.clikit.emit_json` of :func:`json_safe` ``(payload)``: non-finite numbers become null."""
-    _emit_json(json_safe(payload))
 
 
 def _num(value: float | None, fmt: str = ".6g") -> str:

@@ -1,0 +1,31 @@
+"""Installed, obsctl is one import package: nothing generic (rules, dashboards, ...)
+lands at the top of site-packages, and the generated rules and dashboards ship with it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_wheel_holds_only_the_obsctl_package(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(REPO)],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    (wheel,) = tmp_path.glob("obsctl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert tops == {"obsctl", next(t for t in tops if t.endswith(".dist-info"))}
+    for module in ("obsctl/cli.py", "obsctl/exporters/main.py", "obsctl/exporters/gpu/nvml.py", "obsctl/rules/generate.py",
+                   "obsctl/dashboards/build.py", "obsctl/baselining/verify.py"):
+        assert module in names, module
+    assert any(n.startswith("obsctl/rules/generated/") and n.endswith(".yaml") for n in names)
+    assert any(n.startswith("obsctl/dashboards/generated/") and n.endswith(".json") for n in names)
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "obsctl = obsctl.cli:main" in text and "obsctl-exporter = obsctl.exporters.main:main" in text

@@ -128,8 +128,8 @@ def baseline_list(spec_path, history, output):
 
 @baseline.command("show")
 @spec_option
-@click.option("--class", "workload_class", default=None, metavar="NAME")
-@click.option("--signal", default=None, metavar="NAME")
+@click.option("--class", "workload_class", default=None, metavar="NAME", help="Workload class of the current baseline to show.")
+@click.option("--signal", default=None, metavar="NAME", help="Signal of the current baseline to show (with --class).")
 @click.option("--id", "baseline_id", default=None, metavar="ID", help="A baseline id (current or historical).")
 @output_option
 @wrap_errors
@@ -264,7 +264,7 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
 
 @initiative.command("list")
 @spec_option
-@click.option("--class", "workload_class", default=None, metavar="NAME")
+@click.option("--class", "workload_class", default=None, metavar="NAME", help="Only initiatives of this workload class.")
 @click.option("--status", type=click.Choice(["open", "verified", "promoted", "closed"]), default=None)
 @output_option
 @wrap_errors
@@ -362,14 +362,21 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
 
 @click.command("report")
 @spec_option
-@click.option("--initiative", "initiative_id", required=True, metavar="ID")
+@click.option("--initiative", "initiative_id", required=True, metavar="ID", help="Initiative to report on (see obsctl initiative list).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=str), help="Output directory.")
+@output_option
 @wrap_errors
-def report(spec_path, initiative_id, out_dir):
-    """Write a Markdown report and a PNG figure of the initiative's latest verification."""
+def report(spec_path, initiative_id, out_dir, output):
+    """Write a Markdown report and a PNG figure of the initiative's latest verification.
+
+    Files: OUT/<initiative id>.md and OUT/<initiative id>.png, written atomically.
+    """
     from pathlib import Path
 
     from obsctl.baselining.report import write_report
 
     md, png = write_report(_store(load(spec_path)), initiative_id, Path(out_dir))
-    click.echo(f"wrote {md} and {png}")
+    if output == "json":
+        emit_json({"initiative": initiative_id, "markdown": str(md), "figure": str(png)})
+    else:
+        click.echo(f"wrote {md} and {png}")

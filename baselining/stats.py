@@ -78,6 +78,10 @@ def batch_means(values: Iterable[float], batches: int) -> list[float]:
 def summarize(values: Iterable[float], batches: int) -> Statistics:
     """Summary statistics of a sample series (finite values only).
 
+    Every statistic is computed over the samples the batch means use: when there are at
+    least ``batches`` samples, the oldest ``n mod batches`` are dropped first (the same
+    warm-up deletion as :func:`batch_means`), so ``mean`` equals the mean of the batch
+    means and the headline, the report and a promoted baseline show one number.
     Percentiles use linear interpolation between order statistics (numpy's default,
     Hyndman & Fan type 7); ``stddev`` is the sample standard deviation (ddof=1, 0 for a
     single value). Raises ValueError when there is no finite value.
@@ -85,6 +89,8 @@ def summarize(values: Iterable[float], batches: int) -> Statistics:
     arr = finite(values)
     if arr.size == 0:
         raise ValueError("no finite samples to summarize")
+    if arr.size >= batches:
+        arr = arr[arr.size % batches :]
     # Finite samples near the float limit (1e308) can still overflow a sum: the result is
     # then +-Inf/NaN, which non_finite_fields() reports; numpy's warning is not for users.
     with np.errstate(over="ignore", invalid="ignore"):

@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import threading
+import time
 
 from obsctl import __version__
 from obsctl.errors import EXIT_FAILURE, ObsctlError, UsageError
@@ -79,10 +80,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class LogfmtFormatter(logging.Formatter):
+    """``ts=<RFC 3339 UTC> level=<debug|info|warn|error> logger=... msg="..."``, as the
+    Prometheus exporters (go-kit log) write it, with the message's quotes escaped."""
+
+    _LEVELS = {"WARNING": "warn", "CRITICAL": "error"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        level = self._LEVELS.get(record.levelname, record.levelname.lower())
+        message = record.getMessage()
+        if record.exc_info:
+            message += " " + self.formatException(record.exc_info)
+        message = message.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'ts={ts} level={level} logger={record.name} msg="{message}"'
+
+
 def setup_logging(level: str) -> None:
-    """logfmt-style lines on stderr."""
+    """logfmt lines on stderr (see :class:`LogfmtFormatter`)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=\"%(message)s\""))
+    handler.setFormatter(LogfmtFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel({"warn": logging.WARNING}.get(level, getattr(logging, level.upper())))

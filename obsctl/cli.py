@@ -16,6 +16,7 @@ import click
 
 from obsctl import __version__
 from obsctl.clikit import emit_json, load, output_option, run_main, spec_option, wrap_errors
+from obsctl.errors import SpecError
 
 
 class LazyGroup(click.Group):
@@ -80,9 +81,13 @@ def check(spec_path: str, output: str) -> None:
     from obsctl.rules.generate import generate
     from obsctl.rules.promtool import validate_rule_files
 
-    spec = load(spec_path)
-    files, _ = generate(spec, [])
-    warning = validate_rule_files(files, spec.path)
+    try:
+        spec = load(spec_path)
+        warning = validate_rule_files(generate(spec, [])[0], spec)
+    except SpecError as exc:
+        if output == "json":  # pipelines get a document either way; the error also goes to stderr
+            emit_json({"spec": spec_path, "valid": False, "error": str(exc)})
+        raise
     if warning:
         click.echo(f"obsctl: warning: {warning}", err=True)
     summary = {

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from obsctl import yamlio
 from obsctl.errors import SpecError
@@ -243,6 +243,14 @@ class Spec(_Model):
     targets: list[Target] = Field(default_factory=list)
     verification: Verification = Field(default_factory=Verification)
     path: Path | None = Field(None, exclude=True)
+    _lines: dict = PrivateAttr(default_factory=dict)
+
+    def line_of(self, *path: object) -> int | None:
+        """1-based line of a key or item in the spec file, e.g. ``line_of("signals", 2, "query")``."""
+        for cut in range(len(path), -1, -1):
+            if path[:cut] in self._lines:
+                return self._lines[path[:cut]]
+        return None
 
     @model_validator(mode="after")
     def _references(self) -> "Spec":
@@ -343,13 +351,20 @@ def load_spec(path: str | os.PathLike[str] | None = None) -> Spec:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(_format_validation(spec_path, exc, lines)) from None
-    return spec.model_copy(update={"path": spec_path.resolve()})
+    spec = spec.model_copy(update={"path": spec_path.resolve()})
+    spec._lines = lines
+    return spec
 
 
 def _format_validation(path: Path, exc: ValidationError, lines: dict[tuple[object, ...], int]) -> str:
     messages = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        msg = err["msg"].removeprefix("Value error, ")
+        reference = re.match(r"^(\w+)\[(\d+)\]\.(\w+) (.*)$", msg) if not loc else None
+        if reference:  # cross-reference errors name their own field (see Spec._references)
+            loc = (reference.group(1), int(reference.group(2)), reference.group(3))
+            msg = reference.group(4)
         line = None
         for cut in range(len(loc), -1, -1):
             if loc[:cut] in lines:
@@ -357,7 +372,6 @@ def _format_validation(path: Path, exc: ValidationError, lines: dict[tuple[objec
                 break
         where = f"{path}:{line}" if line else str(path)
         field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = f"unknown key; allowed here: {', '.join(_allowed_keys(loc[:-1]))}"
         elif err["type"] == "literal_error":

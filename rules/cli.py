@@ -50,7 +50,7 @@ def generate(spec_path: str, out: Path, check_only: bool, empty_store: bool, out
             raise ObsctlError(f"{out}: out of date: {', '.join(stale)}; regenerate with obsctl rules generate")
         paths = [out / n for n in files]
     else:
-        problem = validate_rule_files(files, spec.path)
+        problem = validate_rule_files(files, spec)
         if problem:
             warnings.append(problem)
             progress(f"obsctl: warning: {problem}")

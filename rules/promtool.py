@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from obsctl.errors import SpecError
+from obsctl.spec import Spec
 from obsctl.stack import PROMTOOL_BIN, require_binary
 
 
@@ -30,7 +32,7 @@ def test_rules(paths: list[Path]) -> subprocess.CompletedProcess:
     return promtool("test", "rules", *paths)
 
 
-def validate_rule_files(files: dict[str, str], spec_path: Path | None) -> str | None:
+def validate_rule_files(files: dict[str, str], spec: Spec) -> str | None:
     """Check rendered rule files with promtool before anything is written.
 
     A spec can hold PromQL that only Prometheus can parse; writing such rules over good
@@ -38,7 +40,7 @@ def validate_rule_files(files: dict[str, str], spec_path: Path | None) -> str | 
 
     Args:
         files: ``{file name: YAML text}`` as :func:`obsctl.rules.generate.generate` renders.
-        spec_path: the spec, named in the error.
+        spec: the spec they came from; errors name its file, the signal and its line.
 
     Returns:
         None when promtool accepted every file, or a warning line when promtool is not
@@ -62,4 +64,17 @@ def validate_rule_files(files: dict[str, str], spec_path: Path | None) -> str | 
         for line in (result.stdout + result.stderr).splitlines()
         if line.strip() and not line.strip().startswith(("Checking", "SUCCESS", "FAILED"))
     ]
-    raise SpecError(f"{spec_path}: the rules generated from this spec fail promtool check rules: {'; '.join(problems[:3])}")
+    raise SpecError(_explain(problems, spec))
+
+
+def _explain(problems: list[str], spec: Spec) -> str:
+    """Name the signal (and its spec line) behind the first rule promtool rejected."""
+    for problem in problems:
+        rule = re.search(r'"(workload_class:[^"]+)"', problem)
+        for i, sig in enumerate(spec.signals):
+            if rule and sig.record_name == rule.group(1):
+                reason = problem.split("could not parse expression: ", 1)[-1]
+                line = spec.line_of("signals", i, "query")
+                where = f"{spec.path}:{line}" if line else str(spec.path)
+                return f"{where}: signals[{i}].query ({sig.name}): Prometheus would reject it: {reason}"
+    return f"{spec.path}: the rules generated from this spec fail promtool check rules: {'; '.join(problems[:3])}"

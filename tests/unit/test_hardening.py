@@ -78,6 +78,27 @@ def test_rules_promtool_rejects_are_refused_and_old_files_kept(tmp_path):
     for args in (("rules", "generate", "--spec", str(bad), "--out", str(out)), ("check", "--spec", str(bad))):
         result = obsctl(*args)
         assert result.returncode == 2, result.stderr
-        assert "fail promtool check rules" in result.stderr and "unclosed left parenthesis" in result.stderr
+        assert f"{bad}:32: signals[0].query (tokens_per_second): Prometheus would reject it" in result.stderr
+        assert "unclosed left parenthesis" in result.stderr
         assert "Traceback" not in result.stderr
     assert {p.name: p.read_text() for p in out.iterdir()} == before
+
+
+def test_check_json_reports_an_invalid_spec_on_stdout(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("signals: 3\n")
+    result = obsctl("check", "--spec", str(bad), "--output", "json")
+    assert result.returncode == 2
+    document = json.loads(result.stdout)
+    assert document["valid"] is False and str(bad) in document["error"]
+
+
+def test_exporter_logs_are_logfmt_with_rfc3339_and_prometheus_levels():
+    import logging
+    import re
+
+    from obsctl.exporters.main import LogfmtFormatter
+
+    record = logging.LogRecord("obsctl.exporter", logging.WARNING, __file__, 1, 'collector "gpu" failed\nagain', None, None)
+    line = LogfmtFormatter().format(record)
+    assert re.fullmatch(r'ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=warn logger=obsctl.exporter msg="collector \\"gpu\\" failed\\nagain"', line), line

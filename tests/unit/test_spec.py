@@ -75,7 +75,7 @@ def test_env_var_names_the_spec(tmp_path, monkeypatch):
         (VALID.replace("{$selector}", "{job='x'}"), "signals[0].query: must contain $selector"),
         (VALID.replace("{job: w, workload: embed}", "{'bad-label': x}"), "is not a Prometheus label name"),
         (VALID + "targets:\n  - {workload_class: nope, signal: tokens_per_second, relative: 0.1, driver: d, deadline: 2027-01-01}\n",
-         "targets[0].workload_class 'nope' is not one of: embed"),
+         ":12: targets[0].workload_class: 'nope' is not one of: embed"),
         (VALID + "targets:\n  - {workload_class: embed, signal: tokens_per_second, relative: 0.1, absolute: 5, driver: d, deadline: 2027-01-01}\n",
          "give exactly one of 'relative'"),
         (VALID + "verification: {batches: two}\n", "verification.batches: Input should be a valid integer"),

@@ -146,3 +146,19 @@ def test_assess_step_and_noise_seeded():
     assert verdict == "IMPROVED"
     assert est.ci_low < 0.3 < est.ci_high
     assert stats.assess(base, noise, 10, 0.95, "higher_is_better", 0.02)[0] in ("NO_CHANGE", "INCONCLUSIVE")
+
+
+def test_summary_uses_the_samples_the_batch_means_use():
+    """35 samples in 6 batches: the 5 oldest are dropped for every statistic, so the mean
+    equals the mean of the batch means (one number in headline, report and promotion)."""
+    import numpy as np
+
+    from obsctl.baselining.stats import summarize
+
+    values = [1000.0] * 5 + [float(v) for v in range(30)]
+    summary = summarize(values, 6)
+    kept = np.arange(30, dtype=float)
+    assert summary.sample_count == 30
+    assert summary.mean == pytest.approx(kept.mean())
+    assert summary.mean == pytest.approx(np.mean(summary.batch_means))
+    assert summary.p95 == pytest.approx(np.percentile(kept, 95))

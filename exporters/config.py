@@ -19,7 +19,8 @@ Two shapes are accepted:
          slurm:
            workload_class: hpc-training  # class of every Slurm job on this node
          process_env: true               # read OBSCTL_WORKLOAD_CLASS from GPU processes
-         cache_ttl_seconds: 60
+         cache_ttl_seconds: 60           # how long one process's answer is reused
+         refresh_interval_seconds: 15    # background GPU -> process -> class resolution
 
 Any problem (missing file, YAML error, unknown key, wrong type) raises an
 :class:`ObsctlError` subclass whose message names the file, the line and the field; the
@@ -78,6 +79,7 @@ class AttributionConfig(_Model):
     slurm: SlurmAttribution = Field(default_factory=SlurmAttribution)
     process_env: bool = True
     cache_ttl_seconds: float = Field(60.0, gt=0, le=3600)
+    refresh_interval_seconds: float = Field(15.0, gt=0, le=3600)
 
 
 class ExporterConfig(_Model):

@@ -132,6 +132,9 @@ def build(args: argparse.Namespace):
     if args.collector_attribution:
         collectors.append(AttributionCollector(config.attribution))
     exporter = Exporter(collectors, scrape_timeout=scrape_timeout)
+    for coll in collectors:
+        if isinstance(coll, AttributionCollector):
+            coll.start()  # the refresher thread; exporter.close() (SIGTERM) stops it
     if gpu is not None:
         exporter.extra_meta.append(gpu.source_info)
     page = landing_page(__version__, args.telemetry_path,

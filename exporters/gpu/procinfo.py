@@ -144,6 +144,14 @@ class ProcessCache:
 
     def get(self, pid: int) -> ProcessInfo | None:
         """Cached facts for ``pid`` (None: the process is gone)."""
+        found = self.lookup(pid)
+        return None if found is None else found[1]
+
+    def lookup(self, pid: int) -> tuple[int, ProcessInfo | None] | None:
+        """``(start time in clock ticks, cached facts)`` for ``pid``; None if the process is gone.
+
+        The facts are None when the process vanished between the stat and environ reads.
+        """
         started = start_time(pid, self.proc_root)
         if started is None:
             return None
@@ -152,11 +160,11 @@ class ProcessCache:
         with self._lock:
             hit = self._entries.get(key)
             if hit is not None and hit[0] > now:
-                return hit[1]
+                return started, hit[1]
         info = self._reader(pid, self.proc_root)
         self.lookups += 1
         with self._lock:
             self._entries[key] = (now + self.ttl_seconds, info)
             if len(self._entries) > 4096:  # drop expired entries of exited processes
                 self._entries = {k: v for k, v in self._entries.items() if v[0] > now}
-        return info
+        return started, info

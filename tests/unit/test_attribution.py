@@ -1,11 +1,14 @@
 """Attribution: real /proc of child processes the test starts, Slurm cgroup parsing, static
-and Kubernetes mappings, the status series, and the TTL cache (negative results included)."""
+and Kubernetes mappings, the status series, the TTL cache (negative results included) and the
+background refresher that keeps /proc lookups off the scrape path."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from obsctl.exporters.app import ScrapeContext
 from obsctl.exporters.config import AttributionConfig
+from obsctl.exporters.app import Exporter
 from obsctl.exporters.gpu.attribution import AttributionCollector
 from obsctl.exporters.gpu.inventory import GpuInventory, GpuRef, PodBinding
 from obsctl.exporters.gpu.procinfo import ProcessCache, ProcessInfo, read_process, slurm_job_from_cgroup
@@ -45,7 +49,16 @@ def plain_child() -> Iterator[subprocess.Popen]:
         proc.wait()
 
 
-def scrape(coll: AttributionCollector, units: list[GpuRef], pods: dict | None = None) -> CollectorRegistry:
+def make(*args, **kwargs) -> AttributionCollector:
+    """A collector whose snapshot the test refreshes explicitly (no background thread)."""
+    return AttributionCollector(*args, autostart=False, **kwargs)
+
+
+def scrape(coll: AttributionCollector, units: list[GpuRef], pods: dict | None = None,
+           refresh: bool = True) -> CollectorRegistry:
+    """One refresher round (unless ``refresh=False``), then one scrape of ``units``."""
+    if refresh:
+        coll.refresher.refresh()
     ctx = ScrapeContext(deadline=0.0, inventory=GpuInventory(units=units, pods=pods or {}))
     metrics = coll.collect(ctx)
 
@@ -68,7 +81,7 @@ def status(reg: CollectorRegistry, unit: GpuRef) -> str | None:
 
 def test_process_env_of_a_real_child(child: subprocess.Popen, plain_child: subprocess.Popen) -> None:
     procs = {GPU0.uuid: [child.pid], GPU1.uuid: [plain_child.pid]}
-    coll = AttributionCollector(processes=lambda: procs)
+    coll = make(processes=lambda: procs)
     reg = scrape(coll, [GPU0, GPU1])
     assert reg.get_sample_value("obsctl_gpu_attribution_info", {
         "gpu": "0", "uuid": GPU0.uuid, "workload_class": "embed-online", "owner": "team-search",
@@ -79,7 +92,7 @@ def test_process_env_of_a_real_child(child: subprocess.Popen, plain_child: subpr
 
 def test_process_that_exits_is_gone_next_scrape(child: subprocess.Popen) -> None:
     procs = {GPU0.uuid: [child.pid]}
-    coll = AttributionCollector(processes=lambda: dict(procs))
+    coll = make(processes=lambda: dict(procs))
     assert status(scrape(coll, [GPU0]), GPU0) == "attributed"
     child.kill()
     child.wait()
@@ -93,13 +106,13 @@ def test_pid_listed_but_already_exited_is_skipped(child: subprocess.Popen) -> No
     pid = child.pid
     child.kill()
     child.wait()
-    coll = AttributionCollector(processes=lambda: {GPU0.uuid: [pid]})
+    coll = make(processes=lambda: {GPU0.uuid: [pid]})
     assert status(scrape(coll, [GPU0]), GPU0) == "unattributed"
 
 
 def test_cache_reuses_answers_including_negative(child: subprocess.Popen, plain_child: subprocess.Popen) -> None:
     cache = ProcessCache(ttl_seconds=3600)
-    coll = AttributionCollector(processes=lambda: {GPU0.uuid: [child.pid], GPU1.uuid: [plain_child.pid]}, cache=cache)
+    coll = make(processes=lambda: {GPU0.uuid: [child.pid], GPU1.uuid: [plain_child.pid]}, cache=cache)
     for _ in range(5):
         scrape(coll, [GPU0, GPU1])
     assert cache.lookups == 2  # one environ read per process, the negative one included
@@ -122,7 +135,7 @@ def test_permission_denied_is_status_error() -> None:
         return ProcessInfo(pid, owner="user:other", error="permission_denied")
 
     cache = ProcessCache(reader=reader)
-    coll = AttributionCollector(processes=lambda: {GPU0.uuid: [os.getpid()]}, cache=cache)
+    coll = make(processes=lambda: {GPU0.uuid: [os.getpid()]}, cache=cache)
     assert status(scrape(coll, [GPU0]), GPU0) == "error"
 
 
@@ -130,7 +143,7 @@ def test_process_list_failure_is_status_error() -> None:
     def boom() -> dict:
         raise RuntimeError("nvml gone")
 
-    coll = AttributionCollector(processes=boom)
+    coll = make(processes=boom)
     assert status(scrape(coll, [GPU0]), GPU0) == "error"
 
 
@@ -158,7 +171,7 @@ def test_slurm_job_through_a_fake_proc_root(tmp_path: Path, plain_child: subproc
     assert (info.slurm_job, info.owner, info.workload_class) == ("4242", "slurm:job_4242", "")
 
     cfg = AttributionConfig.model_validate({"slurm": {"workload_class": "hpc-training"}})
-    coll = AttributionCollector(cfg, processes=lambda: {GPU0.uuid: [plain_child.pid]},
+    coll = make(cfg, processes=lambda: {GPU0.uuid: [plain_child.pid]},
                                 cache=ProcessCache(proc_root=root))
     reg = scrape(coll, [GPU0])
     assert reg.get_sample_value("obsctl_gpu_attribution_info", {
@@ -176,7 +189,7 @@ def test_static_and_kubernetes_and_mig(child: subprocess.Popen) -> None:
         MIG1: [PodBinding("serving", "llm-0", "vllm", (("label_obsctl_workload_class", "llm-online"),))],
     }
     # static wins over processes on GPU1; pods win over processes on GPU0
-    coll = AttributionCollector(cfg, processes=lambda: {GPU0.uuid: [child.pid], GPU1.uuid: [child.pid]})
+    coll = make(cfg, processes=lambda: {GPU0.uuid: [child.pid], GPU1.uuid: [child.pid]})
     reg = scrape(coll, [GPU0, GPU1, MIG1], pods)
     v = reg.get_sample_value
     assert v("obsctl_gpu_attribution_info", {"gpu": "1", "uuid": "GPU-1111", "workload_class": "batch",
@@ -191,11 +204,141 @@ def test_static_and_kubernetes_and_mig(child: subprocess.Popen) -> None:
 
 def test_mig_instance_processes_by_instance_key(child: subprocess.Popen) -> None:
     # NvmlSource.processes() keys MIG instances as "uuid/gpu_instance"
-    coll = AttributionCollector(processes=lambda: {MIG1.uuid: [child.pid], f"{MIG1.uuid}/1": [child.pid]})
+    coll = make(processes=lambda: {MIG1.uuid: [child.pid], f"{MIG1.uuid}/1": [child.pid]})
     reg = scrape(coll, [MIG1])
     assert status(reg, MIG1) == "attributed"
 
 
 def test_no_inventory_no_series() -> None:
-    coll = AttributionCollector(processes=lambda: {})
+    coll = make(processes=lambda: {})
     assert coll.collect(ScrapeContext(deadline=0.0)) == []
+
+
+# -- the background refresher: /proc lookups off the scrape path ---------------------------------
+
+def _wait_for(cond, what: str) -> None:
+    """Wait (up to 30 s, not a timing assertion) for a condition the refresher thread makes true."""
+    end = time.monotonic() + 30
+    while not cond():
+        assert time.monotonic() < end, f"gave up waiting for {what}"
+        time.sleep(0.005)
+
+
+def info_series(reg: CollectorRegistry) -> list[dict]:
+    return [s.labels for m in reg.collect() for s in m.samples if s.name == "obsctl_gpu_attribution_info"]
+
+
+def test_scrape_serves_last_snapshot_while_a_resolve_is_blocked(child: subprocess.Popen) -> None:
+    main = threading.current_thread()
+    calls: list[threading.Thread] = []  # the thread of every resolver and process-list call
+    blocked, entered, gate = threading.Event(), threading.Event(), threading.Event()
+
+    def reader(pid: int, root: Path) -> ProcessInfo | None:
+        calls.append(threading.current_thread())
+        if blocked.is_set():
+            entered.set()
+            gate.wait(30)  # a scrape that called the resolver would hang here, on the main thread
+        return read_process(pid, root)
+
+    def processes() -> dict:
+        calls.append(threading.current_thread())
+        return {GPU0.uuid: [child.pid]}
+
+    cfg = AttributionConfig.model_validate({"refresh_interval_seconds": 3600})
+    coll = AttributionCollector(cfg, processes=processes, cache=ProcessCache(ttl_seconds=1e-9, reader=reader))
+    try:
+        scrape(coll, [GPU0], refresh=False)  # starts the refresher; its first round runs at once
+        _wait_for(lambda: coll.refresher.refreshes >= 1, "the first refresh")
+        reg = scrape(coll, [GPU0], refresh=False)
+        assert status(reg, GPU0) == "attributed"
+        blocked.set()
+        coll.refresher.wake()
+        assert entered.wait(30), "the refresher never reached the resolver"
+        for _ in range(3):  # the resolver is stuck: every scrape still answers, from the last snapshot
+            reg = scrape(coll, [GPU0], refresh=False)
+            assert status(reg, GPU0) == "attributed"
+            assert [lbl["workload_class"] for lbl in info_series(reg)] == ["embed-online"]
+        assert calls and main not in calls  # neither the resolver nor the process list ran on a scrape
+        assert coll.refresher.refreshes == 1
+    finally:
+        gate.set()
+        coll.close()
+    assert not coll.refresher.alive
+
+
+def test_exited_process_is_gone_before_the_refresher_notices(child: subprocess.Popen) -> None:
+    coll = make(processes=lambda: {GPU0.uuid: [child.pid]})  # the stale list still names the pid
+    assert status(scrape(coll, [GPU0]), GPU0) == "attributed"
+    child.kill()
+    child.wait()
+    reg = scrape(coll, [GPU0], refresh=False)  # same snapshot; only the liveness check ran
+    assert status(reg, GPU0) == "unattributed"
+    assert info_series(reg) == []
+
+
+def test_recycled_pid_does_not_inherit_the_class(tmp_path: Path) -> None:
+    root = tmp_path / "proc"
+    (root / "4242").mkdir(parents=True)
+    stat = root / "4242" / "stat"
+    fields = ["S"] + ["0"] * 18 + ["1000"]  # field 22 (start time) = 1000
+    stat.write_text("4242 (python) " + " ".join(fields) + "\n")
+
+    def reader(pid: int, r: Path) -> ProcessInfo:
+        return ProcessInfo(pid, workload_class="batch", owner="team-a")
+
+    coll = make(processes=lambda: {GPU0.uuid: [4242]}, cache=ProcessCache(proc_root=root, reader=reader))
+    assert status(scrape(coll, [GPU0]), GPU0) == "attributed"
+    stat.write_text("4242 (bash) " + " ".join(fields[:-1] + ["2000"]) + "\n")  # a new process, same pid
+    assert status(scrape(coll, [GPU0], refresh=False), GPU0) == "unattributed"
+
+
+def test_negative_results_are_cached_across_refreshes(plain_child: subprocess.Popen) -> None:
+    cache = ProcessCache(ttl_seconds=3600)
+    coll = make(processes=lambda: {GPU0.uuid: [plain_child.pid]}, cache=cache)
+    for _ in range(4):
+        assert status(scrape(coll, [GPU0]), GPU0) == "unattributed"
+    assert coll.refresher.refreshes == 4
+    assert cache.lookups == 1  # the "no class" answer was reused, not re-read from /proc
+
+
+class _Source:
+    """A GPU source as the GPU collector hands it to attribution (``processes()`` like NVML)."""
+
+    def __init__(self, procs: dict) -> None:
+        self.procs = procs
+
+    def processes(self) -> dict:
+        return self.procs
+
+
+def test_pending_until_the_first_resolution_after_the_source_answered(child: subprocess.Popen) -> None:
+    coll = make()
+    coll.refresher.refresh()  # a round before any GPU answer (as at startup): no process source yet
+    ctx = ScrapeContext(deadline=0.0, inventory=GpuInventory(units=[GPU0], pods={}),
+                        gpu_source=_Source({GPU0.uuid: [child.pid]}))
+    statuses = [m.samples[0].labels["status"] for m in coll.collect(ctx) if m.name == "obsctl_gpu_attribution_status"]
+    assert statuses == ["pending"]  # not "unattributed": nobody has looked yet
+    coll.refresher.refresh()
+    statuses = [m.samples[0].labels["status"] for m in coll.collect(ctx) if m.name == "obsctl_gpu_attribution_status"]
+    assert statuses == ["attributed"]
+
+
+def test_exporter_close_stops_the_refresher() -> None:
+    coll = AttributionCollector(processes=lambda: {})
+    exporter = Exporter([coll], process_metrics=False)
+    coll.start()
+    assert coll.refresher.alive
+    exporter.close()
+    assert not coll.refresher.alive
+    coll.start()  # no restart after close
+    assert not coll.refresher.alive
+
+
+def test_dcgm_source_is_never_pending() -> None:
+    # AutoSource on dcgm-exporter has processes() but lists none: "unattributed" at once, not "pending"
+    source = _Source({})
+    source.active = "dcgm"
+    coll = make()
+    ctx = ScrapeContext(deadline=0.0, inventory=GpuInventory(units=[GPU0], pods={}), gpu_source=source)
+    statuses = [m.samples[0].labels["status"] for m in coll.collect(ctx) if m.name == "obsctl_gpu_attribution_status"]
+    assert statuses == ["unattributed"]

@@ -148,8 +148,8 @@ def main() -> int:
             "verify", "--spec", str(spec_path), "--initiative", initiative_id,
             "--start", utc(window_start), "--end", utc(window_end), check=False,
         )
-        obsctl("verify", "--spec", str(spec_path), "--initiative", initiative_id,
-               "--start", utc(window_start), "--end", utc(window_end), "--output", "json", check=False)
+        # What a pipeline would read instead: the stored verification, as JSON.
+        obsctl("initiative", "list", "--spec", str(spec_path), "--class", CLASS, "--output", "json", check=False)
         if verdict.returncode != 0:
             say(f"verification did not say IMPROVED (exit code {verdict.returncode}); not promoting")
             return verdict.returncode

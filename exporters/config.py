@@ -29,7 +29,6 @@ exporter prints it and exits 2.
 
 from __future__ import annotations
 
-import typing
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -112,42 +111,8 @@ def load_exporter_config(path: str | Path | None) -> ExporterConfig:
     try:
         cfg = ExporterConfig.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(_format(cfg_path, exc, lines)) from None
+        raise UsageError(yamlio.validation_message(cfg_path, exc, lines, ExporterConfig)) from None
     return cfg.model_copy(update={"path": cfg_path.resolve()})
-
-
-def _format(path: Path, exc: ValidationError, lines: dict[tuple[object, ...], int]) -> str:
-    messages = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        line = next((lines[loc[:cut]] for cut in range(len(loc), -1, -1) if loc[:cut] in lines), None)
-        where = f"{path}:{line}" if line else str(path)
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown key; allowed here: {', '.join(_allowed(loc[:-1]))}"
-        messages.append(f"{where}: {field}: {msg}")
-    more = f" (and {len(messages) - 1} more: " + "; ".join(messages[1:4]) + ")" if len(messages) > 1 else ""
-    return messages[0] + more
-
-
-def _allowed(loc: tuple[object, ...]) -> list[str]:
-    """Keys allowed in the mapping at ``loc`` (walks models, skipping dict keys)."""
-    model: type[BaseModel] = ExporterConfig
-    i = 0
-    while i < len(loc):
-        field = model.model_fields.get(str(loc[i]))
-        if field is None:
-            break
-        annotation = field.annotation
-        if typing.get_origin(annotation) is dict:
-            annotation = typing.get_args(annotation)[1]
-            i += 1  # the next part is a user key (a UUID, a namespace)
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            break
-        model = annotation
-        i += 1
-    return [name for name in model.model_fields if name != "path"]
 
 
 __all__ = ["ExporterConfig", "AttributionConfig", "load_exporter_config"]

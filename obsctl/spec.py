@@ -350,50 +350,7 @@ def load_spec(path: str | os.PathLike[str] | None = None) -> Spec:
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_format_validation(spec_path, exc, lines)) from None
+        raise SpecError(yamlio.validation_message(spec_path, exc, lines, Spec)) from None
     spec = spec.model_copy(update={"path": spec_path.resolve()})
     spec._lines = lines
     return spec
-
-
-def _format_validation(path: Path, exc: ValidationError, lines: dict[tuple[object, ...], int]) -> str:
-    messages = []
-    for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
-        msg = err["msg"].removeprefix("Value error, ")
-        reference = re.match(r"^(\w+)\[(\d+)\]\.(\w+) (.*)$", msg) if not loc else None
-        if reference:  # cross-reference errors name their own field (see Spec._references)
-            loc = (reference.group(1), int(reference.group(2)), reference.group(3))
-            msg = reference.group(4)
-        line = None
-        for cut in range(len(loc), -1, -1):
-            if loc[:cut] in lines:
-                line = lines[loc[:cut]]
-                break
-        where = f"{path}:{line}" if line else str(path)
-        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "(top level)"
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown key; allowed here: {', '.join(_allowed_keys(loc[:-1]))}"
-        elif err["type"] == "literal_error":
-            msg = f"{msg} (got {err.get('input')!r})"
-        messages.append(f"{where}: {field}: {msg}")
-    head = messages[0]
-    more = f" (and {len(messages) - 1} more: " + "; ".join(messages[1:4]) + ")" if len(messages) > 1 else ""
-    return head + more
-
-
-def _allowed_keys(loc: tuple[object, ...]) -> list[str]:
-    model: type[BaseModel] = Spec
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(str(part))
-        if field is None:
-            break
-        annotation = field.annotation
-        inner = getattr(annotation, "__args__", (annotation,))
-        candidates = [a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)]
-        if not candidates:
-            break
-        model = candidates[0]
-    return [name for name in model.model_fields if name != "path"]

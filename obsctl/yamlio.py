@@ -15,11 +15,14 @@ SafeLoader (no parser of our own):
 from __future__ import annotations
 
 import os
+import re
 import stat
+import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from obsctl.errors import ObsctlError
 
@@ -125,3 +128,58 @@ def _line_index(root: yaml.Node | None) -> LineIndex:
             for i, item in enumerate(node.value):
                 stack.append((item, path + (i,)))
     return index
+
+
+def validation_message(path: Path, exc: ValidationError, lines: LineIndex, root: type[BaseModel]) -> str:
+    """One line for a pydantic error on a YAML file: ``<path>:<line>: <field>: <problem>``,
+    naming the allowed keys for an unknown key; further errors are summarised after it.
+
+    Args:
+        path: the file, as the user named it.
+        exc: the error from ``root.model_validate``.
+        lines: the file's line index (:func:`parse`).
+        root: the model the file was validated against (for the allowed keys).
+    """
+    messages = []
+    for err in exc.errors():
+        # Drop pydantic's validator tags ("function-after[...]") from the location.
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        msg = err["msg"].removeprefix("Value error, ")
+        reference = re.match(r"^(\w+)\[(\d+)\]\.(\w+) (.*)$", msg) if not loc else None
+        if reference:  # model-level cross-reference errors name their own field
+            loc = (reference.group(1), int(reference.group(2)), reference.group(3))
+            msg = reference.group(4)
+        line = next((lines[loc[:cut]] for cut in range(len(loc), -1, -1) if loc[:cut] in lines), None)
+        where = f"{path}:{line}" if line else str(path)
+        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "(top level)"
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key; allowed here: {', '.join(allowed_keys(root, loc[:-1]))}"
+        elif err["type"] == "literal_error":
+            msg = f"{msg} (got {err.get('input')!r})"
+        messages.append(f"{where}: {field}: {msg}")
+    more = f" (and {len(messages) - 1} more: " + "; ".join(messages[1:4]) + ")" if len(messages) > 1 else ""
+    return messages[0] + more
+
+
+def allowed_keys(root: type[BaseModel], loc: tuple[object, ...]) -> list[str]:
+    """Keys allowed in the mapping at ``loc`` below ``root`` (list indexes skipped, the
+    user's own keys of a ``dict[str, Model]`` skipped; ``path`` is not a YAML key)."""
+    model, i = root, 0
+    while i < len(loc):
+        part = loc[i]
+        i += 1
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            break
+        annotation = field.annotation
+        if typing.get_origin(annotation) is dict:
+            annotation = typing.get_args(annotation)[1]
+            i += 1  # the next part is a user's key (a UUID, a namespace)
+        inner = typing.get_args(annotation) or (annotation,)
+        candidates = [a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not candidates:
+            break
+        model = candidates[0]
+    return [name for name in model.model_fields if name != "path"]

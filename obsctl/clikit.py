@@ -7,6 +7,7 @@ never sees a traceback for a condition we know about.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -107,7 +108,6 @@ class ObsctlClickError(click.ClickException):
 def wrap_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator for commands also run via CliRunner: re-raise ObsctlError as ClickException
     with the same exit code (so tests see the message and code without a traceback)."""
-    import functools
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,25 +26,13 @@ MIG1 = GpuRef("2", "GPU-2222", "1", "3g.40gb")
 
 
 @pytest.fixture()
-def child() -> Iterator[subprocess.Popen]:
-    env = {**os.environ, "OBSCTL_WORKLOAD_CLASS": "embed-online", "OBSCTL_WORKLOAD_OWNER": "team-search"}
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
+def child(sleeper) -> subprocess.Popen:
+    return sleeper(OBSCTL_WORKLOAD_CLASS="embed-online", OBSCTL_WORKLOAD_OWNER="team-search")
 
 
 @pytest.fixture()
-def plain_child() -> Iterator[subprocess.Popen]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OBSCTL_")}
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
+def plain_child(sleeper) -> subprocess.Popen:
+    return sleeper()
 
 
 def make(*args, **kwargs) -> AttributionCollector:

@@ -4,10 +4,8 @@ resolves the child's OBSCTL_WORKLOAD_CLASS; the scrape itself only reads the sna
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,14 +21,8 @@ from obsctl.exporters.gpu.collector import GpuCollector  # noqa: E402
 
 
 @pytest.fixture()
-def child() -> Iterator[subprocess.Popen]:
-    env = {**os.environ, "OBSCTL_WORKLOAD_CLASS": "llm-serving", "OBSCTL_WORKLOAD_OWNER": "team-llm"}
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
+def child(sleeper) -> subprocess.Popen:
+    return sleeper(OBSCTL_WORKLOAD_CLASS="llm-serving", OBSCTL_WORKLOAD_OWNER="team-llm")
 
 
 def _statuses(families, uuid: str) -> list[str]:

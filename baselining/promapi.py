@@ -52,6 +52,73 @@ class InstantSample:
     value: float
 
 
+#: Prefixes of the annotations PromQL itself attaches to an answer (Prometheus >= 2.50
+#: splits them into ``warnings`` and ``infos``; older versions put both in ``warnings``).
+#: They describe the query, not missing data, so they never make an answer partial.
+PROMQL_ANNOTATION_PREFIXES = ("PromQL info:", "PromQL warning:")
+
+
+def is_partial_warning(text: str) -> bool:
+    """True when a Prometheus API warning says the answer may lack data.
+
+    Every warning that is not one of PromQL's own annotations
+    (:data:`PROMQL_ANNOTATION_PREFIXES`) counts: a failed remote-read endpoint
+    (Prometheus), a partial response from a store (Thanos, ``partial_response``), a
+    failed ingester or store-gateway (Mimir, Cortex). Unknown wording errs on the side of
+    "partial", because a silently incomplete answer is the worse mistake.
+    """
+    return not text.strip().startswith(PROMQL_ANNOTATION_PREFIXES)
+
+
+@dataclass
+class QueryResult:
+    """What one client call gave: the series (or instant samples, or label sets) and the
+    ``warnings`` and ``infos`` that Prometheus attached to any of its answers.
+
+    Attributes:
+        series: :class:`RangeSeries` for ``query_range``, :class:`InstantSample` for
+            ``query``, label dicts for ``series``.
+        warnings: the answers' ``warnings`` in order of arrival, duplicates removed,
+            each cut to a printable line (:func:`printable`).
+        infos: the answers' ``infos`` (Prometheus >= 2.50), the same way.
+
+    Iterating, ``len()`` and indexing go to ``series``, so code that only needs the
+    data reads it like a list.
+    """
+
+    series: list[Any] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    infos: list[str] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        """True when a warning says the data may be incomplete (:func:`is_partial_warning`)."""
+        return any(is_partial_warning(w) for w in self.warnings)
+
+    @property
+    def partial_warnings(self) -> list[str]:
+        """The warnings that make the answer partial."""
+        return [w for w in self.warnings if is_partial_warning(w)]
+
+    def add_notes(self, warnings: Any, infos: Any) -> None:
+        """Append an answer's ``warnings`` / ``infos`` (lists of strings; anything else is ignored)."""
+        for target, notes in ((self.warnings, warnings), (self.infos, infos)):
+            if isinstance(notes, list):
+                for note in notes:
+                    text = printable(str(note), 500)
+                    if text and text not in target:
+                        target.append(text)
+
+    def __iter__(self):
+        return iter(self.series)
+
+    def __len__(self) -> int:
+        return len(self.series)
+
+    def __getitem__(self, index):
+        return self.series[index]
+
+
 def plan_chunks(start: float, end: float, step: float, max_points: int = MAX_POINTS_PER_SERIES) -> list[tuple[float, float]]:
     """Cut ``[start, end]`` at ``step`` into sub-ranges of at most ``max_points`` evaluation points.
 
@@ -146,12 +213,13 @@ class PrometheusClient:
 
     # --- endpoints ---------------------------------------------------------------
 
-    def query(self, promql: str, time: float | dt.datetime | None = None) -> list[InstantSample]:
+    def query(self, promql: str, time: float | dt.datetime | None = None) -> QueryResult:
         """Evaluate ``promql`` at one instant (default: now).
 
         Returns:
-            One :class:`InstantSample` per series of a vector result; a scalar result is
-            returned as one sample with empty labels.
+            A :class:`QueryResult` whose ``series`` holds one :class:`InstantSample` per
+            series of a vector result (a scalar result is one sample with empty labels),
+            with the answer's warnings.
 
         Raises:
             PrometheusUnavailable: unreachable, timing out or answering 5xx after retries.
@@ -161,42 +229,45 @@ class PrometheusClient:
         if time is not None:
             params["time"] = f"{_seconds(time):.3f}"
         path = "/api/v1/query"
-        data = self._get(path, params, promql)
+        out = QueryResult()
+        data = self._get(path, params, promql, out)
         try:
             data = _as(dict, data, "data")
             kind = data.get("resultType")
             if kind == "vector":
-                out = []
                 for n, r in enumerate(_as(list, data.get("result"), "data.result")):
                     t, v = _pair(r.get("value") if isinstance(r, dict) else None, f"data.result[{n}].value")
-                    out.append(InstantSample(_labels(r, f"data.result[{n}]"), t, v))
+                    out.series.append(InstantSample(_labels(r, f"data.result[{n}]"), t, v))
                 return out
             if kind == "scalar":
                 t, v = _pair(data.get("result"), "data.result")
-                return [InstantSample({}, t, v)]
+                out.series.append(InstantSample({}, t, v))
+                return out
             if kind not in ("matrix", "string"):
                 raise _Malformed(f"data.resultType {printable(str(kind))!r} is not vector, scalar, matrix or string")
         except _Malformed as exc:
             raise self._unexpected(path, exc) from None
         raise UsageError(f"query {promql!r} returned a {kind}, expected an instant vector")
 
-    def query_range(self, promql: str, start: float | dt.datetime, end: float | dt.datetime, step_seconds: float) -> list[RangeSeries]:
+    def query_range(self, promql: str, start: float | dt.datetime, end: float | dt.datetime, step_seconds: float) -> QueryResult:
         """Evaluate ``promql`` at ``start, start+step, ... <= end`` (unix seconds or datetimes).
 
         Requests are chunked (:func:`plan_chunks`) so none exceeds Prometheus' 11,000
         points per series; the chunks' series are merged by label set.
 
         Returns:
-            The series, each with samples in time order (NaN/Inf values are kept).
+            A :class:`QueryResult` whose ``series`` are :class:`RangeSeries`, each with
+            samples in time order (NaN/Inf values are kept), and the warnings of every chunk.
 
         Raises:
             PrometheusUnavailable, UsageError: as :meth:`query`.
         """
         merged: dict[tuple[tuple[str, str], ...], RangeSeries] = {}
+        out = QueryResult()
         path = "/api/v1/query_range"
         for chunk_start, chunk_end in plan_chunks(_seconds(start), _seconds(end), step_seconds):
             params = {"query": promql, "start": f"{chunk_start:.3f}", "end": f"{chunk_end:.3f}", "step": f"{step_seconds:g}"}
-            data = self._get(path, params, promql)
+            data = self._get(path, params, promql, out)
             try:
                 data = _as(dict, data, "data")
                 # A range query always answers a matrix (scalars too), so anything else is not Prometheus.
@@ -209,19 +280,25 @@ class PrometheusClient:
                     series.values.extend(_pair(v, f"data.result[{n}].values[{i}]") for i, v in enumerate(values))
             except _Malformed as exc:
                 raise self._unexpected(path, exc) from None
-        return list(merged.values())
+        out.series = list(merged.values())
+        return out
 
-    def series(self, matchers: list[str], start: float | dt.datetime, end: float | dt.datetime) -> list[dict[str, str]]:
+    def series(self, matchers: list[str], start: float | dt.datetime, end: float | dt.datetime) -> QueryResult:
         """Label sets of the series matching any of ``matchers`` (series selectors) in ``[start, end]``.
+
+        Returns:
+            A :class:`QueryResult` whose ``series`` are label dicts, with the answer's warnings.
 
         Raises:
             PrometheusUnavailable, UsageError: as :meth:`query`.
         """
         params = {"match[]": matchers, "start": f"{_seconds(start):.3f}", "end": f"{_seconds(end):.3f}"}
         path = "/api/v1/series"
-        data = self._get(path, params, " or ".join(matchers))
+        out = QueryResult()
+        data = self._get(path, params, " or ".join(matchers), out)
         try:
-            return [_labels({"metric": labels}, f"data[{n}]") for n, labels in enumerate(_as(list, data, "data"))]
+            out.series = [_labels({"metric": labels}, f"data[{n}]") for n, labels in enumerate(_as(list, data, "data"))]
+            return out
         except _Malformed as exc:
             raise self._unexpected(path, exc) from None
 
@@ -230,7 +307,8 @@ class PrometheusClient:
 
     # --- transport ---------------------------------------------------------------
 
-    def _get(self, path: str, params: dict[str, Any], promql: str) -> Any:
+    def _get(self, path: str, params: dict[str, Any], promql: str, into: QueryResult) -> Any:
+        """The ``data`` of one successful answer; its warnings and infos go to ``into``."""
         caller = retry(
             stop=stop_after_attempt(self.attempts),
             wait=wait_exponential(multiplier=0.2, max=2.0),
@@ -238,9 +316,11 @@ class PrometheusClient:
             reraise=True,
         )(self._get_once)
         try:
-            return caller(path, params, promql)
+            body = caller(path, params, promql)
         except _Retryable as exc:
             raise PrometheusUnavailable(f"cannot reach Prometheus at {self.url}: {exc} (after {self.attempts} attempts)") from None
+        into.add_notes(body.get("warnings"), body.get("infos"))
+        return body.get("data")
 
     def _get_once(self, path: str, params: dict[str, Any], promql: str) -> Any:
         try:
@@ -272,7 +352,7 @@ class PrometheusClient:
                 f"cannot use Prometheus at {self.url}: HTTP {response.status_code} from {path}: "
                 f"{error or 'not a Prometheus API answer'}"
             )
-        return body.get("data")
+        return body
 
 
 def _short(exc: requests.RequestException) -> str:

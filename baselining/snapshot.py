@@ -23,7 +23,7 @@ from typing import Callable
 
 from obsctl.baselining import stats
 from obsctl.baselining.models import Baseline, Population, Statistics, Window
-from obsctl.baselining.promapi import PrometheusClient
+from obsctl.baselining.promapi import PrometheusClient, QueryResult
 from obsctl.baselining.store import Store
 from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, parse_duration, utcnow
 from obsctl.errors import UsageError
@@ -48,6 +48,9 @@ class Measurement:
             is not finite (values that overflow the float range when summed).
         dropped: samples Prometheus returned as NaN or +-Inf (dropped, not in ``samples``).
         reason: why ``stats`` is None (``""`` otherwise), e.g. ``240 samples, all NaN/Inf``.
+        warnings: Prometheus' warnings on the range and series answers
+            (:class:`obsctl.baselining.promapi.QueryResult`).
+        partial: a warning says the data may be incomplete.
     """
 
     query: str
@@ -57,6 +60,8 @@ class Measurement:
     stats: Statistics | None
     dropped: int = 0
     reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    partial: bool = False
 
     def no_data_reason(self, batches: int) -> str:
         """Why this measurement is NO DATA (fewer finite samples than ``batches``, or a
@@ -122,13 +127,19 @@ def selectors_of(query: str) -> list[str]:
     return out
 
 
-def population_of(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime) -> Population:
-    """The input series of ``query`` in ``[start, end]`` via the series API (see module doc)."""
+def population_of(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime,
+                  answers: QueryResult | None = None) -> Population:
+    """The input series of ``query`` in ``[start, end]`` via the series API (see module doc).
+
+    The series answer's warnings are added to ``answers`` when given."""
     selectors = selectors_of(query)
     if not selectors:
         return Population(series_count=0)
     seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-    for labels in client.series(selectors, start, end):
+    found = client.series(selectors, start, end)
+    if answers is not None:
+        answers.add_notes(found.warnings, found.infos)
+    for labels in found:
         seen.setdefault(tuple(sorted(labels.items())), labels)
     label_sets = [seen[k] for k in sorted(seen)]
     return Population(series_count=len(label_sets), label_sets=label_sets[:MAX_LABEL_SETS])
@@ -154,14 +165,14 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     raw = result[0].values if result else []
     samples = [(t, v) for t, v in raw if math.isfinite(v)]
     dropped = len(raw) - len(samples)
-    population = population_of(client, query, start, end)
+    population = population_of(client, query, start, end, result)
     summary = stats.summarize([v for _, v in samples], batches) if samples else None
     reason = f"{dropped} samples, all NaN/Inf" if raw and not samples else ""
     bad = stats.non_finite_fields(summary) if summary is not None else []
     if bad:
         reason = f"the {', '.join(bad)} of {len(samples)} samples {'is' if len(bad) == 1 else 'are'} not finite (values overflow the float range)"
         summary = None
-    return Measurement(query, window, samples, population, summary, dropped, reason)
+    return Measurement(query, window, samples, population, summary, dropped, reason, list(result.warnings), result.partial)
 
 
 def snapshot(

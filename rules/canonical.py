@@ -1,0 +1,82 @@
+"""The canonical per-class series: one set whichever server produced the raw metrics.
+
+A workload class names its ``source`` (vllm, tgi, triton, sglang, llamacpp, ray-serve,
+sdk, ...); the source's module in :mod:`obsctl.rules.sources` emits recording rules that
+fill these series from that server's own metric names. Rules, verdicts, the saturation
+state and dashboards read only the names below. Every series carries the
+``workload_class`` label; ``CLASS_REQUESTS`` also carries ``outcome``.
+
+Names follow Prometheus' ``level:metric:operations`` convention; rates are per second
+over 5 minutes, quantiles come from ``histogram_quantile`` over summed bucket rates
+(``:p95_rate5m``), ratios are ratios of sums (``:ratio``). A series is absent when the
+source does not provide its input (never 0 as a stand-in).
+"""
+
+from __future__ import annotations
+
+# --- throughput (work per second) ---------------------------------------------------
+#: Prompt (input) tokens per second.
+INPUT_TOKENS = "workload_class:obsctl_input_tokens:rate5m"
+#: Generated (output) tokens per second.
+OUTPUT_TOKENS = "workload_class:obsctl_output_tokens:rate5m"
+#: Input + output tokens per second (sources that count only a total fill this alone).
+TOKENS = "workload_class:obsctl_tokens:rate5m"
+#: Finished requests per second by ``outcome`` (success | error | rejected).
+REQUESTS = "workload_class:obsctl_requests:rate5m"
+#: Offered load: arrivals per second including rejected and aborted requests (demand).
+REQUESTS_OFFERED = "workload_class:obsctl_requests_offered:rate5m"
+#: Training / batch samples per second.
+SAMPLES = "workload_class:obsctl_samples:rate5m"
+#: Optimizer / engine steps per second.
+STEPS = "workload_class:obsctl_steps:rate5m"
+
+# --- latency -------------------------------------------------------------------------
+QUEUE_WAIT_P95 = "workload_class:obsctl_queue_wait_seconds:p95_rate5m"
+TTFT_P50 = "workload_class:obsctl_time_to_first_token_seconds:p50_rate5m"
+TTFT_P95 = "workload_class:obsctl_time_to_first_token_seconds:p95_rate5m"
+ITL_P95 = "workload_class:obsctl_inter_token_latency_seconds:p95_rate5m"
+E2E_P95 = "workload_class:obsctl_request_duration_seconds:p95_rate5m"
+#: Mean training step time, seconds (sum of step durations / number of steps).
+STEP_TIME = "workload_class:obsctl_step_duration_seconds:mean_rate5m"
+
+# --- saturation ----------------------------------------------------------------------
+#: Requests being served now (sum over replicas).
+REQUESTS_RUNNING = "workload_class:obsctl_requests_running:sum"
+#: Requests (or jobs, workloads) waiting now: the class's queue depth.
+REQUESTS_WAITING = "workload_class:obsctl_requests_waiting:sum"
+#: KV-cache usage, 0-1 (mean over replicas: servers publish a ratio without its totals).
+KV_CACHE_USAGE = "workload_class:obsctl_kv_cache_usage:ratio"
+#: Preempted (swapped or recomputed) requests per second.
+PREEMPTIONS = "workload_class:obsctl_preemptions:rate5m"
+#: Accelerator busy seconds per second (sum of the attributed GPUs' utilization).
+GPU_BUSY = "workload_class:obsctl_gpu_busy_seconds:rate5m"
+#: Accelerators attributed to the class now.
+GPUS_ALLOCATED = "workload_class:obsctl_gpus_allocated:count"
+#: CPU busy seconds per second of the class's processes (stands in for GPU_BUSY on CPU-only nodes).
+CPU_BUSY = "workload_class:obsctl_cpu_busy_seconds:rate5m"
+#: The saturation state: one series per ``state`` label (saturated | constrained |
+#: idle | healthy), 1 for the current state and 0 for the others (kube-state-metrics style).
+SATURATION_STATE = "workload_class:obsctl_saturation_state:value"
+
+# --- training efficiency --------------------------------------------------------------
+#: Model FLOPs utilization, 0-1: achieved model FLOP/s over the GPUs' dense peak.
+MFU = "workload_class:obsctl_model_flops_utilization:ratio"
+
+# --- cost and waste --------------------------------------------------------------------
+COST_USD_PER_HOUR = "workload_class:obsctl_cost_usd_per_hour:sum"
+COST_PER_MILLION_INPUT_TOKENS = "workload_class:obsctl_cost_usd_per_million_input_tokens:ratio"
+COST_PER_MILLION_OUTPUT_TOKENS = "workload_class:obsctl_cost_usd_per_million_output_tokens:ratio"
+COST_PER_MILLION_TOKENS = "workload_class:obsctl_cost_usd_per_million_tokens:ratio"
+COST_PER_REQUEST = "workload_class:obsctl_cost_usd_per_request:ratio"
+COST_PER_SAMPLE = "workload_class:obsctl_cost_usd_per_sample:ratio"
+ENERGY_COST_USD_PER_HOUR = "workload_class:obsctl_energy_cost_usd_per_hour:sum"
+#: USD per hour of accelerators attributed to the class but below the utilization threshold.
+IDLE_WASTE_USD_PER_HOUR = "workload_class:obsctl_idle_waste_usd_per_hour:sum"
+#: USD per hour of accelerators attributed to no class (cluster level, no workload_class).
+UNATTRIBUTED_WASTE_USD_PER_HOUR = "cluster:obsctl_unattributed_waste_usd_per_hour:sum"
+
+# --- efficiency (work per resource) ----------------------------------------------------
+TOKENS_PER_GPU_BUSY_SECOND = "workload_class:obsctl_tokens_per_gpu_busy_second:ratio"
+TOKENS_PER_GPU_ALLOCATED_SECOND = "workload_class:obsctl_tokens_per_gpu_allocated_second:ratio"
+TOKENS_PER_JOULE = "workload_class:obsctl_tokens_per_joule:ratio"
+SAMPLES_PER_GPU_ALLOCATED_SECOND = "workload_class:obsctl_samples_per_gpu_allocated_second:ratio"

@@ -19,6 +19,7 @@ import logging
 import queue
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -73,21 +74,55 @@ class Collector(Protocol):
 
 
 class _Job:
-    """One collect call, run by a collector's worker thread."""
+    """One collect call, run by a collector's worker thread.
+
+    The job drops its callable (and with it the scrape context) once it has run, and the scrape
+    thread takes the result or error out of it (:meth:`take`), so a finished job holds nothing.
+    """
 
     def __init__(self, fn: Callable[[], list[Metric]]) -> None:
         self.done = threading.Event()
         self.result: list[Metric] = []
         self.error: BaseException | None = None
-        self._fn = fn
+        self._fn: Callable[[], list[Metric]] | None = fn
 
     def run(self) -> None:
+        fn, self._fn = self._fn, None
         try:
-            self.result = list(self._fn())
+            self.result = list(fn())
         except BaseException as exc:  # noqa: BLE001 - reported to the scrape thread
             self.error = exc
         finally:
+            del fn
             self.done.set()
+
+    def take(self) -> tuple[list[Metric], BaseException | None]:
+        """The result and error of a finished job, leaving the job empty."""
+        result, error = self.result, self.error
+        self.result, self.error = [], None
+        return result, error
+
+
+def release_exception(exc: BaseException) -> None:
+    """Drop what a handled exception keeps alive: its traceback frames' locals and its chain.
+
+    A traceback references every frame it passed through, and each frame its locals: a failed
+    dcgm fetch's frames hold the response and the body read so far (up to the 16 MiB cap), and
+    the scrape thread's frames held the previous job, whose error held the job before it, so
+    each failed scrape kept all earlier ones alive (issue 6: 41 -> 573 MiB over 17,000 scrapes).
+    Called once the failure has been logged; the reason and message stay on the exception.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        cur = todo.pop()
+        if cur is None or id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        todo += [cur.__cause__, cur.__context__]
+        if cur.__traceback__ is not None:
+            traceback.clear_frames(cur.__traceback__)  # skips frames still executing
+        cur.__traceback__ = cur.__cause__ = cur.__context__ = None
 
 
 class _Worker:
@@ -200,24 +235,35 @@ class Exporter:
         except Exception as exc:  # noqa: BLE001 - every fault becomes meta series
             reason = getattr(exc, "reason", "") or REASON_EXCEPTION
             self._log_failure(coll.name, reason, exc)
+            release_exception(exc)
             return meta.CollectorOutcome(coll.name, False, time.perf_counter() - t0, reason), []
         self._log_recovery(coll.name)
         return meta.CollectorOutcome(coll.name, True, time.perf_counter() - t0), metrics
 
     def _isolated(self, coll: Collector, ctx: ScrapeContext) -> list[Metric]:
-        pending = self._pending.get(coll.name)
-        if pending is not None and not pending.done.is_set():
-            raise CollectorBusy("previous call still running")
+        # Only an unfinished job stays in _pending (to report ``busy``); no local names another job
+        # when this frame raises, so an error's traceback cannot reach an earlier job.
+        late = self._pending.get(coll.name)
+        if late is not None:
+            if not late.done.is_set():
+                raise CollectorBusy("previous call still running")
+            del self._pending[coll.name]
+            release_error = late.take()[1]  # a timed-out job's late error: never raised
+            if release_error is not None:
+                release_exception(release_error)
+            del release_error
+        del late
         worker = self._workers.get(coll.name)
         if worker is None:
             worker = self._workers[coll.name] = _Worker(coll.name)
         job = worker.submit(lambda: coll.collect(ctx))
-        self._pending[coll.name] = job
         if not job.done.wait(max(ctx.remaining(), 0.0)):
+            self._pending[coll.name] = job
             raise CollectorTimeout("no result within the scrape deadline")
-        if job.error is not None:
-            raise job.error
-        return job.result
+        result, error = job.take()
+        if error is not None:
+            raise error
+        return result
 
     def _log_failure(self, name: str, reason: str, exc: BaseException) -> None:
         if self._last_reason.get(name) == reason:

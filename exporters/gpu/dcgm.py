@@ -124,6 +124,7 @@ def _read_body(resp: requests.Response, url: str, timeout: float, t_end: float, 
             return b"".join(chunks)
         total += len(chunk)
         if total > max_bytes:
+            chunks.clear()  # a failing source holds nothing: not even in a traceback's frame
             raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{url}: body exceeds the {max_bytes}-byte cap")
         chunks.append(chunk)
 
@@ -227,7 +228,7 @@ def parse_dcgm(text: str) -> DcgmSnapshot:
             elif fmap.special == "clock_events":
                 snap.clock_events.setdefault(uuid, int(value))
             elif fmap.special == "memory_part":
-                snap.memory_parts.setdefault((uuid, gi, profile), {}).setdefault(field_name, value * fmap.scale)
+                snap.memory_parts.setdefault((uuid, gi, profile), {}).setdefault(field_name, fmap.convert(value))
             else:
                 if fmap.scope == F.DEVICE:
                     key = (fmap.canonical, fmap.extra, uuid, "", "")
@@ -235,7 +236,7 @@ def parse_dcgm(text: str) -> DcgmSnapshot:
                     key = (fmap.canonical, fmap.extra, uuid, gi, profile)
                     if gi:
                         instance_uuids.setdefault(fmap.canonical, set()).add(uuid)
-                snap.values.setdefault(key, value * fmap.scale)
+                snap.values.setdefault(key, fmap.convert(value))
     # drop whole-GPU values of instance-scope fields where the GPU reports per instance
     for key in [k for k in snap.values if not k[3] and k[2] in instance_uuids.get(k[0], ())]:
         del snap.values[key]

@@ -39,7 +39,9 @@ class FieldMap:
     Attributes:
         canonical: catalogue name (``obsctl_gpu_...``); for special fields (``xid``,
             ``clock_events``, ``memory_total``) the name of the family they end up in.
-        scale: multiply the DCGM value by this to get the base unit.
+        scale: multiply the DCGM value by this to get the base unit (exact: powers of 2, 10^6).
+        divisor: then divide by this (percent -> ratio, mJ -> J). Dividing, not multiplying by
+            0.01, gives the closest float to the decimal: 57 / 100 = 0.57, 57 * 0.01 = 0.5700000000000001.
         scope: ``device`` (one series per GPU) or ``instance`` (per MIG GPU instance).
         extra: fixed extra labels (e.g. ``{"error_type": "corrected"}``).
         special: ``""`` for a plain value, else ``xid`` | ``clock_events`` | ``memory_part``.
@@ -52,12 +54,17 @@ class FieldMap:
     extra: tuple[tuple[str, str], ...] = ()
     special: str = ""
     counter: bool = False
+    divisor: float = 1.0
+
+    def convert(self, value: float) -> float:
+        """The DCGM value in the canonical base unit."""
+        return value * self.scale / self.divisor
 
 
 FIELDS: dict[str, FieldMap] = {
     # utilization (percent -> ratio). Not supported per MIG instance (DCGM answers blank/0).
-    "DCGM_FI_DEV_GPU_UTIL": FieldMap("obsctl_gpu_utilization_ratio", 0.01),
-    "DCGM_FI_DEV_MEM_COPY_UTIL": FieldMap("obsctl_gpu_memory_utilization_ratio", 0.01),
+    "DCGM_FI_DEV_GPU_UTIL": FieldMap("obsctl_gpu_utilization_ratio", divisor=100),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": FieldMap("obsctl_gpu_memory_utilization_ratio", divisor=100),
     # framebuffer (MiB -> bytes); per GPU instance under MIG.
     "DCGM_FI_DEV_FB_USED": FieldMap("obsctl_gpu_memory_used_bytes", MIB, INSTANCE),
     "DCGM_FI_DEV_FB_TOTAL": FieldMap("obsctl_gpu_memory_total_bytes", MIB, INSTANCE, special="memory_part"),
@@ -67,7 +74,7 @@ FIELDS: dict[str, FieldMap] = {
     "DCGM_FI_DEV_POWER_USAGE": FieldMap("obsctl_gpu_power_watts"),
     "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": FieldMap("obsctl_gpu_power_limit_watts"),
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": FieldMap("obsctl_gpu_power_limit_watts"),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": FieldMap("obsctl_gpu_energy_joules_total", 0.001, counter=True),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": FieldMap("obsctl_gpu_energy_joules_total", divisor=1000, counter=True),
     # temperatures (C), clocks (MHz -> Hz)
     "DCGM_FI_DEV_GPU_TEMP": FieldMap("obsctl_gpu_temperature_celsius"),
     "DCGM_FI_DEV_MEMORY_TEMP": FieldMap("obsctl_gpu_memory_temperature_celsius"),

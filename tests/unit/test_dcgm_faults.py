@@ -4,10 +4,8 @@ Also: through the exporter core, a failing dcgm-exporter leaves no stale GPU ser
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,77 +16,10 @@ from obsctl.exporters.gpu.dcgm import DcgmSource
 from obsctl.exporters.gpu.errors import GpuSourceError
 from obsctl.stack import free_port
 
+from dcgm_standin import DcgmStandIn
 
-class FakeDcgm:
-    """A dcgm-exporter stand-in: ``mode`` picks what GET /metrics answers."""
 
-    def __init__(self, fixture: str) -> None:
-        self.fixture = fixture.encode()
-        self.mode = "ok"
-        self.release = threading.Event()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                outer.handle(self)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/metrics"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def handle(self, h: BaseHTTPRequestHandler) -> None:
-        mode = self.mode
-        if mode == "slow":  # headers only after far longer than the timeout
-            self.release.wait(10)
-            return
-        if mode == "trickle":  # headers at once, then one byte every 0.2 s
-            h.send_response(200)
-            h.send_header("Content-Type", "text/plain; version=0.0.4")
-            h.end_headers()
-            for byte in self.fixture[:200]:
-                if self.release.wait(0.2):
-                    return
-                h.wfile.write(bytes([byte]))
-                h.wfile.flush()
-            return
-        bodies = {
-            "ok": (200, "text/plain; version=0.0.4; charset=utf-8", self.fixture),
-            "html": (200, "text/html; charset=utf-8", b"<html><body>Login required</body></html>"),
-            "html_as_text": (200, "text/plain", b"<!DOCTYPE html>\n<html></html>"),
-            "garbage": (200, "text/plain", bytes(range(256)) * 8),
-            "error": (500, "text/plain", b"internal error"),
-        }
-        if mode in bodies:
-            code, ctype, body = bodies[mode]
-            h.send_response(code)
-            h.send_header("Content-Type", ctype)
-            h.send_header("Content-Length", str(len(body)))
-            h.end_headers()
-            h.wfile.write(body)
-        elif mode in ("huge", "huge_chunked"):
-            line = b"DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-x\"} 1\n" * 1000
-            total = 17 * 2**20
-            h.send_response(200)
-            h.send_header("Content-Type", "text/plain")
-            if mode == "huge":
-                h.send_header("Content-Length", str(total))
-            h.end_headers()
-            sent = 0
-            try:
-                while sent < total:
-                    h.wfile.write(line)
-                    sent += len(line)
-            except OSError:
-                pass  # the client hung up at the cap, as it should
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+FakeDcgm = DcgmStandIn  # the shared fault-injecting stand-in (tests/dcgm_standin.py)
 
 
 @pytest.fixture()

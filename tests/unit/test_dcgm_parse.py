@@ -270,3 +270,26 @@ def test_is_blank_boundaries() -> None:
     assert F.is_blank(F.DCGM_FP64_BLANK, counter=True)
     assert F.is_blank(float(F.DCGM_INT64_BLANK), counter=True)
     assert F.is_blank(float("nan"), counter=False)
+
+
+@pytest.mark.parametrize("field, canonical, divisor", [
+    ("DCGM_FI_DEV_GPU_UTIL", "obsctl_gpu_utilization_ratio", 100),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "obsctl_gpu_energy_joules_total", 1000),
+])
+def test_unit_conversion_is_the_exact_decimal(field: str, canonical: str, divisor: int) -> None:
+    """57 % is published as 0.57, not 0.5700000000000001 (issue 6): each value's exposition text
+    is the Go-style shortest form of the decimal quotient, computed here with Decimal."""
+    from decimal import Decimal
+
+    from prometheus_client.utils import floatToGoString
+
+    from obsctl.exporters.exposition import TextRenderer
+
+    raws = list(range(0, 101)) + [123457, 128996013]
+    body = "".join(f'{field}{{gpu="{i}",UUID="GPU-{i}"}} {raw}\n' for i, raw in enumerate(raws))
+    rendered = TextRenderer().render(snapshot_families(parse_dcgm(body), XidTracker()).metrics()).decode()
+    for i, raw in enumerate(raws):
+        expected = float(Decimal(raw) / Decimal(divisor))
+        line = next(ln for ln in rendered.splitlines() if ln.startswith(f'{canonical}{{gpu="{i}",'))
+        assert line.rsplit(" ", 1)[1] == floatToGoString(expected), line
+    assert f'{canonical}{{gpu="57",uuid="GPU-57"}} {"0.57" if divisor == 100 else "0.057"}' in rendered

@@ -80,3 +80,15 @@ TOKENS_PER_GPU_BUSY_SECOND = "workload_class:obsctl_tokens_per_gpu_busy_second:r
 TOKENS_PER_GPU_ALLOCATED_SECOND = "workload_class:obsctl_tokens_per_gpu_allocated_second:ratio"
 TOKENS_PER_JOULE = "workload_class:obsctl_tokens_per_joule:ratio"
 SAMPLES_PER_GPU_ALLOCATED_SECOND = "workload_class:obsctl_samples_per_gpu_allocated_second:ratio"
+
+# --- saturation and cost inputs (filled by rules/saturation.py and rules/cost.py) -----
+#: CPU cores the class's processes may use (saturation.cpu_cores, else one per process series).
+CPUS_ALLOCATED = "workload_class:obsctl_cpus_allocated:count"
+#: Busy fraction 0-1 the saturation state reads: GPU_BUSY / GPUS_ALLOCATED, else CPU_BUSY / CPUS_ALLOCATED.
+BUSY_RATIO = "workload_class:obsctl_busy:ratio"
+#: 1 when the class's queue builds (waiting, queue wait p95 or rejections over threshold), else 0.
+QUEUE_BUILDING = "workload_class:obsctl_queue_building:bool"
+#: Energy rate of the class's GPUs, joules per second (W); a shared GPU is split equally.
+GPU_ENERGY = "workload_class:obsctl_gpu_energy_joules:rate5m"
+#: USD per hour of each training run of the class (labels workload_class, run; the class's cost split over its active runs).
+RUN_COST_USD_PER_HOUR = "workload_class_run:obsctl_cost_usd_per_hour:sum"

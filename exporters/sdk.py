@@ -10,37 +10,82 @@ Series (all carry the ``workload`` label plus any constant labels you pass):
 =================================== ========= =========================================
 name                                type      meaning
 =================================== ========= =========================================
-obsctl_tokens_total                 counter   tokens processed (input + output)
+obsctl_tokens_total                 counter   tokens processed, all of them (input + output;
+                                              the two counters below add here too)
+obsctl_input_tokens_total           counter   prompt / input tokens (``count_input_tokens``)
+obsctl_output_tokens_total          counter   generated / output tokens (``count_output_tokens``)
 obsctl_samples_total                counter   samples processed (training or batch items)
 obsctl_steps_total                  counter   optimizer / engine steps
+obsctl_step_duration_seconds        histogram wall time of one step, seconds (``step()``)
 obsctl_requests_total{outcome}      counter   requests by outcome: success|error|rejected
 obsctl_request_duration_seconds     histogram request latency, seconds
+obsctl_requests_running             gauge     requests being served now (``request()``)
 obsctl_queue_wait_seconds           histogram time a request waited before service, seconds
 obsctl_queue_depth_requests         gauge     requests waiting now
 obsctl_quality_score{evaluation}    gauge     latest evaluation score, in that eval's scale
 =================================== ========= =========================================
 
-Example::
+Example (one process)::
 
     wl = Workload("embed-online", labels={"model": "all-MiniLM-L6-v2"})
     wl.serve(port=8000)
     with wl.request() as req:          # latency observed, outcome=error on exception
         wl.count_tokens(n_tokens)
+    with wl.step(samples=32, tokens=4096):   # training: one optimizer step, timed
+        loss.backward(); opt.step()
+
+Multiprocess mode (gunicorn / uvicorn workers, one process per data-parallel rank)
+---------------------------------------------------------------------------------
+Set ``PROMETHEUS_MULTIPROC_DIR`` to an empty, writable directory *before* the processes
+start (prometheus_client picks its value store when it is first imported; the SDK raises
+RuntimeError if the variable appeared later). Every process then writes its values to
+memory-mapped files there (prometheus_client's multiprocess mode) and any process can
+expose the sum over all of them:
+
+* counters and histograms are summed over every process that ever wrote, dead ones
+  included (a counter must not drop when a worker is recycled);
+* gauges use these ``multiprocess_mode`` choices: ``obsctl_queue_depth_requests`` and
+  ``obsctl_requests_running`` are ``livesum`` (sum over live processes: call
+  :func:`mark_process_dead` when a worker exits, e.g. gunicorn's ``child_exit`` hook, and
+  its share disappears); ``obsctl_quality_score`` is ``mostrecent`` (the last score
+  written by any process, kept after that process exits).
+
+What changes against single-process use: :meth:`Workload.serve` would bind the same port
+in every worker, so in multiprocess mode it serves the *aggregate* and must be called by
+exactly one process (rank 0 of a training job). For web workers, either mount
+:func:`make_wsgi_app` / :func:`make_asgi_app` at ``/metrics`` in the application (any
+worker answers with the aggregate) or call :func:`serve_multiprocess` from the master
+(gunicorn ``when_ready``). Wipe the directory between runs (:func:`prepare_multiprocess_dir`,
+e.g. in gunicorn's ``on_starting``), or old counts are added to the new run's. A
+``_created`` series is not exposed in this mode (prometheus_client omits it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
 
 OUTCOMES = ("success", "error", "rejected")
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 # Latency buckets from 1 ms to ~60 s; wide enough for embeddings and LLM requests alike.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# Step buckets from 5 ms (tiny models, CPU) to 10 min (large models, long accumulation).
+STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+#: Gauge name -> prometheus_client ``multiprocess_mode`` (see the module docstring).
+GAUGE_MULTIPROCESS_MODES = {
+    "obsctl_queue_depth_requests": "livesum",
+    "obsctl_requests_running": "livesum",
+    "obsctl_quality_score": "mostrecent",
+}
 
 
 @dataclass
@@ -48,6 +93,94 @@ class RequestScope:
     """Handle yielded by :meth:`Workload.request`; set ``outcome`` to override the default."""
 
     outcome: str = "success"
+
+
+@dataclass
+class StepScope:
+    """Handle yielded by :meth:`Workload.step`; ``samples`` / ``tokens`` may be set inside the block."""
+
+    samples: float = 0
+    tokens: float = 0
+
+
+# --- multiprocess mode ------------------------------------------------------------------
+
+
+def multiprocess_dir() -> Path | None:
+    """The multiprocess directory from ``PROMETHEUS_MULTIPROC_DIR``, or None (single process)."""
+    value = os.environ.get(MULTIPROC_ENV) or os.environ.get(MULTIPROC_ENV.lower())
+    return Path(value) if value else None
+
+
+def _require_multiprocess_values() -> None:
+    # prometheus_client chooses its value store once, at import: a variable set later
+    # would silently keep every value in this process only.
+    if prometheus_client.values.ValueClass.__name__ != "MmapedValue":
+        raise RuntimeError(
+            f"{MULTIPROC_ENV} is set but prometheus_client was imported before it was: set it in the environment "
+            "before the process starts (or before the first import of prometheus_client)"
+        )
+
+
+def prepare_multiprocess_dir(path: str | os.PathLike | None = None) -> Path:
+    """Create the multiprocess directory (default: ``$PROMETHEUS_MULTIPROC_DIR``) and delete
+    the ``*.db`` files a previous run left there. Call once, before any worker starts.
+
+    Raises:
+        ValueError: no path given and ``PROMETHEUS_MULTIPROC_DIR`` unset.
+    """
+    directory = Path(path) if path is not None else multiprocess_dir()
+    if directory is None:
+        raise ValueError(f"no multiprocess directory: pass one or set {MULTIPROC_ENV}")
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink()
+    return directory
+
+
+def multiprocess_registry(path: str | os.PathLike | None = None) -> CollectorRegistry:
+    """A registry whose ``collect()`` sums every process's files in the directory (default
+    ``$PROMETHEUS_MULTIPROC_DIR``); read at each scrape, so it can be built once.
+
+    Raises:
+        ValueError: no directory given or set.
+    """
+    directory = Path(path) if path is not None else multiprocess_dir()
+    if directory is None:
+        raise ValueError(f"no multiprocess directory: pass one or set {MULTIPROC_ENV}")
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=str(directory))
+    return registry
+
+
+def make_wsgi_app(path: str | os.PathLike | None = None):
+    """WSGI app answering every GET with the aggregate exposition of all processes; mount it
+    at ``/metrics`` in a multi-worker WSGI server (any worker answers the same)."""
+    return prometheus_client.make_wsgi_app(registry=multiprocess_registry(path))
+
+
+def make_asgi_app(path: str | os.PathLike | None = None):
+    """ASGI twin of :func:`make_wsgi_app` (uvicorn ``--workers``, Starlette/FastAPI ``mount``)."""
+    return prometheus_client.make_asgi_app(registry=multiprocess_registry(path))
+
+
+def serve_multiprocess(port: int, addr: str = "127.0.0.1", path: str | os.PathLike | None = None):
+    """Serve the aggregate ``/metrics`` from this process (the master, or one rank) in a daemon
+    thread; returns ``(server, thread)`` for :func:`stop_server`."""
+    return start_http_server(port, addr=addr, registry=multiprocess_registry(path))
+
+
+def mark_process_dead(pid: int, path: str | os.PathLike | None = None) -> None:
+    """Drop the ``live*`` gauge files of exited process ``pid`` (its counters stay in the sums)."""
+    multiprocess.mark_process_dead(pid, str(path) if path is not None else None)
+
+
+def stop_server(server_and_thread) -> None:
+    """Stop a ``(server, thread)`` pair returned by :func:`serve_multiprocess`."""
+    server, thread = server_and_thread
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
 
 
 class Workload:
@@ -60,27 +193,48 @@ class Workload:
         registry: a prometheus_client registry; a fresh one by default so the SDK never
             collides with metrics the application registers itself.
 
+    In multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set, see the module docstring) the
+    values go to the shared directory; ``registry`` then holds only this process's values
+    (what :class:`obsctl.exporters.training.batch.BatchJob` pushes).
+
     Raises:
         ValueError: a label name is not a valid Prometheus label name or is reserved.
+        RuntimeError: ``PROMETHEUS_MULTIPROC_DIR`` set after prometheus_client was imported.
     """
 
     def __init__(self, workload: str, labels: dict[str, str] | None = None, registry: CollectorRegistry | None = None):
+        self.multiprocess = multiprocess_dir() is not None
+        if self.multiprocess:
+            _require_multiprocess_values()
         self.registry = registry or CollectorRegistry()
         self._const = {"workload": workload, **(labels or {})}
         names = list(self._const)
         reg = self.registry
-        self._tokens = Counter("obsctl_tokens", "Tokens processed (input and output).", names, registry=reg).labels(**self._const)
-        self._samples = Counter("obsctl_samples", "Samples processed.", names, registry=reg).labels(**self._const)
-        self._steps = Counter("obsctl_steps", "Optimizer or engine steps completed.", names, registry=reg).labels(**self._const)
+
+        def counter(name: str, help_: str):
+            return Counter(name, help_, names, registry=reg).labels(**self._const)
+
+        def gauge(name: str, help_: str, extra: tuple[str, ...] = ()):
+            metric = Gauge(name, help_, [*names, *extra], registry=reg, multiprocess_mode=GAUGE_MULTIPROCESS_MODES[name])
+            return metric if extra else metric.labels(**self._const)
+
+        def histogram(name: str, help_: str, buckets: tuple[float, ...]):
+            return Histogram(name, help_, names, buckets=buckets, registry=reg).labels(**self._const)
+
+        self._tokens = counter("obsctl_tokens", "Tokens processed (input and output).")
+        self._input_tokens = counter("obsctl_input_tokens", "Prompt (input) tokens processed.")
+        self._output_tokens = counter("obsctl_output_tokens", "Generated (output) tokens.")
+        self._samples = counter("obsctl_samples", "Samples processed.")
+        self._steps = counter("obsctl_steps", "Optimizer or engine steps completed.")
+        self._step_time = histogram("obsctl_step_duration_seconds", "Wall time of one step in seconds.", STEP_BUCKETS)
         self._requests = Counter("obsctl_requests", "Requests by outcome (success, error, rejected).", [*names, "outcome"], registry=reg)
-        self._latency = Histogram(
-            "obsctl_request_duration_seconds", "Request latency in seconds.", names, buckets=LATENCY_BUCKETS, registry=reg
-        ).labels(**self._const)
-        self._queue_wait = Histogram(
-            "obsctl_queue_wait_seconds", "Time a request waited in queue before service, in seconds.", names, buckets=LATENCY_BUCKETS, registry=reg
-        ).labels(**self._const)
-        self._queue_depth = Gauge("obsctl_queue_depth_requests", "Requests waiting in queue now.", names, registry=reg).labels(**self._const)
-        self._quality = Gauge("obsctl_quality_score", "Latest evaluation score, in the evaluation's own scale.", [*names, "evaluation"], registry=reg)
+        self._latency = histogram("obsctl_request_duration_seconds", "Request latency in seconds.", LATENCY_BUCKETS)
+        self._running = gauge("obsctl_requests_running", "Requests being served now.")
+        self._queue_wait = histogram(
+            "obsctl_queue_wait_seconds", "Time a request waited in queue before service, in seconds.", LATENCY_BUCKETS
+        )
+        self._queue_depth = gauge("obsctl_queue_depth_requests", "Requests waiting in queue now.")
+        self._quality = gauge("obsctl_quality_score", "Latest evaluation score, in the evaluation's own scale.", ("evaluation",))
         # Pre-create every outcome so rates and error ratios exist before the first error.
         for outcome in OUTCOMES:
             self._requests.labels(**self._const, outcome=outcome)
@@ -92,13 +246,48 @@ class Workload:
         """Add ``n`` (>= 0) processed tokens; raises ValueError on a negative ``n``."""
         self._tokens.inc(n)
 
+    def count_input_tokens(self, n: int | float) -> None:
+        """Add ``n`` (>= 0) prompt tokens; also added to ``obsctl_tokens_total``."""
+        self._input_tokens.inc(n)
+        self._tokens.inc(n)
+
+    def count_output_tokens(self, n: int | float) -> None:
+        """Add ``n`` (>= 0) generated tokens; also added to ``obsctl_tokens_total``."""
+        self._output_tokens.inc(n)
+        self._tokens.inc(n)
+
     def count_samples(self, n: int | float = 1) -> None:
         """Add ``n`` (>= 0) processed samples."""
         self._samples.inc(n)
 
     def count_steps(self, n: int | float = 1) -> None:
-        """Add ``n`` (>= 0) completed steps."""
+        """Add ``n`` (>= 0) completed steps (not timed; see :meth:`step`)."""
         self._steps.inc(n)
+
+    def observe_step(self, duration_seconds: float, samples: int | float = 0, tokens: int | float = 0) -> None:
+        """Count one completed step that took ``duration_seconds`` (wall time), with the
+        ``samples`` and ``tokens`` it processed (added to their counters when > 0).
+
+        Raises:
+            ValueError: a negative duration, samples or tokens.
+        """
+        if duration_seconds < 0 or samples < 0 or tokens < 0:
+            raise ValueError("step duration, samples and tokens must be >= 0")
+        self._steps.inc()
+        self._step_time.observe(duration_seconds)
+        if samples:
+            self._samples.inc(samples)
+        if tokens:
+            self._tokens.inc(tokens)
+
+    @contextlib.contextmanager
+    def step(self, samples: int | float = 0, tokens: int | float = 0) -> Iterator[StepScope]:
+        """Time one step (the block): on normal exit the step, its duration and the scope's
+        samples and tokens are counted; a block that raises counts nothing."""
+        scope = StepScope(samples, tokens)
+        start = time.perf_counter()
+        yield scope
+        self.observe_step(time.perf_counter() - start, scope.samples, scope.tokens)
 
     def record_request(self, outcome: str = "success", duration_seconds: float | None = None) -> None:
         """Count one finished request and, if given, observe its latency in seconds.
@@ -114,18 +303,25 @@ class Workload:
 
     @contextlib.contextmanager
     def request(self) -> Iterator[RequestScope]:
-        """Time a request: outcome ``error`` if the block raises, else ``scope.outcome``."""
+        """Time a request: outcome ``error`` if the block raises, else ``scope.outcome``;
+        ``obsctl_requests_running`` is one higher while the block runs."""
         scope = RequestScope()
         start = time.perf_counter()
+        self._running.inc()
         try:
             yield scope
         except BaseException:
             scope.outcome = "error"
             raise
         finally:
+            self._running.dec()
             self.record_request(scope.outcome, time.perf_counter() - start)
 
     # --- saturation and quality -------------------------------------------------------
+
+    def set_requests_running(self, n: int | float) -> None:
+        """Set the number of requests being served now (for servers that track it themselves)."""
+        self._running.set(n)
 
     def set_queue_depth(self, n: int | float) -> None:
         """Set the number of requests waiting now."""
@@ -142,14 +338,13 @@ class Workload:
     # --- exposition ------------------------------------------------------------------
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
-        """Serve this workload's ``/metrics`` on ``addr:port`` from a daemon thread."""
-        self._server = start_http_server(port, addr=addr, registry=self.registry)
+        """Serve ``/metrics`` on ``addr:port`` from a daemon thread: this workload's registry,
+        or in multiprocess mode the aggregate of every process (call it in one process only)."""
+        registry = multiprocess_registry() if self.multiprocess else self.registry
+        self._server = start_http_server(port, addr=addr, registry=registry)
 
     def close(self) -> None:
         """Stop the HTTP server started by :meth:`serve`, if any."""
         if self._server is not None:
-            server, thread = self._server
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+            stop_server(self._server)
             self._server = None

@@ -1,9 +1,11 @@
 """Workload SDK: counts land in the right series with the constant labels, the request
-context manager records outcome and latency, and the exposition passes promtool."""
+and step context managers record outcome, latency, running requests and step time, and
+the exposition passes promtool."""
 
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 from prometheus_client import generate_latest
@@ -78,3 +80,64 @@ def test_exposition_passes_promtool(wl, tmp_path):
         pass
     result = subprocess.run(["promtool", "check", "metrics"], input=generate_latest(wl.registry), capture_output=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_input_output_tokens_add_to_the_total(wl):
+    wl.count_input_tokens(100)
+    wl.count_output_tokens(40)
+    wl.count_tokens(7)  # a source that only knows the total
+    assert value(wl, "obsctl_input_tokens_total") == 100
+    assert value(wl, "obsctl_output_tokens_total") == 40
+    assert value(wl, "obsctl_tokens_total") == 147
+
+
+def test_step_context_times_and_counts(wl):
+    durations = []
+    for samples in (8, 8, 5):
+        start = time.perf_counter()
+        with wl.step(tokens=samples * 16) as scope:
+            time.sleep(0.01)
+            scope.samples = samples
+        durations.append(time.perf_counter() - start)
+    with pytest.raises(RuntimeError):
+        with wl.step(samples=100):
+            raise RuntimeError("diverged")  # a failed step counts nothing
+    wl.observe_step(0.5, samples=2)
+    assert value(wl, "obsctl_steps_total") == 4
+    assert value(wl, "obsctl_samples_total") == 8 + 8 + 5 + 2
+    assert value(wl, "obsctl_tokens_total") == 21 * 16
+    assert value(wl, "obsctl_step_duration_seconds_count") == 4
+    total = value(wl, "obsctl_step_duration_seconds_sum")
+    assert sum(durations) - 0.001 <= total - 0.5 <= sum(durations)
+    assert value(wl, "obsctl_step_duration_seconds_bucket", le="0.005") == 0
+    assert value(wl, "obsctl_step_duration_seconds_bucket", le="0.5") == 4
+    with pytest.raises(ValueError):
+        wl.observe_step(-1.0)
+
+
+def test_requests_running_while_in_flight(wl):
+    with wl.request():
+        with wl.request():
+            assert value(wl, "obsctl_requests_running") == 2
+        assert value(wl, "obsctl_requests_running") == 1
+    with pytest.raises(ValueError):
+        with wl.request():
+            raise ValueError
+    assert value(wl, "obsctl_requests_running") == 0
+    wl.set_requests_running(5)
+    assert value(wl, "obsctl_requests_running") == 5
+
+
+def test_serve_exposes_the_registry(wl):
+    import requests
+
+    from obsctl.stack import free_port
+
+    port = free_port()
+    wl.count_samples(3)
+    wl.serve(port)
+    try:
+        body = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    finally:
+        wl.close()
+    assert 'obsctl_samples_total{model="m1",workload="embed"} 3.0' in body

@@ -53,14 +53,19 @@ def _baseline_summary(b) -> dict:
 @click.option("--signal", "signals", multiple=True, metavar="NAME", help="Signal (repeatable; default: all).")
 @click.option("--window", default=None, metavar="DURATION", help="Window length, e.g. 1h or 7d (default: spec verification.window).")
 @click.option("--end", default="now", show_default=True, metavar="RFC3339|now", help="Window end (aligned down to the step).")
+@click.option("--allow-partial", is_flag=True,
+              help="Store a baseline even when Prometheus says its answer is partial (marked partial: verdicts against it are at most INCONCLUSIVE).")
 @output_option
 @wrap_errors
-def snapshot_baseline(spec_path, classes, signals, window, end, output):
+def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, output):
     """Measure each class x signal over a window and store it as the current baseline.
 
     Stores the PromQL, the window (UTC), the population (input series), mean, median,
     p5, p95, stddev, sample count, the batch means and the raw samples. A class x signal
-    with fewer samples than batches is reported as NO DATA and not stored.
+    with fewer samples than batches is reported as NO DATA and not stored. Only real
+    samples count (lookback copies of a stopped series do not): each line shows the
+    window's coverage, and one below verification.min_coverage_ratio, or a partial
+    answer (Prometheus warnings; see --allow-partial), is REFUSED and not stored.
 
     Exit codes: 0 when at least one baseline was stored, 1 when nothing was stored,
     2 bad spec or flag, 3 Prometheus unreachable.
@@ -69,7 +74,7 @@ def snapshot_baseline(spec_path, classes, signals, window, end, output):
 
     spec = load(spec_path)
     report = snapshot(spec, _client(spec), _store(spec), list(classes) or None, list(signals) or None, window,
-                      parse_instant(end, "--end"), progress=progress)
+                      parse_instant(end, "--end"), progress=progress, allow_partial=allow_partial)
     if output == "json":
         emit_json({"stored": len(report.stored), "outcomes": [o.as_dict() for o in report.outcomes]})
     else:
@@ -79,9 +84,14 @@ def snapshot_baseline(spec_path, classes, signals, window, end, output):
                 dropped = f", {o.dropped} NaN/Inf dropped" if o.dropped else ""
                 click.echo(f"{o.workload_class}/{o.signal}: baseline {b.id}: mean {_num(b.stats.mean)} {b.unit} "
                            f"(p5 {_num(b.stats.p5)}, p95 {_num(b.stats.p95)}, {b.stats.sample_count} samples{dropped}, "
-                           f"{len(b.stats.batch_means)} batches, {b.population.series_count} input series)")
+                           f"{len(b.stats.batch_means)} batches, {b.population.series_count} input series)"
+                           + (" PARTIAL" if b.partial else ""))
             else:
-                click.echo(f"{o.workload_class}/{o.signal}: NO DATA ({o.reason}); not stored")
+                click.echo(f"{o.workload_class}/{o.signal}: {'NO DATA' if o.status == 'no_data' else 'REFUSED'} ({o.reason}); not stored")
+            from obsctl.baselining.coverage import output_lines
+
+            for line in output_lines(o.coverage, o.warnings):
+                click.echo(f"  {line}")
     if not report.stored:
         click.echo("obsctl: error: no baseline stored: no class x signal had data in the window", err=True)
         sys.exit(EXIT_FAILURE)
@@ -329,6 +339,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     error follows on stderr and the exit code is 1 (not the verdict's: nothing was
     recorded, so promote would refuse it).
     """
+    from obsctl.baselining.coverage import verification_lines
     from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved, guards_line, verify as run_verify, verdict_line
 
     spec = load(spec_path)
@@ -348,10 +359,13 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
                    "exit_code": not_saved.exit_code if not_saved else code, "verdict_exit_code": code,
                    "saved": not_saved is None, "save_error": str(not_saved) if not_saved else None,
                    "summary": verdict_line(result, unit), "guards_summary": guards_line(result),
+                   "coverage_summary": verification_lines(result),
                    **result.model_dump(mode="json", exclude={"samples": True, "guards": {"__all__": {"samples"}}})})
     else:
         click.echo(verdict_line(result, unit))
         click.echo(guards_line(result))
+        for line in verification_lines(result):
+            click.echo(line)
     if not_saved is not None:
         raise not_saved
     sys.exit(code)

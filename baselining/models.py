@@ -58,6 +58,50 @@ class Statistics(_Record):
     batch_means: list[float]
 
 
+class Hole(_Record):
+    """A stretch of a window without fresh input: from the last real sample before it
+    (or the window start) to the first real sample after it (or the window end)."""
+
+    start: dt.datetime
+    end: dt.datetime
+    steps: int = Field(ge=0)
+
+
+class Coverage(_Record):
+    """Real-sample coverage of one signal over one window (``obsctl.baselining.coverage``).
+
+    Attributes:
+        ratio: fresh step-grid points / grid points (0-1), at the signal level.
+        fresh_points, grid_points: the counts behind ``ratio``.
+        real_samples: distinct real input samples (scrape times, push times or value
+            changes) in the window, at the signal level.
+        input_interval_seconds: the inputs' own interval (median gap between real
+            samples); None when fewer than two were seen.
+        method: how freshness was told, ``timestamp`` / ``push_time`` / ``value_change``
+            joined by ``+`` when inputs differ.
+        last_real_sample: the latest real input sample seen (may precede the window).
+        stopped: no fresh input from ``last_real_sample`` to the window end.
+        holes: the longest holes (at most 5), longest first.
+        series_at_start, series_at_end, series_min, series_max: input series present
+            (PromQL ``count``) at the first and last step, and the extremes: a rolling
+            restart shows as a population change here, not as a hole.
+    """
+
+    ratio: float = Field(ge=0, le=1)
+    fresh_points: int = Field(ge=0)
+    grid_points: int = Field(ge=0)
+    real_samples: int = Field(0, ge=0)
+    input_interval_seconds: float | None = None
+    method: str = "timestamp"
+    last_real_sample: dt.datetime | None = None
+    stopped: bool = False
+    holes: list[Hole] = Field(default_factory=list)
+    series_at_start: int | None = None
+    series_at_end: int | None = None
+    series_min: int | None = None
+    series_max: int | None = None
+
+
 class Baseline(_Record):
     """A documented state of one signal for one workload class.
 
@@ -88,6 +132,9 @@ class Baseline(_Record):
     source: Literal["snapshot", "promoted"] = "snapshot"
     initiative: str | None = None
     samples: list[tuple[float, float]] = Field(default_factory=list)
+    coverage: Coverage | None = None
+    warnings: list[str] = Field(default_factory=list)
+    partial: bool = False
 
 
 class GuardResult(_Record):
@@ -124,6 +171,9 @@ class GuardResult(_Record):
     window_stats: Statistics | None = None
     population: Population | None = None
     samples: list[tuple[float, float]] = Field(default_factory=list)
+    coverage: Coverage | None = None
+    warnings: list[str] = Field(default_factory=list)
+    partial: bool = False
 
 
 class VerificationResult(_Record):
@@ -164,6 +214,9 @@ class VerificationResult(_Record):
     primary_verdict: Verdict | None = None
     guards: list[GuardResult] = Field(default_factory=list)
     guards_evaluated: bool = False
+    coverage: Coverage | None = None
+    warnings: list[str] = Field(default_factory=list)
+    partial: bool = False
 
 
 class Initiative(_Record):

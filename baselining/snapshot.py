@@ -11,6 +11,14 @@ Population method: every vector selector of the rendered query (``name{matchers}
 passed to the Prometheus ``/api/v1/series`` endpoint over the window; the union of the
 returned label sets is the population (the input series the signal aggregated), e.g.
 the per-pod token counters behind ``sum(rate(obsctl_tokens_total{...}[1m]))``.
+
+Real samples only: one more batched range query per signal judges which grid points had
+fresh input (:mod:`obsctl.baselining.coverage`); the samples kept, summarized and stored
+are those points only (stale lookback copies are dropped), with their times, and the
+batch means are taken over equal stretches of *time* (holes leave a stretch thinner or
+empty, never shift the others). A baseline whose coverage is below
+``verification.min_coverage_ratio``, or whose answer Prometheus marked partial, is
+refused (``--allow-partial`` stores a partial one, marked ``partial``).
 """
 
 from __future__ import annotations
@@ -21,8 +29,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from obsctl.baselining import coverage as cov
 from obsctl.baselining import stats
-from obsctl.baselining.models import Baseline, Population, Statistics, Window
+from obsctl.baselining.models import Baseline, Coverage, Population, Statistics, Window
 from obsctl.baselining.promapi import PrometheusClient, QueryResult
 from obsctl.baselining.store import Store
 from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, parse_duration, utcnow
@@ -51,6 +60,8 @@ class Measurement:
         warnings: Prometheus' warnings on the range and series answers
             (:class:`obsctl.baselining.promapi.QueryResult`).
         partial: a warning says the data may be incomplete.
+        coverage: real-sample coverage of the window (None: the query has no selector).
+        stale: evaluation points dropped because their input was not fresh (lookback copies).
     """
 
     query: str
@@ -62,6 +73,8 @@ class Measurement:
     reason: str = ""
     warnings: list[str] = field(default_factory=list)
     partial: bool = False
+    coverage: Coverage | None = None
+    stale: int = 0
 
     def no_data_reason(self, batches: int) -> str:
         """Why this measurement is NO DATA (fewer finite samples than ``batches``, or a
@@ -86,11 +99,17 @@ class SnapshotOutcome:
     baseline: Baseline | None = None
     reason: str = ""
     dropped: int = 0
+    coverage: Coverage | None = None
+    warnings: list[str] = field(default_factory=list)
+    partial: bool = False
 
     def as_dict(self) -> dict:
-        """JSON-ready summary (``dropped``: NaN/Inf samples left out)."""
+        """JSON-ready summary (``dropped``: NaN/Inf samples left out; ``coverage``: see
+        :class:`obsctl.baselining.models.Coverage`; ``warnings``: Prometheus' warnings)."""
         out = {"workload_class": self.workload_class, "signal": self.signal, "status": self.status, "sample_count": self.sample_count,
-               "reason": self.reason, "dropped_non_finite": self.dropped}
+               "reason": self.reason, "dropped_non_finite": self.dropped,
+               "coverage": self.coverage.model_dump(mode="json") if self.coverage else None,
+               "coverage_summary": cov.describe(self.coverage), "warnings": self.warnings, "partial": self.partial}
         if self.baseline is not None:
             b = self.baseline
             out.update(baseline_id=b.id, unit=b.unit, mean=b.stats.mean, median=b.stats.median, p5=b.stats.p5, p95=b.stats.p95,
@@ -146,8 +165,11 @@ def population_of(client: PrometheusClient, query: str, start: dt.datetime, end:
 
 
 def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float, batches: int,
-            what: str = "query") -> Measurement:
-    """Evaluate ``query`` at ``start + step, ..., end`` and summarize it.
+            what: str = "query", on_change: bool = False) -> Measurement:
+    """Evaluate ``query`` at ``start + step, ..., end``, keep the points with fresh input
+    (:func:`obsctl.baselining.coverage.measure_coverage`; ``on_change``: the signal is in
+    ``verification.fresh_on_change``) and summarize them, batch means over equal
+    stretches of time (:func:`obsctl.baselining.coverage.time_batch_means`).
 
     Raises:
         UsageError: the query returns more than one series (a signal must aggregate to one).
@@ -163,16 +185,21 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
         labels = ", ".join(str(s.metric) for s in result[:3])
         raise UsageError(f"{what}: the query returns {len(result)} series ({labels}...), a signal must return one; aggregate with sum(...) or similar: {query}")
     raw = result[0].values if result else []
-    samples = [(t, v) for t, v in raw if math.isfinite(v)]
-    dropped = len(raw) - len(samples)
+    judgement = cov.measure_coverage(client, selectors_of(query), start.timestamp(), end.timestamp(), step_seconds, on_change, result)
+    fresh = cov.fresh_samples(raw, judgement)
+    samples = [(t, v) for t, v in fresh if math.isfinite(v)]
+    dropped, stale = len(fresh) - len(samples), len(raw) - len(fresh)
     population = population_of(client, query, start, end, result)
     summary = stats.summarize([v for _, v in samples], batches) if samples else None
-    reason = f"{dropped} samples, all NaN/Inf" if raw and not samples else ""
+    if summary is not None:
+        summary = summary.model_copy(update={"batch_means": cov.time_batch_means(samples, start.timestamp(), end.timestamp(), batches)})
+    reason = f"{dropped} samples, all NaN/Inf" if fresh and not samples else ""
     bad = stats.non_finite_fields(summary) if summary is not None else []
     if bad:
         reason = f"the {', '.join(bad)} of {len(samples)} samples {'is' if len(bad) == 1 else 'are'} not finite (values overflow the float range)"
         summary = None
-    return Measurement(query, window, samples, population, summary, dropped, reason, list(result.warnings), result.partial)
+    return Measurement(query, window, samples, population, summary, dropped, reason, list(result.warnings), result.partial,
+                       judgement.coverage if judgement else None, stale)
 
 
 def snapshot(
@@ -184,11 +211,16 @@ def snapshot(
     window: str | None = None,
     end: dt.datetime | None = None,
     progress: Callable[[str], None] = lambda _msg: None,
+    allow_partial: bool = False,
 ) -> SnapshotReport:
     """Snapshot a baseline of every selected class x signal and store it as current.
 
     A pair with fewer samples than ``spec.verification.batches`` (no data at all
-    included) is reported as ``no_data`` and not stored.
+    included), or whose inputs had no fresh sample or stopped (coverage NO_DATA), is
+    reported as ``no_data``; one with coverage below ``verification.min_coverage_ratio``,
+    or a partial answer (without ``allow_partial``), as ``refused``. Neither is stored.
+    With ``allow_partial`` a partial answer is stored with ``partial: true`` and its
+    warnings; every verdict against it is at most INCONCLUSIVE.
 
     Args:
         classes, signals: names to snapshot (default: all in the spec).
@@ -221,20 +253,44 @@ def snapshot(
     total, created = len(wcs) * len(sigs), utcnow()
     for i, (wc, sig) in enumerate(((w, s) for w in wcs for s in sigs), start=1):
         query = spec.query_for(sig, wc)
-        m = measure(client, query, start_at, end_at, step, cfg.batches, what=f"{wc.name}/{sig.name}")
+        m = measure(client, query, start_at, end_at, step, cfg.batches, what=f"{wc.name}/{sig.name}", on_change=sig.name in cfg.fresh_on_change)
         n = len(m.samples)
-        reason = m.no_data_reason(cfg.batches)
-        if reason:
-            progress(f"[{i}/{total}] {wc.name}/{sig.name} ... NO DATA ({reason})")
-            report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "no_data", n, reason=reason, dropped=m.dropped))
+        notes = {"dropped": m.dropped, "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial}
+        status, reason = refusal(m, cfg.batches, cfg.min_coverage_ratio, allow_partial)
+        if status:
+            progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {'NO DATA' if status == 'no_data' else 'REFUSED'} ({reason})")
+            report.outcomes.append(SnapshotOutcome(wc.name, sig.name, status, n, reason=reason, **notes))
             continue
         baseline = Baseline(
             id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}",
             workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
             window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot", samples=m.samples,
+            coverage=m.coverage, warnings=m.warnings, partial=m.partial,
         )
         stored = store.save_baseline(baseline, make_current=True)
         dropped = f" ({m.dropped} NaN/Inf dropped)" if m.dropped else ""
-        progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples{dropped}, mean {m.stats.mean:.6g} {sig.unit}, {m.population.series_count} input series")
-        report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "stored", n, baseline=stored, dropped=m.dropped))
+        progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples{dropped}, mean {m.stats.mean:.6g} {sig.unit}, "
+                 f"{m.population.series_count} input series, {cov.describe(m.coverage)}")
+        report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "stored", n, baseline=stored, **notes))
     return report
+
+
+def refusal(m: Measurement, batches: int, min_coverage_ratio: float, allow_partial: bool = False) -> tuple[str, str]:
+    """Why a measurement cannot be a baseline: ``("no_data" | "refused", reason)``, or ``("", "")``.
+
+    ``no_data``: too few finite samples, or coverage NO_DATA (nothing fresh, or the
+    signal stopped); ``refused``: coverage below ``min_coverage_ratio``, or a partial
+    answer without ``allow_partial`` (the same caps ``verify`` puts on a verdict).
+    """
+    cap, why = cov.coverage_cap(m.coverage, min_coverage_ratio, "baseline")
+    if cap == "NO_DATA":
+        return "no_data", why
+    reason = m.no_data_reason(batches)
+    if reason:
+        return "no_data", reason
+    if cap == "INCONCLUSIVE":
+        return "refused", why
+    if m.partial and not allow_partial:
+        _, why = cov.partial_cap(m.warnings, m.partial, "baseline")
+        return "refused", f"{why}; use --allow-partial to store it marked partial"
+    return "", ""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from obsctl.baselining import stats
+from obsctl.baselining import coverage, stats
 from obsctl.baselining.models import Baseline, GuardResult, Initiative, Verdict, VerificationResult
 from obsctl.baselining.promapi import PrometheusClient
 from obsctl.baselining.snapshot import measure
@@ -148,9 +148,12 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
         PrometheusUnavailable: as :func:`obsctl.baselining.snapshot.measure`.
     """
     cfg = spec.verification
-    m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{baseline.workload_class}/{baseline.signal} (guard)")
+    m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{baseline.workload_class}/{baseline.signal} (guard)",
+                on_change=baseline.signal in cfg.fresh_on_change)
     verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
     reason = _window_reason(m, cfg.batches, verdict, reason)
+    # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).
+    verdict, reason = coverage.cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
     category = next((s.category for s in spec.signals if s.name == baseline.signal), "unknown")
     return GuardResult(
         signal=baseline.signal, category=category, unit=baseline.unit, direction=baseline.direction,
@@ -159,6 +162,7 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
         window_mean=est.window_mean if est else (m.stats.mean if m.stats else None),
         change_ratio=est.change_ratio if est else None, ci_low=est.ci_low if est else None, ci_high=est.ci_high if est else None,
         exact=bool(est and est.exact), window_stats=m.stats, population=m.population, samples=m.samples,
+        coverage=m.coverage, warnings=m.warnings, partial=m.partial,
     )
 
 
@@ -242,9 +246,12 @@ def verify(
     cfg = spec.verification
     step = parse_duration(cfg.step, "verification.step")
     start_at, end_at = verification_window(initiative, step, window or cfg.window, start, end, now, allow_before_start)
-    m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{initiative.workload_class}/{initiative.primary_signal}")
+    m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{initiative.workload_class}/{initiative.primary_signal}",
+                on_change=baseline.signal in cfg.fresh_on_change)
     verdict, reason, estimate = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
     reason = _window_reason(m, cfg.batches, verdict, reason)
+    # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).
+    verdict, reason = coverage.cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
     guard_results = [evaluate_guard(spec, client, b, start_at, end_at, step) for b in guard_baselines(spec, store, initiative)] if guards else []
     overall, overall_reason = overall_verdict(verdict, reason, guard_results, cfg.confidence)
     fired = alerts_fired(client, initiative.workload_class, start_at, end_at)
@@ -269,6 +276,7 @@ def verify(
         samples=m.samples,
         reason=overall_reason,
         verified_at=utcnow(),
+        coverage=m.coverage, warnings=m.warnings, partial=m.partial,
     )
     if save:
         try:

@@ -18,10 +18,12 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator,
+                      model_validator)
 
 from obsctl import yamlio
 from obsctl.errors import SpecError
+from obsctl.httpconfig import HTTPClientConfig, validate_url
 
 DEFAULT_SPEC_PATH = "obsctl.yaml"
 SPEC_ENV = "OBSCTL_SPEC"
@@ -51,23 +53,61 @@ def _positive_duration(value: str) -> str:
     return value
 
 
-class PrometheusConfig(_Model):
-    """Where the Prometheus HTTP API lives.
+class PrometheusConfig(HTTPClientConfig):
+    """Where the Prometheus HTTP API lives and how to talk to it (docs/prometheus-connection.md).
 
     Attributes:
-        url: base URL, e.g. ``http://127.0.0.1:9090``.
-        timeout_seconds: per-request timeout in seconds.
+        url: base URL, e.g. ``http://127.0.0.1:9090``; no userinfo (use ``basic_auth``).
+        timeout_seconds: deadline of one whole request attempt (connect, headers, body).
+        deadline_seconds: deadline of one API call with all its retries; default
+            ``3 * timeout_seconds``; at least ``timeout_seconds``.
+        body_size_limit: largest answer body accepted, bytes or ``64MiB``/``512KiB``/``1GiB``
+            (``KB``/``MB``/``GB`` are base 2 as in Prometheus); default 64 MiB.
+        authorization, basic_auth, tls_config, http_headers, proxy_url,
+            proxy_from_environment: Prometheus' own HTTP client options
+            (:class:`obsctl.httpconfig.HTTPClientConfig`); secrets only from files.
     """
 
     url: str = "http://127.0.0.1:9090"
     timeout_seconds: float = Field(10.0, gt=0, le=300)
+    deadline_seconds: float | None = Field(None, gt=0, le=3600)
+    body_size_limit: int = 64 * 1024 * 1024
 
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:9090")
-        return value.rstrip("/")
+        return validate_url(value).rstrip("/")
+
+    @field_validator("body_size_limit", mode="before")
+    @classmethod
+    def _size(cls, value: object) -> int:
+        return _byte_size(value)
+
+    @model_validator(mode="after")
+    def _deadline(self) -> "PrometheusConfig":
+        if self.deadline_seconds is not None and self.deadline_seconds < self.timeout_seconds:
+            raise ValueError(f"deadline_seconds ({self.deadline_seconds:g}) must be at least timeout_seconds ({self.timeout_seconds:g})")
+        return self
+
+    @property
+    def overall_deadline_seconds(self) -> float:
+        """``deadline_seconds``, or its default ``3 * timeout_seconds``."""
+        return self.deadline_seconds if self.deadline_seconds is not None else 3 * self.timeout_seconds
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "KIB": 1 << 10, "MB": 1 << 20, "MIB": 1 << 20, "GB": 1 << 30, "GIB": 1 << 30}
+
+
+def _byte_size(value: object) -> int:
+    # Prometheus' units.Base2Bytes spelling (body_size_limit: 64MB means 64 MiB).
+    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(value)) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    unit = match.group(2).upper() if match else None
+    if not match or unit not in _SIZE_UNITS:
+        raise ValueError("must be a size such as 64MiB, 512KiB, 1GiB or a number of bytes")
+    size = int(match.group(1)) * _SIZE_UNITS[unit]
+    if not 1024 <= size <= 4 << 30:
+        raise ValueError("must be between 1KiB and 4GiB")
+    return size
 
 
 class WorkloadClass(_Model):
@@ -186,17 +226,106 @@ class Target(_Model):
         return self
 
 
+PricingModel = Literal["on_demand", "reserved", "spot"]
+
+
+class PriceByModel(_Model):
+    """One price (USD per hour) per pricing model; a plain number in the spec means ``on_demand``."""
+
+    on_demand: float | None = Field(None, ge=0)
+    reserved: float | None = Field(None, ge=0)
+    spot: float | None = Field(None, ge=0)
+
+
+# A number or a mapping; the discriminator keeps errors to the branch the input meant.
+_Price = Annotated[
+    Annotated[Annotated[float, Field(ge=0)], Tag("usd")] | Annotated[PriceByModel, Tag("by_model")],
+    Discriminator(lambda v: "by_model" if isinstance(v, (dict, PriceByModel)) else "usd"),
+]
+
+
 class Pricing(_Model):
-    """Prices in USD per hour, published by the exporter as Prometheus series.
+    """Prices, published by the exporter as Prometheus series, and how cost rules read them.
 
     Attributes:
-        node_hour_usd: price of one node-hour (CPU-only or whole-node pricing).
+        node_hour_usd: price of one node-hour (CPU-only or whole-node pricing): a number
+            (on-demand) or ``{on_demand, reserved, spot}``.
         accelerator_hour_usd: price of one accelerator-hour by GPU model name as NVML
-            reports it (e.g. ``"NVIDIA H100 80GB HBM3": 4.10``).
+            reports it (e.g. ``"NVIDIA H100 80GB HBM3": 4.10`` or ``{on_demand: 4.1, spot: 1.6}``).
+        pricing_model: the model this exporter's node is billed under (on_demand | reserved
+            | spot); the exporter publishes that model's prices. Nodes billed differently run
+            the exporter with their own config.
+        energy_usd_per_kwh: electricity price, for the energy cost of the GPUs' energy counter.
+        prefer: ``opencost`` (default): OpenCost's ``node_gpu_hourly_cost`` (> 0) /
+            ``node_total_hourly_cost`` win where Prometheus has them, the prices above fill
+            the rest; ``spec``: the other way round.
+        opencost_node_label: label on the obsctl exporter's series whose value is OpenCost's
+            ``node`` (add it by relabelling, e.g. from ``__meta_kubernetes_pod_node_name``).
+        idle_utilization_ratio: an attributed accelerator below this utilization (5 m mean)
+            counts as idle waste.
+        run_label: label on a training class's work counters naming the run (cost per run).
     """
 
-    node_hour_usd: float | None = Field(None, ge=0)
-    accelerator_hour_usd: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    node_hour_usd: _Price | None = None
+    accelerator_hour_usd: dict[str, _Price] = Field(default_factory=dict)
+    pricing_model: PricingModel = "on_demand"
+    energy_usd_per_kwh: float | None = Field(None, ge=0)
+    prefer: Literal["opencost", "spec"] = "opencost"
+    opencost_node_label: str = "node"
+    idle_utilization_ratio: float = Field(0.1, gt=0, le=1)
+    run_label: str = "run"
+
+    @field_validator("opencost_node_label", "run_label")
+    @classmethod
+    def _label_name(cls, value: str) -> str:
+        if not _LABEL_NAME.match(value) or value.startswith("__"):
+            raise ValueError(f"{value!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with '__')")
+        return value
+
+    @model_validator(mode="after")
+    def _model_priced(self) -> "Pricing":
+        for name, price in [("node_hour_usd", self.node_hour_usd), *self.accelerator_hour_usd.items()]:
+            if isinstance(price, PriceByModel) and getattr(price, self.pricing_model) is None:
+                raise ValueError(f"{name}: no {self.pricing_model} price (pricing_model is {self.pricing_model})")
+        return self
+
+    def _pick(self, price: "float | PriceByModel | None") -> float | None:
+        return getattr(price, self.pricing_model) if isinstance(price, PriceByModel) else price
+
+    def node_price(self) -> float | None:
+        """USD per node-hour under :attr:`pricing_model` (None: not configured)."""
+        return self._pick(self.node_hour_usd)
+
+    def accelerator_prices(self) -> dict[str, float]:
+        """``{GPU model: USD per accelerator-hour}`` under :attr:`pricing_model`."""
+        return {model: self._pick(price) for model, price in self.accelerator_hour_usd.items()}
+
+
+class SaturationThresholds(_Model):
+    """Thresholds of the saturation state (see ``obsctl.rules.saturation``); all optional.
+
+    Attributes:
+        busy_ratio: accelerator (or CPU) busy fraction at or above which the class is busy.
+        idle_ratio: busy fraction below which a class without a queue is idle.
+        queue_depth: waiting requests at or above which the queue builds.
+        queue_wait_seconds: queue wait p95 at or above which the queue builds.
+        rejected_per_second: rejections per second above which the queue builds.
+        cpu_cores: CPU cores the class's processes may use (CPU-only busy fraction);
+            default one core per process series.
+    """
+
+    busy_ratio: float | None = Field(None, gt=0, le=1)
+    idle_ratio: float | None = Field(None, ge=0, lt=1)
+    queue_depth: float | None = Field(None, gt=0)
+    queue_wait_seconds: float | None = Field(None, gt=0)
+    rejected_per_second: float | None = Field(None, ge=0)
+    cpu_cores: float | None = Field(None, gt=0)
+
+
+class Saturation(SaturationThresholds):
+    """The spec's ``saturation:`` block: defaults plus ``classes: {name: {...}}`` overrides."""
+
+    classes: dict[str, SaturationThresholds] = Field(default_factory=dict)
 
 
 class Verification(_Model):
@@ -209,6 +338,11 @@ class Verification(_Model):
             batch-means confidence interval (Law & Kelton: 10-30 batches).
         confidence: two-sided confidence level of the interval, 0-1.
         min_effect_ratio: smallest relative change that counts as IMPROVED/REGRESSED.
+        min_coverage_ratio: least fraction of the window's step grid with fresh input
+            (real samples, ``obsctl.baselining.coverage``); below it a verdict is
+            INCONCLUSIVE (NO_DATA when the signal stopped) and a baseline is refused.
+        fresh_on_change: signals whose inputs re-serve their last value ("latest
+            score" gauges): a sample counts as fresh only when the value changes.
     """
 
     window: str = "1h"
@@ -216,6 +350,8 @@ class Verification(_Model):
     batches: int = Field(10, ge=4, le=200)
     confidence: float = Field(0.95, gt=0.5, lt=1)
     min_effect_ratio: float = Field(0.02, ge=0, lt=1)
+    min_coverage_ratio: float = Field(0.9, gt=0, le=1)
+    fresh_on_change: list[str] = Field(default_factory=list)
 
     @field_validator("window", "step")
     @classmethod
@@ -240,6 +376,7 @@ class Spec(_Model):
     workload_classes: list[WorkloadClass] = Field(min_length=1)
     signals: list[Signal] = Field(min_length=1)
     pricing: Pricing = Field(default_factory=Pricing)
+    saturation: Saturation = Field(default_factory=Saturation)
     targets: list[Target] = Field(default_factory=list)
     verification: Verification = Field(default_factory=Verification)
     path: Path | None = Field(None, exclude=True)
@@ -265,6 +402,9 @@ class Spec(_Model):
                 raise ValueError(f"targets[{i}].workload_class {target.workload_class!r} is not one of: {', '.join(classes)}")
             if target.signal not in signals:
                 raise ValueError(f"targets[{i}].signal {target.signal!r} is not one of: {', '.join(signals)}")
+        for name in self.saturation.classes:
+            if name not in classes:
+                raise ValueError(f"saturation.classes.{name}: no such workload class; defined: {', '.join(classes)}")
         return self
 
     # --- lookups -------------------------------------------------------------------

@@ -1,0 +1,410 @@
+"""Real-sample coverage of a signal over a window, and the verdict cap it implies.
+
+Why: Prometheus' lookback repeats a series' last sample for 5 minutes at every
+evaluation instant, and backfilled, remote-written or pushed data has no staleness
+markers, so a range query of a signal that stopped still returns values. Judging those
+copies as data gives directions to a signal that stopped (issue 7). This module counts
+what Prometheus really has for the signal's *input* series.
+
+Method (one extra range query per signal, on the signal's own step grid
+``start + step, ..., end``): for every vector selector ``s`` of the signal's PromQL
+(:func:`obsctl.baselining.snapshot.selectors_of`) three legs are batched into one query
+with ``or``, told apart by the label ``obsctl_leg="<selector index>:<leg>"``:
+
+- ``scrape``: ``max(timestamp(s unless on(job, instance) push_time_seconds))``, the
+  latest real sample time of any scraped input at each grid point (``timestamp()`` of a
+  selector is the sample's own time, not the evaluation time);
+- ``push``: ``max(max by (job, instance) (push_time_seconds) and on(job, instance) s)``,
+  the latest push time of the Pushgateway groups that serve ``s`` (a Pushgateway
+  re-serves the last push at every scrape; only a new push time is a new sample);
+- ``series``: ``count(s)``, the input series present (population, not coverage).
+
+For the signals listed in ``verification.fresh_on_change`` ("latest score" gauges that
+re-serve their last value) a second query replaces the scrape leg by value changes:
+``max(changes(s[step + interval]))`` is > 0 at exactly one grid point per change.
+
+Judgement, at the signal level: the *real samples* of a selector are the distinct
+sample (or push, or change) times inside ``(start, end]``; its own interval is the
+median gap between them (so a 30 s scrape read at a 15 s step is full coverage); a grid
+point ``t`` is fresh for a selector when its latest real sample lies in the window and
+is younger than ``1.5 * max(interval, step)``. A signal is fresh at ``t`` when every
+selector that has real samples in the window is fresh there (any of its inputs will do:
+a rolling restart replaces series, which shows in the ``series`` counts, not as a hole).
+Selectors with no real sample at all in the window are left out, so an absent error
+counter behind ``... or vector(0)`` does not empty the window; when no selector has one,
+coverage is 0.
+
+Verdict cap (:func:`cap_verdict`, applied by ``verify`` to the primary and every guard):
+NO_DATA when nothing fresh is in the window or the signal stopped (no fresh sample from
+some instant to the window end) while coverage is below ``min_coverage_ratio``;
+INCONCLUSIVE when coverage is below it otherwise, when a Prometheus warning says the
+answer is partial, or when the baseline was stored partial (``--allow-partial``).
+Limits: selectors inside subqueries or with ``offset`` are read without the offset;
+Pushgateway groups are matched on ``job`` and ``instance`` (its default grouping key).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from obsctl.baselining.models import Baseline, Coverage, Hole, Verdict
+from obsctl.baselining.promapi import PrometheusClient, QueryResult
+from obsctl.baselining.timeutil import human_duration, rfc3339
+
+#: A grid point is fresh when its latest real sample is younger than this many input intervals.
+FRESH_INTERVALS = 1.5
+#: Holes kept in a Coverage record.
+MAX_HOLES = 5
+LEG_LABEL = "obsctl_leg"
+
+
+def coverage_query(selectors: list[str]) -> str:
+    """The batched coverage query of a signal's selectors (see module doc), ``""`` for none."""
+    legs = []
+    for i, sel in enumerate(selectors):
+        legs += [
+            _leg(f"max(timestamp({sel} unless on(job, instance) push_time_seconds))", i, "scrape"),
+            _leg(f"max(max by (job, instance) (push_time_seconds) and on(job, instance) {sel})", i, "push"),
+            _leg(f"count({sel})", i, "series"),
+        ]
+    return " or ".join(legs)
+
+
+def change_query(selectors: list[str], range_seconds: int) -> str:
+    """The value-change query of a ``fresh_on_change`` signal: one leg per selector."""
+    return " or ".join(_leg(f"max(changes({sel}[{range_seconds}s]))", i, "change") for i, sel in enumerate(selectors))
+
+
+def _leg(expr: str, index: int, leg: str) -> str:
+    return f'label_replace({expr}, "{LEG_LABEL}", "{index}:{leg}", "", "")'
+
+
+@dataclass
+class Legs:
+    """The coverage answer split per selector: ``{selector index: {leg: {t: value}}}``."""
+
+    per_selector: dict[int, dict[str, dict[float, float]]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, result: QueryResult, into: "Legs | None" = None) -> "Legs":
+        out = into or cls()
+        for series in result:
+            index, _, leg = series.metric.get(LEG_LABEL, "").partition(":")
+            if index.isdigit() and leg:
+                out.per_selector.setdefault(int(index), {})[leg] = {t: v for t, v in series.values if math.isfinite(v)}
+        return out
+
+
+@dataclass
+class Judgement:
+    """Coverage of one signal over one window: the record plus the fresh grid points.
+
+    Attributes:
+        coverage: the :class:`Coverage` record (stored with baselines and verdicts).
+        fresh: unix seconds of the fresh grid points (the samples statistics may use).
+    """
+
+    coverage: Coverage
+    fresh: set[float]
+
+
+def measure_coverage(client: PrometheusClient, selectors: list[str], start: float, end: float, step: float,
+                     on_change: bool = False, answers: QueryResult | None = None) -> Judgement | None:
+    """Query and judge the coverage of a signal whose inputs are ``selectors`` over ``(start, end]``.
+
+    Args:
+        start, end: unix seconds; the grid is ``start + step, ..., end`` (``end - start``
+            a multiple of ``step``, as :func:`obsctl.baselining.snapshot.measure` uses).
+        on_change: the signal is in ``verification.fresh_on_change`` (value changes only).
+        answers: the signal's own answer; the coverage answers' warnings are added to it.
+
+    Returns:
+        The judgement, or None when the query has no selector (nothing to judge).
+
+    Raises:
+        PrometheusUnavailable, UsageError: as :meth:`PrometheusClient.query_range`.
+    """
+    if not selectors:
+        return None
+    first = start + step
+    result = client.query_range(coverage_query(selectors), first, end, step)
+    legs = Legs.parse(result)
+    if answers is not None:
+        answers.add_notes(result.warnings, result.infos)
+    if on_change:
+        interval = max((_interval(_arrivals(legs.per_selector.get(i, {}).get("scrape", {}), start, end)) or step)
+                       for i in range(len(selectors)))
+        changes = client.query_range(change_query(selectors, int(math.ceil(step + interval))), first, end, step)
+        if answers is not None:
+            answers.add_notes(changes.warnings, changes.infos)
+        Legs.parse(changes, legs)
+    return judge(legs, len(selectors), start, end, step, on_change)
+
+
+def _arrivals(values: dict[float, float], start: float, end: float) -> np.ndarray:
+    """Distinct real sample times in ``(start, end]`` from a timestamp leg (values are times)."""
+    if not values:
+        return np.empty(0)
+    times = np.unique(np.fromiter(values.values(), dtype=float))
+    return times[(times > start) & (times <= end)]
+
+
+def _interval(arrivals: np.ndarray) -> float | None:
+    return float(np.median(np.diff(arrivals))) if arrivals.size >= 2 else None
+
+
+def _fresh_mask(grid: np.ndarray, latest: dict[float, float], start: float, tolerance: float) -> np.ndarray:
+    """Grid points whose latest real sample (``latest[t]``) lies after ``start`` and within ``tolerance``."""
+    mask = np.zeros(grid.size, dtype=bool)
+    for k, t in enumerate(grid):
+        v = latest.get(float(t))
+        if v is not None and v > start and t - v < tolerance:
+            mask[k] = True
+    return mask
+
+
+def judge(legs: Legs, n_selectors: int, start: float, end: float, step: float, on_change: bool = False) -> Judgement:
+    """Judge coverage from parsed legs (see module doc); pure, so tests can give it any answer."""
+    grid = start + step * np.arange(1, int(round((end - start) / step)) + 1)
+    signal_mask: np.ndarray | None = None
+    methods: list[str] = []
+    intervals: list[float] = []
+    real = []
+    last_seen = -math.inf
+    for i in range(n_selectors):
+        got = legs.per_selector.get(i, {})
+        timed = [("push", "push_time")] + ([("change", "value_change")] if on_change else [("scrape", "timestamp")])
+        mask = np.zeros(grid.size, dtype=bool)
+        arrivals_all = []
+        for leg, method in timed:
+            values = got.get(leg, {})
+            if leg == "change":
+                # A change leg is > 0 at the grid point where a new value arrived.
+                arrivals = np.array(sorted(t for t, v in values.items() if v > 0 and start < t <= end))
+                latest = _latest_change(grid, arrivals)
+            else:
+                arrivals, latest = _arrivals(values, start, end), values
+                if values:
+                    last_seen = max(last_seen, max(values.values()))
+            if arrivals.size == 0:
+                continue
+            if leg == "change":
+                last_seen = max(last_seen, float(arrivals[-1]))
+            interval = _interval(arrivals)
+            tolerance = FRESH_INTERVALS * max(interval or step, step)
+            mask |= _fresh_mask(grid, latest, start, tolerance)
+            arrivals_all.append(arrivals)
+            methods.append(method)
+            if interval is not None:
+                intervals.append(interval)
+        if not arrivals_all:
+            continue  # no real sample of this input in the window: left out (module doc)
+        real.append(int(np.unique(np.concatenate(arrivals_all)).size))
+        signal_mask = mask if signal_mask is None else signal_mask & mask
+    if signal_mask is None:
+        signal_mask = np.zeros(grid.size, dtype=bool)
+    fresh_points = int(signal_mask.sum())
+    counts = _series_counts(legs, n_selectors, grid)
+    trailing = _trailing_unfresh(signal_mask)
+    last_real = dt.datetime.fromtimestamp(last_seen, dt.timezone.utc) if math.isfinite(last_seen) else None
+    coverage = Coverage(
+        ratio=fresh_points / grid.size if grid.size else 0.0,
+        fresh_points=fresh_points, grid_points=int(grid.size), real_samples=min(real) if real else 0,
+        input_interval_seconds=max(intervals) if intervals else None,
+        method="+".join(sorted(set(methods))) or "timestamp",
+        last_real_sample=last_real,
+        stopped=bool(grid.size) and trailing > 0 and (fresh_points == 0 or trailing >= 2),
+        holes=_holes(signal_mask, grid, start, end, step),
+        **counts,
+    )
+    return Judgement(coverage, {float(t) for t, ok in zip(grid, signal_mask) if ok})
+
+
+def _latest_change(grid: np.ndarray, arrivals: np.ndarray) -> dict[float, float]:
+    # The latest change at or before each grid point, as a "latest real sample" leg.
+    out: dict[float, float] = {}
+    if arrivals.size == 0:
+        return out
+    idx = np.searchsorted(arrivals, grid, side="right") - 1
+    for t, j in zip(grid, idx):
+        if j >= 0:
+            out[float(t)] = float(arrivals[j])
+    return out
+
+
+def _series_counts(legs: Legs, n_selectors: int, grid: np.ndarray) -> dict[str, int | None]:
+    if grid.size == 0:
+        return {}
+    totals = np.zeros(grid.size)
+    seen = False
+    for i in range(n_selectors):
+        values = legs.per_selector.get(i, {}).get("series", {})
+        if values:
+            seen = True
+            totals += np.array([values.get(float(t), 0.0) for t in grid])
+    if not seen:
+        return {"series_at_start": 0, "series_at_end": 0, "series_min": 0, "series_max": 0}
+    return {"series_at_start": int(totals[0]), "series_at_end": int(totals[-1]), "series_min": int(totals.min()), "series_max": int(totals.max())}
+
+
+def _trailing_unfresh(mask: np.ndarray) -> int:
+    fresh = np.flatnonzero(mask)
+    return int(mask.size) if fresh.size == 0 else int(mask.size - 1 - fresh[-1])
+
+
+def _holes(mask: np.ndarray, grid: np.ndarray, start: float, end: float, step: float) -> list[Hole]:
+    """Maximal runs of unfresh grid points, longest first, at most :data:`MAX_HOLES`."""
+    runs = []
+    k, n = 0, int(mask.size)
+    while k < n:
+        if mask[k]:
+            k += 1
+            continue
+        j = k
+        while j < n and not mask[j]:
+            j += 1
+        runs.append((k, j))
+        k = j
+    holes = []
+    for a, b in runs:
+        begin = grid[a - 1] if a > 0 else start
+        finish = grid[b] if b < n else end
+        holes.append(Hole(start=_utc(begin), end=_utc(finish), steps=b - a))
+    return sorted(holes, key=lambda h: (-h.steps, h.start))[:MAX_HOLES]
+
+
+def _utc(ts: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(float(ts), dt.timezone.utc)
+
+
+# --- samples for statistics -----------------------------------------------------------------
+
+
+def fresh_samples(samples: list[tuple[float, float]], judgement: Judgement | None) -> list[tuple[float, float]]:
+    """The samples at fresh grid points (all of them when coverage could not be judged).
+
+    Times are kept (grid times, holes allowed), so statistics can batch over time."""
+    if judgement is None:
+        return samples
+    return [(t, v) for t, v in samples if float(t) in judgement.fresh]
+
+
+def time_batch_means(samples: list[tuple[float, float]], start: float, end: float, batches: int) -> list[float]:
+    """Means of the samples in ``batches`` equal stretches of *time* of ``(start, end]``.
+
+    Stretch ``j`` is ``(start + j*L/k, start + (j+1)*L/k]`` with ``L = end - start``;
+    empty stretches (holes) are left out, so the result may be shorter than ``batches``.
+    Without holes on a grid whose point count is a multiple of ``k`` this equals the
+    count-based batch means. Returns ``[]`` for no sample.
+    """
+    if not samples or batches < 1 or end <= start:
+        return []
+    times = np.array([t for t, _ in samples], dtype=float)
+    values = np.array([v for _, v in samples], dtype=float)
+    width = (end - start) / batches
+    # (start + j*w, start + (j+1)*w] -> index j; a tiny epsilon keeps grid points on an edge in the earlier stretch.
+    index = np.clip(np.ceil((times - start) / width - 1e-9).astype(int) - 1, 0, batches - 1)
+    sums = np.bincount(index, weights=values, minlength=batches)
+    counts = np.bincount(index, minlength=batches)
+    return [float(s / c) for s, c in zip(sums, counts) if c > 0]
+
+
+# --- verdict cap --------------------------------------------------------------------------------
+
+
+def describe(c: Coverage | None, step: float | None = None) -> str:
+    """One line, e.g. ``coverage 98.3 % (236/240 steps fresh, 118 real samples every 30s, timestamp);
+    largest hole 2026-01-05T05:00:00Z .. 05:20:00Z (20 min)``; ``coverage not measured`` for None."""
+    if c is None:
+        return "coverage not measured"
+    every = f" every {human_duration(c.input_interval_seconds)}" if c.input_interval_seconds else ""
+    text = f"coverage {c.ratio * 100:.1f} % ({c.fresh_points}/{c.grid_points} steps fresh, {c.real_samples} real samples{every}, {c.method})"
+    if c.stopped and c.last_real_sample is not None:
+        text += f"; no fresh samples after {rfc3339(c.last_real_sample)}"
+    elif c.holes:
+        h = c.holes[0]
+        text += f"; largest hole {rfc3339(h.start)} .. {rfc3339(h.end)} ({human_duration((h.end - h.start).total_seconds())})"
+    if c.series_at_start is not None and (c.series_at_start != c.series_at_end or c.series_min != c.series_max):
+        text += f"; input series {c.series_at_start} at start, {c.series_at_end} at end ({c.series_min}-{c.series_max}: population change)"
+    return text
+
+
+def coverage_cap(c: Coverage | None, min_ratio: float, side: str = "window") -> tuple[Verdict | None, str]:
+    """The cap coverage puts on a verdict: ``(NO_DATA | INCONCLUSIVE | None, reason)``.
+
+    NO_DATA when no grid point is fresh, or coverage is below ``min_ratio`` and the
+    signal stopped before the window end ("no fresh samples after 05:00:00Z: the
+    signal stopped"); INCONCLUSIVE when coverage is below ``min_ratio`` otherwise;
+    None (no cap) at or above it and for an unmeasured coverage (older records).
+    """
+    if c is None or c.grid_points == 0:
+        return None, ""
+    if c.fresh_points == 0 or (c.stopped and c.ratio < min_ratio):
+        if c.last_real_sample is not None:
+            return "NO_DATA", f"{side}: no fresh samples after {rfc3339(c.last_real_sample)}: the signal stopped ({describe(c)})"
+        return "NO_DATA", f"{side}: no real samples of the signal's inputs in the window ({describe(c)})"
+    if c.ratio < min_ratio:
+        return "INCONCLUSIVE", f"{side}: {describe(c)}, below the {min_ratio * 100:.0f} % minimum (verification.min_coverage_ratio)"
+    return None, ""
+
+
+def partial_cap(warnings: list[str], partial: bool, side: str = "window") -> tuple[Verdict | None, str]:
+    """INCONCLUSIVE when Prometheus said the answer is partial (``partial``), naming the first warning."""
+    if not partial:
+        return None, ""
+    shown = next((w for w in warnings if _is_partial(w)), warnings[0] if warnings else "partial answer")
+    return "INCONCLUSIVE", f"{side}: Prometheus answered partially ({shown})"
+
+
+def _is_partial(text: str) -> bool:
+    from obsctl.baselining.promapi import is_partial_warning
+
+    return is_partial_warning(text)
+
+
+def caps_for(measurement, baseline: Baseline | None, min_ratio: float) -> list[tuple[Verdict, str]]:
+    """Every cap on a verdict of ``measurement`` (a :class:`obsctl.baselining.snapshot.Measurement`)
+    against ``baseline``: window coverage, window partial, baseline partial."""
+    caps = [coverage_cap(getattr(measurement, "coverage", None), min_ratio), partial_cap(measurement.warnings, measurement.partial)]
+    if baseline is not None and baseline.partial:
+        caps.append(("INCONCLUSIVE", f"baseline {baseline.id} is partial (stored with --allow-partial: {'; '.join(baseline.warnings) or 'partial answer'})"))
+    return [(v, r) for v, r in caps if v is not None]
+
+
+def apply_caps(verdict: Verdict, reason: str, caps: list[tuple[Verdict, str]]) -> tuple[Verdict, str]:
+    """``(verdict, reason)`` after the caps: NO_DATA replaces any verdict; INCONCLUSIVE turns
+    IMPROVED, REGRESSED and NO_CHANGE into INCONCLUSIVE (a NO_DATA stays). The cap's reason
+    leads; the statistics' own verdict follows it."""
+    for cap, why in caps:
+        if cap == "NO_DATA":
+            return "NO_DATA", why
+    inconclusive = [why for cap, why in caps if cap == "INCONCLUSIVE"]
+    if not inconclusive or verdict == "NO_DATA":
+        return verdict, reason
+    said = f"; the statistics alone said {verdict} ({reason})" if verdict != "INCONCLUSIVE" else f"; {reason}"
+    return "INCONCLUSIVE", "; ".join(inconclusive) + said
+
+
+def cap_verdict(verdict: Verdict, reason: str, measurement, baseline: Baseline | None, min_ratio: float) -> tuple[Verdict, str]:
+    """The one call ``verify`` makes per judged signal: :func:`apply_caps` of :func:`caps_for`."""
+    return apply_caps(verdict, reason, caps_for(measurement, baseline, min_ratio))
+
+
+def output_lines(c: Coverage | None, warnings: list[str]) -> list[str]:
+    """Lines for text output: the coverage line, then one ``warning: ...`` per Prometheus warning."""
+    return [describe(c), *(f"warning: {w}" for w in warnings)]
+
+
+def verification_lines(result) -> list[str]:
+    """Text lines of a :class:`obsctl.baselining.models.VerificationResult`: the window's
+    coverage and warnings, then each guard's (``guard <signal>: coverage ...``)."""
+    lines = [f"window {line}" if not line.startswith("warning") else line for line in output_lines(result.coverage, result.warnings)]
+    if result.partial:
+        lines.append("window answer is PARTIAL: the verdict is at most INCONCLUSIVE")
+    for g in result.guards:
+        lines += [f"guard {g.signal}: {line}" for line in output_lines(g.coverage, g.warnings)]
+    return lines

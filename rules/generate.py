@@ -1,7 +1,7 @@
 """Generate the Prometheus rule files from the spec and the current baselines.
 
 One file per concern (``obsctl-signals``, ``obsctl-baselines``, ``obsctl-targets``,
-``obsctl-alerts``, ``obsctl-gpu``). Output is deterministic: sorted classes, signals and
+``obsctl-alerts``, ``obsctl-gpu``, ``obsctl-saturation``, ``obsctl-cost``). Output is deterministic: sorted classes, signals and
 targets, no timestamps, so committed copies can be checked (``--check``).
 
 ``python -m obsctl.rules.generate [--check]`` regenerates the committed copy in
@@ -17,6 +17,8 @@ from obsctl.baselining.models import Baseline
 from obsctl.rules.alerts import alert_groups
 from obsctl.rules.baselines import baseline_groups, select_baselines, target_groups
 from obsctl.rules.gpu import gpu_groups
+from obsctl.rules.cost import cost_groups
+from obsctl.rules.saturation import saturation_groups
 from obsctl.generated import regenerate_main, stale_files, write_files
 from obsctl.rules.render import dump_rule_file
 from obsctl.rules.signals import signal_groups
@@ -47,6 +49,8 @@ def generate(spec: Spec, baselines: list[Baseline]) -> tuple[dict[str, str], lis
         "obsctl-targets.rules.yaml": target_groups(spec),
         "obsctl-alerts.rules.yaml": alert_groups(spec),
         "obsctl-gpu.rules.yaml": gpu_groups(),
+        "obsctl-saturation.rules.yaml": saturation_groups(spec),
+        "obsctl-cost.rules.yaml": cost_groups(spec),
     }
     for groups in files.values():
         _set_runbook_base(groups, spec.runbook_base_url)

@@ -1,0 +1,262 @@
+"""The saturation state of a workload class: one definition, as recording rules and as Python.
+
+Inputs, all per class (canonical series, :mod:`obsctl.rules.canonical`):
+
+* **busy fraction** ``b`` (0-1): ``GPU_BUSY / GPUS_ALLOCATED`` (the attributed accelerators'
+  mean utilization) when the class has attributed GPUs, else ``CPU_BUSY / CPUS_ALLOCATED``
+  (CPU seconds per second of the class's processes over the cores they may use);
+* **queue** ``q`` (0/1): 1 when any present queue signal is over its threshold:
+  ``REQUESTS_WAITING >= queue_depth``, ``QUEUE_WAIT_P95 >= queue_wait_seconds``,
+  rejections per second ``> rejected_per_second``. Absent signals do not vote; a class
+  with none of them (a training job) is never saturated or constrained.
+
+State, from ``b`` and ``q`` (thresholds ``busy_ratio`` > ``idle_ratio``):
+
+=============== ================================ ===========================================
+state           condition                        meaning
+=============== ================================ ===========================================
+``saturated``   ``q = 1`` and ``b >= busy_ratio`` capacity problem: more accelerators help
+``constrained`` ``q = 1`` and ``b < busy_ratio``  configuration problem: the queue builds while
+                                                 the accelerators wait (batch size, workers)
+``idle``        ``q = 0`` and ``b < idle_ratio``  nothing to do: capacity is wasted
+``healthy``     ``q = 0`` and ``b >= idle_ratio`` serving what arrives without queueing
+=============== ================================ ===========================================
+
+No busy fraction (no GPU attributed and no process CPU series): no state (absent rules,
+``None`` in Python). Thresholds come from the spec's ``saturation:`` block (defaults, then
+``saturation.classes.<name>``), else :class:`Thresholds`' defaults.
+
+The same definition twice: :func:`rules` emits the PromQL (``SATURATION_STATE`` one series
+per ``state`` label, 1 for the current state and 0 for the others), :func:`classify` and
+:func:`classify_inputs` evaluate it over raw values, so ``verify`` can classify any past
+period (also history from before the rules were loaded: :func:`inputs` gives the PromQL of
+each input over raw metrics where it can). The unit tests run both on the same series.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Literal
+
+from obsctl.errors import SpecError
+from obsctl.rules import canonical as C
+from obsctl.rules.series import number, selector
+from obsctl.spec import Spec, WorkloadClass, promql_matchers
+
+State = Literal["saturated", "constrained", "idle", "healthy"]
+STATES: tuple[State, ...] = ("saturated", "constrained", "idle", "healthy")
+#: The rate/averaging window of the inputs (the canonical ``rate5m`` series).
+WINDOW = "5m"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Thresholds of the saturation state.
+
+    Attributes:
+        busy_ratio: busy fraction (0-1) at or above which the accelerators are busy.
+        idle_ratio: busy fraction below which a class with no queue is idle (< busy_ratio).
+        queue_depth: waiting requests (a count) at or above which the queue builds.
+        queue_wait_seconds: queue wait p95 (seconds) at or above which the queue builds.
+        rejected_per_second: rejections per second above which the queue builds (0: any).
+        cpu_cores: cores a CPU-only class's processes may use; None: one per process series
+            (a Python worker is bound to about one core by the GIL).
+    """
+
+    busy_ratio: float = 0.8
+    idle_ratio: float = 0.05
+    queue_depth: float = 1.0
+    queue_wait_seconds: float = 1.0
+    rejected_per_second: float = 0.0
+    cpu_cores: float | None = None
+
+    @classmethod
+    def for_class(cls, spec: Spec, name: str) -> "Thresholds":
+        """Defaults, overlaid with the spec's ``saturation:`` block and ``saturation.classes.<name>``.
+
+        Raises:
+            SpecError: the merged ``idle_ratio`` is not below ``busy_ratio``.
+        """
+        out = cls()
+        for layer in (spec.saturation, spec.saturation.classes.get(name)):
+            if layer is not None:
+                out = replace(out, **{f.name: getattr(layer, f.name) for f in fields(cls) if getattr(layer, f.name) is not None})
+        if out.idle_ratio >= out.busy_ratio:
+            raise SpecError(f"{spec.path}: saturation for class {name!r}: idle_ratio ({out.idle_ratio}) "
+                            f"must be below busy_ratio ({out.busy_ratio})")
+        return out
+
+
+def _present(value: float | None) -> bool:
+    return value is not None and not math.isnan(value)
+
+
+def busy_fraction(gpu_busy: float | None = None, gpus_allocated: float | None = None,
+                  cpu_busy: float | None = None, cpus_allocated: float | None = None) -> float | None:
+    """The busy fraction the state reads: GPU busy seconds/s over allocated GPUs, else CPU.
+
+    Args:
+        gpu_busy: ``GPU_BUSY`` (sum of the attributed GPUs' utilization, 0..n).
+        gpus_allocated: ``GPUS_ALLOCATED`` (count).
+        cpu_busy: ``CPU_BUSY`` (CPU seconds per second of the class's processes).
+        cpus_allocated: ``CPUS_ALLOCATED`` (cores).
+
+    Returns:
+        0-1 (can exceed 1 for CPU when processes use more cores than allowed), or None when
+        neither pair is present. None or NaN mean absent, as in PromQL.
+    """
+    if _present(gpu_busy) and _present(gpus_allocated) and gpus_allocated:
+        return gpu_busy / gpus_allocated
+    if _present(cpu_busy) and _present(cpus_allocated) and cpus_allocated:
+        return cpu_busy / cpus_allocated
+    return None
+
+
+def queue_building(waiting: float | None = None, queue_wait_p95: float | None = None,
+                   rejected_per_second: float | None = None, thresholds: Thresholds = Thresholds()) -> bool:
+    """Whether any present queue signal is over its threshold (absent signals do not vote)."""
+    t = thresholds
+    return ((_present(waiting) and waiting >= t.queue_depth)
+            or (_present(queue_wait_p95) and queue_wait_p95 >= t.queue_wait_seconds)
+            or (_present(rejected_per_second) and rejected_per_second > t.rejected_per_second))
+
+
+def classify(busy: float | None, waiting: float | None = None, queue_wait_p95: float | None = None,
+             rejected_per_second: float | None = None, thresholds: Thresholds = Thresholds()) -> State | None:
+    """The saturation state at one instant.
+
+    Args:
+        busy: busy fraction 0-1 (:func:`busy_fraction`); None/NaN: unknown.
+        waiting: requests waiting (``REQUESTS_WAITING``).
+        queue_wait_p95: queue wait p95, seconds (``QUEUE_WAIT_P95``).
+        rejected_per_second: rejected requests per second (``REQUESTS{outcome="rejected"}``).
+        thresholds: :class:`Thresholds`.
+
+    Returns:
+        ``saturated`` | ``constrained`` | ``idle`` | ``healthy``, or None without a busy fraction.
+    """
+    if not _present(busy):
+        return None
+    if queue_building(waiting, queue_wait_p95, rejected_per_second, thresholds):
+        return "saturated" if busy >= thresholds.busy_ratio else "constrained"
+    return "idle" if busy < thresholds.idle_ratio else "healthy"
+
+
+#: Input names of :func:`classify_inputs` and :func:`inputs`.
+INPUTS = ("gpu_busy", "gpus_allocated", "cpu_busy", "cpus_allocated", "waiting", "queue_wait_p95", "rejected_per_second")
+
+
+def classify_inputs(values: Mapping[str, Sequence[float | None]], thresholds: Thresholds = Thresholds()) -> list[State | None]:
+    """The state at each aligned sample of a period.
+
+    Args:
+        values: ``{input name: samples}`` for any subset of :data:`INPUTS`, all of one length
+            (aligned on the same timestamps; None/NaN where a sample is missing).
+        thresholds: :class:`Thresholds`.
+
+    Returns:
+        One state (or None) per sample.
+
+    Raises:
+        ValueError: an unknown input name or sequences of different lengths.
+    """
+    unknown = sorted(set(values) - set(INPUTS))
+    if unknown:
+        raise ValueError(f"unknown saturation input(s) {unknown}; known: {', '.join(INPUTS)}")
+    lengths = {len(v) for v in values.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"saturation inputs must be aligned: lengths {sorted(lengths)}")
+    n = lengths.pop() if lengths else 0
+    at = lambda name, i: values[name][i] if name in values else None  # noqa: E731
+    return [classify(busy_fraction(at("gpu_busy", i), at("gpus_allocated", i), at("cpu_busy", i), at("cpus_allocated", i)),
+                     at("waiting", i), at("queue_wait_p95", i), at("rejected_per_second", i), thresholds) for i in range(n)]
+
+
+def state_shares(states: Sequence[State | None]) -> dict[State, float]:
+    """Fraction of the classified samples in each state (unclassified samples left out; all 0 if none)."""
+    counts = Counter(s for s in states if s is not None)
+    total = sum(counts.values())
+    return {s: (counts[s] / total if total else 0.0) for s in STATES}
+
+
+def dominant_state(states: Sequence[State | None]) -> State | None:
+    """The most frequent state of a period (ties: the first in :data:`STATES`), None if none classified."""
+    shares = state_shares(states)
+    best = max(STATES, key=lambda s: (shares[s], -STATES.index(s)))
+    return best if shares[best] > 0 else None
+
+
+# --- PromQL ---------------------------------------------------------------------------
+
+
+def _nodes(wc: WorkloadClass, **extra: str) -> str:
+    matchers = ",".join(filter(None, [promql_matchers(wc.node_selector), promql_matchers(extra)]))
+    return "{" + matchers + "}"
+
+
+def inputs(spec: Spec, wc: WorkloadClass) -> dict[str, str]:
+    """PromQL per input of :func:`classify_inputs` for class ``wc``, each one series.
+
+    ``gpu_busy``, ``gpus_allocated``, ``cpu_busy`` and ``cpus_allocated`` read raw metrics
+    (the exporter's GPU and attribution series, ``process_cpu_seconds_total``), so they
+    work on history from before the rules were loaded; the queue inputs read the canonical
+    series the class's source fills.
+    """
+    th = Thresholds.for_class(spec, wc.name)
+    attributed = f"obsctl_gpu_attribution_info{_nodes(wc, workload_class=wc.name)}"
+    procs = f"process_cpu_seconds_total{{{promql_matchers(wc.selector)}}}"
+    cores = f"count({procs})" if th.cpu_cores is None else f"(count({procs}) * 0 + {number(th.cpu_cores)})"
+    own = {"workload_class": wc.name}
+    return {
+        "gpu_busy": f"sum({attributed} * on(uuid, gpu_instance) group_left() "
+                    f"avg_over_time(obsctl_gpu_utilization_ratio{_nodes(wc)}[{WINDOW}]))",
+        "gpus_allocated": f"count({attributed})",
+        "cpu_busy": f"sum(rate({procs}[{WINDOW}]))",
+        "cpus_allocated": cores,
+        "waiting": f"sum({selector(C.REQUESTS_WAITING, **own)})",
+        "queue_wait_p95": f"max({selector(C.QUEUE_WAIT_P95, **own)})",
+        "rejected_per_second": f"sum({selector(C.REQUESTS, **own, outcome='rejected')})",
+    }
+
+
+def class_rules(spec: Spec, wc: WorkloadClass) -> list[dict]:
+    """The recording rules of one class: busy inputs, ``BUSY_RATIO``, ``QUEUE_BUILDING`` and
+    ``SATURATION_STATE`` x 4 states, in evaluation order (one group: later rules read earlier ones)."""
+    th = Thresholds.for_class(spec, wc.name)
+    src = inputs(spec, wc)
+    own = {"workload_class": wc.name}
+    rec = lambda name: selector(name, **own)  # noqa: E731
+    tag = lambda expr, name: f'label_replace({expr}, "queue_signal", "{name}", "", "")'  # noqa: E731
+    queue = " or ".join([
+        tag(f"{src['waiting']} >= bool {number(th.queue_depth)}", "waiting"),
+        tag(f"{src['queue_wait_p95']} >= bool {number(th.queue_wait_seconds)}", "wait"),
+        tag(f"{src['rejected_per_second']} > bool {number(th.rejected_per_second)}", "rejected"),
+        f"0 * {rec(C.BUSY_RATIO)}",  # present busy, absent queue signals: no queue
+    ])
+    busy, q = rec(C.BUSY_RATIO), rec(C.QUEUE_BUILDING)
+    b, i = number(th.busy_ratio), number(th.idle_ratio)
+    states = {
+        "saturated": f"{q} * ({busy} >= bool {b})",
+        "constrained": f"{q} * ({busy} < bool {b})",
+        "idle": f"(1 - {q}) * ({busy} < bool {i})",
+        "healthy": f"(1 - {q}) * ({busy} >= bool {i})",
+    }
+    rules = [
+        (C.GPU_BUSY, src["gpu_busy"], {}),
+        (C.GPUS_ALLOCATED, src["gpus_allocated"], {}),
+        (C.CPU_BUSY, src["cpu_busy"], {}),
+        (C.CPUS_ALLOCATED, src["cpus_allocated"], {}),
+        (C.BUSY_RATIO, f"({rec(C.GPU_BUSY)} / {rec(C.GPUS_ALLOCATED)})\nor ({rec(C.CPU_BUSY)} / {rec(C.CPUS_ALLOCATED)})", {}),
+        (C.QUEUE_BUILDING, f"max(\n  {queue.replace(' or ', chr(10) + '  or ')}\n)", {}),
+        *[(C.SATURATION_STATE, states[s], {"state": s}) for s in STATES],
+    ]
+    return [{"record": r, "expr": e, "labels": {**own, **extra}} for r, e, extra in rules]
+
+
+def saturation_groups(spec: Spec) -> list[dict]:
+    """Rule groups ``obsctl.saturation.<class>``, one per class (sorted by name)."""
+    return [{"name": f"obsctl.saturation.{wc.name}", "rules": class_rules(spec, wc)}
+            for wc in sorted(spec.workload_classes, key=lambda c: c.name)]

@@ -1,9 +1,16 @@
 """A small client of the Prometheus HTTP API (``/api/v1/query``, ``query_range``, ``series``).
 
-Built on requests; connection errors, timeouts and 5xx answers are retried a bounded
-number of times with exponential backoff (tenacity), then reported as
-:class:`PrometheusUnavailable`. A query Prometheus rejects (HTTP 400/422: bad PromQL,
+Built on requests (:mod:`obsctl.httpconfig` for authentication, TLS, headers and proxy;
+:func:`obsctl.httpfetch.bounded_get` for the transport). Each attempt has a wall-clock
+deadline (``timeout_seconds``: connect + headers + whole body) and a body cap
+(``body_size_limit``); connection errors, timeouts, 429 and 5xx answers are retried with
+exponential backoff (tenacity) while the call's overall deadline (``deadline_seconds``)
+allows, then reported as :class:`PrometheusUnavailable` (exit 3). So is every answer that
+is not the documented JSON envelope (HTML, truncated, deeply nested or non-JSON bodies,
+wrong types: "not a Prometheus API answer"), refused credentials (401/403) and a TLS
+failure. A query Prometheus rejects (HTTP 400/422 with its error envelope: bad PromQL,
 execution error) is the user's to fix: :class:`UsageError` with Prometheus' message.
+Messages name the URL without userinfo and never hold a secret the session sent.
 
 API reference: https://prometheus.io/docs/prometheus/latest/querying/api/
 """
@@ -11,14 +18,19 @@ API reference: https://prometheus.io/docs/prometheus/latest/querying/api/
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
+import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import requests
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_before_delay, wait_exponential
 
-from obsctl.errors import PrometheusUnavailable, UsageError
+from obsctl.errors import ObsctlError, PrometheusUnavailable, UsageError
+from obsctl.httpconfig import HTTPClientConfig, auth_kind, check_files, redact_url, session_for
+from obsctl.httpfetch import DEFAULT_MAX_BODY_BYTES, Answer, BodyTooLarge, DeadlineExceeded, bounded_get
 
 #: Prometheus refuses a range query with more than 11,000 points per series
 #: (``(end - start) / step > 11000``, web/api/v1/api.go); we stay at 11,000 points.
@@ -195,21 +207,43 @@ class PrometheusClient:
 
     Args:
         url: base URL, e.g. ``http://127.0.0.1:9090`` (a trailing ``/`` is ignored).
-        timeout_seconds: per-request timeout in seconds (``spec.prometheus.timeout_seconds``).
-        attempts: tries per request for connection errors, timeouts and 5xx (at least 1).
-        session: a ``requests.Session`` to reuse (one is created otherwise).
+        timeout_seconds: deadline of one request attempt in seconds: connect, headers and
+            the whole body (``spec.prometheus.timeout_seconds``).
+        attempts: tries per request for connection errors, timeouts, 429 and 5xx (at least 1).
+        session: a session from :func:`obsctl.httpconfig.session_for` (one without
+            credentials is made otherwise).
+        deadline_seconds: deadline of one call with all its attempts and backoff; default
+            ``attempts * timeout_seconds``. An attempt never runs past it.
+        max_body_bytes: largest answer body (``spec.prometheus.body_size_limit``).
+        config: the :class:`~obsctl.httpconfig.HTTPClientConfig` the session was made
+            from, so that refused credentials can name the option to check.
     """
 
-    def __init__(self, url: str, timeout_seconds: float = 10.0, attempts: int = 3, session: requests.Session | None = None):
+    def __init__(self, url: str, timeout_seconds: float = 10.0, attempts: int = 3, session: requests.Session | None = None, *,
+                 deadline_seconds: float | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                 config: HTTPClientConfig | None = None):
         self.url = url.rstrip("/")
+        self.shown_url = redact_url(self.url)
         self.timeout_seconds = timeout_seconds
         self.attempts = max(1, attempts)
-        self.session = session or requests.Session()
+        self.deadline_seconds = deadline_seconds if deadline_seconds is not None else self.attempts * timeout_seconds
+        self.max_body_bytes = max_body_bytes
+        self.config = config or HTTPClientConfig()
+        self.session = session or session_for(self.config)
 
     @classmethod
     def from_spec(cls, spec: Any) -> "PrometheusClient":
-        """Client for ``spec.prometheus`` (URL and timeout)."""
-        return cls(spec.prometheus.url, spec.prometheus.timeout_seconds)
+        """Client for ``spec.prometheus``: URL, deadlines, body cap, credentials, TLS, headers.
+
+        Raises:
+            SecretFileError: a configured file (credentials, password, CA, certificate,
+                key, header file) is missing or unreadable (exit 2).
+        """
+        cfg = spec.prometheus
+        base_dir = spec.path.parent if getattr(spec, "path", None) else None
+        check_files(cfg, base_dir, "prometheus")
+        return cls(cfg.url, cfg.timeout_seconds, session=session_for(cfg, base_dir, "prometheus"),
+                   deadline_seconds=cfg.overall_deadline_seconds, max_body_bytes=cfg.body_size_limit, config=cfg)
 
     # --- endpoints ---------------------------------------------------------------
 
@@ -303,56 +337,145 @@ class PrometheusClient:
             raise self._unexpected(path, exc) from None
 
     def _unexpected(self, path: str, exc: Exception) -> PrometheusUnavailable:
-        return PrometheusUnavailable(f"cannot use Prometheus at {self.url}: unexpected answer from {path}: {exc}")
+        return PrometheusUnavailable(self._scrub(f"cannot use Prometheus at {self.shown_url}: not a Prometheus API answer from {path}: {exc}"))
+
+    def _scrub(self, text: str) -> str:
+        scrub = getattr(self.session, "scrub", None)
+        return scrub(text) if scrub else text
 
     # --- transport ---------------------------------------------------------------
 
     def _get(self, path: str, params: dict[str, Any], promql: str, into: QueryResult) -> Any:
-        """The ``data`` of one successful answer; its warnings and infos go to ``into``."""
+        """The ``data`` of one successful answer; its warnings and infos go to ``into``.
+
+        Attempts run while ``attempts`` and ``deadline_seconds`` allow; each attempt gets
+        ``min(timeout_seconds, time left)``.
+        """
+        started = time.monotonic()
+        tries = 0
+
+        def once() -> Any:
+            nonlocal tries
+            tries += 1
+            left = self.deadline_seconds - (time.monotonic() - started)
+            return self._get_once(path, params, promql, max(0.001, min(self.timeout_seconds, left)))
+
         caller = retry(
-            stop=stop_after_attempt(self.attempts),
+            stop=stop_after_attempt(self.attempts) | stop_before_delay(self.deadline_seconds),
             wait=wait_exponential(multiplier=0.2, max=2.0),
             retry=retry_if_exception_type(_Retryable),
             reraise=True,
-        )(self._get_once)
+        )(once)
         try:
-            body = caller(path, params, promql)
+            body = caller()
         except _Retryable as exc:
-            raise PrometheusUnavailable(f"cannot reach Prometheus at {self.url}: {exc} (after {self.attempts} attempts)") from None
-        into.add_notes(body.get("warnings"), body.get("infos"))
+            took = time.monotonic() - started
+            raise PrometheusUnavailable(self._scrub(
+                f"cannot reach Prometheus at {self.shown_url}: {exc} (after {tries} attempt{'s' if tries != 1 else ''} in {took:.1f}s)"
+            )) from None
+        except ObsctlError as exc:
+            raise type(exc)(self._scrub(str(exc))) from None
+        into.add_notes(*(
+            [self._scrub(str(n)) for n in notes] if isinstance(notes, list) else notes
+            for notes in (body.get("warnings"), body.get("infos"))
+        ))
         return body.get("data")
 
-    def _get_once(self, path: str, params: dict[str, Any], promql: str) -> Any:
+    def _get_once(self, path: str, params: dict[str, Any], promql: str, timeout: float) -> dict:
+        """One attempt: the answer's JSON envelope (status success), or an error."""
+        where = f"cannot use Prometheus at {self.shown_url}"
         try:
-            # Redirects are not followed: an error would then name the wrong server, and a
-            # Prometheus API does not redirect (a login proxy does).
-            response = self.session.get(self.url + path, params=params, timeout=self.timeout_seconds, allow_redirects=False)
-        except requests.Timeout:
-            raise _Retryable(f"no answer within {self.timeout_seconds:g}s") from None
+            answer = bounded_get(self.session, self.url + path, params=params, timeout_seconds=timeout, max_body_bytes=self.max_body_bytes)
+        except DeadlineExceeded as exc:
+            raise _Retryable(str(exc)) from None
+        except BodyTooLarge:
+            raise PrometheusUnavailable(
+                f"{where}: the answer from {path} is larger than the {_size(self.max_body_bytes)} limit "
+                "(prometheus.body_size_limit; or ask for a shorter window or fewer series)"
+            ) from None
+        except requests.exceptions.SSLError as exc:
+            raise PrometheusUnavailable(
+                f"{where}: TLS failed: {_short(exc)} (check prometheus.tls_config: ca_file, server_name, cert_file/key_file)"
+            ) from None
+        except requests.exceptions.InvalidHeader:
+            raise UsageError(f"{where}: a configured header or credential is not a valid HTTP header value") from None
         except requests.RequestException as exc:
             raise _Retryable(_short(exc)) from None
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        error = body.get("error") if isinstance(body, dict) else None
-        error = printable(str(error)) if error else printable(response.content[:200].decode("utf-8", errors="backslashreplace"))
-        if response.status_code >= 500:
-            raise _Retryable(f"HTTP {response.status_code} from {path}: {error}")
-        if response.status_code in (400, 422):
-            raise UsageError(f"Prometheus rejected the query {promql!r}: {error}")
-        if 300 <= response.status_code < 400:
-            location = printable(response.headers.get("Location", "") or "(no Location header)")
+        status = answer.status
+        body, problem = _envelope(answer)
+        if status in (401, 403):
+            raise PrometheusUnavailable(f"{where}: HTTP {status} from {path}: {self._refused(status)}")
+        if status >= 500 or status == 429:
+            raise _Retryable(f"HTTP {status} from {path}: {_error_text(body) or problem}")
+        if 300 <= status < 400:
+            location = printable(redact_url(answer.headers.get("Location", "")) or "(no Location header)")
             raise PrometheusUnavailable(
-                f"cannot use Prometheus at {self.url}: HTTP {response.status_code} from {path} redirects to {location}; "
+                f"{where}: HTTP {status} from {path} redirects to {location}; "
                 "obsctl does not follow redirects: set prometheus.url to the Prometheus server itself"
             )
-        if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
-            raise PrometheusUnavailable(
-                f"cannot use Prometheus at {self.url}: HTTP {response.status_code} from {path}: "
-                f"{error or 'not a Prometheus API answer'}"
-            )
+        if status in (400, 422) and _error_text(body):
+            raise UsageError(f"Prometheus rejected the query {promql!r}: {_error_text(body)}")
+        if status != 200:
+            raise PrometheusUnavailable(f"{where}: HTTP {status} from {path}: {_error_text(body) or problem}")
+        if body is None:
+            raise PrometheusUnavailable(f"{where}: not a Prometheus API answer from {path}: {problem}")
+        if body.get("status") != "success":
+            detail = _error_text(body) or f"status is {printable(str(body.get('status')), 40)!r}, expected 'success'"
+            raise PrometheusUnavailable(f"{where}: not a Prometheus API answer from {path}: HTTP 200 {detail}")
         return body
+
+    def _refused(self, status: int) -> str:
+        kind = auth_kind(self.config)
+        if kind == "none":
+            has_cert = self.config.tls_config.cert_file is not None
+            return ("the server refused the client certificate (prometheus.tls_config)" if has_cert else
+                    "the server asks for credentials and none are configured (set prometheus.authorization or prometheus.basic_auth)")
+        verb = "refused" if status == 401 else "refused for this request (forbidden)"
+        return f"the credentials were {verb}: check prometheus.{kind}"
+
+
+def _error_text(body: dict | None) -> str:
+    """Prometheus' ``error`` of an error envelope (``{"status":"error","errorType":...,"error":...}``)."""
+    if body is None or body.get("status") != "error" or not isinstance(body.get("error"), str):
+        return ""
+    return printable(body["error"])
+
+
+def _envelope(answer: Answer) -> tuple[dict | None, str]:
+    """``(the JSON object, "")`` or ``(None, why it is not a Prometheus API answer)``."""
+    raw = answer.body
+    kind = printable(answer.headers.get("Content-Type", "") or "no Content-Type", 60)
+    size = f"{len(raw):,} bytes"
+    if not raw:
+        return None, f"empty body ({kind})"
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        return None, f"JSON nested too deeply ({kind}, {size})"
+    except json.JSONDecodeError as exc:
+        truncated = exc.pos >= len(exc.doc.rstrip()) - 1 and raw.lstrip()[:1] in (b"{", b"[")
+        why = "truncated JSON" if truncated else "not JSON"
+        return None, f"{why} ({kind}, {size}){_excerpt(raw, kind)}"
+    except ValueError:  # not UTF-8
+        return None, f"not JSON ({kind}, {size}){_excerpt(raw, kind)}"
+    if not isinstance(body, dict):
+        return None, f"JSON {type(body).__name__} instead of an object ({kind}, {size})"
+    return body, ""
+
+
+def _excerpt(raw: bytes, kind: str) -> str:
+    head = raw[:4096].decode("utf-8", errors="backslashreplace")
+    title = re.search(r"<title[^>]*>(.*?)</title", head, re.I | re.S) if "html" in kind.lower() or "<html" in head.lower() else None
+    if title:
+        return f": an HTML page titled '{printable(' '.join(title.group(1).split()), 80)}'"
+    return f": starts '{printable(head, 60)}'"
+
+
+def _size(n: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor and n % factor == 0:
+            return f"{n // factor} {unit}"
+    return f"{n:,} bytes"
 
 
 def _short(exc: requests.RequestException) -> str:
@@ -362,4 +485,8 @@ def _short(exc: requests.RequestException) -> str:
     text = str(inner or reason)
     if "Connection refused" in text:
         return "connection refused"
+    if "Name or service not known" in text or "nodename nor servname" in text or "Temporary failure in name resolution" in text:
+        return "host name not found"
+    text = re.sub(r"^\w*(Error|Exception)\(", "", text)
+    text = re.sub(r"^[^:]*Pool\(host=[^)]*\): ", "", text)
     return printable(text.split(": ", 1)[-1] if ": " in text else text)

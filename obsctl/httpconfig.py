@@ -16,6 +16,8 @@ API (small on purpose; the spec's ``prometheus:`` block and the exporter's DCGM 
   are resolved against ``base_dir`` (the config file's folder, as Prometheus does).
 - :meth:`ConfiguredSession.scrub` ``(text) -> str``: ``text`` with every secret the
   session has sent replaced by ``<secret>`` (for messages that echo a server's words).
+- :func:`check_files` ``(cfg, base_dir=None, label=...)``: every configured file usable
+  (raises :class:`SecretFileError`); call it at start-up for an early, clear error.
 - :func:`redact_url` ``(url) -> str``: the URL without userinfo and query, safe to print.
 - :class:`SecretFileError` (a :class:`obsctl.errors.UsageError`, exit 2): a secret file
   is missing, unreadable, empty or holds a line break; the message names the field and
@@ -226,11 +228,12 @@ class Header(_Strict):
 
 def _check_url(value: str, what: str) -> str:
     """Validate an http(s) URL: no spaces, a host, a port in range, no userinfo."""
+    example = "http://127.0.0.1:9090" if what == "server" else "http://proxy.example:3128"
     if not value or any(c.isspace() or not c.isprintable() for c in value):
-        raise ValueError(f"must be an http:// or https:// {what} URL without spaces, e.g. http://127.0.0.1:9090")
+        raise ValueError(f"must be an http:// or https:// URL without spaces or control characters, e.g. {example}")
     parts = urllib.parse.urlsplit(value)
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"must be an http:// or https:// {what} URL, e.g. http://127.0.0.1:9090")
+        raise ValueError(f"must be an http:// or https:// URL, e.g. {example}")
     if "@" in parts.netloc:
         # Never echo the value: it holds the password.
         hint = "use basic_auth with password_file" if what == "server" else "proxy credentials are not supported"
@@ -238,10 +241,10 @@ def _check_url(value: str, what: str) -> str:
     try:
         port = parts.port
     except ValueError:
-        raise ValueError(f"has an invalid port; expected e.g. http://127.0.0.1:9090") from None
+        raise ValueError(f"has an invalid port (1-65535), e.g. {example}") from None
     host = parts.hostname or ""
     if not host or (not _HOSTNAME.match(host) and not _is_ip(host)) or port == 0:
-        raise ValueError(f"has no valid host; expected e.g. http://127.0.0.1:9090")
+        raise ValueError(f"has no valid host name or address, e.g. {example}")
     if parts.query or parts.fragment or value.endswith(("?", "#")):
         raise ValueError("must not have a query (?...) or fragment (#...)")
     return value
@@ -347,6 +350,47 @@ def read_secret(path: str | os.PathLike[str], field: str) -> str:
     return text
 
 
+def _resolver(base_dir: str | os.PathLike[str] | None):
+    def resolve(path: str) -> str:
+        p = Path(path).expanduser()
+        return str(p if p.is_absolute() or base_dir is None else Path(base_dir) / p)
+    return resolve
+
+
+def check_files(cfg: HTTPClientConfig, base_dir: str | os.PathLike[str] | None = None, label: str = "http client") -> None:
+    """Fail early, with the field and path, when a file ``cfg`` names cannot be used.
+
+    Secret files are read and checked as :func:`read_secret` does (their content is
+    dropped); TLS files must be readable regular files (their PEM is checked by the
+    TLS library when connecting). For a command's start or a ``check``.
+
+    Raises:
+        SecretFileError: the first unusable file (field, path, reason; never content).
+    """
+    resolve = _resolver(base_dir)
+    if cfg.authorization is not None:
+        read_secret(resolve(cfg.authorization.credentials_file), f"{label}.authorization.credentials_file")
+    if cfg.basic_auth is not None:
+        read_secret(resolve(cfg.basic_auth.password_file), f"{label}.basic_auth.password_file")
+    for name, header in cfg.http_headers.items():
+        for i, path in enumerate(header.files):
+            read_secret(resolve(path), f"{label}.http_headers.{name}.files[{i}]")
+    tls = cfg.tls_config
+    for field, path in (("ca_file", tls.ca_file), ("cert_file", tls.cert_file), ("key_file", tls.key_file)):
+        if path is None:
+            continue
+        where = f"{label}.tls_config.{field}: {resolve(path)}"
+        try:
+            if not stat.S_ISREG(os.stat(resolve(path)).st_mode):
+                raise SecretFileError(f"{where}: not a regular file")
+            with open(resolve(path), "rb") as handle:
+                handle.read(1)
+        except FileNotFoundError:
+            raise SecretFileError(f"{where}: file not found") from None
+        except OSError as exc:
+            raise SecretFileError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}") from None
+
+
 class _FileAuth(requests.auth.AuthBase):
     """Sets Authorization and the extra headers on each request, reading secret files then."""
 
@@ -408,10 +452,7 @@ def session_for(cfg: HTTPClientConfig, base_dir: str | os.PathLike[str] | None =
         ``cert_file``/``key_file`` (re-read by urllib3 for each new connection); secrets
         read per request. Nothing is read here, so building a session never fails on files.
     """
-    def resolve(path: str) -> str:
-        p = Path(path).expanduser()
-        return str(p if p.is_absolute() or base_dir is None else Path(base_dir) / p)
-
+    resolve = _resolver(base_dir)
     session = ConfiguredSession()
     session.trust_env = cfg.proxy_from_environment
     adapter = TransportAdapter(server_name=cfg.tls_config.server_name)

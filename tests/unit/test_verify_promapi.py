@@ -170,12 +170,12 @@ def test_malformed_success_answer_is_unavailable_naming_url(fake, spec, mode, wh
     fake.mode = mode
     r = snap(spec)
     assert r.exit_code == 3, r.output
-    assert r.stderr.strip() == f"obsctl: error: cannot use Prometheus at {fake.url}: unexpected answer from /api/v1/query_range: {what}"
+    assert r.stderr.strip() == f"obsctl: error: cannot use Prometheus at {fake.url}: not a Prometheus API answer from /api/v1/query_range: {what}"
 
 
 def test_malformed_series_answer(fake):
     fake.mode = "seriesbad"
-    with pytest.raises(PrometheusUnavailable, match="unexpected answer from /api/v1/series: data\\[0\\].metric has a non-string label"):
+    with pytest.raises(PrometheusUnavailable, match="not a Prometheus API answer from /api/v1/series: data\\[0\\].metric has a non-string label"):
         PrometheusClient(fake.url).series(["up"], 0, 10)
 
 

@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator,
                       model_validator)
+from pydantic import ValidationInfo
 
 from obsctl import yamlio
 from obsctl.errors import SpecError
@@ -110,6 +111,50 @@ def _byte_size(value: object) -> int:
     return size
 
 
+#: Serving sources of the catalogue (obsctl.rules.sources.SOURCES) and queue sources.
+SourceName = Literal["sdk", "vllm", "tgi", "triton", "sglang", "llamacpp", "ray-serve"]
+QueueSourceName = Literal["kueue", "slurm", "ray-serve"]
+
+
+class QueueSource(_Model):
+    """The scheduler queue a class waits in; it fills the class's queue depth and wait.
+
+    Attributes:
+        source: ``kueue`` | ``slurm`` | ``ray-serve``.
+        selector: label matchers of the scheduler's metrics (e.g. ``{job: kueue}``);
+            empty selects every target that publishes them.
+        cluster_queue: Kueue ClusterQueue name (or give ``local_queue``).
+        local_queue: Kueue LocalQueue as ``namespace/name``.
+        partition: Slurm partition.
+    """
+
+    source: QueueSourceName
+    selector: dict[str, str] = Field(default_factory=dict)
+    cluster_queue: str | None = Field(None, min_length=1)
+    local_queue: str | None = Field(None, pattern=r"^[^/\s]+/[^/\s]+$")
+    partition: str | None = Field(None, min_length=1)
+
+    @field_validator("selector")
+    @classmethod
+    def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in value if not _LABEL_NAME.match(k) or k.startswith("__")]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a usable Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with '__')")
+        return value
+
+    @model_validator(mode="after")
+    def _options(self) -> "QueueSource":
+        given = {k for k in ("cluster_queue", "local_queue", "partition") if getattr(self, k) is not None}
+        wanted = {"kueue": None, "slurm": {"partition"}, "ray-serve": set()}[self.source]
+        if self.source == "kueue":
+            if len(given) != 1 or "partition" in given:
+                raise ValueError("kueue needs exactly one of cluster_queue or local_queue (namespace/name)")
+        elif given != wanted:
+            need = "partition" if wanted else "no queue name (select the deployment with selector)"
+            raise ValueError(f"{self.source} takes {need}; got {', '.join(sorted(given)) or 'none'}")
+        return self
+
+
 class WorkloadClass(_Model):
     """A population of workloads that is baselined and optimized as one.
 
@@ -120,6 +165,10 @@ class WorkloadClass(_Model):
         node_selector: label matchers that select the exporter series (prices, GPUs) of
             the nodes the class runs on; defaults to ``{job: obsctl-exporter}``.
         description: free text shown in reports.
+        source: the server whose metrics fill the class's canonical series (the source
+            catalogue, obsctl.rules.sources): sdk (default) | vllm | tgi | triton |
+            sglang | llamacpp | ray-serve; ``selector`` picks its series.
+        queue: the scheduler queue the class waits in (Kueue, Slurm, Ray Serve), if any.
     """
 
     name: str
@@ -127,6 +176,8 @@ class WorkloadClass(_Model):
     selector: dict[str, str] = Field(min_length=1)
     node_selector: dict[str, str] = Field(default_factory=lambda: {"job": "obsctl-exporter"})
     description: str = ""
+    source: SourceName = "sdk"
+    queue: QueueSource | None = None
 
     @field_validator("name")
     @classmethod
@@ -162,9 +213,13 @@ class Signal(_Model):
         alert_for: how long the regression must hold before the alert fires (PromQL duration).
         record: ``<metric>:<operations>`` part of the recording rule name (the level
             ``workload_class:`` is prepended); default ``obsctl_<name>:value``.
+        catalogue: instead of ``query``, a key of the source catalogue's signals
+            (obsctl.rules.canonical.CATALOGUE_SIGNALS, e.g. ``ttft_p95_seconds``): reads
+            the class's canonical series; category, unit and direction default from it.
     """
 
     name: str
+    catalogue: str | None = None
     category: Category
     query: str
     unit: str
@@ -192,9 +247,26 @@ class Signal(_Model):
             raise ValueError("must start with a lowercase letter and hold only a-z, 0-9 or '_' (at most 63)")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_catalogue(cls, data: object) -> object:
+        if not isinstance(data, dict) or data.get("catalogue") is None:
+            return data
+        from obsctl.rules.canonical import CATALOGUE_SIGNALS, catalogue_query
+
+        key = data["catalogue"]
+        if key not in CATALOGUE_SIGNALS:
+            raise ValueError(f"catalogue {key!r} is not one of: {', '.join(sorted(CATALOGUE_SIGNALS))}")
+        if "query" in data:
+            raise ValueError("give either query or catalogue, not both")
+        _, _, category, unit, direction = CATALOGUE_SIGNALS[key]
+        return {"category": category, "unit": unit, "direction": direction, **data, "query": catalogue_query(key)}
+
     @field_validator("query")
     @classmethod
-    def _has_selector(cls, value: str) -> str:
+    def _has_selector(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("catalogue"):  # reads the class's canonical series by $class
+            return value
         if "$selector" not in value and "$node_selector" not in value:
             raise ValueError("must contain $selector (or $node_selector) so it can be evaluated per workload class")
         return value

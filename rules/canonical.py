@@ -36,6 +36,10 @@ TTFT_P50 = "workload_class:obsctl_time_to_first_token_seconds:p50_rate5m"
 TTFT_P95 = "workload_class:obsctl_time_to_first_token_seconds:p95_rate5m"
 ITL_P95 = "workload_class:obsctl_inter_token_latency_seconds:p95_rate5m"
 E2E_P95 = "workload_class:obsctl_request_duration_seconds:p95_rate5m"
+#: Mean end-to-end request latency, seconds (sum of durations / number of requests).
+E2E_MEAN = "workload_class:obsctl_request_duration_seconds:mean_rate5m"
+#: Mean queue wait, seconds (sum of waits / number of waits).
+QUEUE_WAIT_MEAN = "workload_class:obsctl_queue_wait_seconds:mean_rate5m"
 #: Mean training step time, seconds (sum of step durations / number of steps).
 STEP_TIME = "workload_class:obsctl_step_duration_seconds:mean_rate5m"
 
@@ -46,6 +50,8 @@ REQUESTS_RUNNING = "workload_class:obsctl_requests_running:sum"
 REQUESTS_WAITING = "workload_class:obsctl_requests_waiting:sum"
 #: KV-cache usage, 0-1 (mean over replicas: servers publish a ratio without its totals).
 KV_CACHE_USAGE = "workload_class:obsctl_kv_cache_usage:ratio"
+#: Prefix-cache hits over prefix-cache lookups, 0-1 (tokens where the server counts both).
+PREFIX_CACHE_HIT = "workload_class:obsctl_prefix_cache_hits:ratio"
 #: Preempted (swapped or recomputed) requests per second.
 PREEMPTIONS = "workload_class:obsctl_preemptions:rate5m"
 #: Accelerator busy seconds per second (sum of the attributed GPUs' utilization).
@@ -92,3 +98,41 @@ QUEUE_BUILDING = "workload_class:obsctl_queue_building:bool"
 GPU_ENERGY = "workload_class:obsctl_gpu_energy_joules:rate5m"
 #: USD per hour of each training run of the class (labels workload_class, run; the class's cost split over its active runs).
 RUN_COST_USD_PER_HOUR = "workload_class_run:obsctl_cost_usd_per_hour:sum"
+
+
+# --- catalogue signals ------------------------------------------------------------------
+# A spec signal may say ``catalogue: <key>`` instead of a query: it then reads the
+# class's canonical series (``sum(<record>{workload_class="<class>"[,outcome=...]})``), and
+# category, unit and direction default to the values below.
+#: key -> (record, extra matcher or "", category, unit, direction)
+CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
+    "input_tokens_per_second": (INPUT_TOKENS, "", "throughput", "tokens/s", "higher_is_better"),
+    "output_tokens_per_second": (OUTPUT_TOKENS, "", "throughput", "tokens/s", "higher_is_better"),
+    "tokens_per_second": (TOKENS, "", "throughput", "tokens/s", "higher_is_better"),
+    "requests_per_second": (REQUESTS, 'outcome="success"', "throughput", "requests/s", "higher_is_better"),
+    "error_requests_per_second": (REQUESTS, 'outcome="error"', "quality", "requests/s", "lower_is_better"),
+    "rejected_requests_per_second": (REQUESTS, 'outcome="rejected"', "saturation", "requests/s", "lower_is_better"),
+    "offered_requests_per_second": (REQUESTS_OFFERED, "", "throughput", "requests/s", "higher_is_better"),
+    "samples_per_second": (SAMPLES, "", "throughput", "samples/s", "higher_is_better"),
+    "steps_per_second": (STEPS, "", "throughput", "steps/s", "higher_is_better"),
+    "step_time_seconds": (STEP_TIME, "", "throughput", "seconds", "lower_is_better"),
+    "queue_wait_p95_seconds": (QUEUE_WAIT_P95, "", "saturation", "seconds", "lower_is_better"),
+    "queue_wait_mean_seconds": (QUEUE_WAIT_MEAN, "", "saturation", "seconds", "lower_is_better"),
+    "ttft_p50_seconds": (TTFT_P50, "", "quality", "seconds", "lower_is_better"),
+    "ttft_p95_seconds": (TTFT_P95, "", "quality", "seconds", "lower_is_better"),
+    "itl_p95_seconds": (ITL_P95, "", "quality", "seconds", "lower_is_better"),
+    "e2e_p95_seconds": (E2E_P95, "", "quality", "seconds", "lower_is_better"),
+    "e2e_mean_seconds": (E2E_MEAN, "", "quality", "seconds", "lower_is_better"),
+    "requests_running": (REQUESTS_RUNNING, "", "saturation", "requests", "higher_is_better"),
+    "requests_waiting": (REQUESTS_WAITING, "", "saturation", "requests", "lower_is_better"),
+    "kv_cache_usage_ratio": (KV_CACHE_USAGE, "", "saturation", "ratio", "lower_is_better"),
+    "prefix_cache_hit_ratio": (PREFIX_CACHE_HIT, "", "utilization", "ratio", "higher_is_better"),
+    "preemptions_per_second": (PREEMPTIONS, "", "saturation", "preemptions/s", "lower_is_better"),
+}
+
+
+def catalogue_query(key: str) -> str:
+    """The PromQL template of catalogue signal ``key`` (``$class`` is filled per class)."""
+    record, extra, *_ = CATALOGUE_SIGNALS[key]
+    matchers = ",".join(m for m in ('workload_class="$class"', extra) if m)
+    return f"sum({record}{{{matchers}}})"

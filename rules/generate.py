@@ -22,6 +22,7 @@ from obsctl.rules.saturation import saturation_groups
 from obsctl.generated import regenerate_main, stale_files, write_files
 from obsctl.rules.render import dump_rule_file
 from obsctl.rules.signals import signal_groups
+from obsctl.rules.sources import source_groups
 from obsctl.spec import Spec
 
 PATTERN = "obsctl-*.rules.yaml"
@@ -49,6 +50,7 @@ def generate(spec: Spec, baselines: list[Baseline]) -> tuple[dict[str, str], lis
         "obsctl-targets.rules.yaml": target_groups(spec),
         "obsctl-alerts.rules.yaml": alert_groups(spec),
         "obsctl-gpu.rules.yaml": gpu_groups(),
+        "obsctl-sources.rules.yaml": source_groups(spec),
         "obsctl-saturation.rules.yaml": saturation_groups(spec),
         "obsctl-cost.rules.yaml": cost_groups(spec),
     }

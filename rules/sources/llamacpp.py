@@ -1,0 +1,45 @@
+"""llama.cpp's ``llama-server --metrics``, ``llamacpp:*`` metrics (no labels of its own).
+
+Names read from ggml-org/llama.cpp ``tools/server/server.cpp`` /
+``server-context.cpp`` (the ``/metrics`` handler; ``examples/server`` before 2025):
+counters ``llamacpp:prompt_tokens_total``, ``llamacpp:tokens_predicted_total``,
+``llamacpp:prompt_seconds_total``, ``llamacpp:tokens_predicted_seconds_total``,
+``llamacpp:n_decode_total``; gauges ``llamacpp:requests_processing``,
+``llamacpp:requests_deferred``, ``llamacpp:prompt_tokens_seconds``,
+``llamacpp:predicted_tokens_seconds``, ``llamacpp:n_busy_slots_per_decode``; and, in
+builds of 2024 only, ``llamacpp:kv_cache_usage_ratio`` and ``llamacpp:kv_cache_tokens``.
+
+Quirk: ``llamacpp:n_tokens_max`` is typed ``counter`` but is the largest sequence length
+seen (a running maximum): it is never passed to ``rate()`` and fills nothing.
+"""
+
+from __future__ import annotations
+
+from obsctl.rules import canonical as c
+from obsctl.rules.sources import promql as q
+from obsctl.rules.sources.base import Mapping, Source
+
+ON = ("instance", "job")
+IN, OUT = ("llamacpp:prompt_tokens_total",), ("llamacpp:tokens_predicted_total",)
+
+SOURCE = Source(
+    name="llamacpp",
+    title="llama.cpp server",
+    versions="llama.cpp llama-server builds b3xxx-b6xxx (2024-2025); kv_cache_* gauges only in 2024 builds",
+    mappings=(
+        Mapping(c.INPUT_TOKENS, IN, lambda x: q.counter_sum(IN, x.sel, x.w, ON), "prompt tokens evaluated (cache hits excluded)"),
+        Mapping(c.OUTPUT_TOKENS, OUT, lambda x: q.counter_sum(OUT, x.sel, x.w, ON)),
+        Mapping(c.TOKENS, IN + OUT, lambda x: f"{q.counter_sum(IN, x.sel, x.w, ON)}\n+\n{q.counter_sum(OUT, x.sel, x.w, ON)}"),
+        Mapping(c.STEPS, ("llamacpp:n_decode_total",), lambda x: q.counter_sum(("llamacpp:n_decode_total",), x.sel, x.w, ON),
+                "llama_decode() calls"),
+        Mapping(c.REQUESTS_RUNNING, ("llamacpp:requests_processing",),
+                lambda x: q.gauge(("llamacpp:requests_processing",), x.sel, ON), "busy slots"),
+        Mapping(c.REQUESTS_WAITING, ("llamacpp:requests_deferred",),
+                lambda x: q.gauge(("llamacpp:requests_deferred",), x.sel, ON), "requests deferred for want of a free slot"),
+        Mapping(c.KV_CACHE_USAGE, ("llamacpp:kv_cache_usage_ratio",),
+                lambda x: q.gauge(("llamacpp:kv_cache_usage_ratio",), x.sel, ON, agg="avg"), "2024 builds only"),
+    ),
+    lacks="no request counters or outcomes, no latency histograms (TTFT, inter-token, end-to-end, queue wait), "
+    "no preemptions; KV-cache usage only from 2024 builds",
+    quirks=("n_tokens_max typed counter but a running maximum: never rate()d",),
+)

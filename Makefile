@@ -10,6 +10,8 @@ export HF_HUB_OFFLINE := 1
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	# torch first, pinned (the test extra's lightning/transformers need it): the CPU build.
+	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 

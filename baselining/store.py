@@ -5,7 +5,22 @@ Layout (``STORE`` is ``spec.store_path()``)::
     STORE/current.yaml                                   which baseline is current, per class and signal
     STORE/baselines/<class>/<signal>/<baseline id>.yaml  every baseline ever taken (the history)
     STORE/initiatives/<initiative id>.yaml               the initiative ledger, verifications included
+    STORE/initiatives.index.yaml                         class, status, start of every initiative (a cache)
     STORE/.lock                                          filelock guarding writers
+
+Bulk samples (any ``samples`` list of 64 or more pairs) live in a compact sidecar next
+to their YAML, ``<record>.<sha256[:12]>.samples.npz`` (:mod:`obsctl.baselining.sidecar`:
+implicit time grid, deflate, written before the YAML that names it). The YAML stays
+plain and small, so listings parse metadata only: the list methods
+(:meth:`Store.current_baselines`, :meth:`Store.all_baselines`, :meth:`Store.history`,
+:meth:`Store.initiatives`) return records *without* samples unless ``samples=True``;
+the single-record methods load them. Records written before sidecars (samples inline)
+load unchanged.
+
+``initiatives.index.yaml`` maps each initiative id to its class, status and start, and
+the file's (mtime, size, inode) when indexed: ``--class`` lookups read it and parse only
+the matching records; a record changed behind its back (another obsctl version, a hand
+edit) is re-read because its stat differs, and every write under the lock refreshes it.
 
 Every file is written atomically (:mod:`obsctl.atomicio`), and every
 read-modify-write holds ``STORE/.lock`` (the filelock library: ``fcntl.flock`` on POSIX),
@@ -25,8 +40,9 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
 from obsctl.atomicio import atomic_write_yaml
+from obsctl.baselining import sidecar
 from obsctl.baselining.models import Baseline, Initiative
-from obsctl.errors import StoreError
+from obsctl.errors import ObsctlError, StoreError
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
@@ -121,8 +137,11 @@ class Store:
             raise StoreError(f"{self.current_file}: expected 'baselines: {{class: {{signal: baseline id}}}}'")
         return {str(c): {str(s): str(i) for s, i in sigs.items()} for c, sigs in index.items()}
 
-    def current_baselines(self) -> list[Baseline]:
+    def current_baselines(self, samples: bool = False) -> list[Baseline]:
         """Every current baseline, sorted by (class, signal); ``[]`` for an empty store.
+
+        Args:
+            samples: load the sample sidecars too (default: records without samples).
 
         Raises:
             StoreError: ``current.yaml`` or a baseline file it points to is missing or unreadable.
@@ -130,42 +149,42 @@ class Store:
         out = []
         for workload_class, signals in sorted(self.current_index().items()):
             for signal, baseline_id in sorted(signals.items()):
-                out.append(self._load_pointed(workload_class, signal, baseline_id))
+                out.append(self._load_pointed(workload_class, signal, baseline_id, samples))
         return out
 
-    def current_baseline(self, workload_class: str, signal: str) -> Baseline | None:
-        """The current baseline of one class and signal, or None."""
+    def current_baseline(self, workload_class: str, signal: str, samples: bool = True) -> Baseline | None:
+        """The current baseline of one class and signal (with its samples by default), or None."""
         baseline_id = self.current_index().get(workload_class, {}).get(signal)
-        return None if baseline_id is None else self._load_pointed(workload_class, signal, baseline_id)
+        return None if baseline_id is None else self._load_pointed(workload_class, signal, baseline_id, samples)
 
-    def baseline(self, baseline_id: str) -> Baseline:
-        """The baseline with this id (current or historical).
+    def baseline(self, baseline_id: str, samples: bool = True) -> Baseline:
+        """The baseline with this id (current or historical), with its samples by default.
 
         Raises:
-            StoreError: no such baseline, or its file is unreadable.
+            StoreError: no such baseline, or its file (or sample sidecar) is unreadable.
         """
         parts = baseline_id.split(".")
         if len(parts) >= 3:
             path = self.baseline_file(parts[0], parts[1], baseline_id)
             if path.exists():
-                return _load_model(path, Baseline)
+                return _load_model(path, Baseline, samples)
         self._directory(self.path / "baselines")
         for path in sorted((self.path / "baselines").glob(f"*/*/{_safe(baseline_id, 'baseline id')}.yaml")):
-            return _load_model(path, Baseline)
+            return _load_model(path, Baseline, samples)
         raise StoreError(f"{self.path}: no baseline {baseline_id!r} (see: obsctl baseline list)")
 
-    def history(self, workload_class: str, signal: str) -> list[Baseline]:
-        """All baselines of one class and signal, oldest first (current one included)."""
+    def history(self, workload_class: str, signal: str, samples: bool = False) -> list[Baseline]:
+        """All baselines of one class and signal, oldest first (current one included; without samples by default)."""
         directory = self.path / "baselines" / _safe(workload_class, "workload class") / _safe(signal, "signal")
         self._directory(self.path / "baselines")
         self._directory(directory)
-        records = [_load_model(p, Baseline) for p in sorted(directory.glob("*.yaml"))]
+        records = [_load_model(p, Baseline, samples) for p in sorted(directory.glob("*.yaml"))]
         return sorted(records, key=lambda b: (b.created_at, b.id))
 
-    def all_baselines(self) -> list[Baseline]:
-        """Every baseline in the store, sorted by (class, signal, created_at)."""
+    def all_baselines(self, samples: bool = False) -> list[Baseline]:
+        """Every baseline in the store, sorted by (class, signal, created_at) (without samples by default)."""
         self._directory(self.path / "baselines")
-        records = [_load_model(p, Baseline) for p in sorted((self.path / "baselines").glob("*/*/*.yaml"))]
+        records = [_load_model(p, Baseline, samples) for p in sorted((self.path / "baselines").glob("*/*/*.yaml"))]
         return sorted(records, key=lambda b: (b.workload_class, b.signal, b.created_at, b.id))
 
     def save_baseline(self, baseline: Baseline, make_current: bool = True) -> Baseline:
@@ -192,32 +211,80 @@ class Store:
                 n += 1
                 stored = baseline.model_copy(update={"id": f"{baseline.id}-{n}"})
             record = self.baseline_file(stored.workload_class, stored.signal, stored.id)
-            atomic_write_yaml(record, _dump(stored))
+            side = _write_record(record, _dump(stored))
             if index is not None:
                 index.setdefault(stored.workload_class, {})[stored.signal] = stored.id
                 try:
                     atomic_write_yaml(self.current_file, {"baselines": index})
                 except BaseException:
                     record.unlink(missing_ok=True)
+                    if side is not None:
+                        side.unlink(missing_ok=True)
                     raise
         return stored
 
-    def _load_pointed(self, workload_class: str, signal: str, baseline_id: str) -> Baseline:
+    def _load_pointed(self, workload_class: str, signal: str, baseline_id: str, samples: bool = True) -> Baseline:
         path = self.baseline_file(workload_class, signal, baseline_id)
         if not path.exists():
             raise StoreError(f"{self.current_file}: current baseline of {workload_class}/{signal} is {baseline_id!r}, but {path} does not exist")
-        return _load_model(path, Baseline)
+        return _load_model(path, Baseline, samples)
 
     # --- initiatives -----------------------------------------------------------------
 
-    def initiatives(self, workload_class: str | None = None, status: str | None = None) -> list[Initiative]:
+    @property
+    def initiative_index_file(self) -> Path:
+        """``STORE/initiatives.index.yaml`` (see module doc)."""
+        return self.path / "initiatives.index.yaml"
+
+    def initiative_index(self) -> dict[str, dict]:
+        """``{id: {workload_class, status, started_at, stat}}`` of every initiative record.
+
+        Read from ``initiatives.index.yaml``; records missing from it or whose file stat
+        changed are parsed (without samples), records gone are dropped. Nothing is written.
+
+        Raises:
+            StoreError: as :meth:`initiatives`.
+        """
+        directory = self.path / "initiatives"
+        if not self._directory(directory):
+            return {}
+        data = _read_yaml(self.initiative_index_file, missing_ok=True)
+        known = data.get("initiatives") if isinstance(data, dict) and data.get("version") == 1 else None
+        known = known if isinstance(known, dict) else {}
+        out: dict[str, dict] = {}
+        for path in directory.glob("*.yaml"):
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            stat = [st.st_mtime_ns, st.st_size, st.st_ino]
+            entry = known.get(path.stem)
+            if not (isinstance(entry, dict) and entry.get("stat") == stat and {"workload_class", "status", "started_at"} <= entry.keys()):
+                record = _load_model(path, Initiative, samples=False)
+                entry = {"workload_class": record.workload_class, "status": record.status,
+                         "started_at": record.started_at.isoformat(), "stat": stat}
+            out[path.stem] = entry
+        return out
+
+    def _refresh_initiative_index(self) -> None:
+        # Under the lock: write what initiative_index() found (a cache; failures are not fatal to the record).
+        index = self.initiative_index()
+        with contextlib.suppress(OSError, ObsctlError):  # a stale cache is re-checked on read
+            atomic_write_yaml(self.initiative_index_file, {"version": 1, "initiatives": dict(sorted(index.items()))})
+
+    def initiatives(self, workload_class: str | None = None, status: str | None = None, samples: bool = False) -> list[Initiative]:
         """Initiatives, oldest first, optionally only one class and/or status.
+
+        Only the matching records are parsed (:meth:`initiative_index`), without their
+        samples unless ``samples``.
 
         Raises:
             StoreError: the store or ``initiatives`` is not a directory, or a record is unreadable.
         """
-        self._directory(self.path / "initiatives")
-        records = [_load_model(p, Initiative) for p in sorted((self.path / "initiatives").glob("*.yaml"))]
+        index = self.initiative_index()
+        wanted = [iid for iid, e in index.items()
+                  if (workload_class is None or e["workload_class"] == workload_class) and (status is None or e["status"] == status)]
+        records = [_load_model(self.initiative_file(iid), Initiative, samples) for iid in sorted(wanted)]
         records = [i for i in records if (workload_class is None or i.workload_class == workload_class) and (status is None or i.status == status)]
         return sorted(records, key=lambda i: (i.started_at, i.id))
 
@@ -236,7 +303,7 @@ class Store:
     def open_initiative(self, workload_class: str) -> Initiative | None:
         """The class's active initiative (status ``open`` or ``verified``), or None."""
         active = [i for i in self.initiatives(workload_class) if i.status in ACTIVE_STATUSES]
-        return active[-1] if active else None
+        return self.initiative(active[-1].id) if active else None
 
     def add_initiative(self, initiative: Initiative) -> Initiative:
         """Record a new initiative, refusing a second active one on the same class.
@@ -259,13 +326,36 @@ class Store:
             while self.initiative_file(stored.id).exists():
                 n += 1
                 stored = initiative.model_copy(update={"id": f"{initiative.id}-{n}"})
-            atomic_write_yaml(self.initiative_file(stored.id), _dump(stored))
+            _write_record(self.initiative_file(stored.id), _dump(stored))
+            self._refresh_initiative_index()
         return stored
 
     def save_initiative(self, initiative: Initiative) -> None:
-        """Create or replace an initiative record (atomic, under the store lock)."""
+        """Create or replace an initiative record (atomic, under the store lock).
+
+        Sample lists left empty in ``initiative`` that the stored record has (a record
+        loaded without samples) keep their stored samples: verifications are append-only.
+        """
         with self.locked():
-            atomic_write_yaml(self.initiative_file(initiative.id), _dump(initiative))
+            path = self.initiative_file(initiative.id)
+            data = _dump(initiative)
+            old_side = None
+            if path.exists():
+                old = _read_yaml(path)
+                old_side = sidecar.referenced(old)
+                if old_side is not None and isinstance(old, dict):
+                    old = sidecar.join(old, path)
+                    for where in sidecar.sample_paths(data):
+                        try:
+                            kept = sidecar._get(old, where)
+                        except (KeyError, IndexError, TypeError):
+                            continue
+                        if not sidecar._get(data, where) and kept:
+                            sidecar._set(data, where, kept)
+            side = _write_record(path, data)
+            if old_side is not None and (side is None or side.name != old_side):
+                (path.parent / old_side).unlink(missing_ok=True)
+            self._refresh_initiative_index()
 
 
 def _safe(part: str, what: str) -> str:
@@ -277,6 +367,23 @@ def _safe(part: str, what: str) -> str:
 
 def _dump(model: BaseModel) -> dict:
     return model.model_dump(mode="json")
+
+
+def _write_record(path: Path, data: dict) -> Path | None:
+    """Write a record's sidecar (if its samples need one), then its YAML; returns the sidecar path.
+
+    The YAML is written last, so a failure leaves the old YAML (and its old sidecar)
+    intact; the new sidecar is removed again when the YAML cannot be written."""
+    data, blob, name = sidecar.split(data, path.stem)
+    sidecar.write(path.parent, name, blob)
+    side = path.parent / name if name else None
+    try:
+        atomic_write_yaml(path, data)
+    except BaseException:
+        if side is not None:
+            side.unlink(missing_ok=True)
+        raise
+    return side
 
 
 def _read_yaml(path: Path, missing_ok: bool = False) -> object:
@@ -299,10 +406,11 @@ def _read_yaml(path: Path, missing_ok: bool = False) -> object:
         raise StoreError(f"{where}: corrupt store file (YAML error: {problem}); restore it from history or remove it") from None
 
 
-def _load_model(path: Path, model: type[M]) -> M:
+def _load_model(path: Path, model: type[M], samples: bool = True) -> M:
     data = _read_yaml(path)
     if not isinstance(data, dict):
         raise StoreError(f"{path}: corrupt store file: expected a {model.__name__} mapping, got {type(data).__name__}")
+    data = sidecar.join(data, path, load=samples)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

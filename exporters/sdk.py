@@ -240,6 +240,11 @@ class Workload:
             self._requests.labels(**self._const, outcome=outcome)
         self._server = None
 
+    @property
+    def const_labels(self) -> dict[str, str]:
+        """The constant labels on every series: ``workload`` plus the ``labels`` given."""
+        return dict(self._const)
+
     # --- counters ----------------------------------------------------------------
 
     def count_tokens(self, n: int | float) -> None:

@@ -1,7 +1,7 @@
 """Start the real Prometheus stack as plain local processes (demo and tests).
 
-Prometheus, promtool and Alertmanager are Debian's packages (``prometheus``,
-``prometheus-alertmanager``). Each process gets a generated config, a free port on
+Prometheus, promtool, Alertmanager and Pushgateway are Debian's packages (``prometheus``,
+``prometheus-alertmanager``, ``prometheus-pushgateway``). Each process gets a generated config, a free port on
 127.0.0.1 and its own data directory; ``stop()`` terminates it (SIGTERM, then SIGKILL
 after a grace period) so nothing is left running.
 """
@@ -24,6 +24,7 @@ from obsctl.errors import ObsctlError
 PROMETHEUS_BIN = "prometheus"
 PROMTOOL_BIN = "promtool"
 ALERTMANAGER_BIN = "prometheus-alertmanager"
+PUSHGATEWAY_BIN = "prometheus-pushgateway"
 
 
 def free_port() -> int:
@@ -103,6 +104,8 @@ class Prometheus:
         alertmanager: ``host:port`` of an Alertmanager to send alerts to.
         scrape_interval / evaluation_interval: PromQL durations.
         data_dir: an existing TSDB directory (e.g. blocks made by promtool) to serve.
+        scrape_options: ``{job: {scrape_config key: value}}`` added to that job's scrape
+            config, e.g. ``{"pushgateway": {"honor_labels": True}}``.
     """
 
     workdir: Path
@@ -113,6 +116,7 @@ class Prometheus:
     evaluation_interval: str = "5s"
     data_dir: Path | None = None
     extra_flags: list[str] = field(default_factory=list)
+    scrape_options: dict[str, dict] = field(default_factory=dict)
     port: int = 0
     proc: ManagedProcess | None = None
 
@@ -126,7 +130,8 @@ class Prometheus:
         cfg: dict = {
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval},
             "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": targets}]} for job, targets in self.scrape_targets.items()
+                {"job_name": job, **self.scrape_options.get(job, {}), "static_configs": [{"targets": targets}]}
+                for job, targets in self.scrape_targets.items()
             ],
             "rule_files": [str(p) for p in self.rule_files],
         }
@@ -233,6 +238,50 @@ class Alertmanager:
         except ObsctlError as exc:
             self.stop()
             raise ObsctlError(f"Alertmanager did not start: {exc}\n{self.proc.log_tail()}") from None
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (idempotent)."""
+        if self.proc:
+            self.proc.stop()
+
+
+@dataclass
+class Pushgateway:
+    """A real Pushgateway (Debian ``prometheus-pushgateway``) on 127.0.0.1, persisting its
+    groups to ``workdir/pushgateway.data`` so they survive its restart.
+
+    Scrape it with ``honor_labels: true`` (``Prometheus(scrape_options=...)``) so the
+    pushed ``job`` / ``instance`` labels are kept.
+    """
+
+    workdir: Path
+    port: int = 0
+    proc: ManagedProcess | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL (push to ``<url>/metrics/job/<job>/...``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def address(self) -> str:
+        """``host:port`` for a scrape config or ``push_to_gateway``."""
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> "Pushgateway":
+        """Start the server and wait for /-/ready."""
+        binary = require_binary(PUSHGATEWAY_BIN)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        argv = [binary, f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--persistence.file={self.workdir / 'pushgateway.data'}", "--persistence.interval=1s"]
+        self.proc = spawn("pushgateway", argv, self.workdir)
+        try:
+            wait_ready(f"{self.url}/-/ready", timeout, self.proc.process)
+        except ObsctlError as exc:
+            self.stop()
+            raise ObsctlError(f"Pushgateway did not start: {exc}\n{self.proc.log_tail()}") from None
         return self
 
     def stop(self) -> None:

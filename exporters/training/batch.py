@@ -1,0 +1,130 @@
+"""Short and batch jobs (evaluations, fine-tunes) that push their SDK series to a Pushgateway.
+
+A job that ends before Prometheus scrapes it cannot be scraped: it pushes instead, and
+Prometheus scrapes the Pushgateway with ``honor_labels: true`` (so the pushed ``job`` and
+``instance`` labels are kept). Semantics, following the Pushgateway's own advice:
+
+* **grouping key** ``{job, instance, ...}``: a *stable* identity of the job (its name and
+  where it runs, plus anything that tells parallel copies apart), never a run id. A push
+  *replaces* the whole group (HTTP PUT), so each run's values replace the previous run's;
+  a run id in the grouping key would leave one group per run behind forever. Put the run
+  id in the workload's labels (``labels={"run": ...}``, the spec's ``pricing.run_label``).
+* **nothing is deleted at job end**: a short job's last values (samples, steps, tokens,
+  quality scores) stay in the gateway until the next run replaces them; deleting at the
+  end would lose an evaluation's score before Prometheus scrapes it.
+* **fresh or stale**: the Pushgateway adds ``push_time_seconds`` (Unix time of the group's
+  last successful push) to every group; ``time() - push_time_seconds`` is the age of the
+  values. The job also pushes ``obsctl_batch_job_last_success_timestamp_seconds``.
+* **a failed run** (the ``with`` block raises) pushes only ``obsctl_batch_job_success 0``
+  and its duration (HTTP POST: replaces those two metrics, keeps the rest), so the last
+  good run's scores and its success timestamp stay.
+
+Series pushed besides the workload's (same grouping key):
+
+================================================ ===== =======================================
+obsctl_batch_job_success                         gauge 1 if the last run finished, 0 if it raised
+obsctl_batch_job_duration_seconds                gauge wall time of the last run, seconds
+obsctl_batch_job_last_success_timestamp_seconds  gauge Unix time the last successful run ended
+================================================ ===== =======================================
+
+Example::
+
+    with BatchJob("mmlu-eval", gateway="pushgateway:9091", labels={"run": run_id}) as job:
+        for batch in loader:
+            job.workload.count_samples(len(batch))
+        job.workload.set_quality_score("mmlu_accuracy", accuracy)
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, pushadd_to_gateway
+
+from obsctl.exporters.sdk import Workload
+
+
+class _Both:
+    """A collector yielding the metrics of several registries (push one body, one PUT)."""
+
+    def __init__(self, *registries: CollectorRegistry):
+        self._registries = registries
+
+    def collect(self):
+        for registry in self._registries:
+            yield from registry.collect()
+
+
+class BatchJob:
+    """One run of a short or batch job; a context manager that pushes when the block ends.
+
+    Args:
+        workload: the ``workload`` label (the spec class's selector usually matches it).
+        gateway: Pushgateway address, ``host:port`` or a URL (``http://host:9091``).
+        job: the ``job`` grouping key; defaults to ``workload``.
+        instance: the ``instance`` grouping key; defaults to this host's name.
+        grouping_key: further grouping labels (stable across runs, never a run id).
+        labels: constant labels of the workload's series (e.g. ``{"run": run_id}``).
+        timeout: seconds per push.
+        handler: prometheus_client push handler (e.g. ``basic_auth_handler`` with credentials).
+
+    Raises (from :meth:`push` / leaving the block):
+        OSError (``urllib.error.URLError``): the gateway is unreachable or refused the push
+        (the message names the gateway's answer, e.g. a 400 for inconsistent metrics).
+    """
+
+    def __init__(self, workload: str, gateway: str, job: str | None = None, instance: str | None = None,
+                 grouping_key: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+                 timeout: float = 10.0, handler: Callable | None = None):
+        self.gateway = gateway
+        self.job = job or workload
+        self.grouping_key = {"instance": instance or socket.gethostname(), **(grouping_key or {})}
+        self.workload = Workload(workload, labels=labels)
+        self._timeout = timeout
+        self._handler = handler
+        const = self.workload.const_labels
+        names = list(const)
+        self._status = CollectorRegistry()
+        self._success = Gauge("obsctl_batch_job_success", "1 if the job's last run finished, 0 if it failed.",
+                              names, registry=self._status).labels(**const)
+        self._duration = Gauge("obsctl_batch_job_duration_seconds", "Wall time of the job's last run, seconds.",
+                               names, registry=self._status).labels(**const)
+        self._last_ok = CollectorRegistry()
+        self._last_success = Gauge("obsctl_batch_job_last_success_timestamp_seconds",
+                                   "Unix time the job's last successful run ended.", names,
+                                   registry=self._last_ok).labels(**const)
+        self._start = time.monotonic()
+
+    def _kwargs(self) -> dict:
+        kwargs = {"job": self.job, "grouping_key": self.grouping_key, "timeout": self._timeout}
+        if self._handler is not None:
+            kwargs["handler"] = self._handler
+        return kwargs
+
+    def push(self) -> None:
+        """Push everything now (PUT: replaces the group), e.g. periodically during a long job;
+        the ``success`` gauge reads 1 and the duration is the time so far."""
+        self._duration.set(time.monotonic() - self._start)
+        self._success.set(1)
+        push_to_gateway(self.gateway, registry=_Both(self.workload.registry, self._status), **self._kwargs())
+
+    def finish(self, succeeded: bool = True) -> None:
+        """End the run: on success push everything plus the success timestamp (PUT); on
+        failure push only the status and duration (POST), keeping the last good values."""
+        self._duration.set(time.monotonic() - self._start)
+        self._success.set(1 if succeeded else 0)
+        if succeeded:
+            self._last_success.set(time.time())
+            push_to_gateway(self.gateway, registry=_Both(self.workload.registry, self._status, self._last_ok),
+                            **self._kwargs())
+        else:
+            pushadd_to_gateway(self.gateway, registry=self._status, **self._kwargs())
+
+    def __enter__(self) -> "BatchJob":
+        self._start = time.monotonic()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.finish(succeeded=exc_type is None)

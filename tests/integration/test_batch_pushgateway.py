@@ -1,0 +1,92 @@
+"""Batch jobs through a real Pushgateway scraped by a real Prometheus (honor_labels): a
+finished job's values stay after its process exited, the next run replaces them (its run
+label too), push_time_seconds dates each push, and a failed run keeps the last good score."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from obsctl.stack import Prometheus, Pushgateway
+
+pytestmark = pytest.mark.integration
+SCRIPT = Path(__file__).resolve().parent / "batch_job_script.py"
+GROUP = 'job="qa-eval",instance="ci-runner"'
+
+
+@pytest.fixture()
+def stack(tmp_path):
+    gateway = Pushgateway(tmp_path / "pgw").start()
+    prom = Prometheus(tmp_path / "prom", scrape_targets={"pushgateway": [gateway.address]},
+                      scrape_options={"pushgateway": {"honor_labels": True}}, scrape_interval="1s")
+    try:
+        prom.start()
+        yield gateway, prom
+    finally:
+        prom.stop()
+        gateway.stop()
+
+
+def query(prom, expr: str) -> dict[str, float]:
+    """{value of label run (or ''): value} of an instant query."""
+    data = requests.get(f"{prom.url}/api/v1/query", params={"query": expr}, timeout=10).json()
+    assert data["status"] == "success", data
+    return {r["metric"].get("run", ""): float(r["value"][1]) for r in data["data"]["result"]}
+
+
+def wait_for(prom, expr: str, expected: dict, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = query(prom, expr)
+        if got == expected or time.monotonic() > deadline:
+            return got
+        time.sleep(0.25)
+
+
+def run_job(gateway, *args: str) -> tuple[float, float, int]:
+    before = time.time()
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--gateway", gateway.address, *args],
+                          capture_output=True, text=True, timeout=60)
+    return before, time.time(), proc.returncode
+
+
+def test_batch_job_values_stay_are_replaced_and_dated(stack):
+    gateway, prom = stack
+    score = f'obsctl_quality_score{{{GROUP},evaluation="accuracy",workload="qa-eval"}}'
+    b1, a1, rc = run_job(gateway, "--run", "r1", "--n", "40", "--every", "4")
+    assert rc == 0
+    assert wait_for(prom, score, {"r1": 10 / 40}) == {"r1": 10 / 40}
+    assert query(prom, f"obsctl_samples_total{{{GROUP}}}") == {"r1": 40}
+    assert query(prom, f"obsctl_tokens_total{{{GROUP}}}") == {"r1": 400}
+    assert query(prom, f"obsctl_batch_job_success{{{GROUP}}}") == {"r1": 1}
+    (pushed1,) = query(prom, f"push_time_seconds{{{GROUP}}}").values()
+    assert b1 - 1 <= pushed1 <= a1 + 1
+    (ok1,) = query(prom, f"obsctl_batch_job_last_success_timestamp_seconds{{{GROUP}}}").values()
+    assert b1 - 1 <= ok1 <= a1 + 1
+
+    time.sleep(2.5)  # several scrapes after the job's process is gone: the values stay
+    assert query(prom, score) == {"r1": 0.25}
+    age = query(prom, f"time() - push_time_seconds{{{GROUP}}}")[""]
+    assert age >= 2.0  # staleness is visible as the push's age
+
+    b2, a2, rc = run_job(gateway, "--run", "r2", "--n", "30", "--every", "3")
+    assert rc == 0
+    assert wait_for(prom, score, {"r2": 10 / 30}) == {"r2": 10 / 30}, "run r2 replaces r1 (no r1 left)"
+    assert query(prom, f"obsctl_samples_total{{{GROUP}}}") == {"r2": 30}
+    (pushed2,) = query(prom, f"push_time_seconds{{{GROUP}}}").values()
+    assert b2 - 1 <= pushed2 <= a2 + 1 and pushed2 > pushed1
+
+    b3, a3, rc = run_job(gateway, "--run", "r3", "--n", "5", "--every", "1", "--fail")
+    assert rc != 0
+    assert wait_for(prom, f"obsctl_batch_job_success{{{GROUP}}}", {"r3": 0}) == {"r3": 0}
+    assert query(prom, score) == {"r2": 10 / 30}, "a failed run keeps the last good score"
+    assert query(prom, f"obsctl_samples_total{{{GROUP}}}") == {"r2": 30}
+    (ok3,) = query(prom, f"obsctl_batch_job_last_success_timestamp_seconds{{{GROUP}}}").values()
+    assert b2 - 1 <= ok3 <= a2 + 1, "the success timestamp is the last good run's"
+    (pushed3,) = query(prom, f"push_time_seconds{{{GROUP}}}").values()
+    assert b3 - 1 <= pushed3 <= a3 + 1, "the failed run's push is dated too"

@@ -26,8 +26,10 @@ re-serve their last value) a second query replaces the scrape leg by value chang
 Judgement, at the signal level: the *real samples* of a selector are the distinct
 sample (or push, or change) times inside ``(start, end]``; its own interval is the
 median gap between them (so a 30 s scrape read at a 15 s step is full coverage); a grid
-point ``t`` is fresh for a selector when its latest real sample lies in the window and
-is younger than ``1.5 * max(interval, step)``. A signal is fresh at ``t`` when every
+point ``t`` is fresh for a selector when its latest real sample is younger than
+``1.5 * own`` (``own = max(interval, step)``) and lies inside the window, or at most
+``own - step`` before it (the first point's current sample at a 30 s scrape and 15 s
+step; never a sample of the previous window when ``own == step``). A signal is fresh at ``t`` when every
 selector that has real samples in the window is fresh there (any of its inputs will do:
 a rolling restart replaces series, which shows in the ``series`` counts, not as a hole).
 Selectors with no real sample at all in the window are left out, so an absent error
@@ -195,8 +197,11 @@ def judge(legs: Legs, n_selectors: int, start: float, end: float, step: float, o
             if leg == "change":
                 last_seen = max(last_seen, float(arrivals[-1]))
             interval = _interval(arrivals)
-            tolerance = FRESH_INTERVALS * max(interval or step, step)
-            mask |= _fresh_mask(grid, latest, start, tolerance)
+            own = max(interval or step, step)
+            # A sample up to one own interval before the first grid point is still that
+            # point's current sample (a 30 s scrape at a 15 s step); at interval == step
+            # only samples inside the window count.
+            mask |= _fresh_mask(grid, latest, start - (own - step), FRESH_INTERVALS * own)
             arrivals_all.append(arrivals)
             methods.append(method)
             if interval is not None:

@@ -11,9 +11,10 @@ Method (one extra range query per signal, on the signal's own step grid
 (:func:`obsctl.baselining.snapshot.selectors_of`) three legs are batched into one query
 with ``or``, told apart by the label ``obsctl_leg="<selector index>:<leg>"``:
 
-- ``scrape``: ``max(timestamp(s unless on(job, instance) push_time_seconds))``, the
-  latest real sample time of any scraped input at each grid point (``timestamp()`` of a
-  selector is the sample's own time, not the evaluation time);
+- ``scrape``: ``max(timestamp(s) unless on(job, instance) push_time_seconds)``, the
+  latest real sample time of any scraped input at each grid point (``timestamp()``
+  applied directly to a selector is the sample's own time; of any other expression it
+  is the evaluation time);
 - ``push``: ``max(max by (job, instance) (push_time_seconds) and on(job, instance) s)``,
   the latest push time of the Pushgateway groups that serve ``s`` (a Pushgateway
   re-serves the last push at every scrape; only a new push time is a new sample);
@@ -69,7 +70,8 @@ def coverage_query(selectors: list[str]) -> str:
     legs = []
     for i, sel in enumerate(selectors):
         legs += [
-            _leg(f"max(timestamp({sel} unless on(job, instance) push_time_seconds))", i, "scrape"),
+            # timestamp() gives the sample's own time only when applied to a selector directly.
+            _leg(f"max(timestamp({sel}) unless on(job, instance) push_time_seconds)", i, "scrape"),
             _leg(f"max(max by (job, instance) (push_time_seconds) and on(job, instance) {sel})", i, "push"),
             _leg(f"count({sel})", i, "series"),
         ]

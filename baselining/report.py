@@ -3,8 +3,9 @@
 The report shows what a reader needs to trust the verdict: the lever and the expected
 impact, baseline vs window (windows, means, sample and batch counts, population),
 the change with its interval, the verdict and why, the guard signals (one row each:
-signal, category, baseline mean, window mean, change, interval, verdict), the alerts
-that fired, and the PromQL. The figure (matplotlib, Agg backend, no display needed) draws the baseline and
+signal, category, baseline mean, window mean, change, interval, verdict), the
+real-sample coverage of baseline, window and guards with Prometheus' warnings
+(:mod:`obsctl.baselining.coverage`), the alerts that fired, and the PromQL. The figure (matplotlib, Agg backend, no display needed) draws the baseline and
 verification series on a common "minutes into the window" axis, their batch means as
 steps, and the interval of the change as a band around the baseline mean.
 Both files are written atomically.
@@ -21,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
+from obsctl.baselining.coverage import describe  # noqa: E402
 from obsctl.baselining.models import Baseline, Initiative, Population, VerificationResult  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.baselining.timeutil import human_duration, rfc3339  # noqa: E402
@@ -117,6 +119,18 @@ def _guard_table(result: VerificationResult) -> list[str]:
     return [*lines, ""]
 
 
+def _coverage_lines(baseline: Baseline, result: VerificationResult) -> list[str]:
+    """The "Coverage and warnings" section: real-sample coverage of each side and guard, then every warning."""
+    lines = ["## Coverage and warnings", "",
+             f"- Window: {describe(result.coverage)}" + (" **(partial answer)**" if result.partial else ""),
+             f"- Baseline: {describe(baseline.coverage)}" + (" **(stored partial, --allow-partial)**" if baseline.partial else "")]
+    lines += [f"- Guard `{g.signal}`: {describe(g.coverage)}" + (" **(partial answer)**" if g.partial else "") for g in result.guards]
+    warned = [("window", w) for w in result.warnings] + [("baseline", w) for w in baseline.warnings]
+    warned += [(f"guard {g.signal}", w) for g in result.guards for w in g.warnings]
+    lines += [f"- Prometheus warning ({side}): {w}" for side, w in warned] or ["- Prometheus warnings: none"]
+    return [*lines, ""]
+
+
 def render_markdown(initiative: Initiative, baseline: Baseline, result: VerificationResult, figure_name: str) -> str:
     """The Markdown report text (figure referenced by relative file name)."""
     ws = result.window_stats
@@ -140,6 +154,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         f"- Alerts fired in the window: {', '.join(result.alerts_fired) or 'none'}",
         "",
         *_guard_table(result),
+        *_coverage_lines(baseline, result),
         "| | baseline | verification window |",
         "|---|---|---|",
         row("id / source", f"`{baseline.id}` ({baseline.source})", f"initiative `{initiative.id}`"),

@@ -155,6 +155,34 @@ class QueueSource(_Model):
         return self
 
 
+class MfuConfig(_Model):
+    """Model FLOPs utilization (MFU) of a class: achieved model FLOP/s over the dense peak
+    FLOP/s of the GPUs attributed to it (obsctl.rules.training; peaks from the table in
+    obsctl.exporters.training.peaks by GPU model and ``dtype``).
+
+    Attributes:
+        flops_per_token: model FLOPs per token processed (forward + backward when
+            training; a dense transformer: about 6 x parameters + 12 x layers x d_model x
+            sequence length, Kaplan et al. 2020). Multiplies the class's tokens/s.
+        flops_per_sample: model FLOPs per sample instead (multiplies samples/s); give
+            exactly one of the two.
+        dtype: the compute dtype that selects the peak: fp32 | tf32 | bf16 | fp16 | fp8.
+        peak_flops_per_second: dense peak FLOP/s of one of the class's GPUs, for GPUs
+            not in the table (overrides it).
+    """
+
+    flops_per_token: float | None = Field(None, gt=0)
+    flops_per_sample: float | None = Field(None, gt=0)
+    dtype: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] = "bf16"
+    peak_flops_per_second: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "MfuConfig":
+        if (self.flops_per_token is None) == (self.flops_per_sample is None):
+            raise ValueError("give exactly one of 'flops_per_token' or 'flops_per_sample'")
+        return self
+
+
 class WorkloadClass(_Model):
     """A population of workloads that is baselined and optimized as one.
 
@@ -165,6 +193,7 @@ class WorkloadClass(_Model):
         node_selector: label matchers that select the exporter series (prices, GPUs) of
             the nodes the class runs on; defaults to ``{job: obsctl-exporter}``.
         description: free text shown in reports.
+        mfu: FLOPs per token or sample and dtype, for model FLOPs utilization (optional).
         source: the server whose metrics fill the class's canonical series (the source
             catalogue, obsctl.rules.sources): sdk (default) | vllm | tgi | triton |
             sglang | llamacpp | ray-serve; ``selector`` picks its series.
@@ -178,6 +207,7 @@ class WorkloadClass(_Model):
     description: str = ""
     source: SourceName = "sdk"
     queue: QueueSource | None = None
+    mfu: MfuConfig | None = None
 
     @field_validator("name")
     @classmethod

@@ -1,7 +1,7 @@
 """Generate the Prometheus rule files from the spec and the current baselines.
 
 One file per concern (``obsctl-signals``, ``obsctl-baselines``, ``obsctl-targets``,
-``obsctl-alerts``, ``obsctl-gpu``, ``obsctl-saturation``, ``obsctl-cost``). Output is deterministic: sorted classes, signals and
+``obsctl-alerts``, ``obsctl-gpu``, ``obsctl-saturation``, ``obsctl-cost``, ``obsctl-training``). Output is deterministic: sorted classes, signals and
 targets, no timestamps, so committed copies can be checked (``--check``).
 
 ``python -m obsctl.rules.generate [--check]`` regenerates the committed copy in
@@ -23,6 +23,7 @@ from obsctl.generated import regenerate_main, stale_files, write_files
 from obsctl.rules.render import dump_rule_file
 from obsctl.rules.signals import signal_groups
 from obsctl.rules.sources import source_groups
+from obsctl.rules.training import training_groups
 from obsctl.spec import Spec
 
 PATTERN = "obsctl-*.rules.yaml"
@@ -53,6 +54,7 @@ def generate(spec: Spec, baselines: list[Baseline]) -> tuple[dict[str, str], lis
         "obsctl-sources.rules.yaml": source_groups(spec),
         "obsctl-saturation.rules.yaml": saturation_groups(spec),
         "obsctl-cost.rules.yaml": cost_groups(spec),
+        "obsctl-training.rules.yaml": training_groups(spec),
     }
     for groups in files.values():
         _set_runbook_base(groups, spec.runbook_base_url)

@@ -1,0 +1,211 @@
+"""The verdict of one signal: a window against its baseline, read like docs/verification.md.
+
+1. NO_DATA: a side has fewer than 2 finite samples.
+2. Exact: both sides constant (no sampling error): judged on the change itself
+   (:func:`obsctl.baselining.stats.relative_change` / ``decide``).
+3. Memory: the baseline's model fitted to history (:mod:`.memory`); without one, a
+   model pooled from the two sides (a lower bound: one window underestimates long memory).
+4. Window too short: a side with fewer than ``N_EFF_MIN`` effective samples is
+   INCONCLUSIVE, naming the memory, the independent samples it holds and the length
+   needed.
+5. Interval: Fieller (:mod:`.ratio`) on the two sides' means and long-run variances
+   (:mod:`.lrv`) at the look's repeated-confidence level (:mod:`.sequential`).
+6. Rules: :mod:`.equivalence` (IMPROVED, REGRESSED, NO_CHANGE, INCONCLUSIVE); a guard is a
+   non-inferiority test at its Bonferroni share of the error.
+7. A window shorter than planned says so in the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from obsctl.baselining.statistics import equivalence, sequential
+from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
+from obsctl.baselining.statistics.memory import MemoryModel, pooled_memory
+from obsctl.baselining.statistics.planner import N_EFF_MIN, shortest_window_seconds
+from obsctl.baselining.statistics.ratio import estimate_ratio
+
+METHOD = "AR memory + long-run variance, Fieller interval, O'Brien-Fleming alpha spending"
+
+
+@dataclass(frozen=True)
+class LookContext:
+    """Where this evaluation sits in the initiative's sequence of looks.
+
+    Attributes:
+        number: this look's number (1 = first saved verify).
+        previous_fractions: information fractions of the earlier saved looks, in order.
+        planned_seconds: the planned window length (s); None: a single fixed look.
+    """
+
+    number: int = 1
+    previous_fractions: tuple[float, ...] = ()
+    planned_seconds: float | None = None
+
+
+@dataclass
+class Judgement:
+    """Everything a verdict rests on (fields None where not reached).
+
+    ``confidence`` is the nominal level of the reported interval (the look's repeated
+    confidence level); ``boundary`` the look's z critical value; ``fraction`` its
+    information fraction. ``guard`` is the non-inferiority outcome for guards.
+    """
+
+    verdict: str
+    reason: str
+    baseline_mean: float | None = None
+    window_mean: float | None = None
+    change: float | None = None
+    low: float | None = None
+    high: float | None = None
+    confidence: float | None = None
+    dof: float | None = None
+    exact: bool = False
+    tau_seconds: float | None = None
+    memory_source: str | None = None
+    n_eff_baseline: float | None = None
+    n_eff_window: float | None = None
+    look: int | None = None
+    fraction: float | None = None
+    boundary: float | None = None
+    planned_seconds: float | None = None
+    guard: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def details(self) -> dict:
+        """The statistical fields for JSON output and the store."""
+        return {"method": METHOD, "tau_seconds": self.tau_seconds, "memory_source": self.memory_source,
+                "n_eff_baseline": self.n_eff_baseline, "n_eff_window": self.n_eff_window, "dof": _finite(self.dof),
+                "look": self.look, "information_fraction": self.fraction, "boundary_z": _finite(self.boundary),
+                "interval_confidence": self.confidence, "planned_seconds": self.planned_seconds, "guard_test": self.guard,
+                "notes": list(self.notes)}
+
+
+def _finite(x):
+    return x if x is None or math.isfinite(x) else None
+
+
+def duration_text(seconds: float) -> str:
+    """``930`` -> ``16 min``; ``21600`` -> ``6 h``; ``1.3e5`` -> ``1.5 d``."""
+    if not math.isfinite(seconds):
+        return "unbounded"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        h = seconds / 3600
+        return f"{h:.0f} h" if h >= 10 or abs(h - round(h)) < 0.05 else f"{h:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def _white(step: float) -> MemoryModel:
+    return MemoryModel(step, (), (1.0,), 0.0, 0.0, 0, 0.0, "windows")
+
+
+def judge(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.ndarray, np.ndarray], step_seconds: float,
+          memory: MemoryModel | None, confidence: float, direction: str, min_effect: float,
+          look: LookContext | None = None, guard_tolerance: float | None = None, guard_alpha: float | None = None) -> Judgement:
+    """The verdict of ``window`` against ``baseline``.
+
+    Args:
+        baseline, window: ``(times s, values)`` of finite samples on the step grid.
+        step_seconds: the grid step (s).
+        memory: the baseline's memory model (None: estimated from the two sides).
+        confidence: two-sided level over all looks (spec ``verification.confidence``).
+        direction: ``higher_is_better`` | ``lower_is_better``.
+        min_effect: the margin ``d`` (ratio).
+        look: the look context (None: one fixed look).
+        guard_tolerance: judge as a guard with this non-inferiority margin (ratio).
+        guard_alpha: the guard's two-sided level (its Bonferroni share), default ``1 - confidence``.
+    """
+    from obsctl.baselining import stats  # the exact (constant) rule lives there
+
+    tx, x = (np.asarray(a, dtype=float) for a in baseline)
+    ty, y = (np.asarray(a, dtype=float) for a in window)
+    if y.size < 2:
+        return Judgement("NO_DATA", f"the window has {y.size} sample(s), needs at least 2")
+    if x.size < 2:
+        return Judgement("NO_DATA", f"the baseline has {x.size} sample(s), needs at least 2")
+    if stats.is_constant(x) and stats.is_constant(y):
+        est = stats._exact_change(float(x.mean()), float(y.mean()), confidence)
+        verdict, reason = stats.decide(est, direction, min_effect)
+        return Judgement(verdict, reason, est.baseline_mean, est.window_mean, est.change_ratio, est.ci_low, est.ci_high, confidence, exact=True)
+    if memory is None:
+        memory = pooled_memory([(tx, x), (ty, y)], step_seconds) or _white(step_seconds)
+    look = look or LookContext()
+    sx = side_estimate(tx, x, step_seconds, memory)
+    sy = side_estimate(ty, y, step_seconds, memory)
+    j = Judgement("INCONCLUSIVE", "", sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
+                  n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, planned_seconds=look.planned_seconds)
+    if sx.mean != 0:
+        j.change = sy.mean / sx.mean - 1
+    # The look: information fraction and boundary (spent even when the look cannot decide).
+    alpha = guard_alpha if guard_tolerance is not None and guard_alpha is not None else 1 - confidence
+    if look.planned_seconds:
+        planned_n_eff = full_grid_n_eff(memory, max(2, round(look.planned_seconds / step_seconds)), step_seconds)
+        j.fraction = sequential.information_fraction(sx.n_eff, sy.n_eff, planned_n_eff)
+        crit = sequential.boundaries([*look.previous_fractions, j.fraction], alpha)[-1]
+    else:
+        j.fraction, crit = 1.0, sequential.boundaries([1.0], alpha)[-1]
+    j.boundary = crit
+    j.confidence = sequential.nominal_confidence(crit)
+    short = _too_short(sx, sy, memory, step_seconds)
+    if short:
+        j.reason = short
+        return j
+    if sx.mean == 0:
+        j.reason = "baseline mean is 0: a relative change is undefined"
+        return j
+    est = estimate_ratio(sx, sy)
+    j.dof = est.dof
+    interval = est.interval(j.confidence) if j.confidence < 1 else None
+    if interval is None:
+        j.reason = ("no boundary left at this look (the planned length was reached at an earlier look)" if not math.isfinite(crit)
+                    else "the baseline varies too much to tell its mean from 0 (Fieller interval unbounded)")
+        return j
+    j.low, j.high = interval
+    sign = 1.0 if direction == "higher_is_better" else -1.0
+    gain = sign * j.change
+    low, high = sorted((sign * j.low, sign * j.high))
+    if guard_tolerance is not None:
+        j.guard = equivalence.non_inferiority(low, high, guard_tolerance)
+        j.verdict, j.reason = _guard_verdict(j.guard, low, high, gain, min_effect, guard_tolerance, j.confidence)
+    else:
+        j.verdict, j.reason = equivalence.superiority_equivalence(low, high, gain, min_effect, j.confidence)
+    if sy.scale_source == "own" and memory.source == "history":
+        j.notes.append(f"the window's spread (sd {sy.own_sd:.4g}) differs from the history's (sd {math.sqrt(memory.variance):.4g}): its own scale was used")
+    if look.planned_seconds and sy.span_seconds < look.planned_seconds * 0.999 and j.verdict in ("INCONCLUSIVE", "NO_CHANGE"):
+        j.reason += (f"; the window ({duration_text(sy.span_seconds)}) is shorter than the planned {duration_text(look.planned_seconds)}"
+                     f" (look {look.number}, boundary z = {crit:.2f})")
+    return j
+
+
+def _guard_verdict(outcome: str, low: float, high: float, gain: float, d: float, tol: float, conf: float) -> tuple[str, str]:
+    if outcome == "regressed":
+        return "REGRESSED", f"worse than baseline at {conf:.1%} confidence and not shown within the {tol:.0%} tolerance (lower bound {low:+.1%})"
+    if outcome == "undecided":
+        return "INCONCLUSIVE", f"not shown within the {tol:.0%} tolerance (lower bound {low:+.1%}) nor worse than baseline"
+    if low > 0 and gain >= d:
+        return "IMPROVED", f"better than baseline at {conf:.1%} confidence (non-inferior within {tol:.0%})"
+    return "NO_CHANGE", f"non-inferior: not worse than -{tol:.0%} at {conf:.1%} confidence (lower bound {low:+.1%})"
+
+
+def _too_short(sx: Side, sy: Side, memory: MemoryModel, step_seconds: float) -> str:
+    for name, side in (("baseline", sx), ("window", sy)):
+        if side.n_eff >= N_EFF_MIN and math.isfinite(side.var_mean):
+            continue
+        tau = memory.tau_seconds
+        bound = "at least" if memory.source == "windows" else "about"
+        need = shortest_window_seconds(memory, step_seconds)
+        need_text = duration_text(need) if need is not None else "more than the 173-day query limit"
+        fix = "re-snapshot the baseline with --window" if name == "baseline" else "use a window of"
+        return (f"{name} too short for the signal's memory: the memory is {bound} {duration_text(tau)}"
+                f" (integrated autocorrelation time, from {'the windows only' if memory.source == 'windows' else duration_text(memory.span_seconds) + ' of history'});"
+                f" the {duration_text(side.span_seconds)} {name} holds about {side.n_eff:.1f} independent samples, fewer than {N_EFF_MIN:.0f};"
+                f" {fix} at least {need_text}")
+    return ""

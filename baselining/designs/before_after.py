@@ -1,0 +1,40 @@
+"""``before-after``: the window against the stored baseline (the default design).
+
+The effect is ``mean_after / mean_before - 1`` (:func:`obsctl.baselining.designs.effect.ratio_of_means_log`).
+It confounds the change with anything else that moved between the periods; the checks
+that say so live beside it: a daily or weekly cycle in the baseline
+(:mod:`obsctl.baselining.designs.cycle`), a demand change on an unsaturated class
+(:mod:`.demand`), a mix shift (:mod:`.mix`).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from obsctl.baselining.designs import align, effect as fx
+
+NAME = "before-after"
+
+
+def effect(before: Iterable[tuple[float, float]], after: Iterable[tuple[float, float]], confidence: float,
+           history: fx.Series | None = None) -> fx.Effect:
+    """``after / before - 1`` with its interval, from the two periods' positive samples.
+
+    ``history``: optional ``(seconds, values)`` of the signal before the baseline, for the
+    memory (else pooled over the two periods).
+
+    Returns:
+        :class:`~obsctl.baselining.designs.effect.Effect`; undefined when a side has fewer
+        than :data:`~obsctl.baselining.designs.effect.MIN_SAMPLES` samples, or a value <= 0
+        (a ratio of means of a signal that can be 0 or negative has no log).
+    """
+    tb, vb = align.as_arrays(before)
+    ta, va = align.as_arrays(after)
+    for name, v in (("baseline", vb), ("window", va)):
+        if v.size < fx.MIN_SAMPLES:
+            return fx.undefined(NAME, confidence, f"the {name} has {v.size} sample(s), needs at least {fx.MIN_SAMPLES}")
+        if v.mean() <= 0:
+            return fx.undefined(NAME, confidence, f"the {name}'s mean is {v.mean():.6g}: a ratio of means needs positive means")
+    log_effect, var, dof, tau = fx.ratio_of_means_log((tb / 1000.0, vb), (ta / 1000.0, va), history)
+    return fx.from_log(NAME, log_effect, var, dof, confidence, {"baseline": int(vb.size), "window": int(va.size)},
+                       baseline_mean=float(vb.mean()), window_mean=float(va.mean()), tau_seconds=tau)

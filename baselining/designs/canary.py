@@ -1,0 +1,56 @@
+"""``canary``: treated and control replicas of one class side by side in the same window.
+
+The effect is ``T / C - 1``: the mean over the window of ``log T_t - log C_t`` (the two
+groups' signal at the same instants), exponentiated. Whatever moves both groups at once
+(the hour of day, demand, the node's other load) cancels; no baseline period is needed.
+The groups are told apart by one label of the class's series (spec ``variant: {label,
+control, treatment}``); the label is used only in the queries.
+
+Assumptions: the traffic is split between the groups at random (so each group sees the
+same mix), and the groups' noise beyond the shared part is stationary over the window.
+Source: the design of Kayenta / Netflix's canary analysis (Netflix Technology Blog,
+"Automated Canary Analysis at Netflix with Kayenta", 2018).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from obsctl.baselining.designs import align, effect as fx
+from obsctl.baselining.designs.cycle import detrended
+
+NAME = "canary"
+
+
+def effect(treatment: Iterable[tuple[float, float]], control: Iterable[tuple[float, float]], confidence: float,
+           history: fx.Series | None = None, related: Iterable[tuple[float, float]] | None = None) -> fx.Effect:
+    """The canary effect ``T / C - 1`` with its interval.
+
+    Args:
+        treatment, control: ``(unix seconds, value)`` samples of the signal per group, same window and step.
+        confidence: two-sided level, e.g. 0.95.
+        history: optional ``(seconds, log T - log C)`` of the two groups before the window
+            (an A/A stretch), for the memory model.
+        related: else, the control group's own ``(unix seconds, value)`` samples before the
+            window: their log, detrended (:func:`obsctl.baselining.designs.cycle.detrended`),
+            lends its memory (assumption: the treated/control difference forgets no slower
+            than the signal itself; shared slow movements cancel in it). Without either,
+            the memory is pooled from the window (a lower bound on long memory).
+
+    Returns:
+        :class:`~obsctl.baselining.designs.effect.Effect`; undefined (``reason`` set) with
+        fewer than :data:`~obsctl.baselining.designs.effect.MIN_SAMPLES` matched positive pairs.
+    """
+    ts, t, c = align.matched(treatment, control)
+    d, dropped = align.log_ratio(ts, t, c)
+    context = {"treatment_mean": float(t.mean()) if t.size else None, "control_mean": float(c.mean()) if c.size else None,
+               "dropped_non_positive": dropped}
+    if d[1].size < fx.MIN_SAMPLES:
+        return fx.undefined(NAME, confidence, f"{d[1].size} instant(s) where both the treatment and the control have a positive value, "
+                            f"needs at least {fx.MIN_SAMPLES}", **context)
+    same = history is not None
+    if history is None and related is not None:
+        rt, rv = align.as_arrays(related)
+        history = detrended(rt / 1000.0, rv)
+    mean, var, dof, tau = fx.paired_log(d, history, same_series=same)
+    return fx.from_log(NAME, mean, var, dof, confidence, {"window": int(d[1].size)}, tau_seconds=tau, **context)

@@ -1,0 +1,58 @@
+"""``control``: a control class (or control replicas) the change does not touch.
+
+The effect is ``(T_after / T_before) / (C_after / C_before) - 1``, estimated as a
+difference in differences on logs over time-aligned samples: in each period the
+treated/control log ratio ``log T_t - log C_t`` at the same instants, then the change
+of its mean from the baseline period to the window. A daily cycle, a demand drift or a
+node-wide slowdown that moves both classes by the same factor cancels; the two periods'
+means are independent, so their variances add (Welch dof).
+
+Assumptions (parallel trends, on the log scale): without the change, the treated/control
+ratio would have stayed where it was; the control is not touched by the change (the
+ledger refuses an initiative on a class that is another open initiative's control).
+Source: Angrist & Pischke, *Mostly Harmless Econometrics* (2009), ch. 5.2.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from obsctl.baselining.designs import align, effect as fx
+
+NAME = "control"
+
+Samples = Iterable[tuple[float, float]]
+
+
+def effect(treated_before: Samples, control_before: Samples, treated_after: Samples, control_after: Samples, confidence: float,
+           history: fx.Series | None = None) -> fx.Effect:
+    """The difference-in-differences effect with its interval.
+
+    Args:
+        treated_before, control_before: the baseline period's samples of the treated and the control class.
+        treated_after, control_after: the verification window's samples (same step).
+        confidence: two-sided level.
+        history: optional ``(seconds, log T - log C)`` before the baseline period, for the
+            memory; else the memory is pooled over the two periods.
+
+    Returns:
+        :class:`~obsctl.baselining.designs.effect.Effect` whose ``context`` holds the
+        control's own movement ``control_change`` (C_after / C_before - 1) and the treated
+        class's raw ``treated_change``; undefined with too few matched positive pairs in a period.
+    """
+    mb, tb, cb = align.matched(treated_before, control_before)
+    ma, ta, ca = align.matched(treated_after, control_after)
+    db, drop_b = align.log_ratio(mb, tb, cb)
+    da, drop_a = align.log_ratio(ma, ta, ca)
+    context = {
+        "control_change": float(ca.mean() / cb.mean() - 1) if ca.size and cb.size and cb.mean() != 0 else None,
+        "treated_change": float(ta.mean() / tb.mean() - 1) if ta.size and tb.size and tb.mean() != 0 else None,
+        "dropped_non_positive": drop_a + drop_b,
+    }
+    for name, d in (("baseline period", db), ("window", da)):
+        if d[1].size < fx.MIN_SAMPLES:
+            return fx.undefined(NAME, confidence, f"the {name} has {d[1].size} instant(s) where the treated and the control class both "
+                                f"have a positive value, needs at least {fx.MIN_SAMPLES}", **context)
+    log_effect, var, dof, tau = fx.two_period_log(db, da, history)
+    return fx.from_log(NAME, log_effect, var, dof, confidence, {"baseline": int(db[1].size), "window": int(da[1].size)},
+                       tau_seconds=tau, **context)

@@ -1,0 +1,127 @@
+"""One definition of the effect for every comparison design: a ratio, estimated on logs.
+
+=============  ====================================  ===========================================
+design         effect (ratio)                        log series judged
+=============  ====================================  ===========================================
+before-after   after / before - 1                    log of each period's mean (delta method)
+seasonal       window / same hours of baseline - 1   log W_t - log mean_k B_{t - k P} (paired)
+control        (T_a / T_b) / (C_a / C_b) - 1         log T_t - log C_t, window minus baseline
+canary         T / C - 1                             log T_t - log C_t in the window (paired)
+=============  ====================================  ===========================================
+
+The effect is ``exp(L) - 1`` with ``L`` the log-scale estimate; its interval is
+``exp(L -+ t se) - 1``, ``se^2`` the variance of the mean(s) under autocorrelation from
+the statistics package (:mod:`.estimator`, the same estimator as every before-after
+verdict) and Welch-Satterthwaite degrees of freedom when two independent periods are
+combined (Welch, Biometrika 34, 1947). Logs make the multiplicative confounders shared
+by treated and control (a daily cycle, a demand drift) cancel exactly, and put the
+interval of a ratio on the scale where it is symmetric. For before-after the log level
+of a period is the log of its mean with the delta-method variance ``var(mean)/mean^2``,
+so the point estimate is exactly ``mean_after / mean_before - 1``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats as sps
+
+from obsctl.baselining.designs import estimator
+
+#: Fewest samples a series needs to be judged (the memory model needs a few lags).
+MIN_SAMPLES = 6
+
+Series = tuple[np.ndarray, np.ndarray]  # (unix seconds, values)
+
+
+@dataclass(frozen=True)
+class Effect:
+    """The estimated effect of one comparison.
+
+    Attributes:
+        design: ``before-after`` | ``seasonal`` | ``control`` | ``canary``.
+        ratio: ``exp(log_effect) - 1`` (0.10 = +10 %); None when undefined.
+        ci_low, ci_high: the interval of ``ratio`` at ``confidence``; None when undefined.
+        log_effect, log_se, dof: the log-scale estimate, its standard error and the t dof.
+        samples: samples per side used, e.g. ``{"window": 240, "baseline": 240}``.
+        context: design-specific figures for outputs (``control_change``: the control's
+            own movement C_after/C_before - 1; ``cycles``: baseline cycles matched,
+            ``tau_seconds``: the memory used, ...).
+        reason: why the effect is undefined (``""`` when defined).
+    """
+
+    design: str
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    log_effect: float | None = None
+    log_se: float | None = None
+    dof: float | None = None
+    samples: dict[str, int] = field(default_factory=dict)
+    context: dict[str, float | int | str | None] = field(default_factory=dict)
+    reason: str = ""
+
+
+def undefined(design: str, confidence: float, reason: str, samples: dict[str, int] | None = None, **context) -> Effect:
+    """An :class:`Effect` with no estimate, saying why."""
+    return Effect(design, None, None, None, confidence, samples=dict(samples or {}), context=dict(context), reason=reason)
+
+
+def from_log(design: str, log_effect: float, var: float, dof: float, confidence: float, samples: dict[str, int], **context) -> Effect:
+    """Build an :class:`Effect` from a log-scale estimate ``L`` with variance ``var`` and ``dof`` (inf: normal).
+
+    A NaN variance (a stretch shorter than the signal's memory allows) gives an
+    undefined effect whose reason names the memory and the window.
+    """
+    if not math.isfinite(var):
+        tau = context.get("tau_seconds")
+        memory = f"the signal's memory is about {tau / 60:.0f} min; " if isinstance(tau, (int, float)) and math.isfinite(tau) else ""
+        return undefined(design, confidence, f"window too short: {memory}the compared stretches hold less than one independent sample",
+                         samples, **context)
+    if not (math.isfinite(log_effect) and var >= 0):
+        return undefined(design, confidence, "the log-ratio is not finite", samples, **context)
+    se = math.sqrt(var)
+    q = (1 + confidence) / 2
+    t = float(sps.norm.ppf(q)) if not math.isfinite(dof) else float(sps.t.ppf(q, max(dof, 1.0)))
+    return Effect(design, math.expm1(log_effect), math.expm1(log_effect - t * se), math.expm1(log_effect + t * se), confidence,
+                  log_effect, se, float(dof), dict(samples), dict(context))
+
+
+def welch_dof(parts: list[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite dof of a sum of variances ``[(v, dof)]`` (inf dof: known variance)."""
+    total = sum(v for v, _ in parts)
+    den = sum(v * v / d for v, d in parts if math.isfinite(d) and d > 0)
+    return total * total / den if den > 0 else math.inf
+
+
+def paired_log(d: Series, history: Series | None = None, same_series: bool = True) -> tuple[float, float, float, float]:
+    """``(mean, var_of_mean, dof, tau_seconds)`` of one log series (e.g. ``log T_t - log C_t``).
+
+    ``history``: a stretch for the memory model; ``same_series=False`` when it is a related
+    series that lends only its memory (:func:`.estimator.side`)."""
+    step = estimator.step_of(d[0])
+    model = estimator.memory([d], step, history)
+    s = estimator.side(d[0], d[1], step, model, history_scale=same_series)
+    return s.mean, s.var_mean, s.dof, s.tau_seconds
+
+
+def two_period_log(d_before: Series, d_after: Series, history: Series | None = None) -> tuple[float, float, float, float]:
+    """``(mean(d_after) - mean(d_before), variance, Welch dof, tau_seconds)``: independent periods, one memory model."""
+    step = estimator.step_of(d_before[0])
+    model = estimator.memory([d_before, d_after], step, history)
+    b = estimator.side(d_before[0], d_before[1], step, model)
+    a = estimator.side(d_after[0], d_after[1], step, model)
+    return a.mean - b.mean, a.var_mean + b.var_mean, welch_dof([(a.var_mean, a.dof), (b.var_mean, b.dof)]), b.tau_seconds
+
+
+def ratio_of_means_log(before: Series, after: Series, history: Series | None = None) -> tuple[float, float, float, float]:
+    """``(log(mean_after / mean_before), delta-method variance, Welch dof, tau_seconds)`` of two positive series."""
+    step = estimator.step_of(before[0])
+    model = estimator.memory([before, after], step, history)
+    b = estimator.side(before[0], before[1], step, model)
+    a = estimator.side(after[0], after[1], step, model)
+    rb, ra = b.var_mean / b.mean**2, a.var_mean / a.mean**2
+    return math.log(a.mean / b.mean), ra + rb, welch_dof([(ra, a.dof), (rb, b.dof)]), b.tau_seconds

@@ -1,0 +1,77 @@
+"""The verdict of a design's comparison, read top to bottom like docs/verification-designs.md.
+
+1. The effect is undefined -> NO_DATA when a side has no samples, else INCONCLUSIVE.
+2. The interval of the effect against the margin ``min_effect_ratio``, by the same rules
+   as every verdict (:func:`obsctl.baselining.stats.decide`: NO_CHANGE inside the
+   margin, IMPROVED / REGRESSED past it, INCONCLUSIVE otherwise).
+3. The confounds the design cannot remove make the verdict INCONCLUSIVE with their
+   reason (which names the better design or signal), whatever the interval said:
+   - ``before-after`` on a baseline with a daily or weekly cycle (:mod:`.cycle`);
+   - a throughput primary that is demand-bound (:mod:`.demand`), in every design;
+   - a mix shift that explains most of the change (:mod:`.mix`).
+   NO_DATA and REGRESSED-by-guards are decided elsewhere (``verify.overall_verdict``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from obsctl.baselining import stats
+from obsctl.baselining.designs.cycle import CycleCheck
+from obsctl.baselining.designs.demand import LoadContext
+from obsctl.baselining.designs.effect import Effect
+from obsctl.baselining.designs.mix import MixDecomposition
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A design's verdict with everything a reader needs to see why.
+
+    Attributes:
+        verdict, reason: the verdict and its one-line reason.
+        interval_verdict: what the interval alone said (before the confound checks).
+        notes: context lines (cycle, demand and saturation, mix, control's movement).
+    """
+
+    verdict: str
+    reason: str
+    interval_verdict: str
+    effect: Effect
+    cycle: CycleCheck | None = None
+    load: LoadContext | None = None
+    mix: MixDecomposition | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def as_change_estimate(e: Effect) -> stats.ChangeEstimate:
+    """The effect in the shape :func:`obsctl.baselining.stats.decide` reads."""
+    base = e.context.get("baseline_mean") or e.context.get("control_mean") or 1.0
+    return stats.ChangeEstimate(float(base), float(base) * (1 + (e.ratio or 0.0)), e.ratio, e.ci_low, e.ci_high, e.confidence, e.dof,
+                                e.reason)
+
+
+def judge(effect: Effect, direction: str, min_effect_ratio: float, *, cycle: CycleCheck | None = None,
+          load: LoadContext | None = None, mix: MixDecomposition | None = None) -> Judgement:
+    """Apply the rules of the module doc. ``direction``: ``higher_is_better`` | ``lower_is_better``."""
+    notes = []
+    if cycle is not None:
+        notes.append(cycle.reason)
+    if load is not None:
+        notes.append(load.line() + (f" ({load.reason})" if load.reason and not load.demand_bound else ""))
+    if mix is not None:
+        notes.append(mix.line())
+    if effect.context.get("control_change") is not None:
+        notes.append(f"control moved {effect.context['control_change'] * 100:+.1f} % on its own")
+    if effect.ratio is None or effect.ci_low is None:
+        verdict = "NO_DATA" if not effect.samples and "no samples" in effect.reason else "INCONCLUSIVE"
+        return Judgement(verdict, effect.reason, verdict, effect, cycle, load, mix, notes)
+    verdict, reason = stats.decide(as_change_estimate(effect), direction, min_effect_ratio)  # type: ignore[arg-type]
+    first = verdict
+    if verdict != "NO_DATA":
+        if effect.design == "before-after" and cycle is not None and cycle.detected:
+            verdict, reason = "INCONCLUSIVE", f"{cycle.reason} (the interval alone said {first})"
+        elif load is not None and load.demand_bound:
+            verdict, reason = "INCONCLUSIVE", f"{load.reason} (the interval alone said {first})"
+        elif mix is not None and mix.dominates(min_effect_ratio):
+            verdict, reason = "INCONCLUSIVE", f"the mix explains {mix.mix_share:.0%} of the change: {mix.line()} (the interval alone said {first})"
+    return Judgement(verdict, reason, first, effect, cycle, load, mix, notes)

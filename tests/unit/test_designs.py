@@ -1,0 +1,159 @@
+"""Known answers for the comparison designs (obsctl.baselining.designs), computed independently here."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+from obsctl.baselining.designs import before_after, canary, control, cycle, demand, judge, mix, seasonal
+from obsctl.errors import UsageError
+from obsctl.rules import saturation
+
+T0 = 1_798_761_600  # midnight UTC
+STEP = 15
+
+
+def _grid(start, seconds):
+    return start + STEP * np.arange(1, seconds // STEP + 1)
+
+
+def _ar1(rng, n, sd, phi=0.8):
+    e = np.empty(n)
+    x = rng.normal(0, sd)
+    for i in range(n):
+        x = phi * x + rng.normal(0, sd * np.sqrt(1 - phi**2))
+        e[i] = x
+    return e
+
+
+def _s(t, y):
+    return list(zip(t.tolist(), y.tolist()))
+
+
+def test_canary_point_is_geometric_mean_of_instant_ratios():
+    rng = np.random.default_rng(1)
+    t = _grid(T0, 3600)
+    c = 1000 * np.exp(_ar1(rng, t.size, 0.03))
+    tr = 1.1 * 1000 * np.exp(_ar1(rng, t.size, 0.03))
+    e = canary.effect(_s(t, tr), _s(t, c), 0.95)
+    expected = np.exp(np.mean(np.log(tr) - np.log(c))) - 1
+    assert e.ratio == pytest.approx(expected, rel=1e-9)
+    assert e.ci_low < e.ratio < e.ci_high
+    assert e.samples == {"window": t.size}
+
+
+def test_canary_matches_instants_only():
+    t = _grid(T0, 600)
+    e = canary.effect(_s(t, np.full(t.size, 2.0)), _s(t + 7, np.full(t.size, 1.0)), 0.95)
+    assert e.ratio is None and "instant(s)" in e.reason
+
+
+def test_control_is_difference_in_differences_of_logs():
+    rng = np.random.default_rng(2)
+    tb, ta = _grid(T0, 7200), _grid(T0 + 7200, 7200)
+    common_b, common_a = _ar1(rng, tb.size, 0.05), _ar1(rng, ta.size, 0.05)
+    tb_v = 1000 * 1.3 * np.exp(common_b + _ar1(rng, tb.size, 0.02))   # busy hour for both
+    cb_v = 500 * 1.3 * np.exp(common_b + _ar1(rng, tb.size, 0.02))
+    ta_v = 1000 * 0.8 * 1.1 * np.exp(common_a + _ar1(rng, ta.size, 0.02))  # quiet hour, treated +10 %
+    ca_v = 500 * 0.8 * np.exp(common_a + _ar1(rng, ta.size, 0.02))
+    e = control.effect(_s(tb, tb_v), _s(tb, cb_v), _s(ta, ta_v), _s(ta, ca_v), 0.95)
+    d_b, d_a = np.log(tb_v) - np.log(cb_v), np.log(ta_v) - np.log(ca_v)
+    assert e.ratio == pytest.approx(np.exp(d_a.mean() - d_b.mean()) - 1, rel=1e-9)
+    assert e.context["control_change"] == pytest.approx(ca_v.mean() / cb_v.mean() - 1, rel=1e-9)
+    assert e.context["control_change"] < -0.3  # the control fell with the hour of day ...
+    assert e.ci_low < 0.10 < e.ci_high       # ... and the effect is still the +10 %
+
+
+def test_before_after_is_ratio_of_means():
+    rng = np.random.default_rng(3)
+    tb, ta = _grid(T0, 3600), _grid(T0 + 3600, 3600)
+    b, a = 100 * np.exp(_ar1(rng, tb.size, 0.05)), 120 * np.exp(_ar1(rng, ta.size, 0.05))
+    e = before_after.effect(_s(tb, b), _s(ta, a), 0.95)
+    assert e.ratio == pytest.approx(a.mean() / b.mean() - 1, rel=1e-9)
+
+
+def test_seasonal_compares_the_same_hour_a_day_earlier():
+    rng = np.random.default_rng(4)
+    tb, tw = _grid(T0, 86400), _grid(T0 + 86400, 3600)
+    profile = lambda t: 1 + 0.3 * np.sin(2 * np.pi * t / 86400)  # noqa: E731
+    b = 1000 * profile(tb) * np.exp(_ar1(rng, tb.size, 0.03))
+    w = 1000 * profile(tw) * np.exp(_ar1(rng, tw.size, 0.03))
+    e = seasonal.effect(_s(tb, b), _s(tw, w), "day", 0.95)
+    lookup = dict(zip(tb.tolist(), b.tolist()))
+    ref = np.array([lookup[t - 86400] for t in tw.tolist()])
+    assert e.ratio == pytest.approx(np.exp(np.mean(np.log(w) - np.log(ref))) - 1, rel=1e-9)
+    assert e.context["cycles"] == 1 and e.context["matched_share"] == 1.0
+
+
+def test_seasonal_refuses_a_baseline_shorter_than_the_cycle():
+    start = dt.datetime(2027, 1, 1, tzinfo=dt.timezone.utc)
+    with pytest.raises(UsageError, match=r"spans 3\.0 h, less than one whole day"):
+        seasonal.check_span(start, start + dt.timedelta(hours=3), "day")
+    with pytest.raises(UsageError, match="15 days"):
+        seasonal.check_span(start, start + dt.timedelta(days=2), "week")
+    seasonal.check_span(start, start + dt.timedelta(days=1), "day")
+
+
+def test_seasonal_same_wall_clock_hour_across_daylight_saving():
+    # 2027-03-28 02:00 Europe/Berlin: clocks go forward; 12:00 local on the 29th is 23 h after 12:00 on the 28th? no: 24 h of
+    # wall clock, 24 h of UTC except across the change, where the day before is 23 h earlier in UTC.
+    at = dt.datetime(2027, 3, 28, 12, 0, tzinfo=dt.timezone.utc)  # 14:00 CEST
+    ms = np.array([int(at.timestamp() * 1000)])
+    back = seasonal.matched_instants(ms, "day", 1, "Europe/Berlin")[0, 0]
+    assert (ms[0] - back) / 3_600_000 == 23  # 14:00 CEST today <- 14:00 CET yesterday = 13:00 UTC
+    assert (ms[0] - seasonal.matched_instants(ms, "day", 1)[0, 0]) / 3_600_000 == 24
+
+
+def test_cycle_detected_with_its_amplitude_and_not_in_noise():
+    rng = np.random.default_rng(5)
+    t = _grid(T0, 86400)
+    noise = _ar1(rng, t.size, 0.05, 0.95)
+    cyc = cycle.detect(_s(t, 1000 * (1 + 0.3 * np.sin(2 * np.pi * t / 86400)) * np.exp(noise)), 0.02)
+    assert cyc.checked and cyc.detected and cyc.amplitude == pytest.approx(0.30, abs=0.04)
+    assert "--design seasonal" in cyc.reason and "+-3" in cyc.reason
+    flat = cycle.detect(_s(t, 1000 * np.exp(noise)), 0.02)
+    assert flat.checked and not flat.detected
+    short = cycle.detect(_s(t[:480], 1000 * np.exp(noise[:480])), 0.02)
+    assert not short.checked and "less than a day" in short.reason
+
+
+def test_demand_bound_only_for_unsaturated_throughput():
+    thr = saturation.Thresholds()
+    calm = {"cpu_busy": [0.5] * 10, "cpus_allocated": [1.0] * 10, "waiting": [0.0] * 10}
+    busy = {"cpu_busy": [0.97] * 10, "cpus_allocated": [1.0] * 10, "waiting": [6.0] * 10}
+    before = demand.period_load("baseline", [100.0] * 10, demand.states_of(calm, thr))
+    after = demand.period_load("window", [120.0] * 10, demand.states_of(busy, thr))
+    ctx = demand.assess(before, after, "throughput", "tokens_per_second")
+    assert ctx.demand_change == pytest.approx(0.2)
+    assert ctx.demand_bound and "not saturated in the baseline" in ctx.reason and "efficiency" in ctx.reason
+    assert before.state == "healthy" and after.state == "saturated"
+    both = demand.assess(after, after, "throughput", "tokens_per_second")
+    assert both.demand_bound is False
+    assert demand.assess(before, after, "cost", "usd_per_token").demand_bound is None
+    unknown = demand.period_load("window", None, [None] * 10)
+    assert demand.assess(after, unknown, "throughput", "t").demand_bound is None  # saturated, then unknown
+    assert demand.assess(before, unknown, "throughput", "t").demand_bound  # unsaturated in one period is enough
+
+
+def test_mix_decomposition_known_answer():
+    dec = mix.decompose("model", ("a", "b"), [1, 1], [1000, 500], [7, 3], [1000, 500])
+    assert dec.total_change == pytest.approx(850 / 750 - 1)
+    assert dec.mix_change == pytest.approx(850 / 750 - 1) and dec.rate_change == pytest.approx(0.0, abs=1e-12)
+    assert dec.mix_share == pytest.approx(1.0) and dec.dominates(0.02)
+    both = mix.decompose("model", ("a", "b"), [1, 1], [1000, 500], [7, 3], [1100, 550])
+    assert (1 + both.mix_change) * (1 + both.rate_change) == pytest.approx(1 + both.total_change)
+    assert both.rate_change == pytest.approx(0.10)
+    assert "a 50% -> 70%" in both.line()
+
+
+def test_judge_turns_a_cyclic_before_after_into_inconclusive():
+    rng = np.random.default_rng(6)
+    tb, tw = _grid(T0, 86400), _grid(T0 + 86400 + 6 * 3600, 3600)  # the window at the daily peak
+    prof = lambda t: 1 + 0.3 * np.sin(2 * np.pi * t / 86400)  # noqa: E731
+    b = 1000 * prof(tb) * np.exp(_ar1(rng, tb.size, 0.02))
+    w = 1000 * prof(tw) * np.exp(_ar1(rng, tw.size, 0.02))
+    e = before_after.effect(_s(tb, b), _s(tw, w), 0.95)
+    j = judge.judge(e, "higher_is_better", 0.02, cycle=cycle.detect(_s(tb, b), 0.02))
+    assert j.verdict == "INCONCLUSIVE" and "use --design seasonal or a control class" in j.reason

@@ -80,6 +80,7 @@ def check(spec_path: str, output: str) -> None:
     """
     from obsctl.rules.generate import generate
     from obsctl.rules.promtool import validate_rule_files
+    from obsctl.rules.sources import describe
 
     try:
         spec = load(spec_path)
@@ -98,6 +99,7 @@ def check(spec_path: str, output: str) -> None:
         "targets": len(spec.targets),
         "store": str(spec.store_path()),
         "promql_checked": warning is None,
+        "catalogue": {c.name: describe(c) for c in spec.workload_classes},
     }
     if output == "json":
         emit_json(summary)
@@ -106,6 +108,9 @@ def check(spec_path: str, output: str) -> None:
             f"{spec.path}: OK: {len(spec.workload_classes)} workload class(es), "
             f"{len(spec.signals)} signal(s), {len(spec.targets)} target(s); store {spec.store_path()}"
         )
+        for name, about in summary["catalogue"].items():  # the source catalogue's signals per class
+            queue = f" + queue {about['queue']}" if about["queue"] else ""
+            click.echo(f"  {name}: source {about['source']}{queue}: catalogue signals {', '.join(about['signals']) or 'none'}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -62,3 +62,25 @@ def source_groups(spec, window: str = "5m") -> list[dict]:
         ]
         groups.append({"name": f"obsctl.sources.{wc.name}", "rules": rules})
     return groups
+
+
+def describe(wc) -> dict:
+    """What the catalogue gives one class, for ``obsctl check``.
+
+    Returns:
+        ``{"source", "queue", "series": [canonical record names], "signals": [catalogue
+        signal keys usable as ``catalogue:``], "lacks": text}``.
+    """
+    from obsctl.rules.canonical import CATALOGUE_SIGNALS
+
+    records = [m.record for _, m in class_mappings(wc)]
+    lacks = SOURCES[wc.source].lacks
+    if wc.queue:
+        lacks = f"{lacks}; queue {wc.queue.source}: {QUEUE_SOURCES[wc.queue.source].lacks}"
+    return {
+        "source": wc.source,
+        "queue": wc.queue.source if wc.queue else None,
+        "series": records,
+        "signals": sorted(k for k, (record, *_) in CATALOGUE_SIGNALS.items() if record in records),
+        "lacks": lacks,
+    }

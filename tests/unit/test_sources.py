@@ -1,0 +1,150 @@
+"""The source catalogue's declarations and the spec fields that use them: ``source``,
+``queue`` and catalogue signals; what ``obsctl check`` lists per class."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import typing
+
+import pytest
+from click.testing import CliRunner
+
+from obsctl import spec as spec_module
+from obsctl.cli import cli
+from obsctl.errors import SpecError
+from obsctl.rules import canonical
+from obsctl.rules.sources import QUEUE_SOURCES, SOURCES, class_mappings, source_groups
+from obsctl.spec import load_spec
+
+CANONICAL = {v for k, v in vars(canonical).items() if k.isupper() and isinstance(v, str)}
+
+BASE = textwrap.dedent(
+    """\
+    workload_classes:
+      - name: chat
+        kind: inference
+        selector: {job: vllm}
+    {extra_class}
+    signals:
+      - name: tokens_per_second
+        category: throughput
+        query: sum(rate(obsctl_tokens_total{$selector}[1m]))
+        unit: tokens/s
+        direction: higher_is_better
+    {extra_signal}
+    """
+)
+
+
+def spec_text(extra_class: str = "", extra_signal: str = "") -> str:
+    return BASE.replace("{extra_class}", textwrap.indent(extra_class, "  ")).replace("{extra_signal}", extra_signal)
+
+
+def load(tmp_path, text: str):
+    path = tmp_path / "obsctl.yaml"
+    path.write_text(text)
+    return load_spec(path)
+
+
+def error_of(tmp_path, text: str) -> str:
+    with pytest.raises(SpecError) as info:
+        load(tmp_path, text)
+    message = str(info.value)
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+def test_spec_source_names_are_the_registry():
+    assert set(typing.get_args(spec_module.SourceName)) == set(SOURCES)
+    assert set(typing.get_args(spec_module.QueueSourceName)) == set(QUEUE_SOURCES)
+
+
+@pytest.mark.parametrize("source", [*SOURCES.values(), *QUEUE_SOURCES.values()], ids=lambda s: f"{s.kind}-{s.name}")
+def test_every_source_documents_canonical_series_names_and_versions(source):
+    assert source.versions and source.lacks
+    assert source.mappings
+    for mapping in source.mappings:
+        assert mapping.record in CANONICAL, mapping.record
+        assert mapping.reads, mapping.record
+    assert len(set(source.records)) == len(source.records), "one rule per canonical series"
+
+
+def test_an_existing_spec_stays_valid_and_gets_the_sdk_source(tmp_path):
+    spec = load(tmp_path, spec_text())
+    assert spec.workload_classes[0].source == "sdk"
+    assert spec.workload_classes[0].queue is None
+    assert [m.record for _, m in class_mappings(spec.workload_classes[0])] == list(SOURCES["sdk"].records)
+
+
+def test_a_class_with_only_source_and_selector_gets_its_rules(tmp_path):
+    spec = load(tmp_path, spec_text("- {name: tgi, kind: inference, source: tgi, selector: {job: tgi}}\n"))
+    (group,) = [g for g in source_groups(spec) if g["name"] == "obsctl.sources.tgi"]
+    assert {r["record"] for r in group["rules"]} == set(SOURCES["tgi"].records)
+    assert all(r["labels"] == {"workload_class": "tgi"} for r in group["rules"])
+    assert all('job="tgi"' in r["expr"] for r in group["rules"])
+
+
+def test_queue_series_replace_the_serving_sources(tmp_path):
+    spec = load(tmp_path, spec_text(
+        "- name: train\n  kind: training\n  source: vllm\n  selector: {job: v}\n"
+        "  queue: {source: kueue, selector: {job: kueue}, cluster_queue: 'gpu \"q\"'}\n"))
+    wc = spec.workload_class("train")
+    pairs = [(s.name, m.record) for s, m in class_mappings(wc)]
+    assert ("kueue", canonical.REQUESTS_WAITING) in pairs and ("vllm", canonical.REQUESTS_WAITING) not in pairs
+    assert ("vllm", canonical.TTFT_P95) in pairs
+    (rule,) = [r for g in source_groups(spec) if g["name"] == "obsctl.sources.train"
+               for r in g["rules"] if r["record"] == canonical.REQUESTS_WAITING]
+    assert 'cluster_queue="gpu \\"q\\""' in rule["expr"] and 'job="kueue"' in rule["expr"]
+
+
+@pytest.mark.parametrize("klass, expected", [
+    ("- {name: x, kind: inference, source: vlm, selector: {job: v}}\n",
+     ":5: workload_classes[1].source: Input should be 'sdk', 'vllm'"),
+    ("- {name: x, kind: training, selector: {job: v}, queue: {source: kueue}}\n",
+     ":5: workload_classes[1].queue: kueue needs exactly one of cluster_queue or local_queue"),
+    ("- {name: x, kind: training, selector: {job: v}, queue: {source: kueue, cluster_queue: a, local_queue: b/c}}\n",
+     "kueue needs exactly one of cluster_queue or local_queue"),
+    ("- {name: x, kind: training, selector: {job: v}, queue: {source: kueue, local_queue: nons}}\n",
+     "workload_classes[1].queue.local_queue: String should match pattern"),
+    ("- {name: x, kind: training, selector: {job: v}, queue: {source: slurm}}\n",
+     "slurm takes partition; got none"),
+    ("- {name: x, kind: training, selector: {job: v}, queue: {source: ray-serve, partition: p}}\n",
+     "ray-serve takes no queue name"),
+    ("- {name: x, kind: training, selector: {job: v}, queue: {source: slurm, partition: p, selector: {__name__: x}}}\n",
+     "'__name__' is not a usable Prometheus label name"),
+])
+def test_bad_source_options_give_one_line_naming_the_field(tmp_path, klass, expected):
+    assert expected in error_of(tmp_path, spec_text(klass))
+
+
+def test_catalogue_signal_needs_no_promql(tmp_path):
+    spec = load(tmp_path, spec_text(extra_signal="  - {name: ttft_p95, catalogue: ttft_p95_seconds}\n"))
+    sig = spec.signal("ttft_p95")
+    assert (sig.category, sig.unit, sig.direction) == ("quality", "seconds", "lower_is_better")
+    assert spec.query_for(sig, "chat") == f'sum({canonical.TTFT_P95}{{workload_class="chat"}})'
+    errors = load(tmp_path, spec_text(extra_signal="  - {name: errs, catalogue: error_requests_per_second, tolerance_ratio: 0.3}\n"))
+    assert errors.query_for("errs", "chat") == f'sum({canonical.REQUESTS}{{workload_class="chat",outcome="error"}})'
+    assert errors.signal("errs").tolerance_ratio == 0.3
+
+
+@pytest.mark.parametrize("signal, expected", [
+    ("  - {name: t, catalogue: nope}\n", "catalogue 'nope' is not one of: e2e_mean_seconds"),
+    ("  - {name: t, catalogue: ttft_p95_seconds, query: 'sum(x{$selector})'}\n", "give either query or catalogue, not both"),
+])
+def test_bad_catalogue_signals_are_refused(tmp_path, signal, expected):
+    assert expected in error_of(tmp_path, spec_text(extra_signal=signal))
+
+
+def test_check_lists_the_catalogue_signals_of_each_class(tmp_path):
+    path = tmp_path / "obsctl.yaml"
+    path.write_text(spec_text("- {name: llama, kind: inference, source: llamacpp, selector: {job: l}}\n"))
+    result = CliRunner().invoke(cli, ["check", "--spec", str(path), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    about = json.loads(result.output)["catalogue"]
+    assert about["llama"]["source"] == "llamacpp"
+    assert "input_tokens_per_second" in about["llama"]["signals"]
+    assert "ttft_p95_seconds" not in about["llama"]["signals"]  # llama.cpp has no latency histograms
+    assert "ttft_p95_seconds" not in about["chat"]["signals"] and "requests_per_second" in about["chat"]["signals"]
+    text = CliRunner().invoke(cli, ["check", "--spec", str(path)]).output
+    assert "  llama: source llamacpp: catalogue signals " in text

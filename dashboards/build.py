@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from obsctl.dashboards import gpu_fleet, loop_overview
+from obsctl.dashboards import cost, gpu_fleet, inference, loop_overview, training
 from obsctl.generated import regenerate_main, stale_files, write_files
 from obsctl.spec import Spec
 
@@ -22,7 +22,7 @@ PATTERN = "obsctl-*.json"
 
 def build(spec: Spec) -> dict[str, str]:
     """``{file name: JSON text}`` for each dashboard (``obsctl-<uid suffix>.json``)."""
-    dashboards = [loop_overview.build(spec), gpu_fleet.build()]
+    dashboards = [loop_overview.build(spec), gpu_fleet.build(), inference.build(spec), training.build(spec), cost.build(spec)]
     return {f"{d['uid']}.json": json.dumps(d, indent=2, sort_keys=True) + "\n" for d in dashboards}
 
 

@@ -133,11 +133,17 @@ def cost_groups(spec: Spec) -> list[dict]:
               for wc in sorted(spec.workload_classes, key=lambda c: c.name))]
 
 
-def run_cost_usd_query(workload_class: str, period: str, step_seconds: int = 60) -> str:
-    """PromQL for each run's cost in USD over ``period`` (a PromQL duration such as ``7d``,
-    or Grafana's ``$__range``): the integral of ``RUN_COST_USD_PER_HOUR`` sampled every
-    ``step_seconds`` (a subquery). One series per ``run``; a run active for part of the
-    period counts only that part.
+def run_cost_usd_query(period: str, step: str = "60s", step_seconds: str | float = 60, matchers: str = "") -> str:
+    """PromQL for each run's cost in USD over ``period``: the integral of
+    ``RUN_COST_USD_PER_HOUR`` sampled every ``step`` (a subquery), one series per
+    ``(workload_class, run)``; a run active for part of the period counts only that part.
+
+    Args:
+        period: PromQL duration (``7d``) or Grafana's ``$__range``.
+        step: subquery step (``60s`` or Grafana's ``$__interval``).
+        step_seconds: the step in seconds (a number, or ``$__interval_ms / 1000``).
+        matchers: label matchers inside the braces, e.g. ``workload_class="train"``.
     """
-    rate = selector(C.RUN_COST_USD_PER_HOUR, workload_class=workload_class)
-    return f"sum by (run) (sum_over_time({rate}[{period}:{int(step_seconds)}s])) * {number(step_seconds / 3600)}"
+    rate = f"{C.RUN_COST_USD_PER_HOUR}{{{matchers}}}" if matchers else C.RUN_COST_USD_PER_HOUR
+    seconds = number(step_seconds) if isinstance(step_seconds, (int, float)) else f"({step_seconds})"
+    return f"sum by (workload_class, run) (sum_over_time({rate}[{period}:{step}])) * {seconds} / 3600"

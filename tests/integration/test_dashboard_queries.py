@@ -19,6 +19,8 @@ import requests
 
 from obsctl.baselining.models import Baseline, Population, Statistics, Window
 from obsctl.dashboards import build as builder
+from obsctl.rules import canonical as C
+from obsctl.rules.cost import run_cost_usd_query
 from obsctl.rules import generate as gen
 from obsctl.spec import load_spec
 from obsctl.stack import Prometheus, create_blocks_from_openmetrics
@@ -26,7 +28,13 @@ from obsctl.stack import Prometheus, create_blocks_from_openmetrics
 pytestmark = pytest.mark.integration
 
 STEP, POINTS = 15, 120
-VARIABLES = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "30m", "$instance": ".*"}
+#: Canonical series held as fixture values for both classes: those the SDK source cannot fill from
+#: this fixture's raw series (tokens, requests, samples and queue wait it records from them).
+CANONICAL = {C.INPUT_TOKENS: 1800.0, C.OUTPUT_TOKENS: 600.0, C.STEPS: 2.0, C.TTFT_P50: 0.08, C.TTFT_P95: 0.2, C.ITL_P95: 0.03, C.E2E_P95: 1.5,
+             C.STEP_TIME: 0.5, C.REQUESTS_RUNNING: 8.0, C.REQUESTS_WAITING: 3.0, C.KV_CACHE_USAGE: 0.7,
+             C.PREEMPTIONS: 0.1, C.MFU: 0.42}
+VARIABLES = {"$__rate_interval": "1m", "$__interval_ms": "15000", "$__interval": "15s", "$__range": "30m", "$instance": ".*",
+             "$workload_class": ".*"}
 #: Panels whose query is correctly empty on healthy fixture data.
 MAY_BE_EMPTY = {"Failing exporter collectors", "Firing obsctl alerts"}
 
@@ -36,16 +44,27 @@ def _families(now: float) -> dict[str, tuple[str, list[tuple[dict, object]]]]:
     w = {"job": "obsctl-workload", "workload": "embed-online"}
     t = {"job": "trainer", "workload": "finetune-batch"}
     gpus = [({"instance": "n1", "gpu": "0", "uuid": "GPU-a"}, "embed-online", 0.6),
-            ({"instance": "n1", "gpu": "1", "uuid": "GPU-b"}, "finetune-batch", 0.9)]
+            ({"instance": "n1", "gpu": "1", "uuid": "GPU-b"}, "finetune-batch", 0.9),
+            ({"instance": "n1", "gpu": "2", "uuid": "GPU-c"}, None, 0.02),  # unattributed: waste
+            ({"instance": "n1", "gpu": "3", "uuid": "GPU-d"}, "finetune-batch", 0.05)]  # idle: waste
     ex = {"job": "obsctl-exporter"}
     fam: dict = {
         "obsctl_tokens": ("counter", [(w, lambda i: 2400.0 * STEP * i), (t, lambda i: 900.0 * STEP * i)]),
-        "obsctl_requests": ("counter", [({**w, "outcome": "ok"}, lambda i: 95.0 * i), ({**w, "outcome": "error"}, lambda i: 5.0 * i),
-                                        ({**t, "outcome": "ok"}, lambda i: 10.0 * i), ({**t, "outcome": "error"}, lambda i: 1.0 * i)]),
+        "obsctl_requests": ("counter", [({**w, "outcome": "success"}, lambda i: 95.0 * i), ({**w, "outcome": "error"}, lambda i: 5.0 * i),
+                                        ({**t, "outcome": "success"}, lambda i: 10.0 * i), ({**t, "outcome": "error"}, lambda i: 1.0 * i)]),
         "obsctl_node_price_usd_per_hour": ("gauge", [(ex, 0.40)]),
         "obsctl_queue_wait_seconds": ("histogram", []),
         "obsctl_exporter_scrape_collector_success": ("gauge", [({**ex, "collector": "gpu"}, 1.0)]),
+        "obsctl_accelerator_price_usd_per_hour": ("gauge", [({**ex, "instance": "n1", "gpu_model": "NVIDIA H100 80GB HBM3"}, 4.10)]),
+        "obsctl_energy_price_usd_per_kwh": ("gauge", [({**ex, "instance": "n1"}, 0.20)]),
+        "obsctl_samples": ("counter", [({**t, "run": "ft-001"}, lambda i: 64.0 * STEP * i)]),
+        "process_cpu_seconds": ("counter", [(w, lambda i: 0.5 * STEP * i), (t, lambda i: 0.25 * STEP * i)]),
     }
+    # canonical per-class series, as the source catalogue's and the training rules would record them
+    for wc in ("embed-online", "finetune-batch"):
+        for name, value in CANONICAL.items():
+            labels = {"workload_class": wc, "fixture": "canonical"}
+            fam.setdefault(name, ("gauge", []))[1].append((labels, value))
     for labels in (w, t):
         for le, per_step in (("0.1", 20.0), ("0.5", 60.0), ("1.0", 80.0), ("+Inf", 80.0)):
             fam["obsctl_queue_wait_seconds"][1].append(({**labels, "le": le}, lambda i, n=per_step: n * i))
@@ -59,7 +78,8 @@ def _families(now: float) -> dict[str, tuple[str, list[tuple[dict, object]]]]:
         gauge("obsctl_gpu_temperature_celsius").append((gl, 60.0))
         gauge("obsctl_gpu_up").append((gl, 1.0))
         gauge("obsctl_gpu_info").append(({**gl, "model": "NVIDIA H100 80GB HBM3"}, 1.0))
-        gauge("obsctl_gpu_attribution_info").append(({**gl, "workload_class": wc, "owner": "team"}, 1.0))
+        if wc:
+            gauge("obsctl_gpu_attribution_info").append(({**gl, "workload_class": wc, "owner": "team"}, 1.0))
         fam.setdefault("obsctl_gpu_energy_joules", ("counter", []))[1].append((gl, lambda i: 300.0 * STEP * i))
     return fam
 
@@ -103,7 +123,9 @@ def prometheus(tmp_path_factory):
     try:
         prom.start()
         _wait_for(prom.url, "workload_class:obsctl_signal_target_gap:ratio")
-        yield prom, spec
+        ready = time.time()  # rates over the backfilled history are exact only this close to its end
+        _wait_for(prom.url, _substitute(run_cost_usd_query("$__range", "$__interval", "$__interval_ms / 1000")))
+        yield prom, spec, ready
     finally:
         prom.stop()
 
@@ -118,8 +140,8 @@ def _wait_for(url: str, expr: str, timeout: float = 30) -> None:
     raise AssertionError(f"{expr} never returned data; rules not evaluated")
 
 
-def _run(url: str, expr: str, instant: bool) -> dict:
-    now = time.time()
+def _run(url: str, expr: str, instant: bool, at: float | None = None) -> dict:
+    now = at or time.time()
     if instant:
         resp = requests.get(f"{url}/api/v1/query", params={"query": expr, "time": now}, timeout=10)
     else:
@@ -137,9 +159,10 @@ def _substitute(expr: str) -> str:
     return expr
 
 
-@pytest.mark.parametrize("name", ["obsctl-loop-overview.json", "obsctl-gpu-fleet.json"])
+@pytest.mark.parametrize("name", ["obsctl-loop-overview.json", "obsctl-gpu-fleet.json", "obsctl-inference.json",
+                                  "obsctl-training.json", "obsctl-cost.json"])
 def test_every_panel_query_runs_and_returns_data(prometheus, name):
-    prom, spec = prometheus
+    prom, spec, _ = prometheus
     dash = json.loads(builder.build(spec)[name])
     empty = []
     for panel in dash["panels"]:
@@ -152,9 +175,9 @@ def test_every_panel_query_runs_and_returns_data(prometheus, name):
 
 def test_signal_values_match_fixture(prometheus):
     """Known answers: 2400 tokens/s, 0.40 USD/h / 3600 / 2400 * 1e6 USD per 1M tokens, 5 % errors."""
-    prom, _ = prometheus
+    prom, _, ready = prometheus
     got = {r["metric"]["signal"]: float(r["value"][1]) for r in _run(
-        prom.url, '{__name__=~"workload_class:obsctl_.*",workload_class="embed-online",signal!=""}', True)["data"]["result"]
+        prom.url, '{__name__=~"workload_class:obsctl_.*",workload_class="embed-online",signal!=""}', True, ready)["data"]["result"]
         if r["metric"]["__name__"] != "workload_class:obsctl_signal_baseline:value"
         and r["metric"]["__name__"].startswith("workload_class:obsctl_") and ":obsctl_signal_" not in r["metric"]["__name__"]}
     assert got["tokens_per_second"] == pytest.approx(2400.0)
@@ -163,3 +186,36 @@ def test_signal_values_match_fixture(prometheus):
     assert got["gpu_utilization"] == pytest.approx(0.6)
     # buckets per step: 20 <= 0.1, 60 <= 0.5, 80 <= 1; rank 76 in (0.5, 1] holding 20 -> 0.5 + 16/20 * 0.5
     assert got["queue_wait_p95_seconds"] == pytest.approx(0.9)
+
+
+def test_saturation_from_raw_inputs_matches_recorded_state(prometheus):
+    """verify's path: the Python classify over the raw inputs (saturation.inputs) gives the recorded state."""
+    from obsctl.rules import saturation as S
+
+    prom, spec, ready = prometheus
+    for wc in spec.workload_classes:
+        values = {}
+        for name, expr in S.inputs(spec, wc).items():
+            result = _run(prom.url, expr, True, ready)["data"]["result"]
+            values[name] = [float(result[0]["value"][1])] if result else [None]
+        want = S.classify_inputs(values, S.Thresholds.for_class(spec, wc.name))[0]
+        got = _run(prom.url, f'{C.SATURATION_STATE}{{workload_class="{wc.name}"}} == 1', True, ready)["data"]["result"]
+        assert want is not None and [r["metric"]["state"] for r in got] == [want], (wc.name, values)
+
+
+def test_cost_series_match_fixture(prometheus):
+    """Known answers from the fixture: each attributed GPU costs its model's price (H100 4.10 USD/h)."""
+    prom, _, ready = prometheus
+    fam = _families(ready)
+    attributed = [lbl["workload_class"] for lbl, _ in fam["obsctl_gpu_attribution_info"][1]]
+    utils = {lbl["uuid"]: v for lbl, v in fam["obsctl_gpu_utilization_ratio"][1]}
+    price = fam["obsctl_accelerator_price_usd_per_hour"][1][0][1]
+    value = lambda expr: float(_run(prom.url, expr, True, ready)["data"]["result"][0]["value"][1])  # noqa: E731
+    for wc in ("embed-online", "finetune-batch"):
+        assert value(f'{C.COST_USD_PER_HOUR}{{workload_class="{wc}"}}') == pytest.approx(price * attributed.count(wc))
+    idle = [lbl for lbl, _ in fam["obsctl_gpu_attribution_info"][1] if utils[lbl["uuid"]] < 0.1]
+    assert value(f'{C.IDLE_WASTE_USD_PER_HOUR}{{workload_class="finetune-batch"}}') == pytest.approx(price * len(idle))
+    unattributed = len(utils) - len(attributed)
+    assert value(C.UNATTRIBUTED_WASTE_USD_PER_HOUR) == pytest.approx(price * unattributed)
+    tokens = fam["obsctl_tokens"][1][0][1](1) / STEP  # embed-online's counter rate
+    assert value(f'{C.COST_PER_MILLION_TOKENS}{{workload_class="embed-online"}}') == pytest.approx(price / 3600 / tokens * 1e6)

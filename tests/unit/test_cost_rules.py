@@ -191,5 +191,6 @@ def test_cost_rules_absent_without_work(tmp_path):
 
 
 def test_run_cost_query_shape():
-    q = K.run_cost_usd_query("train", "7d", 60)
-    assert q.startswith("sum by (run) (sum_over_time(") and "[7d:60s]" in q and q.endswith(repr(60 / 3600))
+    q = K.run_cost_usd_query("7d", "60s", 60, 'workload_class="train"')
+    assert q == (f'sum by (workload_class, run) (sum_over_time({C.RUN_COST_USD_PER_HOUR}{{workload_class="train"}}[7d:60s]))'
+                 " * 60.0 / 3600")

@@ -20,8 +20,24 @@ def built():
     return {name: json.loads(text) for name, text in builder.build(load_spec(builder.EXAMPLE_SPEC)).items()}
 
 
-def test_two_dashboards(built):
-    assert sorted(built) == ["obsctl-gpu-fleet.json", "obsctl-loop-overview.json"]
+def test_five_dashboards(built):
+    assert sorted(built) == ["obsctl-cost.json", "obsctl-gpu-fleet.json", "obsctl-inference.json", "obsctl-loop-overview.json",
+                             "obsctl-training.json"]
+
+
+def test_workload_dashboards_read_canonical_series(built):
+    """Inference, training and cost dashboards show their issue-8 panels, each per class."""
+    from obsctl.rules import canonical as C
+
+    want = {"obsctl-inference.json": [C.SATURATION_STATE, C.TOKENS, C.TTFT_P95, C.KV_CACHE_USAGE, C.REQUESTS_WAITING],
+            "obsctl-training.json": [C.SAMPLES, C.STEP_TIME, C.MFU, C.RUN_COST_USD_PER_HOUR],
+            "obsctl-cost.json": [C.COST_USD_PER_HOUR, C.COST_PER_MILLION_TOKENS, C.IDLE_WASTE_USD_PER_HOUR,
+                                 C.UNATTRIBUTED_WASTE_USD_PER_HOUR, C.COST_PER_SAMPLE]}
+    for name, series in want.items():
+        exprs = " ".join(t["expr"] for p in built[name]["panels"] for t in p.get("targets", []))
+        assert all(s in exprs for s in series), name
+        variables = [v["name"] for v in built[name]["templating"]["list"]]
+        assert "workload_class" in variables
 
 
 def test_house_style(built):

@@ -1,0 +1,30 @@
+"""Shared pieces of the per-class dashboards: the ``$workload_class`` variable and per-class queries.
+
+Canonical series (:mod:`obsctl.rules.canonical`) may carry labels beyond ``workload_class``
+(``outcome``, ``state``, a source's own), so every query aggregates ``by (workload_class)``
+plus the labels it shows.
+"""
+
+from __future__ import annotations
+
+from obsctl.dashboards import grafana as g
+from obsctl.spec import Spec
+
+#: Matcher every per-class query carries (Grafana substitutes the selected classes).
+CLASS = 'workload_class=~"$workload_class"'
+
+
+def class_variable(spec: Spec, kind: str | None = None) -> object:
+    """Multi-value ``$workload_class`` variable over the spec's classes (of ``kind`` if given)."""
+    names = sorted(c.name for c in spec.workload_classes if kind is None or c.kind == kind)
+    regex = "|".join(names) or ".+"
+    return g.query_variable("workload_class", "Workload class",
+                            f'label_values({{__name__=~"workload_class:obsctl_.+",workload_class=~"{regex}"}}, workload_class)')
+
+
+def by_class(series: str, *, matchers: str = "", by: str = "", agg: str = "sum") -> str:
+    """``<agg> by (workload_class[, by]) (series{workload_class=~"$workload_class"[, matchers]})``;
+    ``agg="max"`` for quantiles and ratios, which must not be added."""
+    labels = ", ".join(filter(None, ["workload_class", by]))
+    inner = ",".join(filter(None, [CLASS, matchers]))
+    return f"{agg} by ({labels}) ({series}{{{inner}}})"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import textwrap
 import typing
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -148,3 +149,12 @@ def test_check_lists_the_catalogue_signals_of_each_class(tmp_path):
     assert "ttft_p95_seconds" not in about["chat"]["signals"] and "requests_per_second" in about["chat"]["signals"]
     text = CliRunner().invoke(cli, ["check", "--spec", str(path)]).output
     assert "  llama: source llamacpp: catalogue signals " in text
+
+
+def test_readme_documents_every_source_and_metric_name_read():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("<!-- sources:start -->", 1)[1].split("<!-- sources:end -->", 1)[0]
+    for source in [*SOURCES.values(), *QUEUE_SOURCES.values()]:
+        assert f"`{source.name}` ({source.title})" in block
+        for name in source.reads():
+            assert f"`{name}`" in block, name

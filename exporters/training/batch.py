@@ -37,13 +37,26 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, pushadd_to_gateway
+import urllib.error
+import urllib.parse
 
+from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, pushadd_to_gateway
+from prometheus_client.exposition import basic_auth_handler
+
+from obsctl.errors import ObsctlError
 from obsctl.exporters.sdk import Workload
+from obsctl.httpconfig import redact_url
+
+log = logging.getLogger(__name__)
+
+
+class PushError(ObsctlError):
+    """A push to the Pushgateway failed; the message names the gateway (no credentials) and why."""
 
 
 class _Both:
@@ -62,7 +75,8 @@ class BatchJob:
 
     Args:
         workload: the ``workload`` label (the spec class's selector usually matches it).
-        gateway: Pushgateway address, ``host:port`` or a URL (``http://host:9091``).
+        gateway: Pushgateway address, ``host:port`` or a URL (``http://host:9091``); a URL's
+            ``user:password@`` is sent as HTTP basic auth and never printed.
         job: the ``job`` grouping key; defaults to ``workload``.
         instance: the ``instance`` grouping key; defaults to this host's name.
         grouping_key: further grouping labels (stable across runs, never a run id).
@@ -70,15 +84,25 @@ class BatchJob:
         timeout: seconds per push.
         handler: prometheus_client push handler (e.g. ``basic_auth_handler`` with credentials).
 
-    Raises (from :meth:`push` / leaving the block):
-        OSError (``urllib.error.URLError``): the gateway is unreachable or refused the push
-        (the message names the gateway's answer, e.g. a 400 for inconsistent metrics).
+    Raises (from :meth:`push`, :meth:`finish` and leaving the block):
+        PushError: the gateway is unreachable or refused the push (the message names the
+            gateway's answer, e.g. a 400 for metrics inconsistent with another group's).
+            When the block itself raised, a failed push is logged instead, so the job's
+            own exception is the one that propagates.
     """
 
     def __init__(self, workload: str, gateway: str, job: str | None = None, instance: str | None = None,
                  grouping_key: dict[str, str] | None = None, labels: dict[str, str] | None = None,
                  timeout: float = 10.0, handler: Callable | None = None):
-        self.gateway = gateway
+        url = gateway if "://" in gateway else f"http://{gateway}"
+        parts = urllib.parse.urlsplit(url)
+        if parts.username is not None and handler is None:
+            user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+
+            def handler(url, method, timeout, headers, data):
+                return basic_auth_handler(url, method, timeout, headers, data, user, password)
+
+        self.gateway = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
         self.job = job or workload
         self.grouping_key = {"instance": instance or socket.gethostname(), **(grouping_key or {})}
         self.workload = Workload(workload, labels=labels)
@@ -103,12 +127,22 @@ class BatchJob:
             kwargs["handler"] = self._handler
         return kwargs
 
+    def _send(self, send: Callable, registry) -> None:
+        try:
+            send(self.gateway, registry=registry, **self._kwargs())
+        except OSError as exc:  # URLError, HTTPError, and prometheus_client's own OSError
+            reason = str(getattr(exc, "reason", None) or exc)
+            if isinstance(exc, urllib.error.HTTPError):  # the gateway's answer says why
+                reason = f"HTTP {exc.code} {exc.reason}: {exc.read(300).decode(errors='replace')}"
+            reason = " ".join(reason.split())
+            raise PushError(f"push of job {self.job!r} to Pushgateway {redact_url(self.gateway)} failed: {reason}") from None
+
     def push(self) -> None:
         """Push everything now (PUT: replaces the group), e.g. periodically during a long job;
         the ``success`` gauge reads 1 and the duration is the time so far."""
         self._duration.set(time.monotonic() - self._start)
         self._success.set(1)
-        push_to_gateway(self.gateway, registry=_Both(self.workload.registry, self._status), **self._kwargs())
+        self._send(push_to_gateway, _Both(self.workload.registry, self._status))
 
     def finish(self, succeeded: bool = True) -> None:
         """End the run: on success push everything plus the success timestamp (PUT); on
@@ -117,14 +151,19 @@ class BatchJob:
         self._success.set(1 if succeeded else 0)
         if succeeded:
             self._last_success.set(time.time())
-            push_to_gateway(self.gateway, registry=_Both(self.workload.registry, self._status, self._last_ok),
-                            **self._kwargs())
+            self._send(push_to_gateway, _Both(self.workload.registry, self._status, self._last_ok))
         else:
-            pushadd_to_gateway(self.gateway, registry=self._status, **self._kwargs())
+            self._send(pushadd_to_gateway, self._status)
 
     def __enter__(self) -> "BatchJob":
         self._start = time.monotonic()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.finish(succeeded=exc_type is None)
+        if exc_type is None:
+            self.finish(succeeded=True)
+            return
+        try:
+            self.finish(succeeded=False)
+        except PushError as err:
+            log.warning("%s", err)  # the job's own exception propagates

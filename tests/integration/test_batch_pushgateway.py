@@ -90,3 +90,31 @@ def test_batch_job_values_stay_are_replaced_and_dated(stack):
     assert b2 - 1 <= ok3 <= a2 + 1, "the success timestamp is the last good run's"
     (pushed3,) = query(prom, f"push_time_seconds{{{GROUP}}}").values()
     assert b3 - 1 <= pushed3 <= a3 + 1, "the failed run's push is dated too"
+
+
+def test_refused_and_unreachable_pushes_are_one_readable_line(tmp_path, caplog):
+    from obsctl.exporters.training.batch import BatchJob, PushError
+    from obsctl.stack import free_port
+
+    gateway = Pushgateway(tmp_path / "pgw").start()
+    try:
+        # Another group already has obsctl_samples_total as a gauge: the real gateway refuses ours (400).
+        body = "# TYPE obsctl_samples_total gauge\nobsctl_samples_total 1\n"
+        requests.put(f"{gateway.url}/metrics/job/other", data=body, timeout=10).raise_for_status()
+        job = BatchJob("qa-eval", gateway=f"http://bob:s3cret@{gateway.address}", instance="ci-runner")
+        job.workload.count_samples(3)
+        with pytest.raises(PushError) as refused:
+            job.finish()
+        message = str(refused.value)
+        assert "400" in message and "qa-eval" in message and gateway.address in message
+        assert "s3cret" not in message and "\n" not in message
+    finally:
+        gateway.stop()
+
+    with pytest.raises(PushError, match=r"Pushgateway http://127\.0\.0\.1:\d+ failed"):
+        BatchJob("qa-eval", gateway=f"127.0.0.1:{free_port()}", instance="x", timeout=2).finish()
+    # A failing job whose push fails too: the job's own error propagates, the push failure is logged.
+    with pytest.raises(ZeroDivisionError):
+        with BatchJob("qa-eval", gateway=f"127.0.0.1:{free_port()}", instance="x", timeout=2):
+            1 / 0
+    assert any("failed" in r.getMessage() for r in caplog.records)

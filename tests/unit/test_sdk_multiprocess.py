@@ -78,3 +78,34 @@ def test_no_directory_is_a_readable_error(monkeypatch):
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
     with pytest.raises(ValueError, match="PROMETHEUS_MULTIPROC_DIR"):
         multiprocess_registry()
+
+
+def test_wsgi_and_asgi_apps_answer_the_aggregate(tmp_path):
+    import asyncio
+    from wsgiref.util import setup_testing_defaults
+
+    from obsctl.exporters.sdk import make_asgi_app, make_wsgi_app
+
+    directory = prepare_multiprocess_dir(tmp_path / "mp")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+    for rank, n in ((0, 4), (1, 6)):
+        assert subprocess.run([sys.executable, "-c", RANK, str(rank), str(n), "1", "0.5"], env=env, timeout=60).returncode == 0
+    line = 'obsctl_samples_total{run="r1",workload="ddp-train"} 10.0'
+
+    environ: dict = {}
+    setup_testing_defaults(environ)
+    status = []
+    body = b"".join(make_wsgi_app(directory)(environ, lambda s, h: status.append(s)))
+    assert status == ["200 OK"] and line in body.decode()
+
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/metrics", "query_string": b"", "headers": []}
+    asyncio.run(make_asgi_app(directory)(scope, receive, send))
+    assert sent[0]["status"] == 200 and line in sent[1]["body"].decode()

@@ -219,3 +219,13 @@ def test_cost_series_match_fixture(prometheus):
     assert value(C.UNATTRIBUTED_WASTE_USD_PER_HOUR) == pytest.approx(price * unattributed)
     tokens = fam["obsctl_tokens"][1][0][1](1) / STEP  # embed-online's counter rate
     assert value(f'{C.COST_PER_MILLION_TOKENS}{{workload_class="embed-online"}}') == pytest.approx(price / 3600 / tokens * 1e6)
+
+
+def test_saturation_and_cost_rules_evaluate_without_errors(prometheus):
+    """On real data every saturation and cost rule evaluates (no many-to-many join, no parse error)."""
+    prom, _, _ = prometheus
+    groups = requests.get(f"{prom.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+    mine = [g for g in groups if g["name"].startswith(("obsctl.saturation.", "obsctl.cost."))]
+    assert mine
+    bad = [f"{g['name']} {r['name']}: {r.get('lastError')}" for g in mine for r in g["rules"] if r["health"] != "ok"]
+    assert not bad, bad

@@ -116,5 +116,5 @@ def test_refused_and_unreachable_pushes_are_one_readable_line(tmp_path, caplog):
     # A failing job whose push fails too: the job's own error propagates, the push failure is logged.
     with pytest.raises(ZeroDivisionError):
         with BatchJob("qa-eval", gateway=f"127.0.0.1:{free_port()}", instance="x", timeout=2):
-            1 / 0
+            raise ZeroDivisionError("the job failed")
     assert any("failed" in r.getMessage() for r in caplog.records)

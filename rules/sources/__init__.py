@@ -73,7 +73,9 @@ def describe(wc) -> dict:
     """
     from obsctl.rules.canonical import CATALOGUE_SIGNALS
 
-    records = [m.record for _, m in class_mappings(wc)]
+    mappings = [m for _, m in class_mappings(wc)]
+    records = [m.record for m in mappings]
+    outcomes = {o for m in mappings for o in m.outcomes}
     lacks = SOURCES[wc.source].lacks
     if wc.queue:
         lacks = f"{lacks}; queue {wc.queue.source}: {QUEUE_SOURCES[wc.queue.source].lacks}"
@@ -81,6 +83,7 @@ def describe(wc) -> dict:
         "source": wc.source,
         "queue": wc.queue.source if wc.queue else None,
         "series": records,
-        "signals": sorted(k for k, (record, *_) in CATALOGUE_SIGNALS.items() if record in records),
+        "signals": sorted(k for k, (record, extra, *_) in CATALOGUE_SIGNALS.items()
+                          if record in records and (not extra.startswith("outcome=") or extra.split('"')[1] in outcomes)),
         "lacks": lacks,
     }

@@ -33,12 +33,15 @@ class Mapping:
         build: ``Ctx -> PromQL``; the result carries no labels (``outcome`` only for
             :data:`~obsctl.rules.canonical.REQUESTS`).
         note: how it is computed, when that is not a plain rate/gauge/quantile.
+        outcomes: for :data:`~obsctl.rules.canonical.REQUESTS`, the ``outcome`` values
+            the source can produce.
     """
 
     record: str
     reads: tuple[str, ...]
     build: Callable[[Ctx], str]
     note: str = ""
+    outcomes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

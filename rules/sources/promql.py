@@ -100,3 +100,10 @@ def outcome_sum(parts: Sequence[str]) -> str:
     from different metrics, so their series never collide in ``or`` unless they share
     labels. Each part should already be ``sum by (outcome)``."""
     return "sum by (outcome) (\n" + "\nor\n".join(f"({p})" for p in parts) + "\n)"
+
+
+def plus_optional(required: str, optional: str) -> str:
+    """``required + (optional or vector(0))``: a counter the server creates only at its
+    first increment (errors) counts as 0 while the required one exists; absent when the
+    required one is."""
+    return f"{required}\n+\n({optional} or vector(0))"

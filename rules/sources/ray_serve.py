@@ -45,9 +45,11 @@ SOURCE = Source(
     title="Ray Serve",
     versions="Ray 2.6-2.4x (python/ray/serve/_private/); fixture from Ray 2.6.1",
     mappings=(
-        Mapping(c.REQUESTS, OK + ERR, _requests, "request_counter -> success, error_counter -> error"),
+        Mapping(c.REQUESTS, OK + ERR, _requests, "request_counter -> success, error_counter -> error",
+                outcomes=("success", "error")),
         Mapping(c.REQUESTS_OFFERED, OK + ERR,
-                lambda x: f"{q.counter_sum(OK, x.sel, x.w, ON)}\n+\n{q.counter_sum(ERR, x.sel, x.w, ON)}"),
+                lambda x: q.plus_optional(q.counter_sum(OK, x.sel, x.w, ON), q.counter_sum(ERR, x.sel, x.w, ON)),
+                "answered + raised; the error counter appears at the first error"),
         Mapping(c.E2E_P95, LATENCY, lambda x: q.quantile(0.95, LATENCY, x.sel, x.w, ON, 1e-3), "proxy latency, ms -> s"),
         Mapping(c.E2E_MEAN, ("ray_serve_http_request_latency_ms_sum", "ray_serve_http_request_latency_ms_count"),
                 lambda x: q.mean(("ray_serve_http_request_latency_ms_sum",), ("ray_serve_http_request_latency_ms_count",),

@@ -48,7 +48,7 @@ SOURCE = Source(
         Mapping(c.OUTPUT_TOKENS, OUT, lambda x: q.counter_sum(OUT, x.sel, x.w, ON), "sum of the generated-tokens histogram"),
         Mapping(c.TOKENS, IN + OUT, lambda x: f"{q.counter_sum(IN, x.sel, x.w, ON)}\n+\n{q.counter_sum(OUT, x.sel, x.w, ON)}"),
         Mapping(c.REQUESTS, names("tgi_request_success") + names("tgi_request_failure"), _requests,
-                "success; failure err=overloaded -> rejected, other err -> error"),
+                "success; failure err=overloaded -> rejected, other err -> error", outcomes=("success", "error", "rejected")),
         Mapping(c.REQUESTS_OFFERED, names("tgi_request_count"), lambda x: q.counter_sum(names("tgi_request_count"), x.sel, x.w, ON)),
         Mapping(c.STEPS, names("tgi_batch_inference_count"),
                 lambda x: q.counter_sum(names("tgi_batch_inference_count"), x.sel, x.w, ON), "prefill + decode forward passes"),

@@ -48,10 +48,11 @@ SOURCE = Source(
     versions="Triton Inference Server r23.x-r25.x (docs/user_guide/metrics.md)",
     mappings=(
         Mapping(c.REQUESTS, ("nv_inference_request_success", "nv_inference_request_failure"), _requests,
-                "failure reason REJECTED|CANCELED -> rejected, other or none -> error"),
+                "failure reason REJECTED|CANCELED -> rejected, other or none -> error",
+                outcomes=("success", "error", "rejected")),
         Mapping(c.REQUESTS_OFFERED, ("nv_inference_request_success", "nv_inference_request_failure"),
-                lambda x: f"{q.counter_sum(('nv_inference_request_success',), x.sel, x.w, ON)}\n+\n"
-                          f"{q.counter_sum(('nv_inference_request_failure',), x.sel, x.w, ON)}"),
+                lambda x: q.plus_optional(q.counter_sum(("nv_inference_request_success",), x.sel, x.w, ON),
+                                          q.counter_sum(("nv_inference_request_failure",), x.sel, x.w, ON))),
         Mapping(c.QUEUE_WAIT_P95, ("nv_inference_queue_summary_us",), _summary_p95("nv_inference_queue_summary_us"),
                 "largest per-replica summary p95 (summaries do not aggregate), µs -> s"),
         Mapping(c.QUEUE_WAIT_MEAN, ("nv_inference_queue_duration_us", "nv_inference_request_success"),

@@ -158,3 +158,14 @@ def test_readme_documents_every_source_and_metric_name_read():
         assert f"`{source.name}` ({source.title})" in block
         for name in source.reads():
             assert f"`{name}`" in block, name
+
+
+def test_outcome_signals_are_listed_only_where_the_source_has_that_outcome(tmp_path):
+    from obsctl.rules.sources import describe
+
+    spec = load(tmp_path, spec_text("- {name: serve, kind: inference, source: ray-serve, selector: {job: ray}}\n"))
+    signals = describe(spec.workload_class("serve"))["signals"]
+    assert "error_requests_per_second" in signals and "rejected_requests_per_second" not in signals
+    for source in SOURCES.values():
+        for m in source.mappings:
+            assert bool(m.outcomes) == (m.record == canonical.REQUESTS), (source.name, m.record)

@@ -429,6 +429,95 @@ class Saturation(SaturationThresholds):
 
     classes: dict[str, SaturationThresholds] = Field(default_factory=dict)
 
+Design = Literal["before-after", "control", "canary", "seasonal"]
+
+
+class Variant(_Model):
+    """Canary replicas of one class, told apart by one label (used in queries only).
+
+    Attributes:
+        label: the label name, e.g. ``track``.
+        control, treatment: its values on the unchanged and the changed replicas.
+    """
+
+    label: str
+    control: str = Field(min_length=1)
+    treatment: str = Field(min_length=1)
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: str) -> str:
+        if not _LABEL_NAME.match(value) or value.startswith("__"):
+            raise ValueError(f"{value!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with '__')")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "Variant":
+        if self.control == self.treatment:
+            raise ValueError(f"control and treatment must differ (both {self.control!r})")
+        return self
+
+
+class ClassComparison(_Model):
+    """How one class's initiatives are compared (``comparison.classes.<name>``; all optional).
+
+    Attributes:
+        design: the default design of the class's initiatives.
+        control: the control class of the ``control`` design (a class the change does not touch).
+        variant: the canary replicas of the ``canary`` design.
+        mix: mix dimensions (label names, e.g. ``model``) whose shift ``verify`` decomposes.
+        demand: the signal that measures offered load (default: the canonical
+            ``workload_class:obsctl_requests_offered:rate5m`` the class's source fills).
+    """
+
+    design: Design | None = None
+    control: str | None = None
+    variant: Variant | None = None
+    mix: list[str] = Field(default_factory=list)
+    demand: str | None = None
+
+    @field_validator("mix")
+    @classmethod
+    def _mix_labels(cls, value: list[str]) -> list[str]:
+        for label in value:
+            if not _LABEL_NAME.match(label) or label.startswith("__"):
+                raise ValueError(f"{label!r} is not a Prometheus label name")
+        return value
+
+
+class Comparison(_Model):
+    """The spec's ``comparison:`` block: comparison designs of ``verify`` (docs/verification-designs.md).
+
+    Attributes:
+        design: default design: ``before-after`` | ``control`` | ``canary`` | ``seasonal``.
+        seasonal_cycle: ``day`` or ``week``: the cycle the ``seasonal`` design matches.
+        timezone: IANA time zone for "the same hour" (default UTC).
+        classes: per-class settings (:class:`ClassComparison`).
+    """
+
+    design: Design = "before-after"
+    seasonal_cycle: Literal["day", "week"] = "day"
+    timezone: str = "UTC"
+    classes: dict[str, ClassComparison] = Field(default_factory=dict)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not an IANA time zone name (e.g. UTC, Europe/Berlin)") from None
+        return value
+
+    def for_class(self, name: str) -> ClassComparison:
+        """The class's settings with the block's default design filled in."""
+        own = self.classes.get(name) or ClassComparison()
+        return own if own.design else own.model_copy(update={"design": self.design})
+
+
+
 
 class Verification(_Model):
     """Defaults for snapshot and verify windows.
@@ -479,6 +568,7 @@ class Spec(_Model):
     signals: list[Signal] = Field(min_length=1)
     pricing: Pricing = Field(default_factory=Pricing)
     saturation: Saturation = Field(default_factory=Saturation)
+    comparison: Comparison = Field(default_factory=Comparison)
     targets: list[Target] = Field(default_factory=list)
     verification: Verification = Field(default_factory=Verification)
     path: Path | None = Field(None, exclude=True)
@@ -508,6 +598,31 @@ class Spec(_Model):
             if name not in classes:
                 raise ValueError(f"saturation.classes.{name}: no such workload class; defined: {', '.join(classes)}")
         return self
+
+    @model_validator(mode="after")
+    def _comparison_references(self) -> "Spec":
+        classes = [c.name for c in self.workload_classes]
+        signals = [s.name for s in self.signals]
+        for name, cc in self.comparison.classes.items():
+            where = f"comparison.classes.{name}"
+            if name not in classes:
+                raise ValueError(f"{where}: no such workload class; defined: {', '.join(classes)}")
+            if cc.control is not None and (cc.control not in classes or cc.control == name):
+                raise ValueError(f"{where}.control {cc.control!r} must be another workload class; defined: {', '.join(classes)}")
+            if cc.demand is not None and cc.demand not in signals:
+                raise ValueError(f"{where}.demand {cc.demand!r} is not one of the signals: {', '.join(signals)}")
+            design = cc.design or self.comparison.design
+            if design == "control" and cc.control is None:
+                raise ValueError(f"{where}: design control needs control: <another class>")
+            if design == "canary" and cc.variant is None:
+                raise ValueError(f"{where}: design canary needs variant: {{label, control, treatment}}")
+        if self.comparison.design in ("control", "canary"):
+            missing = [c for c in classes if not (self.comparison.classes.get(c) and
+                       (self.comparison.classes[c].control or self.comparison.classes[c].variant or self.comparison.classes[c].design))]
+            if missing:
+                raise ValueError(f"comparison.design {self.comparison.design} needs per-class settings; missing for: {', '.join(missing)}")
+        return self
+
 
     # --- lookups -------------------------------------------------------------------
 

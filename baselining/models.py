@@ -102,6 +102,44 @@ class Coverage(_Record):
     series_max: int | None = None
 
 
+class Memory(_Record):
+    """The signal's memory model (``obsctl.baselining.statistics.memory.MemoryModel``):
+    an AR(p) fit on the history before the baseline window (``source=history``) or on
+    the baseline window itself (``windows``: a lower bound). ``tau_seconds`` is the
+    integrated autocorrelation time; ``variance`` (unit squared) and ``dof`` the scale."""
+
+    method: str = "ar-yule-walker-aic"
+    step_seconds: float = Field(gt=0)
+    coefficients: list[float]
+    rho: list[float]
+    variance: float
+    mean: float
+    samples: int = Field(ge=0)
+    span_seconds: float = Field(ge=0)
+    source: Literal["history", "windows"] = "history"
+    dof: float | None = None
+    tau_seconds: float | None = None
+
+
+class Assessment(_Record):
+    """How a verdict was reached (docs/verification.md): the method, the memory used,
+    effective sample sizes, the look and its boundary, the planned window."""
+
+    method: str = ""
+    tau_seconds: float | None = None
+    memory_source: str | None = None
+    n_eff_baseline: float | None = None
+    n_eff_window: float | None = None
+    dof: float | None = None
+    look: int | None = None
+    information_fraction: float | None = None
+    boundary_z: float | None = None
+    interval_confidence: float | None = None
+    planned_seconds: float | None = None
+    guard_test: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
 class Baseline(_Record):
     """A documented state of one signal for one workload class.
 
@@ -135,6 +173,7 @@ class Baseline(_Record):
     coverage: Coverage | None = None
     warnings: list[str] = Field(default_factory=list)
     partial: bool = False
+    memory: Memory | None = None
 
 
 class GuardResult(_Record):
@@ -174,6 +213,7 @@ class GuardResult(_Record):
     coverage: Coverage | None = None
     warnings: list[str] = Field(default_factory=list)
     partial: bool = False
+    assessment: Assessment | None = None
 
 
 class VerificationResult(_Record):
@@ -221,6 +261,7 @@ class VerificationResult(_Record):
     coverage: Coverage | None = None
     warnings: list[str] = Field(default_factory=list)
     partial: bool = False
+    assessment: Assessment | None = None
 
 
 class Initiative(_Record):
@@ -248,6 +289,7 @@ class Initiative(_Record):
     status: Literal["open", "verified", "promoted", "closed"] = "open"
     guard_baseline_ids: dict[str, str] = Field(default_factory=dict)
     verifications: list[VerificationResult] = Field(default_factory=list)
+    planned_window_seconds: float | None = None
     notes: str = ""
     #: Comparison design (``before-after`` | ``control`` | ``canary`` | ``seasonal``), the
     #: control class (``control``), the canary's ``{label, control, treatment}``; a canary

@@ -1,7 +1,7 @@
 """The loop commands: snapshot-baseline, baseline, target, initiative, verify, report.
 
 ``obsctl.cli`` imports these click objects lazily by name: ``snapshot_baseline``,
-``baseline`` (group), ``target`` (group), ``initiative`` (group), ``verify``, ``report``.
+``baseline`` (group), ``target`` (group), ``initiative`` (group), ``verify``, ``plan``, ``report``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,13 @@ from obsctl.baselining.timeutil import parse_instant, rfc3339
 from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
 from obsctl.errors import EXIT_FAILURE
 from obsctl.spec import LEVERS
+
+
+def _warn_batches(spec) -> None:
+    # verification.batches is public (the demo set it): it still loads, deprecated, one line.
+    if "batches" in spec.verification.model_fields_set:
+        click.echo("obsctl: warning: verification.batches is deprecated and ignored by verdicts (the interval comes from the signal's "
+                   "memory, docs/verification.md); it only sets the batch means drawn in reports", err=True)
 
 
 def _num(value: float | None, fmt: str = ".6g") -> str:
@@ -256,20 +263,33 @@ def initiative():
 @click.option("--expected-impact", type=float, default=None, metavar="RATIO", help="Expected relative change, e.g. 0.2 for +20 %.")
 @click.option("--started-at", default="now", show_default=True, metavar="RFC3339|now", help="When the change went live.")
 @click.option("--notes", default="", help="Free text kept with the initiative.")
+@click.option("--design", type=click.Choice(["before-after", "control", "canary", "seasonal"]), default=None,
+              help="How verify compares (default: the spec's comparison block): before-after (window vs baseline), "
+                   "control (vs an untouched --control class, difference in differences), canary (treatment vs control "
+                   "replicas in the same window; no baseline needed), seasonal (vs the same hours of the stored baseline).")
+@click.option("--control", "control_class", default=None, metavar="NAME", help="The control class of --design control.")
 @output_option
 @wrap_errors
-def initiative_start(spec_path, name, lever, workload_class, signal, expected_impact, started_at, notes, output):
-    """Open an initiative. Refuses a second open initiative on the same class, and a
-    class x signal without a current baseline (exit 1)."""
+def initiative_start(spec_path, name, lever, workload_class, signal, expected_impact, started_at, notes, design, control_class, output):
+    """Open an initiative. Refuses a second open initiative on the same class, a class
+    that is another open initiative's control, and a class x signal without a current
+    baseline unless the design is canary (exit 1). The design is recorded on the
+    initiative and shown by verify and report."""
     from obsctl.baselining.initiative import start_initiative
 
     spec = load(spec_path)
     i = start_initiative(spec, _store(spec), name, lever, workload_class, signal, expected_impact,
-                         parse_instant(started_at, "--started-at"), notes)
+                         parse_instant(started_at, "--started-at"), notes, design=design, control=control_class)
+    plan = _initiative_plan(spec, i)
     if output == "json":
-        emit_json(i.model_dump(mode="json"))
+        emit_json({**i.model_dump(mode="json"), "plan": plan})
     else:
-        click.echo(f"started initiative {i.id}: {i.lever} on {i.workload_class}, primary signal {i.primary_signal}, baseline {i.baseline_id}")
+        click.echo(f"started initiative {i.id}: {i.lever} on {i.workload_class}, primary signal {i.primary_signal}, "
+                   f"baseline {i.baseline_id or 'none (canary)'}, design {i.design}"
+                   + (f" (control {i.control_class})" if i.control_class else "")
+                   + (f" ({i.variant['label']}={i.variant['treatment']} vs {i.variant['control']})" if i.variant else ""))
+        if plan:
+            click.echo(f"plan: verify on the cumulative window from the start up to {plan['planned_text']}; " + "; ".join(plan["lines"][1:]))
 
 
 @initiative.command("list")
@@ -303,6 +323,61 @@ def initiative_close(spec_path, initiative_id, note):
 
     i = close_initiative(_store(load(spec_path)), initiative_id, note)
     click.echo(f"closed initiative {i.id}")
+
+
+def _initiative_plan(spec, i) -> dict | None:
+    # The planned length and the planner's figures (obsctl.baselining.planner); None without a baseline.
+    from obsctl.baselining.planner import baseline_plan, plan_lines, planned_seconds
+    from obsctl.baselining.statistics.verdict import duration_text
+    from obsctl.errors import UsageError
+
+    b = _store(spec).baseline(i.baseline_id) if getattr(i, "baseline_id", None) else None
+    if b is None:
+        return None
+    planned = planned_seconds(spec, i, b)
+    try:
+        p = baseline_plan(spec, b, i.expected_impact_ratio or 0.05)
+    except UsageError as exc:
+        return {"planned_seconds": planned, "planned_text": duration_text(planned), "lines": ["", str(exc)]}
+    return {"planned_seconds": planned, "planned_text": duration_text(planned), **p.as_dict(),
+            "lines": plan_lines(p, f"{i.workload_class}/{i.primary_signal}")}
+
+
+# --- plan --------------------------------------------------------------------------------
+
+
+@click.command("plan")
+@spec_option
+@click.option("--class", "workload_class", required=True, metavar="NAME", help="The workload class.")
+@click.option("--signal", required=True, metavar="NAME", help="The signal to plan for (its current baseline is used).")
+@click.option("--effect", type=float, required=True, metavar="RATIO", help="Expected relative change, e.g. 0.05 for +5 %.")
+@output_option
+@wrap_errors
+def plan(spec_path, workload_class, signal, effect, output):
+    """How long a verify window must be, from the current baseline's memory and scale.
+
+    Prints the window needed to detect EFFECT with verification.power (default 90 %) at
+    verification.confidence over verification.planned_looks looks, the smallest effect
+    the default window can detect, and the window that reaches NO_CHANGE within
+    +-min_effect_ratio (against this baseline, and with a baseline as long as the
+    window). Method: docs/verification.md. Exit 1 without a current baseline.
+    """
+    from obsctl.baselining.planner import baseline_plan, plan_lines
+    from obsctl.errors import StoreError
+
+    spec = load(spec_path)
+    spec.workload_class(workload_class)
+    spec.signal(signal)
+    b = _store(spec).current_baseline(workload_class, signal)
+    if b is None:
+        raise StoreError(f"no current baseline for {workload_class}/{signal}; take one first: "
+                         f"obsctl snapshot-baseline --class {workload_class} --signal {signal}")
+    p = baseline_plan(spec, b, effect)
+    if output == "json":
+        emit_json({"workload_class": workload_class, "signal": signal, "baseline_id": b.id, **p.as_dict()})
+        return
+    for line in plan_lines(p, f"{workload_class}/{signal}"):
+        click.echo(line)
 
 
 # --- verify ------------------------------------------------------------------------------
@@ -340,9 +415,10 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     recorded, so promote would refuse it).
     """
     from obsctl.baselining.coverage import verification_lines
-    from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved, guards_line, verify as run_verify, verdict_line
+    from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved, guards_line, statistics_line, verify as run_verify, verdict_line
 
     spec = load(spec_path)
+    _warn_batches(spec)
     not_saved = None
     try:
         initiative_, result = run_verify(
@@ -359,13 +435,19 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
                    "exit_code": not_saved.exit_code if not_saved else code, "verdict_exit_code": code,
                    "saved": not_saved is None, "save_error": str(not_saved) if not_saved else None,
                    "summary": verdict_line(result, unit), "guards_summary": guards_line(result),
-                   "coverage_summary": verification_lines(result),
+                   "coverage_summary": verification_lines(result), "statistics_summary": statistics_line(result),
                    **result.model_dump(mode="json", exclude={"samples": True, "guards": {"__all__": {"samples"}}})})
     else:
         click.echo(verdict_line(result, unit))
         click.echo(guards_line(result))
+        from obsctl.baselining.designs.run import context_lines
+
+        for line in context_lines(result.design_context):
+            click.echo(line)
         for line in verification_lines(result):
             click.echo(line)
+        if statistics_line(result):
+            click.echo(statistics_line(result))
     if not_saved is not None:
         raise not_saved
     sys.exit(code)

@@ -41,6 +41,8 @@ def start_initiative(
     started_at: dt.datetime | None = None,
     notes: str = "",
     now: dt.datetime | None = None,
+    design: str | None = None,
+    control: str | None = None,
 ) -> Initiative:
     """Open an initiative on ``workload_class`` with ``signal`` as its primary signal.
 
@@ -48,6 +50,9 @@ def start_initiative(
         expected_impact_ratio: expected relative change of the signal (0.2 = +20 %).
         started_at: when the change went live (UTC; default now); ``obsctl verify``
             measures from here by default.
+        design: comparison design (default: the spec's ``comparison`` for the class);
+            ``control`` names the control class of the ``control`` design (default: the
+            spec's). Recorded on the initiative (:func:`obsctl.baselining.designs.run.choose`).
 
     The class's other current baselines are recorded as the guard signals' baselines
     (``guard_baseline_ids``), so ``obsctl verify`` compares them with the state before
@@ -60,8 +65,11 @@ def start_initiative(
         SpecError: unknown class or signal. UsageError: unknown lever, empty name, a
             non-finite expected impact, or ``started_at`` more than 5 minutes after
             ``now`` (default: the current time).
-        StoreError: no current baseline for the class x signal, or the class already
-            has an active initiative.
+        StoreError: no current baseline for the class x signal (a ``canary`` needs none),
+            the class already has an active initiative, the class is the control of
+            another active initiative, or the chosen control class has one of its own.
+        UsageError: a design that cannot run (control without a control class, canary
+            without a variant, seasonal on a baseline shorter than one cycle).
     """
     if not name.strip():
         raise UsageError("--name must not be empty")
@@ -78,12 +86,16 @@ def start_initiative(
         )
     spec.workload_class(workload_class)
     spec.signal(signal)
+    from obsctl.baselining.designs import run as designs
+
+    choice = designs.choose(spec, workload_class, design, control)
     baseline = store.current_baseline(workload_class, signal)
-    if baseline is None:
+    if baseline is None and choice.design != "canary":
         raise StoreError(
             f"no current baseline for {workload_class}/{signal}; take one first: "
             f"obsctl snapshot-baseline --class {workload_class} --signal {signal}"
         )
+    designs.check_start(spec, store, workload_class, choice, baseline)
     started = (started_at or now).astimezone(dt.timezone.utc)
     # The class's other baselines now are the guard signals' baselines for verify.
     guards = {sig: bid for sig, bid in store.current_index().get(workload_class, {}).items() if sig != signal}
@@ -94,12 +106,17 @@ def start_initiative(
         workload_class=workload_class,
         primary_signal=signal,
         expected_impact_ratio=expected_impact_ratio,
-        baseline_id=baseline.id,
+        baseline_id=baseline.id if baseline is not None else "",
         guard_baseline_ids=guards,
+        design=choice.design,
+        control_class=choice.control_class,
+        variant=choice.variant,
         started_at=started,
         notes=notes,
     )
-    return store.add_initiative(initiative)
+    with store.locked():
+        designs.check_ledger(store, workload_class, choice)  # under the lock, as the one-per-class check
+        return store.add_initiative(initiative)
 
 
 def close_initiative(store: Store, initiative_id: str, note: str = "") -> Initiative:

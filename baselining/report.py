@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
 from obsctl.baselining.coverage import describe  # noqa: E402
+from obsctl.baselining.designs.run import report_lines as design_lines  # noqa: E402
 from obsctl.baselining.models import Baseline, Initiative, Population, VerificationResult  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.baselining.timeutil import human_duration, rfc3339  # noqa: E402
@@ -154,6 +155,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         f"- Alerts fired in the window: {', '.join(result.alerts_fired) or 'none'}",
         "",
         *_guard_table(result),
+        *design_lines(result),
         *_coverage_lines(baseline, result),
         "| | baseline | verification window |",
         "|---|---|---|",

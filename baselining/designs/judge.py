@@ -67,11 +67,19 @@ def judge(effect: Effect, direction: str, min_effect_ratio: float, *, cycle: Cyc
         return Judgement(verdict, effect.reason, verdict, effect, cycle, load, mix, notes)
     verdict, reason = stats.decide(as_change_estimate(effect), direction, min_effect_ratio)  # type: ignore[arg-type]
     first = verdict
-    if verdict != "NO_DATA":
-        if effect.design == "before-after" and cycle is not None and cycle.detected:
-            verdict, reason = "INCONCLUSIVE", f"{cycle.reason} (the interval alone said {first})"
-        elif load is not None and load.demand_bound:
-            verdict, reason = "INCONCLUSIVE", f"{load.reason} (the interval alone said {first})"
-        elif mix is not None and mix.dominates(min_effect_ratio):
-            verdict, reason = "INCONCLUSIVE", f"the mix explains {mix.mix_share:.0%} of the change: {mix.line()} (the interval alone said {first})"
+    override, why = confounds(effect.design, cycle, load, mix, min_effect_ratio)
+    if override and verdict != "NO_DATA":
+        verdict, reason = override, f"{why} (the interval alone said {first})"
     return Judgement(verdict, reason, first, effect, cycle, load, mix, notes)
+
+
+def confounds(design: str, cycle: CycleCheck | None, load: LoadContext | None, mix: MixDecomposition | None,
+              min_effect_ratio: float) -> tuple[str | None, str]:
+    """Rule 3: ``("INCONCLUSIVE", reason)`` when a confound the design cannot remove is present, else ``(None, "")``."""
+    if design == "before-after" and cycle is not None and cycle.detected:
+        return "INCONCLUSIVE", cycle.reason
+    if load is not None and load.demand_bound:
+        return "INCONCLUSIVE", load.reason
+    if mix is not None and mix.dominates(min_effect_ratio):
+        return "INCONCLUSIVE", f"the mix explains {mix.mix_share:.0%} of the change: {mix.line()}"
+    return None, ""

@@ -1,0 +1,397 @@
+"""The designs inside the loop: choose one at ``initiative start``, run it inside ``verify``.
+
+``initiative start``: :func:`choose` (the ``--design`` / ``--control`` flags over the spec's
+``comparison`` block), :func:`check_start` (a seasonal baseline spans a whole cycle),
+:func:`check_ledger` (a class that is another active initiative's control cannot start
+its own, and a control class must not be changing itself).
+
+``verify``: :func:`primary` is the one call. It measures what the initiative's design
+compares (the control class over both periods; the canary's two groups in the window;
+the baseline's same hours), adds the demand and saturation of both periods and, for
+before-after, the cycle check and the mix decomposition, and returns an
+:class:`Outcome`: the verdict with its reason and effect, and a JSON-ready ``context``
+that outputs and reports show.
+
+Queries: the class's own signal PromQL with the selector extended (canary: the variant
+label; mix: the mix label) or the control class's selector, so every series keeps its
+identity labels and no new PromQL is invented. History for the memory model: the same
+log series over :data:`HISTORY_WINDOWS` window lengths before the compared periods.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from obsctl.baselining.designs import DESIGNS, align, before_after, canary, control, cycle, demand, judge, mix, seasonal
+from obsctl.baselining.designs.effect import Effect
+from obsctl.errors import StoreError, UsageError
+from obsctl.rules import canonical, saturation
+from obsctl.spec import Spec, WorkloadClass, escape_label_value
+
+#: History before the compared periods that feeds the memory model, in window lengths.
+HISTORY_WINDOWS = 6
+#: At most this many mix segments are measured (the largest by demand are kept).
+MAX_SEGMENTS = 12
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The comparison design of one initiative, as recorded on it."""
+
+    design: str
+    control_class: str | None = None
+    variant: dict[str, str] = field(default_factory=dict)
+
+
+def choose(spec: Spec, workload_class: str, design: str | None = None, control_class: str | None = None) -> Choice:
+    """The design of a new initiative: flags over the spec's ``comparison`` block.
+
+    Raises:
+        UsageError: an unknown design; ``control`` without a control class (or naming the
+            class itself, or an unknown class); ``canary`` without the spec's ``variant``.
+    """
+    cc = spec.comparison.for_class(workload_class)
+    chosen = design or cc.design or "before-after"
+    if chosen not in DESIGNS:
+        raise UsageError(f"--design {chosen!r} is not one of: {', '.join(DESIGNS)}")
+    if chosen == "control":
+        name = control_class or cc.control
+        if not name:
+            raise UsageError(f"--design control needs --control CLASS (or comparison.classes.{workload_class}.control in the spec)")
+        if name == workload_class:
+            raise UsageError(f"--control {name!r} is the class being changed; name a class the change does not touch")
+        spec.workload_class(name)
+        return Choice("control", name)
+    if control_class:
+        raise UsageError(f"--control is only for --design control (this initiative's design is {chosen})")
+    if chosen == "canary":
+        if cc.variant is None:
+            raise UsageError(f"--design canary needs comparison.classes.{workload_class}.variant: {{label, control, treatment}} in the spec")
+        return Choice("canary", None, cc.variant.model_dump())
+    return Choice(chosen)
+
+
+def check_start(spec: Spec, store, workload_class: str, choice: Choice, baseline) -> None:
+    """Refuse a design that cannot run from the start: a seasonal baseline shorter than one cycle.
+
+    Raises:
+        UsageError: as :func:`obsctl.baselining.designs.seasonal.check_span`.
+    """
+    if choice.design == "seasonal" and baseline is not None:
+        seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
+
+
+def check_ledger(store, workload_class: str, choice: Choice) -> None:
+    """The ledger's rules for controls (call under the store lock).
+
+    Raises:
+        StoreError: the class is the control of an active initiative (naming it), or the
+            chosen control class has an active initiative of its own (it is changing).
+    """
+    for other in store.initiatives(status=None):
+        if other.status not in ("open", "verified"):
+            continue
+        if getattr(other, "control_class", None) == workload_class:
+            raise StoreError(f"workload class {workload_class!r} is the control of initiative {other.id!r} ({other.status}) "
+                             f"on {other.workload_class}; a control must stay unchanged: close or promote {other.id} first")
+        if choice.control_class and other.workload_class == choice.control_class:
+            raise StoreError(f"control class {choice.control_class!r} has its own open initiative {other.id!r}: "
+                             "it is changing, so it cannot be a control")
+
+
+# --- verify ---------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What the design says about the primary signal.
+
+    Attributes:
+        design: the design.
+        verdict, reason: the verdict (None: keep the before-after verdict unchanged).
+        change_ratio, ci_low, ci_high: the design's effect (None for before-after: the
+            statistics package's own estimate stands).
+        context: JSON-ready context for outputs and reports (``notes`` lines, ``control``,
+            ``load``, ``mix``, ``cycle``, ``effect``).
+        treatment: the canary's treatment-window samples (promote makes them the baseline).
+    """
+
+    design: str
+    verdict: str | None = None
+    reason: str = ""
+    change_ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    context: dict = field(default_factory=dict)
+    treatment: list[tuple[float, float]] = field(default_factory=list)
+
+    def as_estimate(self, before_after):
+        """The estimate ``verify`` records: the design's effect, or ``before_after``'s (kept for before-after).
+
+        Returns an object with ``baseline_mean``, ``window_mean``, ``change_ratio``,
+        ``ci_low``, ``ci_high`` (the fields of :class:`obsctl.baselining.stats.ChangeEstimate`).
+        """
+        if self.design == "before-after" or self.change_ratio is None and before_after is not None and self.verdict is None:
+            return before_after
+        eff = self.context.get("effect", {})
+        base = eff.get("control_mean") if self.design == "canary" else (before_after.baseline_mean if before_after else None)
+        win = eff.get("treatment_mean") if self.design == "canary" else (before_after.window_mean if before_after else None)
+        return _Estimate(base, win, self.change_ratio, self.ci_low, self.ci_high)
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    baseline_mean: float | None
+    window_mean: float | None
+    change_ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+def _with(wc: WorkloadClass, **labels: str) -> WorkloadClass:
+    return wc.model_copy(update={"selector": {**wc.selector, **labels}})
+
+
+def _range(client, query: str, start: float, end: float, step: float) -> list[tuple[float, float]]:
+    # One series expected (a signal aggregates); several: their sum would be a guess, take none.
+    if end <= start:
+        return []
+    result = client.query_range(query, start + step, end, step)
+    series = list(result)
+    if len(series) != 1:
+        return []
+    return [(t, v) for t, v in series[0].values if math.isfinite(v)]
+
+
+def _history_span(start: dt.datetime, end: dt.datetime) -> float:
+    return HISTORY_WINDOWS * (end - start).total_seconds()
+
+
+def _log_ratio_history(client, q_t: str, q_c: str, start: float, span: float, step: float):
+    from obsctl.baselining.promapi import MAX_RANGE_POINTS
+
+    span = min(span, (MAX_RANGE_POINTS - 1) * step)
+    ms, t, c = align.matched(_range(client, q_t, start - span, start, step), _range(client, q_c, start - span, start, step))
+    d, _ = align.log_ratio(ms, t, c)
+    return d if d[1].size >= 20 else None
+
+
+def demand_query(spec: Spec, wc: WorkloadClass) -> str:
+    """The class's offered load: the spec's ``demand`` signal, else the canonical REQUESTS_OFFERED."""
+    cc = spec.comparison.for_class(wc.name)
+    if cc.demand:
+        return spec.query_for(cc.demand, wc)
+    return f'sum({canonical.REQUESTS_OFFERED}{{workload_class="{escape_label_value(wc.name)}"}})'
+
+
+def period_load(spec: Spec, client, wc: WorkloadClass, name: str, start: float, end: float, step: float) -> demand.PeriodLoad:
+    """Demand and saturation of one period, by the saturation module's own definition."""
+    values = {}
+    grid_ms = None
+    for key, expr in saturation.inputs(spec, wc).items():
+        got = _range(client, expr, start, end, step)
+        if got:
+            ms, v = align.as_arrays(got)
+            values[key] = dict(zip(ms.tolist(), v.tolist()))
+            grid_ms = ms if grid_ms is None else np.union1d(grid_ms, ms)
+    states: list = []
+    if grid_ms is not None:
+        aligned = {k: [d.get(int(t)) for t in grid_ms] for k, d in values.items()}
+        states = demand.states_of(aligned, saturation.Thresholds.for_class(spec, wc.name))
+    offered = [v for _, v in _range(client, demand_query(spec, wc), start, end, step)]
+    return demand.period_load(name, offered or None, states)
+
+
+def _effect_context(e: Effect) -> dict:
+    return {"design": e.design, "ratio": e.ratio, "ci_low": e.ci_low, "ci_high": e.ci_high, "confidence": e.confidence,
+            "log_se": e.log_se, "dof": e.dof if e.dof is None or math.isfinite(e.dof) else None, "samples": e.samples,
+            "reason": e.reason, **{k: v for k, v in e.context.items() if not isinstance(v, float) or math.isfinite(v)}}
+
+
+def _load_context(ctx: demand.LoadContext | None) -> dict | None:
+    if ctx is None:
+        return None
+    side = lambda p: {"name": p.name, "demand": p.demand, "state": p.state, "queued_share": p.queued_share}  # noqa: E731
+    return {"before": side(ctx.before), "after": side(ctx.after), "demand_change": ctx.demand_change,
+            "demand_bound": ctx.demand_bound, "reason": ctx.reason, "line": ctx.line()}
+
+
+def _mix_context(dec: mix.MixDecomposition | None) -> dict | None:
+    if dec is None:
+        return None
+    return {"dimension": dec.dimension, "segments": list(dec.segments), "share_before": list(dec.share_before),
+            "share_after": list(dec.share_after), "total_change": dec.total_change, "mix_change": dec.mix_change,
+            "rate_change": dec.rate_change, "mix_share": dec.mix_share, "line": dec.line()}
+
+
+def mix_decomposition(spec: Spec, client, wc: WorkloadClass, signal: str, dimension: str, before: tuple[float, float],
+                      after: tuple[float, float], step: float) -> tuple[mix.MixDecomposition | None, str]:
+    """The rate/mix decomposition of the class's signal over one mix label (``"", reason`` when it cannot be measured).
+
+    Segments: the label's values on the signal's input series in either period (series
+    API); weights: each segment's demand (the spec's ``demand`` signal with the label
+    added to the selector); rates: the signal with the label added to the selector.
+    """
+    from obsctl.baselining.snapshot import population_of
+
+    cc = spec.comparison.for_class(wc.name)
+    if not cc.demand:
+        return None, f"mix by {dimension}: needs comparison.classes.{wc.name}.demand (a signal) to weigh the segments"
+    query = spec.query_for(signal, wc)
+    values: set[str] = set()
+    for a, b in (before, after):
+        pop = population_of(client, query, dt.datetime.fromtimestamp(a, dt.timezone.utc), dt.datetime.fromtimestamp(b, dt.timezone.utc))
+        values |= {ls[dimension] for ls in pop.label_sets if dimension in ls}
+    if len(values) < 2:
+        return None, f"mix by {dimension}: fewer than 2 segments in the signal's series"
+    rows = []
+    for v in sorted(values):
+        seg = _with(wc, **{dimension: v})
+        w = [np.mean([x for _, x in _range(client, spec.query_for(cc.demand, seg), a, b, step)] or [np.nan]) for a, b in (before, after)]
+        r = [np.mean([x for _, x in _range(client, spec.query_for(signal, seg), a, b, step)] or [np.nan]) for a, b in (before, after)]
+        rows.append((v, w, r))
+    rows = [row for row in rows if all(np.isfinite(row[1])) and all(np.isfinite(row[2]))]
+    rows.sort(key=lambda row: -row[1][1])
+    rows = rows[:MAX_SEGMENTS]
+    if len(rows) < 2:
+        return None, f"mix by {dimension}: fewer than 2 segments with both demand and signal in both periods"
+    segs = tuple(r[0] for r in rows)
+    dec = mix.decompose(dimension, segs, [r[1][0] for r in rows], [r[2][0] for r in rows], [r[1][1] for r in rows], [r[2][1] for r in rows])
+    return dec, ""
+
+
+def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple[float, float]], start_at: dt.datetime,
+            end_at: dt.datetime, step: float, category: str, direction: str) -> Outcome:
+    """Run the initiative's design on its primary signal over the verification window.
+
+    Args:
+        baseline: the initiative's baseline (None for a canary started without one).
+        window_samples: the primary's window samples as ``verify`` measured them (the
+            class's own query; for a canary they are not used: the groups are measured here).
+        category, direction: the primary signal's (spec).
+
+    Returns:
+        :class:`Outcome`. For before-after the verdict is None unless a confound makes it
+        INCONCLUSIVE (cycle, demand-bound throughput, mix).
+
+    Raises:
+        UsageError: a seasonal baseline shorter than one cycle.
+        PrometheusUnavailable: as the client.
+    """
+    cfg = spec.verification
+    wc = spec.workload_class(initiative.workload_class)
+    cc = spec.comparison.for_class(wc.name)
+    design = getattr(initiative, "design", None) or "before-after"
+    signal = initiative.primary_signal
+    s, e = start_at.timestamp(), end_at.timestamp()
+    bs, be = (baseline.window.start.timestamp(), baseline.window.end.timestamp()) if baseline is not None else (None, None)
+    out = Outcome(design)
+    notes: list[str] = []
+    load = None
+    cyc = None
+    dec = None
+    if design == "canary":
+        variant = initiative.variant or (cc.variant.model_dump() if cc.variant else {})
+        label = variant["label"]
+        q_t = spec.query_for(signal, _with(wc, **{label: variant["treatment"]}))
+        q_c = spec.query_for(signal, _with(wc, **{label: variant["control"]}))
+        treat, ctrl = _range(client, q_t, s, e, step), _range(client, q_c, s, e, step)
+        related = _range(client, q_c, s - _history_span(start_at, end_at), s, step)
+        effect = canary.effect(treat, ctrl, cfg.confidence, related=related or None)
+        out.treatment = treat
+        whole = period_load(spec, client, wc, "window", s, e, step)
+        load = demand.assess(whole, whole, category, signal)
+        notes.append(f"canary: {label}={variant['treatment']} vs {label}={variant['control']} in the same window")
+    elif design == "control":
+        cwc = spec.workload_class(initiative.control_class)
+        q_t, q_c = baseline.query, spec.query_for(signal, cwc)
+        tb, cb = _range(client, q_t, bs, be, step), _range(client, q_c, bs, be, step)
+        ta, ca = window_samples, _range(client, q_c, s, e, step)
+        hist = _log_ratio_history(client, q_t, q_c, bs, _history_span(start_at, end_at), step)
+        effect = control.effect(tb, cb, ta, ca, cfg.confidence, history=hist)
+        load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
+                             category, signal)
+        notes.append(f"control class {cwc.name}")
+    elif design == "seasonal":
+        seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
+        effect = seasonal.effect(baseline.samples, window_samples, spec.comparison.seasonal_cycle, cfg.confidence, spec.comparison.timezone)
+        load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
+                             category, signal)
+    else:
+        effect = None
+        cyc = cycle.detect(baseline.samples, cfg.min_effect_ratio)
+        load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
+                             category, signal)
+        if cc.mix:
+            dec, why = mix_decomposition(spec, client, wc, signal, cc.mix[0], (bs, be), (s, e), step)
+            if why:
+                notes.append(why)
+    if effect is not None:
+        j = judge.judge(effect, direction, cfg.min_effect_ratio, load=load)
+        out.verdict, out.reason = j.verdict, j.reason
+        out.change_ratio, out.ci_low, out.ci_high = effect.ratio, effect.ci_low, effect.ci_high
+        notes += j.notes
+        out.context["effect"] = _effect_context(effect)
+    else:
+        verdict, reason = judge.confounds("before-after", cyc, load, dec, cfg.min_effect_ratio)
+        out.verdict, out.reason = verdict, reason
+        notes += [n for n in (cyc.reason if cyc else "", load.line() if load else "", dec.line() if dec else "") if n]
+        if load is not None and load.reason and not load.demand_bound:
+            notes.append(load.reason)
+    out.context.update({"design": design, "notes": notes, "load": _load_context(load), "mix": _mix_context(dec),
+                        "cycle": None if cyc is None else {"checked": cyc.checked, "detected": cyc.detected, "cycle": cyc.cycle,
+                                                           "amplitude": cyc.amplitude, "p_value": cyc.p_value, "reason": cyc.reason}})
+    if design == "control":
+        out.context["control"] = {"class": initiative.control_class, "change": effect.context.get("control_change"),
+                                  "treated_change": effect.context.get("treated_change")}
+    if design == "canary":
+        out.context["variant"] = initiative.variant
+    return out
+
+
+def context_lines(context: dict) -> list[str]:
+    """The lines outputs and reports print for a result's ``design_context`` (may be empty)."""
+    if not context:
+        return []
+    lines = [f"design: {context.get('design', 'before-after')}"]
+    eff = context.get("effect") or {}
+    ctrl = context.get("control")
+    if ctrl and ctrl.get("change") is not None:
+        lines.append(f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own "
+                     f"(treated {ctrl['treated_change'] * 100:+.1f} %)" if ctrl.get("treated_change") is not None else
+                     f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own")
+    if eff.get("design") == "seasonal":
+        lines.append(f"seasonal: the window vs the same hours of {eff.get('cycles')} earlier {eff.get('cycle')}(s) "
+                     f"({eff.get('timezone')}), {eff.get('matched_share', 0):.0%} of samples matched")
+    for note in context.get("notes", []):
+        if note and note not in lines and not note.startswith("design:"):
+            lines.append(note)
+    return lines
+
+
+def report_lines(result) -> list[str]:
+    """The report's "Comparison design" section for a verification result (Markdown lines)."""
+    ctx = getattr(result, "design_context", None) or {}
+    design = getattr(result, "design", None) or ctx.get("design") or "before-after"
+    lines = ["## Comparison design", "", f"- Design: **{design}**"]
+    lines += [f"- {line}" for line in context_lines(ctx)[1:]]
+    load = ctx.get("load")
+    if load:
+        b, a = load["before"], load["after"]
+        fmt = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731
+        lines += ["", "| period | demand (req/s) | saturation state | queued share |", "|---|---|---|---|",
+                  *[f"| {p['name']} | {fmt(p['demand'])} | {p['state'] or 'unknown'} | "
+                    f"{'n/a' if p['queued_share'] is None else format(p['queued_share'], '.0%')} |" for p in (b, a)]]
+        if load.get("demand_change") is not None:
+            lines.append(f"\nDemand changed {load['demand_change'] * 100:+.1f} % between the periods.")
+    m = ctx.get("mix")
+    if m:
+        lines += ["", f"| {m['dimension']} | share before | share after |", "|---|---|---|",
+                  *[f"| {s} | {b:.0%} | {a:.0%} |" for s, b, a in zip(m["segments"], m["share_before"], m["share_after"])],
+                  "", f"Rate/mix decomposition: change {m['total_change'] * 100:+.1f} % = mix {m['mix_change'] * 100:+.1f} % "
+                  f"x rate {m['rate_change'] * 100:+.1f} % (the mix explains {m['mix_share']:.0%})."]
+    return [*lines, ""]

@@ -197,29 +197,56 @@ def _nodes(wc: WorkloadClass, **extra: str) -> str:
     return "{" + matchers + "}"
 
 
-def inputs(spec: Spec, wc: WorkloadClass) -> dict[str, str]:
+def inputs(spec: Spec, wc: WorkloadClass, raw: bool = False) -> dict[str, str]:
     """PromQL per input of :func:`classify_inputs` for class ``wc``, each one series.
 
-    ``gpu_busy``, ``gpus_allocated``, ``cpu_busy`` and ``cpus_allocated`` read raw metrics
-    (the exporter's GPU and attribution series, ``process_cpu_seconds_total``), so they
-    work on history from before the rules were loaded; the queue inputs read the canonical
-    series the class's source fills.
+    ``gpu_busy``, ``gpus_allocated``, ``cpu_busy`` and ``cpus_allocated`` always read raw
+    metrics (the exporter's GPU and attribution series, ``process_cpu_seconds_total``).
+    The queue inputs read the canonical series the rules record, or with ``raw=True`` the
+    class's source expressions over the server's own metrics (:mod:`obsctl.rules.sources`),
+    so a period from before the rules were loaded can be classified too; a queue input the
+    source does not provide is left out (it does not vote).
     """
     th = Thresholds.for_class(spec, wc.name)
     attributed = f"obsctl_gpu_attribution_info{_nodes(wc, workload_class=wc.name)}"
     procs = f"process_cpu_seconds_total{{{promql_matchers(wc.selector)}}}"
     cores = f"count({procs})" if th.cpu_cores is None else f"(count({procs}) * 0 + {number(th.cpu_cores)})"
-    own = {"workload_class": wc.name}
-    return {
+    out = {
         "gpu_busy": f"sum({attributed} * on(uuid, gpu_instance) group_left() "
                     f"avg_over_time(obsctl_gpu_utilization_ratio{_nodes(wc)}[{WINDOW}]))",
         "gpus_allocated": f"count({attributed})",
         "cpu_busy": f"sum(rate({procs}[{WINDOW}]))",
         "cpus_allocated": cores,
+    }
+    return out | (_raw_queue(wc) if raw else _recorded_queue(wc))
+
+
+def _recorded_queue(wc: WorkloadClass) -> dict[str, str]:
+    own = {"workload_class": wc.name}
+    return {
         "waiting": f"sum({selector(C.REQUESTS_WAITING, **own)})",
         "queue_wait_p95": f"max({selector(C.QUEUE_WAIT_P95, **own)})",
         "rejected_per_second": f"sum({selector(C.REQUESTS, **own, outcome='rejected')})",
     }
+
+
+def _raw_queue(wc: WorkloadClass) -> dict[str, str]:
+    """The queue inputs as the class's source rules compute them (queue source first)."""
+    from obsctl.rules.sources import Ctx, class_mappings  # sources import the spec, not this module
+
+    built = {}
+    for src, m in class_mappings(wc):
+        sel = promql_matchers(wc.queue.selector) if src.kind == "queue" else promql_matchers(wc.selector)
+        built[m.record] = m.build(Ctx(sel, WINDOW, wc.queue if src.kind == "queue" else None))
+    out = {}
+    if C.REQUESTS_WAITING in built:
+        out["waiting"] = f"sum({built[C.REQUESTS_WAITING]})"
+    if C.QUEUE_WAIT_P95 in built:
+        out["queue_wait_p95"] = f"max({built[C.QUEUE_WAIT_P95]})"
+    if C.REQUESTS in built:  # keep the rejected outcome only (the expression's one label)
+        out["rejected_per_second"] = (f"sum(({built[C.REQUESTS]})\n"
+                                      f'  and on(outcome) label_replace(vector(1), "outcome", "rejected", "", ""))')
+    return out
 
 
 def class_rules(spec: Spec, wc: WorkloadClass) -> list[dict]:

@@ -31,7 +31,7 @@ STEP, POINTS = 15, 120
 #: Canonical series held as fixture values for both classes: those the SDK source cannot fill from
 #: this fixture's raw series (tokens, requests, samples and queue wait it records from them).
 CANONICAL = {C.INPUT_TOKENS: 1800.0, C.OUTPUT_TOKENS: 600.0, C.STEPS: 2.0, C.TTFT_P50: 0.08, C.TTFT_P95: 0.2, C.ITL_P95: 0.03, C.E2E_P95: 1.5,
-             C.STEP_TIME: 0.5, C.REQUESTS_RUNNING: 8.0, C.REQUESTS_WAITING: 3.0, C.KV_CACHE_USAGE: 0.7,
+             C.STEP_TIME: 0.5, C.REQUESTS_RUNNING: 8.0, C.KV_CACHE_USAGE: 0.7,
              C.PREEMPTIONS: 0.1, C.MFU: 0.42}
 VARIABLES = {"$__rate_interval": "1m", "$__interval_ms": "15000", "$__interval": "15s", "$__range": "30m", "$instance": ".*",
              "$workload_class": ".*"}
@@ -58,6 +58,7 @@ def _families(now: float) -> dict[str, tuple[str, list[tuple[dict, object]]]]:
         "obsctl_accelerator_price_usd_per_hour": ("gauge", [({**ex, "instance": "n1", "gpu_model": "NVIDIA H100 80GB HBM3"}, 4.10)]),
         "obsctl_energy_price_usd_per_kwh": ("gauge", [({**ex, "instance": "n1"}, 0.20)]),
         "obsctl_samples": ("counter", [({**t, "run": "ft-001"}, lambda i: 64.0 * STEP * i)]),
+        "obsctl_queue_depth_requests": ("gauge", [(w, 3.0), (t, 0.0)]),  # the SDK source's REQUESTS_WAITING
         "process_cpu_seconds": ("counter", [(w, lambda i: 0.5 * STEP * i), (t, lambda i: 0.25 * STEP * i)]),
     }
     # canonical per-class series, as the source catalogue's and the training rules would record them
@@ -188,19 +189,25 @@ def test_signal_values_match_fixture(prometheus):
     assert got["queue_wait_p95_seconds"] == pytest.approx(0.9)
 
 
-def test_saturation_from_raw_inputs_matches_recorded_state(prometheus):
-    """verify's path: the Python classify over the raw inputs (saturation.inputs) gives the recorded state."""
+@pytest.mark.parametrize("raw", [False, True], ids=["recorded-queue", "raw-queue"])
+def test_saturation_from_raw_inputs_matches_recorded_state(prometheus, raw):
+    """verify's path: the Python classify over the inputs (saturation.inputs; with raw=True the
+    queue inputs too come from the server's own metrics) gives the state the rules recorded."""
     from obsctl.rules import saturation as S
 
     prom, spec, ready = prometheus
+    states = {}
     for wc in spec.workload_classes:
         values = {}
-        for name, expr in S.inputs(spec, wc).items():
+        for name, expr in S.inputs(spec, wc, raw=raw).items():
             result = _run(prom.url, expr, True, ready)["data"]["result"]
             values[name] = [float(result[0]["value"][1])] if result else [None]
         want = S.classify_inputs(values, S.Thresholds.for_class(spec, wc.name))[0]
         got = _run(prom.url, f'{C.SATURATION_STATE}{{workload_class="{wc.name}"}} == 1', True, ready)["data"]["result"]
         assert want is not None and [r["metric"]["state"] for r in got] == [want], (wc.name, values)
+        states[wc.name] = want
+    # the fixture's design: embed-online queues (3 waiting) on a 0.6-busy GPU, finetune-batch does not queue
+    assert states == {"embed-online": "constrained", "finetune-batch": "healthy"}
 
 
 def test_cost_series_match_fixture(prometheus):

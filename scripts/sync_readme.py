@@ -16,7 +16,7 @@ from obsctl.rules.sources.doc import render_markdown as render_sources
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCK = re.compile(r"(<!-- catalogue:start -->\n).*?(<!-- catalogue:end -->)", re.S)
-SOURCES_BLOCK = re.compile(r"(<!-- sources:start -->\n).*?(<!-- sources:end -->)", re.S)
+SOURCES_BLOCK = re.compile(r"(<!-- sources:start -->\n).*?(<!-- sources:end -->)", re.DOTALL)
 
 
 def synced(text: str) -> str:

@@ -12,7 +12,17 @@ One module per source documents the names it reads and the versions they come fr
 
 from __future__ import annotations
 
-from obsctl.rules.sources import kueue, llamacpp, ray_serve, sdk, sglang, slurm, tgi, triton, vllm
+from obsctl.rules.sources import (
+    kueue,
+    llamacpp,
+    ray_serve,
+    sdk,
+    sglang,
+    slurm,
+    tgi,
+    triton,
+    vllm,
+)
 from obsctl.rules.sources.base import Ctx, Mapping, Source
 
 #: Serving sources by the spec's ``source:`` name.
@@ -21,7 +31,7 @@ SOURCES: dict[str, Source] = {s.name: s for s in (sdk.SOURCE, vllm.SOURCE, tgi.S
 #: Queue sources by the spec's ``queue.source:`` name.
 QUEUE_SOURCES: dict[str, Source] = {s.name: s for s in (kueue.SOURCE, slurm.SOURCE, ray_serve.QUEUE)}
 
-__all__ = ["Ctx", "Mapping", "QUEUE_SOURCES", "SOURCES", "Source", "class_mappings", "source_groups"]
+__all__ = ["QUEUE_SOURCES", "SOURCES", "Ctx", "Mapping", "Source", "class_mappings", "source_groups"]
 
 
 def class_mappings(wc) -> list[tuple[Source, Mapping]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from obsctl.rules import canonical as c
 from obsctl.rules.sources import promql as q
-from obsctl.rules.sources.base import Ctx, Mapping, Source
+from obsctl.rules.sources.base import Mapping, Source
 
 ON = ("instance", "job", "model_name")
 TP = "tp_rank"

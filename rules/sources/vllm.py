@@ -102,8 +102,8 @@ SOURCE = Source(
     ),
     lacks="no error or rejection counter apart from finished_reason; no training series",
     quirks=(
-        "gpu_cache_usage_perc -> kv_cache_usage_perc and time_per_output_token_seconds -> inter_token_latency_seconds: "
-        "first spelling per replica, never both",
+        ("gpu_cache_usage_perc -> kv_cache_usage_perc and time_per_output_token_seconds -> inter_token_latency_seconds: "
+         "first spelling per replica, never both"),
         "ray_vllm: prefix read as a further spelling",
         "gpu_prefix_cache_hit_rate -1 (no data) dropped",
         "iteration_tokens_total is a histogram: only its _count is read",

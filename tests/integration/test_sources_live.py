@@ -33,11 +33,11 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-
 from obsctl.rules import canonical as c
 from obsctl.rules.render import dump_rule_file
 from obsctl.rules.signals import signal_groups
 from obsctl.rules.sources import source_groups
+
 from obsctl.spec import load_spec
 from obsctl.stack import Prometheus
 
@@ -107,7 +107,7 @@ class LiveDump:
             return "\n".join(out).encode()
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server API)
+            def do_GET(self) -> None:
                 body = render()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -284,7 +284,7 @@ def live(tmp_path_factory, fixtures_dir):
     tmp = tmp_path_factory.mktemp("sources-live")
     root = tmp / "dumps"
     root.mkdir()
-    for job, rel in TARGETS.items():  # one folder holding shared and composed dumps
+    for rel in TARGETS.values():  # one folder holding shared and composed dumps
         src = (COMPOSED / Path(rel).name) if rel.startswith("composed/") else fixtures_dir / rel
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(src.read_bytes())

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from obsctl.rules import canonical as c
 from obsctl.rules import promtool
 from obsctl.rules.render import dump_rule_file
@@ -56,15 +55,15 @@ class Inputs:
         inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
         return f"{metric}{{{inner}}}"
 
-    def counter(self, metric: str, per_step: float, **labels: str) -> "Inputs":
+    def counter(self, metric: str, per_step: float, **labels: str) -> Inputs:
         self.series.append({"series": self._name(metric, labels), "values": f"0+{per_step}x{N}"})
         return self
 
-    def gauge(self, metric: str, value: float, **labels: str) -> "Inputs":
+    def gauge(self, metric: str, value: float, **labels: str) -> Inputs:
         self.series.append({"series": self._name(metric, labels), "values": f"{value}x{N}"})
         return self
 
-    def histogram(self, metric: str, per_step: dict[float, float], **labels: str) -> "Inputs":
+    def histogram(self, metric: str, per_step: dict[float, float], **labels: str) -> Inputs:
         """Cumulative buckets increasing by ``per_step[le]`` each step, plus _count (and a _sum of 0)."""
         for le, inc in per_step.items():
             le_text = "+Inf" if le == float("inf") else repr(le)
@@ -198,7 +197,7 @@ def inputs() -> list[dict]:
 
 def expected() -> dict[tuple[str, str], float | dict[str, float] | None]:
     """``{(class, record): value}``; a dict is per outcome; None means absent."""
-    p95 = lambda b: quantile(0.95, per_second(b))  # noqa: E731
+    p95 = lambda b: quantile(0.95, per_second(b))
     return {
         ("vllm-both", c.KV_CACHE_USAGE): 0.4,  # new name only, not the old 0.9 too
         ("vllm-both", c.ITL_P95): p95(NEW_ITL),

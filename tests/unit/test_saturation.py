@@ -164,3 +164,30 @@ def test_unknown_class_in_saturation_block(tmp_path):
     data["saturation"]["classes"]["nope"] = {"busy_ratio": 0.5}
     with pytest.raises(SpecError, match="saturation.classes.nope"):
         write_spec(tmp_path, data)
+
+
+@pytest.mark.integration
+def test_mig_instances_join_their_own_utilization(tmp_path):
+    """A class attributed two MIG instances: busy = mean of those instances' utilization; the
+    whole GPU's series (no gpu_instance) must not join."""
+    spec = _spec(tmp_path)
+    files = generate(spec, [])[0]
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "sat.yaml").write_text(files["obsctl-saturation.rules.yaml"])
+    mig = {"1": 0.75, "2": 0.5}
+    base = 'job="x",instance="n1",gpu="0",uuid="GPU-M"'
+    series = [{"series": f"obsctl_gpu_utilization_ratio{{{base}}}", "values": f"0.0625x{N}"}]
+    for gi, util in mig.items():
+        series.append({"series": f'obsctl_gpu_utilization_ratio{{{base},gpu_instance="{gi}"}}', "values": f"{util}x{N}"})
+        series.append({"series": f'obsctl_gpu_attribution_info{{{base},gpu_instance="{gi}",workload_class="ok-gpu",owner="o"}}',
+                       "values": f"1x{N}"})
+    own = 'workload_class="ok-gpu"'
+    checks = {C.GPU_BUSY: sum(mig.values()), C.GPUS_ALLOCATED: len(mig), C.BUSY_RATIO: sum(mig.values()) / len(mig)}
+    tests = [{"interval": f"{STEP}s", "input_series": series, "promql_expr_test": [
+        {"expr": f"{name}{{{own}}}", "eval_time": EVAL, "exp_samples": [{"labels": f"{name}{{{own}}}", "value": v}]}
+        for name, v in checks.items()]}]
+    suite = tmp_path / "mig_test.yaml"
+    suite.write_text(yaml.safe_dump({"rule_files": [str(tmp_path / "rules" / "sat.yaml")], "evaluation_interval": f"{STEP}s",
+                                     "tests": tests}))
+    result = promtool.test_rules([suite])
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -63,7 +63,8 @@ class Thresholds:
         queue_wait_seconds: queue wait p95 (seconds) at or above which the queue builds.
         rejected_per_second: rejections per second above which the queue builds (0: any).
         cpu_cores: cores a CPU-only class's processes may use; None: one per process series
-            (a Python worker is bound to about one core by the GIL).
+            (a Python worker is bound to about one core by the GIL); set it where one series
+            sums several processes (multiprocess mode) or a container CPU limit is known.
     """
 
     busy_ratio: float = 0.8

@@ -80,7 +80,7 @@ def check(spec_path: str, output: str) -> None:
     """
     from obsctl.rules.generate import generate
     from obsctl.rules.promtool import validate_rule_files
-    from obsctl.rules.sources import describe
+    from obsctl.rules.sources import catalogue_gaps, describe
 
     try:
         spec = load(spec_path)
@@ -100,7 +100,10 @@ def check(spec_path: str, output: str) -> None:
         "store": str(spec.store_path()),
         "promql_checked": warning is None,
         "catalogue": {c.name: describe(c) for c in spec.workload_classes},
+        "catalogue_gaps": catalogue_gaps(spec),
     }
+    for gap in summary["catalogue_gaps"]:
+        click.echo(f"obsctl: note: {gap}", err=True)
     if output == "json":
         emit_json(summary)
     else:

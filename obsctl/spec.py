@@ -152,6 +152,8 @@ class QueueSource(_Model):
         elif given != wanted:
             need = "partition" if wanted else "no queue name (select the deployment with selector)"
             raise ValueError(f"{self.source} takes {need}; got {', '.join(sorted(given)) or 'none'}")
+        if self.source == "ray-serve" and not self.selector:
+            raise ValueError("ray-serve needs a selector naming the application or deployment, e.g. {application: chat}")
         return self
 
 

@@ -97,3 +97,19 @@ def describe(wc) -> dict:
                           if record in records and (not extra.startswith("outcome=") or extra.split('"')[1] in outcomes)),
         "lacks": lacks,
     }
+
+
+def catalogue_gaps(spec) -> list[str]:
+    """One line per (catalogue signal, class) whose source lacks the series: that signal
+    will be absent for that class (not an error: one signal list serves every class)."""
+    gaps = []
+    for i, sig in enumerate(spec.signals):
+        if sig.catalogue is None:
+            continue
+        for wc in spec.workload_classes:
+            if sig.catalogue not in describe(wc)["signals"]:
+                where = f"{spec.path}:{spec.line_of('signals', i)}" if spec.line_of("signals", i) else str(spec.path)
+                queue = f" + queue {wc.queue.source}" if wc.queue else ""
+                gaps.append(f"{where}: signals[{i}] {sig.name} (catalogue {sig.catalogue}): class {wc.name} "
+                            f"(source {wc.source}{queue}) does not provide it; it stays absent there")
+    return gaps

@@ -112,6 +112,8 @@ def test_queue_series_replace_the_serving_sources(tmp_path):
      "slurm takes partition; got none"),
     ("- {name: x, kind: training, selector: {job: v}, queue: {source: ray-serve, partition: p}}\n",
      "ray-serve takes no queue name"),
+    ("- {name: x, kind: training, selector: {job: v}, queue: {source: ray-serve}}\n",
+     "ray-serve needs a selector naming the application or deployment"),
     ("- {name: x, kind: training, selector: {job: v}, queue: {source: slurm, partition: p, selector: {__name__: x}}}\n",
      "'__name__' is not a usable Prometheus label name"),
 ])
@@ -169,3 +171,14 @@ def test_outcome_signals_are_listed_only_where_the_source_has_that_outcome(tmp_p
     for source in SOURCES.values():
         for m in source.mappings:
             assert bool(m.outcomes) == (m.record == canonical.REQUESTS), (source.name, m.record)
+
+
+def test_check_notes_a_catalogue_signal_a_class_cannot_have(tmp_path):
+    path = tmp_path / "obsctl.yaml"
+    path.write_text(spec_text("- {name: tgi, kind: inference, source: tgi, selector: {job: t}}\n",
+                              "  - {name: ttft, catalogue: ttft_p95_seconds}\n"))
+    result = CliRunner().invoke(cli, ["check", "--spec", str(path), "--output", "json"])
+    assert result.exit_code == 0
+    gaps = json.loads(result.stdout)["catalogue_gaps"]
+    assert len(gaps) == 2  # the sdk class chat and the tgi class: neither has TTFT
+    assert f"{path}:13: signals[1] ttft (catalogue ttft_p95_seconds): class tgi (source tgi) does not provide it" in gaps[1]

@@ -31,6 +31,7 @@ from typing import Callable
 
 from obsctl.baselining import coverage as cov
 from obsctl.baselining import stats
+from obsctl.baselining.history import history_memory
 from obsctl.baselining.models import Baseline, Coverage, Population, Statistics, Window
 from obsctl.baselining.promapi import PrometheusClient, QueryResult
 from obsctl.baselining.store import Store
@@ -266,6 +267,8 @@ def snapshot(
             workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
             window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot", samples=m.samples,
             coverage=m.coverage, warnings=m.warnings, partial=m.partial,
+            # The signal's memory from the days before the window (H7S, baselining/history.py).
+            memory=history_memory(client, query, start_at, step, parse_duration(cfg.memory_history, "verification.memory_history"), m.samples),
         )
         stored = store.save_baseline(baseline, make_current=True)
         dropped = f" ({m.dropped} NaN/Inf dropped)" if m.dropped else ""

@@ -1,18 +1,25 @@
 """``obsctl verify`` and ``obsctl baseline promote``: judge an initiative against its baseline.
 
 The initiative's primary signal is measured over the verification window with the
-baseline's PromQL (so both sides are the same expression), summarized into batch means
-and compared with the baseline's batch means (:func:`obsctl.baselining.stats.assess`:
-Fieller interval of the relative change, verdict rules in :func:`stats.decide`). The
-regression alerts of the class that fired in the window are read from Prometheus'
+baseline's PromQL (so both sides are the same expression) and judged against the
+baseline's samples by :func:`obsctl.baselining.statistics.verdict.judge`
+(docs/verification.md): the baseline's memory model (estimated at snapshot time from
+the days before it), the long-run variance of each side's mean, Fieller's interval of
+the relative change at the look's repeated-confidence level (Lan-DeMets alpha spending
+over the saved looks, up to the planned window), then superiority / equivalence rules.
+The regression alerts of the class that fired in the window are read from Prometheus'
 ``ALERTS`` series. The result is appended to the initiative (status ``verified``).
 
-Guard signals: every other signal of the class that has a baseline (the one recorded
-when the initiative started, else the current one) is measured over the same window
-with its own baseline's PromQL and judged the same way. A REGRESSED guard turns the
-overall verdict into REGRESSED (an "optimization" that degrades quality or cost is a
-regression, DESIGN.md); NO_DATA / INCONCLUSIVE guards are reported only
-(:func:`overall_verdict`).
+Default window: cumulative from the initiative's start to now, capped at the planned
+length (:func:`obsctl.baselining.planner.planned_seconds`).
+
+Guard signals (``verification.guards``: categories or names, default quality and cost):
+each is measured over the same window with its own baseline's PromQL and judged as a
+non-inferiority test with margin ``tolerance_ratio`` at a Bonferroni share of the
+error. A REGRESSED guard turns the overall verdict into REGRESSED (an "optimization"
+that degrades quality or cost is a regression, DESIGN.md); a quality guard that is
+NO_DATA / INCONCLUSIVE keeps it at most INCONCLUSIVE unless in
+``verification.optional_guards`` (:func:`overall_verdict`).
 
 Exit codes of ``obsctl verify`` (one per verdict, for pipelines):
 IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
@@ -24,7 +31,11 @@ import datetime as dt
 import math
 
 from obsctl.baselining import coverage, stats
-from obsctl.baselining.models import Baseline, GuardResult, Initiative, Verdict, VerificationResult
+from obsctl.baselining.designs import run as designs
+from obsctl.baselining.planner import planned_seconds
+from obsctl.baselining.models import Assessment, Baseline, GuardResult, Initiative, Verdict, VerificationResult
+from obsctl.baselining.statistics import verdict as decision
+from obsctl.baselining.statistics.memory import MemoryModel
 from obsctl.baselining.promapi import PrometheusClient
 from obsctl.baselining.snapshot import measure
 from obsctl.baselining.store import Store
@@ -121,8 +132,9 @@ def alerts_fired(client: PrometheusClient, workload_class: str, start: dt.dateti
 
 
 def guard_baselines(spec: Spec, store: Store, initiative: Initiative) -> list[Baseline]:
-    """The guard signals' baselines: every signal of the spec other than the primary
-    that has a baseline for the initiative's class, sorted by signal name.
+    """The guard signals' baselines: every signal chosen by ``verification.guards``
+    (categories or names; default quality and cost) other than the primary that has a
+    baseline for the initiative's class, sorted by signal name.
 
     A baseline recorded when the initiative started (``guard_baseline_ids``) is used
     when present, so a snapshot taken during the initiative cannot absorb its effect;
@@ -131,8 +143,9 @@ def guard_baselines(spec: Spec, store: Store, initiative: Initiative) -> list[Ba
     are skipped.
     """
     current = store.current_index().get(initiative.workload_class, {})
+    chosen = set(spec.verification.guards)
     out = []
-    for sig in sorted(s.name for s in spec.signals):
+    for sig in sorted(s.name for s in spec.signals if s.name in chosen or s.category in chosen):
         if sig == initiative.primary_signal:
             continue
         baseline_id = initiative.guard_baseline_ids.get(sig) or current.get(sig)
@@ -141,8 +154,11 @@ def guard_baselines(spec: Spec, store: Store, initiative: Initiative) -> list[Ba
     return out
 
 
-def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime, step: float) -> GuardResult:
-    """Measure one guard signal over ``(start_at, end_at]`` with its baseline's PromQL and judge it.
+def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime, step: float,
+                   look: decision.LookContext | None = None, guards: int = 1) -> GuardResult:
+    """Measure one guard signal over ``(start_at, end_at]`` with its baseline's PromQL and
+    judge it as a non-inferiority test (margin: the signal's ``tolerance_ratio``) at its
+    Bonferroni share ``2 (1 - confidence) / guards`` of the two-sided error.
 
     Raises:
         PrometheusUnavailable: as :func:`obsctl.baselining.snapshot.measure`.
@@ -150,7 +166,9 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
     cfg = spec.verification
     m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{baseline.workload_class}/{baseline.signal} (guard)",
                 on_change=baseline.signal in cfg.fresh_on_change)
-    verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
+    sig = next((s for s in spec.signals if s.name == baseline.signal), None)
+    tolerance = sig.tolerance_ratio if sig is not None else 0.10
+    verdict, reason, est, j = judge_signal(spec, baseline, m, look, guard_tolerance=tolerance, guard_alpha=2 * (1 - cfg.confidence) / max(guards, 1))
     reason = _window_reason(m, cfg.batches, verdict, reason)
     # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).
     verdict, reason = coverage.cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
@@ -162,8 +180,55 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
         window_mean=est.window_mean if est else (m.stats.mean if m.stats else None),
         change_ratio=est.change_ratio if est else None, ci_low=est.ci_low if est else None, ci_high=est.ci_high if est else None,
         exact=bool(est and est.exact), window_stats=m.stats, population=m.population, samples=m.samples,
-        coverage=m.coverage, warnings=m.warnings, partial=m.partial,
+        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=_assessment(j),
     )
+
+
+def memory_of(baseline: Baseline) -> MemoryModel | None:
+    """The baseline's stored memory model (None for baselines stored before it existed)."""
+    return MemoryModel.from_dict(baseline.memory.model_dump()) if baseline.memory is not None else None
+
+
+def look_context(spec: Spec, initiative: Initiative, guard: str | None = None, planned: float | None = None) -> decision.LookContext:
+    """This verify's place among the initiative's saved looks (docs/verification.md, Repeated looks).
+
+    The look number is one more than the saved verifications; the earlier looks'
+    information fractions (of the primary, or of guard ``guard``) fix the boundary."""
+    fractions = []
+    for v in initiative.verifications:
+        a = v.assessment if guard is None else next((g.assessment for g in v.guards if g.signal == guard), None)
+        if a is not None and a.information_fraction is not None:
+            fractions.append(a.information_fraction)
+    default = parse_duration(spec.verification.window, "verification.window")
+    return decision.LookContext(len(initiative.verifications) + 1, tuple(fractions), planned or default)
+
+
+def judge_signal(spec: Spec, baseline: Baseline, m, look: decision.LookContext | None, guard_tolerance: float | None = None,
+                 guard_alpha: float | None = None):
+    """``(verdict, reason, estimate or None, judgement or None)`` of a measurement against its baseline.
+
+    :func:`obsctl.baselining.statistics.verdict.judge` on the two sides' samples with the
+    baseline's memory model; a baseline stored without samples (older stores) falls back
+    to the batch-means rule (:func:`obsctl.baselining.stats.assess`)."""
+    cfg = spec.verification
+    if m.stats is None or len(m.samples) < 2:
+        verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
+        return "NO_DATA", reason, None, None
+    if len(baseline.samples) < 2:
+        verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
+        return verdict, f"{reason} (baseline stored without samples: batch-means rule)", est, None
+    step = m.window.step_seconds
+    side = lambda samples: ([t for t, _ in samples], [v for _, v in samples])  # noqa: E731
+    j = decision.judge(side(baseline.samples), side(m.samples), step, memory_of(baseline), cfg.confidence, baseline.direction,
+                       cfg.min_effect_ratio, look, guard_tolerance, guard_alpha)
+    est = stats.ChangeEstimate(j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
+                               j.window_mean if j.window_mean is not None else m.stats.mean, j.change, j.low, j.high,
+                               j.confidence or cfg.confidence, j.dof, j.reason, j.exact)
+    return j.verdict, j.reason, est, j
+
+
+def _assessment(j) -> Assessment | None:
+    return Assessment(**j.details()) if j is not None else None
 
 
 def _window_reason(m, batches: int, verdict: Verdict, reason: str) -> str:
@@ -173,39 +238,76 @@ def _window_reason(m, batches: int, verdict: Verdict, reason: str) -> str:
     return reason
 
 
-def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardResult], confidence: float) -> tuple[Verdict, str]:
+def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardResult], confidence: float,
+                    optional: tuple[str, ...] | list[str] = ()) -> tuple[Verdict, str]:
     """The overall verdict from the primary's and the guards' verdicts.
 
     Precedence: a primary NO_DATA or REGRESSED stands (no data is never a pass; a
     regression is already the worst verdict). Otherwise any REGRESSED guard makes the
     overall verdict REGRESSED, with a reason naming each such guard, e.g. ``quality
     guard probe_cosine_similarity regressed -3.1 % (95 % CI -4.0 % .. -2.2 %)``.
-    Guards that are IMPROVED, NO_CHANGE, INCONCLUSIVE or NO_DATA never change it.
+    Otherwise a quality guard that is NO_DATA or INCONCLUSIVE (not in ``optional``)
+    turns IMPROVED or NO_CHANGE into INCONCLUSIVE. Other guards never change it.
 
     Returns:
         ``(verdict, reason)``.
     """
     text = guard_regressions(guards, confidence)
-    if primary in ("NO_DATA", "REGRESSED") or not text:
+    if primary in ("NO_DATA", "REGRESSED"):
         return primary, primary_reason
-    return "REGRESSED", f"{text}; primary was {primary} ({primary_reason})"
+    if text:
+        return "REGRESSED", f"{text}; primary was {primary} ({primary_reason})"
+    # No data is never a pass: an undecided quality guard keeps the verdict at most INCONCLUSIVE.
+    open_ = [g for g in guards if g.category == "quality" and g.signal not in optional and g.verdict in ("NO_DATA", "INCONCLUSIVE")]
+    if open_ and primary in ("IMPROVED", "NO_CHANGE"):
+        names = ", ".join(f"{g.signal} {g.verdict}" for g in open_)
+        return "INCONCLUSIVE", f"quality guard {names} (not shown within its tolerance; optional_guards lifts this); primary was {primary} ({primary_reason})"
+    return primary, primary_reason
 
 
 def guard_regressions(guards: list[GuardResult], confidence: float) -> str:
     """``quality guard q regressed -10.0 % (95 % CI -11.2 % .. -8.8 %)`` for each REGRESSED guard, ``; ``-joined ("" if none)."""
     return "; ".join(
         f"{g.category} guard {g.signal} regressed {format_percent(g.change_ratio) if g.change_ratio is not None else f'from {format_number(g.baseline_mean)} to {format_number(g.window_mean)}'} "
-        f"({_interval(g.ci_low, g.ci_high, confidence, g.exact)})"
+        f"({_interval(g.ci_low, g.ci_high, (g.assessment.interval_confidence if g.assessment and g.assessment.interval_confidence else confidence), g.exact)})"
         for g in guards if g.verdict == "REGRESSED"
     )
+
+
+def confidence_text(confidence: float) -> str:
+    """``0.95`` -> ``95 %``; a look's repeated-confidence level ``0.99873`` -> ``99.87 %``."""
+    return f"{confidence * 100:.2f}".rstrip("0").rstrip(".") + " %"
 
 
 def _interval(low: float | None, high: float | None, confidence: float, exact: bool = False) -> str:
     if exact:
         return "exact: both sides constant"
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return f"{confidence * 100:.0f} % CI undefined"
-    return f"{confidence * 100:.0f} % CI {format_percent(low)} .. {format_percent(high)}"
+        return f"{confidence_text(confidence)} CI undefined"
+    return f"{confidence_text(confidence)} CI {format_percent(low)} .. {format_percent(high)}"
+
+
+def statistics_line(result: VerificationResult) -> str:
+    """``statistics: look 2, boundary z = 2.96 (99.7 % interval), window 30 min of planned 1 h; memory 9.8 min
+    (3.0 d of history), 7.3 / 3.6 effective samples (baseline / window), 880 dof; <reason>`` ("" without an assessment)."""
+    a = result.assessment
+    if a is None:
+        return ""
+    dur = decision.duration_text
+    parts = []
+    if a.look is not None:
+        bound = f", boundary z = {a.boundary_z:.2f}" if a.boundary_z is not None else ""
+        conf = f" ({confidence_text(a.interval_confidence)} interval)" if a.interval_confidence else ""
+        span = (result.window.end - result.window.start).total_seconds()
+        planned = f", window {dur(span)} of planned {dur(a.planned_seconds)}" if a.planned_seconds else ""
+        parts.append(f"look {a.look}{bound}{conf}{planned}")
+    if a.tau_seconds is not None:
+        src = "from the windows only: a lower bound" if a.memory_source == "windows" else "from history"
+        eff = (f", {a.n_eff_baseline:.1f} / {a.n_eff_window:.1f} effective samples (baseline / window)"
+               if a.n_eff_baseline is not None and a.n_eff_window is not None else "")
+        dof = f", {a.dof:.0f} dof" if a.dof is not None else ""
+        parts.append(f"memory {dur(a.tau_seconds)} ({src}){eff}{dof}")
+    return "statistics: " + "; ".join(parts + [result.reason]) if parts else ""
 
 
 def verify(
@@ -245,15 +347,33 @@ def verify(
     baseline = store.baseline(initiative.baseline_id)
     cfg = spec.verification
     step = parse_duration(cfg.step, "verification.step")
-    start_at, end_at = verification_window(initiative, step, window or cfg.window, start, end, now, allow_before_start)
-    m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{initiative.workload_class}/{initiative.primary_signal}",
+    planned = planned_seconds(spec, initiative, baseline)
+    if window is None and start is None:
+        # A look is the cumulative window from the initiative's start, up to the planned length.
+        cap = initiative.started_at + dt.timedelta(seconds=planned)
+        end = min(end or now or utcnow(), cap) if end is None or end > initiative.started_at else end
+        start_at, end_at = verification_window(initiative, step, f"{planned:.0f}s", None, end, now, allow_before_start)
+    else:
+        start_at, end_at = verification_window(initiative, step, window or cfg.window, start, end, now, allow_before_start)
+    # A canary's window is its treatment group's (designs.run.window_query): promote makes it the baseline.
+    m = measure(client, designs.window_query(spec, initiative, baseline), start_at, end_at, step, cfg.batches,
+                what=f"{initiative.workload_class}/{initiative.primary_signal}",
                 on_change=baseline.signal in cfg.fresh_on_change)
-    verdict, reason, estimate = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
+    verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look_context(spec, initiative, planned=planned))
     reason = _window_reason(m, cfg.batches, verdict, reason)
     # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).
     verdict, reason = coverage.cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
-    guard_results = [evaluate_guard(spec, client, b, start_at, end_at, step) for b in guard_baselines(spec, store, initiative)] if guards else []
-    overall, overall_reason = overall_verdict(verdict, reason, guard_results, cfg.confidence)
+    # The comparison design (issue 9, designs.run): control / canary / seasonal replace the
+    # before-after effect; every design adds the demand, saturation, cycle and mix context.
+    sig = next((x for x in spec.signals if x.name == baseline.signal), None)
+    design = designs.primary(spec, client, initiative, baseline, m.samples, start_at, end_at, step,
+                             sig.category if sig else "unknown", baseline.direction)
+    if design.verdict and verdict != "NO_DATA":
+        verdict, reason = coverage.cap_verdict(design.verdict, design.reason, m, baseline, cfg.min_coverage_ratio)
+    estimate = design.as_estimate(estimate)
+    chosen = guard_baselines(spec, store, initiative) if guards else []
+    guard_results = [evaluate_guard(spec, client, b, start_at, end_at, step, look_context(spec, initiative, b.signal, planned), len(chosen)) for b in chosen]
+    overall, overall_reason = overall_verdict(verdict, reason, guard_results, cfg.confidence, cfg.optional_guards)
     fired = alerts_fired(client, initiative.workload_class, start_at, end_at)
     result = VerificationResult(
         verdict=overall,
@@ -268,7 +388,7 @@ def verify(
         change_ratio=estimate.change_ratio if estimate else None,
         ci_low=estimate.ci_low if estimate else None,
         ci_high=estimate.ci_high if estimate else None,
-        confidence=cfg.confidence,
+        confidence=judgement.confidence if judgement is not None and judgement.confidence else cfg.confidence,
         alerts_fired=fired,
         window_stats=m.stats,
         population=m.population,
@@ -276,7 +396,8 @@ def verify(
         samples=m.samples,
         reason=overall_reason,
         verified_at=utcnow(),
-        coverage=m.coverage, warnings=m.warnings, partial=m.partial,
+        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=_assessment(judgement),
+        design=design.design, design_context=design.context,
     )
     if save:
         try:
@@ -339,6 +460,7 @@ def promote(spec: Spec, store: Store, initiative_id: str) -> tuple[Initiative, l
                 query=query or old.query, window=result.window,
                 population=population or old.population, stats=window_stats,
                 created_at=created, source="promoted", initiative=initiative.id, samples=samples,
+                memory=old.memory,  # the memory is the signal's, estimated from the history before the old baseline
             )
             stored.append(store.save_baseline(baseline, make_current=True))
         promoted = initiative.model_copy(update={"status": "promoted"})
@@ -384,17 +506,18 @@ def verdict_line(result: VerificationResult, unit: str) -> str:
     alerts = ", ".join(result.alerts_fired) or "none"
     primary = result.primary_verdict or result.verdict
     if primary != result.verdict:
+        lead = guard_regressions(result.guards, result.confidence) or result.reason.split("; primary was")[0]
         return (
-            f"{result.verdict}: {guard_regressions(result.guards, result.confidence)}; primary {result.signal} {primary} {format_percent(result.change_ratio)} "
+            f"{result.verdict}: {lead}; primary {result.signal} {primary} {format_percent(result.change_ratio)} "
             f"({_interval(result.ci_low, result.ci_high, result.confidence)}), "
             f"baseline {format_number(result.baseline_mean)} -> window {format_number(result.window_mean)} {unit}; alerts fired: {alerts}"
         )
     if result.verdict == "NO_DATA":
         return f"NO_DATA: {result.signal}: {result.reason}; alerts fired: {alerts}"
     if result.ci_low is None or result.ci_high is None or not (math.isfinite(result.ci_low) and math.isfinite(result.ci_high)):
-        interval = f"{result.confidence:.0%} CI undefined: {result.reason}".replace("%", " %", 1)
+        interval = f"{confidence_text(result.confidence)} CI undefined: {result.reason}"
     else:
-        interval = f"{result.confidence * 100:.0f} % CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}"
+        interval = f"{confidence_text(result.confidence)} CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}"
     return (
         f"{result.verdict}: {result.signal} {format_percent(result.change_ratio)} ({interval}), "
         f"baseline {format_number(result.baseline_mean)} -> window {format_number(result.window_mean)} {unit}; alerts fired: {alerts}"

@@ -46,6 +46,7 @@ class LazyGroup(click.Group):
         "target": "obsctl.baselining.cli:target",
         "initiative": "obsctl.baselining.cli:initiative",
         "verify": "obsctl.baselining.cli:verify",
+        "plan": "obsctl.baselining.cli:plan",
         "report": "obsctl.baselining.cli:report",
     },
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},

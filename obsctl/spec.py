@@ -431,6 +431,7 @@ class Saturation(SaturationThresholds):
 
     classes: dict[str, SaturationThresholds] = Field(default_factory=dict)
 
+
 Design = Literal["before-after", "control", "canary", "seasonal"]
 
 
@@ -519,18 +520,26 @@ class Comparison(_Model):
         return own if own.design else own.model_copy(update={"design": self.design})
 
 
-
-
 class Verification(_Model):
     """Defaults for snapshot and verify windows.
 
     Attributes:
         window: default window for ``snapshot-baseline`` and ``verify`` (PromQL duration).
         step: query resolution step (PromQL duration).
-        batches: number of non-overlapping batches the window is cut into for the
-            batch-means confidence interval (Law & Kelton: 10-30 batches).
-        confidence: two-sided confidence level of the interval, 0-1.
-        min_effect_ratio: smallest relative change that counts as IMPROVED/REGRESSED.
+        batches: deprecated: no longer used by any verdict (the interval comes from
+            the signal's memory, docs/verification.md); only the number of batch means
+            drawn in the report's chart. Setting it prints one warning line.
+        confidence: two-sided confidence level of the interval, 0-1 (over all looks).
+        min_effect_ratio: smallest relative change that counts as IMPROVED/REGRESSED,
+            and the equivalence margin of NO_CHANGE.
+        guards: guard signals, by category or signal name (default quality and cost).
+        optional_guards: guard signals whose NO_DATA / INCONCLUSIVE does not cap the
+            verdict (a non-optional quality guard without a decision keeps it at most
+            INCONCLUSIVE).
+        memory_history: how much history before a baseline window ``snapshot-baseline``
+            reads to estimate the signal's memory (PromQL duration, default 3d).
+        power: power the planner aims at (``obsctl plan``, ``initiative start``).
+        planned_looks: looks the planner assumes (saved verifies up to the planned length).
         min_coverage_ratio: least fraction of the window's step grid with fresh input
             (real samples, ``obsctl.baselining.coverage``); below it a verdict is
             INCONCLUSIVE (NO_DATA when the signal stopped) and a baseline is refused.
@@ -545,8 +554,13 @@ class Verification(_Model):
     min_effect_ratio: float = Field(0.02, ge=0, lt=1)
     min_coverage_ratio: float = Field(0.9, gt=0, le=1)
     fresh_on_change: list[str] = Field(default_factory=list)
+    guards: list[str] = Field(default_factory=lambda: ["quality", "cost"])
+    optional_guards: list[str] = Field(default_factory=list)
+    memory_history: str = "3d"
+    power: float = Field(0.9, gt=0.5, lt=1)
+    planned_looks: int = Field(12, ge=1, le=100)
 
-    @field_validator("window", "step")
+    @field_validator("window", "step", "memory_history")
     @classmethod
     def _duration(cls, value: str) -> str:
         return _positive_duration(value)
@@ -624,7 +638,6 @@ class Spec(_Model):
             if missing:
                 raise ValueError(f"comparison.design {self.comparison.design} needs per-class settings; missing for: {', '.join(missing)}")
         return self
-
 
     # --- lookups -------------------------------------------------------------------
 

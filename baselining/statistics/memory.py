@@ -226,8 +226,9 @@ def fit_memory(times: np.ndarray, values: np.ndarray, step_seconds: float, sourc
     if x.size < 20:
         return None
     max_order = min(max_order, x.size // 10)
-    gamma, _pairs, mean = autocovariance(t, x, step_seconds, max_order + 1)
-    if not gamma[0] > 0:
+    with np.errstate(all="ignore"):  # values near the float limit: no model, not a warning
+        gamma, _pairs, mean = autocovariance(t, x, step_seconds, max_order + 1)
+    if not (math.isfinite(mean) and np.all(np.isfinite(gamma)) and gamma[0] > 0):
         return None
     r = gamma / gamma[0]
     fits = levinson_durbin(r, min(max_order, r.size - 1))
@@ -257,7 +258,10 @@ def pooled_memory(sides: list[tuple[np.ndarray, np.ndarray]], step_seconds: floa
         t, x = np.asarray(times, dtype=float), np.asarray(values, dtype=float)
         if x.size < 20:
             continue
-        g, _p, _m = autocovariance(t, x, step_seconds, min(MAX_ORDER, x.size // 10) + 1)
+        with np.errstate(all="ignore"):
+            g, _p, _m = autocovariance(t, x, step_seconds, min(MAX_ORDER, x.size // 10) + 1)
+        if not np.all(np.isfinite(g)):
+            continue
         gammas.append(g[: MAX_ORDER + 1])
         weights.append(x.size)
         n_total += x.size

@@ -130,9 +130,21 @@ def test_primary_no_data_and_regressed_stand(primary):
     assert overall_verdict(primary, "r", [guard("q", "REGRESSED", -0.1, -0.11, -0.09)], 0.95) == (primary, "r")
 
 
-def test_no_data_and_inconclusive_guards_do_not_change_the_verdict():
-    guards = [guard("a", "NO_DATA"), guard("b", "INCONCLUSIVE", 0.05, -0.05, 0.15), guard("c", "NO_CHANGE", 0.0, 0.0, 0.0, exact=True)]
+def test_no_data_and_inconclusive_non_quality_guards_do_not_change_the_verdict():
+    guards = [guard("a", "NO_DATA", category="cost"), guard("b", "INCONCLUSIVE", 0.05, -0.05, 0.15, category="saturation"),
+              guard("c", "NO_CHANGE", 0.0, 0.0, 0.0, exact=True)]
     assert overall_verdict("IMPROVED", "r", guards, 0.95) == ("IMPROVED", "r")
+
+
+@pytest.mark.parametrize("undecided", ["NO_DATA", "INCONCLUSIVE"])
+@pytest.mark.parametrize("primary", ["IMPROVED", "NO_CHANGE"])
+def test_undecided_quality_guard_caps_the_verdict_unless_optional(primary, undecided):
+    # Issue 7: no data is never a pass, for a quality guard too.
+    guards = [guard("q", undecided), guard("c", "NO_CHANGE", 0.0, 0.0, 0.0, exact=True)]
+    verdict, reason = overall_verdict(primary, "r", guards, 0.95)
+    assert verdict == "INCONCLUSIVE" and reason.startswith(f"quality guard q {undecided}") and reason.endswith(f"primary was {primary} (r)")
+    assert overall_verdict(primary, "r", guards, 0.95, optional=["q"]) == (primary, "r")
+    assert overall_verdict("INCONCLUSIVE", "r", guards, 0.95) == ("INCONCLUSIVE", "r")
 
 
 def _result(v, primary, guards, evaluated=True):

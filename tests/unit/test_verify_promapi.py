@@ -293,7 +293,10 @@ def test_verify_prints_verdict_when_it_cannot_be_saved(fake, spec, tmp_path):
     r = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END)])
     assert r.exit_code == 1
     assert r.stdout.startswith("IMPROVED: tokens +100.0 %")
-    assert r.stderr.strip() == f"obsctl: error: verdict IMPROVED not saved: {lock}: cannot take the store lock: Is a directory"
+    # The spec sets the deprecated verification.batches: one warning line comes first.
+    warning, error = r.stderr.strip().splitlines()
+    assert warning.startswith("obsctl: warning: verification.batches is deprecated")
+    assert error == f"obsctl: error: verdict IMPROVED not saved: {lock}: cannot take the store lock: Is a directory"
     js = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "-o", "json"])
     doc = _strict(js.stdout)
     assert js.exit_code == 1 and doc["saved"] is False and doc["verdict"] == "IMPROVED" and doc["verdict_exit_code"] == 0

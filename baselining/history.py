@@ -1,0 +1,67 @@
+"""The signal's memory from history: one bounded extra range query at snapshot time.
+
+One window underestimates long memory (the autocorrelation of a window of length ``T``
+cannot show correlation beyond ``T``), so ``snapshot-baseline`` also reads the signal
+over ``verification.memory_history`` (default 3 days) **before** the baseline window and
+fits the memory model (:func:`obsctl.baselining.statistics.memory.fit_memory`) to that
+history plus the baseline window. The query's step is the verification step when the
+history fits in :data:`MAX_HISTORY_POINTS` points, else the smallest multiple of it that
+does (an equal, coarser grid; the model's autocorrelation is then interpolated to the
+verification step). Whatever Prometheus still has counts ("as available"); with less
+than :data:`MIN_HISTORY_SAMPLES` samples of history the model is fitted to the baseline
+window alone and marked ``source: windows`` (a lower bound on the memory).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+from obsctl.baselining.models import Memory
+from obsctl.baselining.promapi import PrometheusClient
+from obsctl.baselining.statistics.memory import fit_memory
+from obsctl.baselining.timeutil import align_down
+
+#: Most points the history query may return (two range requests of 11,000 at most).
+MAX_HISTORY_POINTS = 20_000
+
+#: Fewest history samples for a ``history`` memory model.
+MIN_HISTORY_SAMPLES = 500
+
+
+def history_step(history_seconds: float, step_seconds: float) -> float:
+    """The history query's step: ``step * ceil(points / MAX_HISTORY_POINTS)`` (s)."""
+    return step_seconds * max(1, math.ceil(history_seconds / step_seconds / MAX_HISTORY_POINTS))
+
+
+def history_memory(client: PrometheusClient, query: str, window_start: dt.datetime, step_seconds: float, history_seconds: float,
+                   baseline_samples: list[tuple[float, float]]) -> Memory | None:
+    """Fit the memory model to the history before ``window_start`` and the baseline's samples.
+
+    Args:
+        query: the signal's PromQL (selector filled in), a single series.
+        window_start: start of the baseline window (UTC).
+        step_seconds: the verification step (s); history_seconds: how far back to read.
+        baseline_samples: the baseline window's ``(t, value)`` samples.
+
+    Returns:
+        The stored form of the model, or None when even the baseline is too short.
+
+    Raises:
+        PrometheusUnavailable: as :meth:`PrometheusClient.query_range`.
+    """
+    hist_step = history_step(history_seconds, step_seconds)
+    end = align_down(window_start, hist_step).timestamp()
+    start = max(0.0, end - history_seconds)
+    history: list[tuple[float, float]] = []
+    if history_seconds > 0 and end - start >= hist_step:
+        result = client.query_range(query, start + hist_step, end, hist_step)
+        if len(result) == 1:
+            history = [(t, v) for t, v in result[0].values if math.isfinite(v) and t < window_start.timestamp()]
+    model = None
+    if len(history) >= MIN_HISTORY_SAMPLES:
+        points = history + list(baseline_samples) if math.isclose(hist_step, step_seconds) else history
+        model = fit_memory([t for t, _ in points], [v for _, v in points], hist_step, source="history")
+    if model is None and len(baseline_samples) >= 20:
+        model = fit_memory([t for t, _ in baseline_samples], [v for _, v in baseline_samples], step_seconds, source="windows")
+    return Memory(**model.as_dict()) if model is not None else None

@@ -180,6 +180,15 @@ def _log_ratio_history(client, q_t: str, q_c: str, start: float, span: float, st
     return d if d[1].size >= 20 else None
 
 
+def window_query(spec: Spec, initiative, baseline) -> str:
+    """The PromQL ``verify`` measures the window with: the baseline's, or for a canary the
+    treatment group's (the class's signal with the variant label added to the selector)."""
+    if getattr(initiative, "design", None) == "canary" and initiative.variant:
+        v = initiative.variant
+        return spec.query_for(initiative.primary_signal, _with(spec.workload_class(initiative.workload_class), **{v["label"]: v["treatment"]}))
+    return baseline.query
+
+
 def demand_query(spec: Spec, wc: WorkloadClass) -> str:
     """The class's offered load: the spec's ``demand`` signal, else the canonical REQUESTS_OFFERED."""
     cc = spec.comparison.for_class(wc.name)
@@ -270,8 +279,8 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
 
     Args:
         baseline: the initiative's baseline (None for a canary started without one).
-        window_samples: the primary's window samples as ``verify`` measured them (the
-            class's own query; for a canary they are not used: the groups are measured here).
+        window_samples: the primary's window samples as ``verify`` measured them
+            (:func:`window_query`: for a canary, the treatment group's).
         category, direction: the primary signal's (spec).
 
     Returns:
@@ -297,9 +306,8 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
     if design == "canary":
         variant = initiative.variant or (cc.variant.model_dump() if cc.variant else {})
         label = variant["label"]
-        q_t = spec.query_for(signal, _with(wc, **{label: variant["treatment"]}))
         q_c = spec.query_for(signal, _with(wc, **{label: variant["control"]}))
-        treat, ctrl = _range(client, q_t, s, e, step), _range(client, q_c, s, e, step)
+        treat, ctrl = window_samples, _range(client, q_c, s, e, step)
         related = _range(client, q_c, s - _history_span(start_at, end_at), s, step)
         effect = canary.effect(treat, ctrl, cfg.confidence, related=related or None)
         out.treatment = treat

@@ -182,3 +182,11 @@ def test_check_notes_a_catalogue_signal_a_class_cannot_have(tmp_path):
     gaps = json.loads(result.stdout)["catalogue_gaps"]
     assert len(gaps) == 2  # the sdk class chat and the tgi class: neither has TTFT
     assert f"{path}:13: signals[1] ttft (catalogue ttft_p95_seconds): class tgi (source tgi) does not provide it" in gaps[1]
+
+
+def test_the_sources_package_ships_in_the_wheel():
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "obsctl.rules.sources" in config["packages"]
+    assert config["package-dir"]["obsctl.rules.sources"] == "rules/sources"

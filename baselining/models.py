@@ -254,14 +254,14 @@ class VerificationResult(_Record):
     primary_verdict: Verdict | None = None
     guards: list[GuardResult] = Field(default_factory=list)
     guards_evaluated: bool = False
-    #: Comparison design (issue 9) and its context: the control's own movement, demand
-    #: and saturation per period, the mix decomposition, the cycle check (``designs.run``).
-    design: str = "before-after"
-    design_context: dict = Field(default_factory=dict)
     coverage: Coverage | None = None
     warnings: list[str] = Field(default_factory=list)
     partial: bool = False
     assessment: Assessment | None = None
+    #: Comparison design (issue 9) and its context: the control's own movement, demand
+    #: and saturation per period, the mix decomposition, the cycle check (``designs.run``).
+    design: str = "before-after"
+    design_context: dict = Field(default_factory=dict)
 
 
 class Initiative(_Record):
@@ -290,10 +290,10 @@ class Initiative(_Record):
     guard_baseline_ids: dict[str, str] = Field(default_factory=dict)
     verifications: list[VerificationResult] = Field(default_factory=list)
     planned_window_seconds: float | None = None
-    notes: str = ""
     #: Comparison design (``before-after`` | ``control`` | ``canary`` | ``seasonal``), the
     #: control class (``control``), the canary's ``{label, control, treatment}``; a canary
     #: may start without a baseline (``baseline_id`` is then ``""``).
     design: str = "before-after"
     control_class: str | None = None
     variant: dict[str, str] = Field(default_factory=dict)
+    notes: str = ""

@@ -371,7 +371,8 @@ class PrometheusClient:
         except _Retryable as exc:
             took = time.monotonic() - started
             raise PrometheusUnavailable(self._scrub(
-                f"cannot reach Prometheus at {self.shown_url}: {exc} (after {tries} attempt{'s' if tries != 1 else ''} in {took:.1f}s)"
+                f"cannot reach Prometheus at {self.shown_url}: {exc} (after {tries} attempt{'s' if tries != 1 else ''} in {took:.1f}s"
+                f"{'' if tries >= self.attempts else f'; deadline {self.deadline_seconds:g}s'})"
             )) from None
         except ObsctlError as exc:
             raise type(exc)(self._scrub(str(exc))) from None
@@ -386,8 +387,9 @@ class PrometheusClient:
         where = f"cannot use Prometheus at {self.shown_url}"
         try:
             answer = bounded_get(self.session, self.url + path, params=params, timeout_seconds=timeout, max_body_bytes=self.max_body_bytes)
-        except DeadlineExceeded as exc:
-            raise _Retryable(str(exc)) from None
+        except DeadlineExceeded:
+            # An attempt cut short by the overall deadline counts as timed out as well.
+            raise _Retryable(f"no complete answer within {self.timeout_seconds:g}s") from None
         except BodyTooLarge:
             raise PrometheusUnavailable(
                 f"{where}: the answer from {path} is larger than the {_size(self.max_body_bytes)} limit "
@@ -453,7 +455,9 @@ def _envelope(answer: Answer) -> tuple[dict | None, str]:
     except RecursionError:
         return None, f"JSON nested too deeply ({kind}, {size})"
     except json.JSONDecodeError as exc:
-        truncated = exc.pos >= len(exc.doc.rstrip()) - 1 and raw.lstrip()[:1] in (b"{", b"[")
+        # A cut answer fails at its very end, or inside a string that never closes.
+        at_end = exc.pos >= len(exc.doc.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
+        truncated = at_end and raw.lstrip()[:1] in (b"{", b"[")
         why = "truncated JSON" if truncated else "not JSON"
         return None, f"{why} ({kind}, {size}){_excerpt(raw, kind)}"
     except ValueError:  # not UTF-8
@@ -468,7 +472,7 @@ def _excerpt(raw: bytes, kind: str) -> str:
     title = re.search(r"<title[^>]*>(.*?)</title", head, re.I | re.S) if "html" in kind.lower() or "<html" in head.lower() else None
     if title:
         return f": an HTML page titled '{printable(' '.join(title.group(1).split()), 80)}'"
-    return f": starts '{printable(head, 60)}'"
+    return f": starts '{printable(head.strip(), 60)}'"
 
 
 def _size(n: int) -> str:

@@ -62,33 +62,31 @@ class Answer:
 
 
 class _Attempt:
-    """Connections used by one attempt; :meth:`expire` shuts their sockets down."""
+    """Sockets used by one attempt; :meth:`expire` shuts them down."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.connections: list[HTTPConnection] = []
+        self.sockets: list[socket.socket] = []
         self.expired = False
 
-    def watch(self, conn: HTTPConnection) -> None:
+    def watch(self, sock: socket.socket) -> None:
         with self.lock:
-            self.connections.append(conn)
+            self.sockets.append(sock)
             if self.expired:
-                _shut(conn)
+                _shut(sock)
 
     def expire(self) -> None:
         with self.lock:
             self.expired = True
-            for conn in self.connections:
-                _shut(conn)
+            for sock in self.sockets:
+                _shut(sock)
 
 
-def _shut(conn: HTTPConnection) -> None:
-    sock = getattr(conn, "sock", None)
-    if sock is None:
-        return  # still connecting: bounded by the connect timeout (the remaining time)
+def _shut(sock: socket.socket) -> None:
     try:
         # socket.socket.shutdown, not SSLSocket.shutdown: the latter unwraps TLS under
-        # the reading thread's feet; a plain shutdown just makes its recv return.
+        # the reading thread's feet; a plain shutdown just makes its recv return. A
+        # socket already closed has fd -1 and raises OSError: nothing to do.
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
     except OSError:
         pass
@@ -97,29 +95,33 @@ def _shut(conn: HTTPConnection) -> None:
 _current = threading.local()
 
 
-def _register(conn: HTTPConnection) -> None:
+def _register(sock: socket.socket | None) -> None:
     attempt = getattr(_current, "attempt", None)
-    if attempt is not None:
-        attempt.watch(conn)
+    if attempt is not None and sock is not None:
+        attempt.watch(sock)
 
 
+# Sockets, not connections, are watched: http.client drops ``conn.sock`` as soon as the
+# headers say the connection will close, while the response still reads from it.
 class _WatchedHTTPConnection(HTTPConnection):
-    def connect(self) -> None:
-        _register(self)
-        super().connect()
+    def _new_conn(self) -> socket.socket:  # the TCP socket, before any TLS handshake
+        sock = super()._new_conn()
+        _register(sock)
+        return sock
 
-    def request(self, *args: Any, **kwargs: Any) -> None:  # every request, reused connections too
-        _register(self)
+    def request(self, *args: Any, **kwargs: Any) -> None:  # a reused keep-alive connection
+        _register(self.sock)
         super().request(*args, **kwargs)
 
 
 class _WatchedHTTPSConnection(HTTPSConnection):
-    def connect(self) -> None:
-        _register(self)
-        super().connect()
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _register(sock)
+        return sock
 
     def request(self, *args: Any, **kwargs: Any) -> None:
-        _register(self)
+        _register(self.sock)
         super().request(*args, **kwargs)
 
 

@@ -1,0 +1,46 @@
+"""Helpers of the fault, TLS and secret tests (fixtures are in conftest.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+
+
+def _integration_helpers():
+    # The integration suite's history and spec builders, so both suites measure the same data.
+    spec = importlib.util.spec_from_file_location("obsctl_integration_history", HERE.parent / "integration" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+helpers = _integration_helpers()
+
+
+def write_fault_spec(path: Path, url: str, store: Path, **prometheus) -> Path:
+    """The integration spec, pointed at ``url``, with short deadlines and extra
+    ``prometheus:`` fields (``tls_config=...``, ``authorization=...``)."""
+    helpers.write_spec(path, url, store)
+    spec = yaml.safe_load(path.read_text())
+    spec["prometheus"] = {"url": url, "timeout_seconds": 1, "deadline_seconds": 2, **prometheus}
+    spec["verification"].pop("batches", None)  # deprecated (a warning line on every verify)
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over every path, file mode and byte under ``root`` (empty if absent)."""
+    digest = hashlib.sha256()
+    if root.exists():
+        for p in sorted(root.rglob("*")):
+            digest.update(str(p.relative_to(root)).encode() + b"\0" + oct(p.stat().st_mode).encode() + b"\0")
+            if p.is_file():
+                digest.update(p.read_bytes())
+    return digest.hexdigest()

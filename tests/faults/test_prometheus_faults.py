@@ -1,0 +1,145 @@
+"""Every way a Prometheus answer can go wrong, injected by a proxy in front of a real
+Prometheus: each mode gives its exit code, exactly one named ``obsctl: error:`` line on
+stderr (no traceback) and leaves the store byte-for-byte unchanged."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from faultkit import tree_digest, write_fault_spec
+from faultproxy import HUGE_BYTES, FaultProxy
+
+from obsctl.baselining.cli import initiative, snapshot_baseline, verify
+from obsctl.stack import free_port
+
+pytestmark = pytest.mark.integration
+
+API = r"/api/v1/(query_range|query|series)"
+# (mode, exit code, regex the one error line must match after "obsctl: error: ")
+CASES = [
+    ("5xx", 3, rf"cannot reach Prometheus at URL: HTTP 503 from {API}: not JSON \(text/plain, \d+ bytes\): starts 'upstream connect error.*' \(after \d attempts in [\d.]+s\)"),
+    ("html502", 3, rf"cannot reach Prometheus at URL: HTTP 502 from {API}: not JSON \(text/html, \d+ bytes\): an HTML page titled '502 Bad Gateway' \(after \d attempts"),
+    ("login200", 3, rf"cannot use Prometheus at URL: not a Prometheus API answer from {API}: not JSON \(text/html; charset=utf-8, \d+ bytes\): an HTML page titled 'Sign in · Corp SSO'$"),
+    ("bad_data400", 2, r"Prometheus rejected the query 'sum\(.*\)': invalid parameter \"query\": 1:5: parse error: unexpected \"}\"$"),
+    ("execution422", 2, r"Prometheus rejected the query 'sum\(.*\)': query processing would load too many samples into memory$"),
+    ("trickle", 3, r"cannot reach Prometheus at URL: no complete answer within 1s \(after 2 attempts in (?P<took>[\d.]+)s; deadline 2s\)$"),
+    ("slow", 3, r"cannot reach Prometheus at URL: no complete answer within 1s \(after 2 attempts in (?P<took>[\d.]+)s; deadline 2s\)$"),
+    ("redirect_loop", 3, rf"cannot use Prometheus at URL: HTTP 302 from {API} redirects to URL{API}\?\.\.\.; obsctl does not follow redirects"),
+    ("truncated", 3, rf'cannot use Prometheus at URL: not a Prometheus API answer from {API}: truncated JSON \(application/json, [\d,]+ bytes\): starts .\{{"status":"success"'),
+    ("deep", 3, rf"cannot use Prometheus at URL: not a Prometheus API answer from {API}: JSON nested too deeply \(application/json, 200,000 bytes\)$"),
+    ("huge", 3, rf"cannot use Prometheus at URL: not a Prometheus API answer from {API}: not JSON \(text/plain, {HUGE_BYTES:,} bytes\): starts 'x{{60}}'$"),
+    ("overcap", 3, rf"cannot use Prometheus at URL: the answer from {API} is larger than the 1 MiB limit \(prometheus.body_size_limit"),
+    ("nonjson", 3, rf"cannot use Prometheus at URL: not a Prometheus API answer from {API}: not JSON \(text/plain, 3 bytes\): starts 'OK'$"),
+    ("wrong_types", 3, rf"cannot use Prometheus at URL: not a Prometheus API answer from {API}: data.result is dict, expected a list$"),
+    ("wrong_result_type", 3, rf"cannot use Prometheus at URL: not a Prometheus API answer from {API}: data.resultType is 'vector', expected 'matrix'$"),
+    ("401", 3, rf"cannot use Prometheus at URL: HTTP 401 from {API}: the credentials were refused: check prometheus.authorization$"),
+    ("403", 3, rf"cannot use Prometheus at URL: HTTP 403 from {API}: the credentials were refused for this request \(forbidden\): check prometheus.authorization$"),
+]
+
+
+#: Spec changes per mode: the 50 MB body is under the default 64 MiB cap, so it is named as non-JSON.
+SPEC_CHANGES = {"huge": {"body_size_limit": "64MiB"}}
+
+
+def run(cmd, args):
+    return CliRunner().invoke(cmd, [str(a) for a in args])
+
+
+def snap(spec, history):
+    return run(snapshot_baseline, ["--spec", spec, "--class", "steady", "--window", "1h", "--end", history.iso(1)])
+
+
+@pytest.fixture(scope="module")
+def seeded_store(tmp_path_factory, fault_history):
+    """A store holding one baseline (steady) and an open initiative, made once through a
+    pass-through proxy; each test works on its own copy."""
+    work = tmp_path_factory.mktemp("seeded")
+    with FaultProxy(fault_history.prometheus_url) as proxy:
+        spec = write_fault_spec(work / "obsctl.yaml", proxy.url, work / "store")
+        first = snap(spec, fault_history)
+        assert first.exit_code == 0, first.output
+        started = run(initiative, ["start", "--spec", spec, "--name", "tune", "--lever", "batch-size", "--class", "steady",
+                                   "--signal", "tokens_per_second", "--started-at", fault_history.iso(1)])
+        assert started.exit_code == 0, started.output
+    return work / "store"
+
+
+@pytest.fixture
+def fault_spec(tmp_path, proxy, seeded_store):
+    """A spec through the proxy with a bearer token (so 401/403 name it), a 1 MiB body
+    cap, and a copy of the seeded store."""
+    token = tmp_path / "token"
+    token.write_text("fault-test-token\n")
+    shutil.copytree(seeded_store, tmp_path / "store")
+    return write_fault_spec(tmp_path / "obsctl.yaml", proxy.url, tmp_path / "store",
+                            body_size_limit="1MiB", authorization={"credentials_file": str(token)})
+
+
+def one_error_line(result, proxy, pattern: str) -> re.Match:
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    line = lines[0].replace(proxy.url, "URL")
+    assert line.startswith("obsctl: error: "), line
+    match = re.search(pattern, line.removeprefix("obsctl: error: "))
+    assert match, f"{line!r} does not match {pattern!r}"
+    return match
+
+
+@pytest.mark.parametrize(("mode", "code", "pattern"), CASES, ids=[c[0] for c in CASES])
+def test_snapshot_fault_mode(mode, code, pattern, proxy, fault_spec, fault_history, tmp_path):
+    if mode in SPEC_CHANGES:
+        spec = yaml.safe_load(fault_spec.read_text())
+        spec["prometheus"].update(SPEC_CHANGES[mode])
+        fault_spec.write_text(yaml.safe_dump(spec, sort_keys=False))
+    before = tree_digest(tmp_path / "store")
+    proxy.mode = mode
+    result = snap(fault_spec, fault_history)
+    assert result.exit_code == code, result.output
+    match = one_error_line(result, proxy, pattern)
+    if "took" in match.groupdict():  # all attempts together stay under deadline_seconds (2)
+        assert float(match["took"]) <= 2.3
+    assert tree_digest(tmp_path / "store") == before
+
+
+@pytest.mark.parametrize("mode", ["trickle", "deep", "login200", "401", "5xx"])
+def test_verify_fault_mode_keeps_the_store(mode, proxy, fault_spec, fault_history, tmp_path):
+    before = tree_digest(tmp_path / "store")
+    proxy.mode = mode
+    result = run(verify, ["--spec", fault_spec, "--class", "steady", "--end", fault_history.iso(2), "-o", "json"])
+    code, pattern = next((c, p) for m, c, p in CASES if m == mode)
+    assert result.exit_code == code, result.output
+    one_error_line(result, proxy, pattern.replace(API, API))
+    assert tree_digest(tmp_path / "store") == before
+    proxy.mode = "pass"  # and the same command works once the fault is gone
+    assert run(verify, ["--spec", fault_spec, "--class", "steady", "--end", fault_history.iso(2)]).exit_code == 0
+
+
+def test_refused_connection(fault_spec, fault_history, tmp_path):
+    spec = yaml.safe_load(fault_spec.read_text())
+    spec["prometheus"]["url"] = f"http://127.0.0.1:{free_port()}"
+    fault_spec.write_text(yaml.safe_dump(spec, sort_keys=False))
+    before = tree_digest(tmp_path / "store")
+    result = snap(fault_spec, fault_history)
+    assert result.exit_code == 3
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.fullmatch(r"obsctl: error: cannot reach Prometheus at http://127\.0\.0\.1:\d+: connection refused "
+                                            r"\(after 3 attempts in [\d.]+s\)", lines[0]), result.stderr
+    assert tree_digest(tmp_path / "store") == before
+
+
+def test_deep_json_through_the_console_script(proxy, fault_spec, fault_history):
+    """The real entry point (run_main): a RecursionError-sized answer is one line, exit 3."""
+    proxy.mode = "deep"
+    done = subprocess.run([sys.executable, "-c", "from obsctl.cli import main; main()", "snapshot-baseline", "--spec", str(fault_spec),
+                           "--class", "steady", "--window", "1h", "--end", fault_history.iso(1)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "JSON nested too deeply" in lines[0], done.stderr

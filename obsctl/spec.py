@@ -431,6 +431,16 @@ class Saturation(SaturationThresholds):
 
     classes: dict[str, SaturationThresholds] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _idle_below_busy(self) -> "Saturation":
+        # given values only; against the built-in defaults obsctl.rules.saturation checks at generation
+        for name, layer in [("saturation", self), *((f"saturation.classes.{n}", c) for n, c in self.classes.items())]:
+            idle = layer.idle_ratio if layer.idle_ratio is not None else self.idle_ratio
+            busy = layer.busy_ratio if layer.busy_ratio is not None else self.busy_ratio
+            if idle is not None and busy is not None and idle >= busy:
+                raise ValueError(f"{name}: idle_ratio ({idle}) must be below busy_ratio ({busy})")
+        return self
+
 
 Design = Literal["before-after", "control", "canary", "seasonal"]
 

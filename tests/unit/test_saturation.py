@@ -191,3 +191,10 @@ def test_mig_instances_join_their_own_utilization(tmp_path):
                                      "tests": tests}))
     result = promtool.test_rules([suite])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_spec_rejects_idle_above_busy(tmp_path):
+    data = yaml.safe_load((_spec(tmp_path).path).read_text())
+    data["saturation"]["classes"]["strict"]["idle_ratio"] = 0.96  # its busy_ratio is 0.95
+    with pytest.raises(SpecError, match=r"saturation.classes.strict: idle_ratio \(0.96\) must be below busy_ratio"):
+        write_spec(tmp_path, data)

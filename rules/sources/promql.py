@@ -65,10 +65,11 @@ def gauge(names: Sequence[str], sel: str, on: Sequence[str], agg: str = "sum", e
 def quantile(q: float, names: Sequence[str], sel: str, w: str, on: Sequence[str], scale: float = 1.0, extra: str = "") -> str:
     """``histogram_quantile(q, sum by (le) (rate(<name>_bucket[w])))`` over the first
     spelling per target (buckets of two spellings are never mixed); ``scale`` converts
-    units (0.001 for milliseconds)."""
+    units (0.001 for milliseconds). Absent (not NaN) when nothing was observed."""
     buckets = [f"{n}_bucket" for n in names]
-    expr = f"histogram_quantile({q!r}, sum by (le) (\n{first_of(rates(buckets, sel, w, extra), on)}\n))"
-    return expr if scale == 1.0 else f"{expr} * {scale!r}"
+    # No observation in the window gives NaN; ">= 0" drops it, so an idle class is absent.
+    expr = f"histogram_quantile({q!r}, sum by (le) (\n{first_of(rates(buckets, sel, w, extra), on)}\n)) >= 0"
+    return expr if scale == 1.0 else f"({expr}) * {scale!r}"
 
 
 def mean(sum_names: Sequence[str], count_names: Sequence[str], sel: str, w: str, on: Sequence[str], scale: float = 1.0,
@@ -77,7 +78,7 @@ def mean(sum_names: Sequence[str], count_names: Sequence[str], sel: str, w: str,
     count (a ratio of sums), times ``scale``."""
     num = counter_sum(sum_names, sel, w, on, extra=extra)
     den = counter_sum(count_names, sel, w, on, extra=extra)
-    expr = f"{num}\n/\n{den}"
+    expr = f"({num}\n/\n{den}) >= 0"  # 0/0 (no events in the window) is NaN: dropped, absent
     return expr if scale == 1.0 else f"({expr}) * {scale!r}"
 
 

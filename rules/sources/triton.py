@@ -38,7 +38,7 @@ def _summary_p95(metric: str):
     def build(ctx: Ctx) -> str:
         active = f"rate({q.vec(metric + '_count', ctx.sel)}[{ctx.w}]) > 0"
         p95 = q.vec(metric, ctx.sel, 'quantile="0.95"')
-        return f"max(\n{p95}\nand on({', '.join(ON)})\n{active}\n) * {US!r}"
+        return f"(max(\n{p95}\nand on({', '.join(ON)})\n{active}\n) >= 0) * {US!r}"
     return build
 
 

@@ -52,7 +52,7 @@ def _prefix_hit(ctx: Ctx) -> str:
     hits = q.counter_sum(names("prefix_cache_hits_total"), ctx.sel, ctx.w, ON)
     queries = q.counter_sum(names("prefix_cache_queries_total"), ctx.sel, ctx.w, ON)
     old = q.gauge(names("gpu_prefix_cache_hit_rate"), ctx.sel, ON, agg="avg")
-    return f"({hits}\n/\n{queries})\nor\n{old}"
+    return f"(({hits}\n/\n{queries}) >= 0)\nor\n{old}"  # no lookups in the window: NaN, dropped
 
 
 TOKENS_IN = names("prompt_tokens_total")

@@ -92,6 +92,7 @@ SPEC = {
     "workload_classes": [
         {"name": "vllm-both", "kind": "inference", "source": "vllm", "selector": {"job": "vllm", "model_name": "m1"}},
         {"name": "vllm-old", "kind": "inference", "source": "vllm", "selector": {"job": "vllm", "model_name": "m0"}},
+        {"name": "vllm-idle", "kind": "inference", "source": "vllm", "selector": {"job": "vllm", "model_name": "m2"}},
         {"name": "vllm-mixed", "kind": "inference", "source": "vllm", "selector": {"job": "vllm-fleet"}},
         {"name": "ray-vllm", "kind": "inference", "source": "vllm", "selector": {"job": "ray"}},
         {"name": "tgi", "kind": "inference", "source": "tgi", "selector": {"job": "tgi"}},
@@ -134,6 +135,11 @@ def inputs() -> list[dict]:
     x.gauge("vllm:gpu_cache_usage_perc", 0.25, **v, model_name="m0")
     x.histogram("vllm:time_per_output_token_seconds", OLD_TPOT, **v, model_name="m0")
     x.gauge("vllm:gpu_prefix_cache_hit_rate", 0.3, **v, model_name="m0")
+    # vllm-idle (model m2): no request in the window; quantiles and means are 0/0.
+    x.histogram("vllm:time_to_first_token_seconds", {0.1: 0, INF: 0}, **v, model_name="m2")
+    x.counter("vllm:e2e_request_latency_seconds_sum", 0, **v, model_name="m2").counter("vllm:e2e_request_latency_seconds_count", 0, **v, model_name="m2")
+    x.counter("vllm:prefix_cache_queries_total", 0, **v, model_name="m2").counter("vllm:prefix_cache_hits_total", 0, **v, model_name="m2")
+    x.counter("vllm:prompt_tokens_total", 0, **v, model_name="m2")
     # vllm-mixed: two replicas of one class mid-upgrade, one new (a), one old (b).
     f = {"job": "vllm-fleet", "model_name": "m"}
     x.gauge("vllm:kv_cache_usage_perc", 0.2, **f, instance="a").gauge("vllm:gpu_cache_usage_perc", 0.6, **f, instance="b")
@@ -215,6 +221,10 @@ def expected() -> dict[tuple[str, str], float | dict[str, float] | None]:
         ("vllm-old", c.ITL_P95): p95(OLD_TPOT),
         ("vllm-old", c.PREFIX_CACHE_HIT): 0.3,
         ("vllm-old", c.TTFT_P95): None,
+        ("vllm-idle", c.TTFT_P95): None,  # NaN dropped: absent, not NaN
+        ("vllm-idle", c.E2E_MEAN): None,
+        ("vllm-idle", c.PREFIX_CACHE_HIT): None,
+        ("vllm-idle", c.INPUT_TOKENS): 0.0,  # a rate of 0 is a value
         ("vllm-mixed", c.KV_CACHE_USAGE): (0.2 + 0.6) / 2,
         ("vllm-mixed", c.INPUT_TOKENS): rate(90),
         ("ray-vllm", c.KV_CACHE_USAGE): 0.5,

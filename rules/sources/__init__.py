@@ -86,13 +86,17 @@ def describe(wc) -> dict:
     mappings = [m for _, m in class_mappings(wc)]
     records = [m.record for m in mappings]
     outcomes = {o for m in mappings for o in m.outcomes}
+    filled_by_sources = {m.record for s in (*SOURCES.values(), *QUEUE_SOURCES.values()) for m in s.mappings}
+    # Catalogue signals over series the sources do not fill (cost, efficiency: derived by
+    # other rule files from the canonical series) are offered to every class.
+    records += [r for r, *_ in CATALOGUE_SIGNALS.values() if r not in filled_by_sources and r not in records]
     lacks = SOURCES[wc.source].lacks
     if wc.queue:
         lacks = f"{lacks}; queue {wc.queue.source}: {QUEUE_SOURCES[wc.queue.source].lacks}"
     return {
         "source": wc.source,
         "queue": wc.queue.source if wc.queue else None,
-        "series": records,
+        "series": [m.record for m in mappings],
         "signals": sorted(k for k, (record, extra, *_) in CATALOGUE_SIGNALS.items()
                           if record in records and (not extra.startswith("outcome=") or extra.split('"')[1] in outcomes)),
         "lacks": lacks,

@@ -128,6 +128,17 @@ CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
     "kv_cache_usage_ratio": (KV_CACHE_USAGE, "", "saturation", "ratio", "lower_is_better"),
     "prefix_cache_hit_ratio": (PREFIX_CACHE_HIT, "", "utilization", "ratio", "higher_is_better"),
     "preemptions_per_second": (PREEMPTIONS, "", "saturation", "preemptions/s", "lower_is_better"),
+    # Efficiency and cost per unit of work (rules/cost.py, ratios of sums): primaries that
+    # do not measure demand (issue 9; category utilization, so the demand-bound rule for
+    # throughput does not apply).
+    "tokens_per_gpu_busy_second": (TOKENS_PER_GPU_BUSY_SECOND, "", "utilization", "tokens/GPU-s", "higher_is_better"),
+    "tokens_per_gpu_allocated_second": (TOKENS_PER_GPU_ALLOCATED_SECOND, "", "utilization", "tokens/GPU-s", "higher_is_better"),
+    "samples_per_gpu_allocated_second": (SAMPLES_PER_GPU_ALLOCATED_SECOND, "", "utilization", "samples/GPU-s", "higher_is_better"),
+    "tokens_per_joule": (TOKENS_PER_JOULE, "", "utilization", "tokens/J", "higher_is_better"),
+    "usd_per_million_tokens": (COST_PER_MILLION_TOKENS, "", "cost", "USD/1M tokens", "lower_is_better"),
+    "usd_per_million_output_tokens": (COST_PER_MILLION_OUTPUT_TOKENS, "", "cost", "USD/1M tokens", "lower_is_better"),
+    "usd_per_request": (COST_PER_REQUEST, "", "cost", "USD/request", "lower_is_better"),
+    "usd_per_sample": (COST_PER_SAMPLE, "", "cost", "USD/sample", "lower_is_better"),
 }
 
 

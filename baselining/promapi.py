@@ -21,6 +21,7 @@ import datetime as dt
 import json
 import math
 import re
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -396,8 +397,11 @@ class PrometheusClient:
                 "(prometheus.body_size_limit; or ask for a shorter window or fewer series)"
             ) from None
         except requests.exceptions.SSLError as exc:
+            reason = _tls_reason(exc)
+            if "eof" in reason.lower() and self.config.tls_config.cert_file is None:
+                reason = "the server closed the connection during the TLS handshake (does it require a client certificate? tls_config.cert_file and key_file)"
             raise PrometheusUnavailable(
-                f"{where}: TLS failed: {_short(exc)} (check prometheus.tls_config: ca_file, server_name, cert_file/key_file)"
+                f"{where}: TLS failed: {reason} (check prometheus.tls_config: ca_file, server_name, cert_file/key_file)"
             ) from None
         except requests.exceptions.InvalidHeader:
             raise UsageError(f"{where}: a configured header or credential is not a valid HTTP header value") from None
@@ -480,6 +484,23 @@ def _size(n: int) -> str:
         if n >= factor and n % factor == 0:
             return f"{n // factor} {unit}"
     return f"{n:,} bytes"
+
+
+def _tls_reason(exc: BaseException) -> str:
+    """The innermost ssl error's own words: ``certificate verify failed: <why>`` or its reason code."""
+    seen, todo = set(), [exc]
+    while todo:
+        err = todo.pop()
+        if id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, ssl.SSLCertVerificationError):
+            return printable(f"certificate verify failed: {err.verify_message}".rstrip("."))
+        if isinstance(err, ssl.SSLError) and getattr(err, "reason", None):
+            return printable(str(err.reason).replace("_", " ").lower())
+        todo += [a for a in getattr(err, "args", ()) if isinstance(a, BaseException)]
+        todo += [r for r in (getattr(err, "reason", None), err.__cause__, err.__context__) if isinstance(r, BaseException)]
+    return _short(exc) if isinstance(exc, requests.RequestException) else printable(str(exc))
 
 
 def _short(exc: requests.RequestException) -> str:

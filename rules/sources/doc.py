@@ -32,6 +32,13 @@ def render_markdown() -> str:
     for record in ROWS:
         cells = [_cell(reads[s.name][record]) if record in reads[s.name] else "—" for s in sources]
         lines.append(f"| `{record}` | " + " | ".join(cells) + " |")
+    lines += ["", "Catalogue signals (a spec signal's `catalogue:`; `obsctl check` lists the ones each class has):", "",
+              "| `catalogue:` | reads | category | unit | direction |", "|---|---|---|---|---|"]
+    filled = {m.record for s in sources for m in s.mappings}
+    for key, (record, extra, category, unit, direction) in canonical.CATALOGUE_SIGNALS.items():
+        if record in filled:  # the cost and efficiency ones are documented with rules/cost.py
+            where = f"{record}{{{extra}}}" if extra else record
+            lines.append(f"| `{key}` | `{where}` | {category} | {unit} | {direction.replace('_', ' ')} |")
     lines += ["", "| source | kind | versions | lacks | quirks handled |", "|---|---|---|---|---|"]
     for s in [*SOURCES.values(), *QUEUE_SOURCES.values()]:
         kind = "`queue.source`" if s.kind == "queue" else "`source`"

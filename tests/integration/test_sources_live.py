@@ -87,23 +87,20 @@ class LiveDump:
     """Serves one dump at /metrics, its cumulative series rising at K * value per second."""
 
     def __init__(self, path: Path, t0: float):
-        text = path.read_text()
         _, types = read_dump(path)
-        lines = text.split("\n")  # keeps a missing final newline missing
+        # Parsed once: (line, None) for comments and blank lines, (series, value, rises) for
+        # samples; split on "\n" so a missing final newline stays missing.
+        lines: list[tuple] = []
+        for line in path.read_text().split("\n"):
+            m = _SAMPLE.match(line) if line and not line.startswith("#") else None
+            lines.append((line, None) if m is None else (m.group(1) + (m.group(2) or ""), float(m.group(3)),
+                                                         cumulative(m.group(1), types)))
 
         def render() -> bytes:
             now_ms = int(time.time() * 1000)
-            t = now_ms / 1000 - t0
-            out = []
-            for line in lines:
-                m = _SAMPLE.match(line) if line and not line.startswith("#") else None
-                if m is None:
-                    out.append(line)
-                    continue
-                value = float(m.group(3))
-                if cumulative(m.group(1), types):
-                    value *= 1 + K * t
-                out.append(f"{m.group(1)}{m.group(2) or ''} {value!r} {now_ms}")
+            growth = 1 + K * (now_ms / 1000 - t0)
+            out = [item[0] if item[1] is None else f"{item[0]} {item[1] * growth if item[2] else item[1]!r} {now_ms}"
+                   for item in lines]
             return "\n".join(out).encode()
 
         class Handler(BaseHTTPRequestHandler):

@@ -336,7 +336,7 @@ def _initiative_plan(spec, i) -> dict | None:
         return None
     planned = planned_seconds(spec, i, b)
     try:
-        p = baseline_plan(spec, b, i.expected_impact_ratio or 0.05)
+        p = _design_plan(spec, b, i.expected_impact_ratio or 0.05, i.workload_class, getattr(i, "design", "before-after"))
     except UsageError as exc:
         return {"planned_seconds": planned, "planned_text": duration_text(planned), "lines": ["", str(exc)]}
     return {"planned_seconds": planned, "planned_text": duration_text(planned), **p.as_dict(),
@@ -346,14 +346,26 @@ def _initiative_plan(spec, i) -> dict | None:
 # --- plan --------------------------------------------------------------------------------
 
 
+def _design_plan(spec, b, effect, workload_class, design):
+    # The planner for the initiative's comparison design (obsctl.baselining.designs.plan).
+    from obsctl.baselining.designs.plan import design_plan
+
+    variant = spec.comparison.for_class(workload_class).variant
+    return design_plan(spec, b, effect, design, variant.traffic_share if variant else 0.5)
+
+
+
 @click.command("plan")
 @spec_option
 @click.option("--class", "workload_class", required=True, metavar="NAME", help="The workload class.")
 @click.option("--signal", required=True, metavar="NAME", help="The signal to plan for (its current baseline is used).")
 @click.option("--effect", type=float, required=True, metavar="RATIO", help="Expected relative change, e.g. 0.05 for +5 %.")
+@click.option("--design", type=click.Choice(["before-after", "control", "canary", "seasonal"]), default=None,
+              help="Comparison design to plan for (default: the spec's for the class): control adds the control class's "
+                   "two windows, canary splits the traffic (variant.traffic_share) and needs no baseline period.")
 @output_option
 @wrap_errors
-def plan(spec_path, workload_class, signal, effect, output):
+def plan(spec_path, workload_class, signal, effect, design, output):
     """How long a verify window must be, from the current baseline's memory and scale.
 
     Prints the window needed to detect EFFECT with verification.power (default 90 %) at
@@ -372,9 +384,10 @@ def plan(spec_path, workload_class, signal, effect, output):
     if b is None:
         raise StoreError(f"no current baseline for {workload_class}/{signal}; take one first: "
                          f"obsctl snapshot-baseline --class {workload_class} --signal {signal}")
-    p = baseline_plan(spec, b, effect)
+    design = design or spec.comparison.for_class(workload_class).design
+    p = _design_plan(spec, b, effect, workload_class, design) if design else baseline_plan(spec, b, effect)
     if output == "json":
-        emit_json({"workload_class": workload_class, "signal": signal, "baseline_id": b.id, **p.as_dict()})
+        emit_json({"workload_class": workload_class, "signal": signal, "baseline_id": b.id, "design": design, **p.as_dict()})
         return
     for line in plan_lines(p, f"{workload_class}/{signal}"):
         click.echo(line)

@@ -451,11 +451,13 @@ class Variant(_Model):
     Attributes:
         label: the label name, e.g. ``track``.
         control, treatment: its values on the unchanged and the changed replicas.
+        traffic_share: the treatment's share of the class's traffic (the planner uses it).
     """
 
     label: str
     control: str = Field(min_length=1)
     treatment: str = Field(min_length=1)
+    traffic_share: float = Field(0.5, gt=0, lt=1)
 
     @field_validator("label")
     @classmethod

@@ -71,7 +71,7 @@ def choose(spec: Spec, workload_class: str, design: str | None = None, control_c
     if chosen == "canary":
         if cc.variant is None:
             raise UsageError(f"--design canary needs comparison.classes.{workload_class}.variant: {{label, control, treatment}} in the spec")
-        return Choice("canary", None, cc.variant.model_dump())
+        return Choice("canary", None, cc.variant.model_dump(exclude={"traffic_share"}))
     return Choice(chosen)
 
 
@@ -83,6 +83,23 @@ def check_start(spec: Spec, store, workload_class: str, choice: Choice, baseline
     """
     if choice.design == "seasonal" and baseline is not None:
         seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
+
+
+def planned_window(spec: Spec, workload_class: str, choice: Choice, baseline, expected_impact: float | None) -> float | None:
+    """The design's planned window (s) for the expected impact (:mod:`.plan`), or None
+    (before-after and seasonal: the statistics planner's own; no baseline or no impact)."""
+    if choice.design not in ("control", "canary") or baseline is None or not expected_impact:
+        return None
+    from obsctl.baselining.designs.plan import design_plan
+    from obsctl.baselining.timeutil import parse_duration
+
+    cc = spec.comparison.for_class(workload_class)
+    try:
+        p = design_plan(spec, baseline, expected_impact, choice.design, cc.variant.traffic_share if cc.variant else 0.5)
+    except UsageError:
+        return None
+    default = parse_duration(spec.verification.window, "verification.window")
+    return max(default, p.window_seconds) if p.window_seconds else None
 
 
 def check_ledger(store, workload_class: str, choice: Choice) -> None:

@@ -157,3 +157,59 @@ def test_judge_turns_a_cyclic_before_after_into_inconclusive():
     e = before_after.effect(_s(tb, b), _s(tw, w), 0.95)
     j = judge.judge(e, "higher_is_better", 0.02, cycle=cycle.detect(_s(tb, b), 0.02))
     assert j.verdict == "INCONCLUSIVE" and "use --design seasonal or a control class" in j.reason
+
+
+def _baseline(rng, hours=2):
+    from obsctl.baselining import stats
+    from obsctl.baselining.models import Baseline, Population, Window
+
+    t = _grid(T0, hours * 3600)
+    v = 1000 * np.exp(_ar1(rng, t.size, 0.05, 0.9))
+    start, end = (dt.datetime.fromtimestamp(x, dt.timezone.utc) for x in (T0, T0 + hours * 3600))
+    return Baseline(id="a.t.x", workload_class="a", signal="t", unit="1", direction="higher_is_better", query="sum(x)",
+                    window=Window(start=start, end=end, step_seconds=STEP), population=Population(series_count=1),
+                    stats=stats.summarize(v.tolist(), 10), created_at=end, samples=list(zip(t.tolist(), v.tolist())))
+
+
+def test_planner_accounts_for_the_design():
+    from obsctl.baselining.designs.plan import design_plan, factors
+    from obsctl.spec import Spec
+
+    spec = Spec.model_validate({"workload_classes": [{"name": "a", "kind": "inference", "selector": {"job": "x"}}],
+                                "signals": [{"name": "t", "category": "throughput", "query": "sum(x{$selector})", "unit": "1",
+                                             "direction": "higher_is_better"}]})
+    b = _baseline(np.random.default_rng(9))
+    ba = design_plan(spec, b, 0.10, "before-after")
+    ctl = design_plan(spec, b, 0.10, "control")
+    can = design_plan(spec, b, 0.10, "canary", 0.5)
+    small = design_plan(spec, b, 0.10, "canary", 0.1)
+    assert factors("canary", 0.5) == (4.0, 0.0) and factors("control") == (2.0, 2.0)
+    assert ba.window_seconds < ctl.window_seconds
+    assert can.window_seconds < small.window_seconds  # a 10 % canary needs longer than a 50/50 split
+
+
+@pytest.mark.parametrize("comparison, message", [
+    ({"classes": {"a": {"design": "control", "control": "a"}}}, "comparison.classes.a.control 'a' must be another workload class"),
+    ({"classes": {"a": {"design": "control"}}}, "design control needs control: <another class>"),
+    ({"classes": {"a": {"design": "canary"}}}, "design canary needs variant"),
+    ({"classes": {"a": {"variant": {"label": "track", "control": "x", "treatment": "x"}}}}, "control and treatment must differ"),
+    ({"classes": {"zz": {"design": "seasonal"}}}, "comparison.classes.zz: no such workload class"),
+    ({"timezone": "Mars/Olympus"}, "not an IANA time zone"),
+    ({"design": "sideways"}, "comparison.design"),
+])
+def test_comparison_spec_errors_are_one_readable_line(tmp_path, comparison, message):
+    import yaml
+
+    from obsctl.errors import SpecError
+    from obsctl.spec import load_spec
+
+    path = tmp_path / "obsctl.yaml"
+    path.write_text(yaml.safe_dump({
+        "workload_classes": [{"name": "a", "kind": "inference", "selector": {"job": "x"}},
+                             {"name": "b", "kind": "inference", "selector": {"job": "y"}}],
+        "signals": [{"name": "t", "category": "throughput", "query": "sum(x{$selector})", "unit": "1", "direction": "higher_is_better"}],
+        "comparison": comparison}))
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    text = str(err.value)
+    assert message in text and str(path) in text and "\n" not in text.strip()

@@ -181,6 +181,8 @@ SPEC = {
          "queue": {"source": "kueue", "selector": {"job": "kueue"}, "cluster_queue": "cluster-queue"}},
         {"name": "train-lq", "kind": "training", "selector": {"job": "trainer"},
          "queue": {"source": "kueue", "selector": {"job": "kueue"}, "local_queue": "default/user-queue"}},
+        {"name": "behind-serve", "kind": "inference", "selector": {"job": "app"},
+         "queue": {"source": "ray-serve", "selector": {"job": "ray", "application": "hello"}}},
         {"name": "hpc", "kind": "training", "selector": {"job": "hpc"},
          "queue": {"source": "slurm", "selector": {"job": "slurm"}, "partition": "gpu"}},
     ],
@@ -263,6 +265,9 @@ def expected(root: Path) -> dict[tuple[str, str], float | dict[str, float] | Non
         ("serve-add", c.REQUESTS_WAITING): ray.total("ray_serve_deployment_queued_queries", **add)
         + ray.total("ray_serve_replica_pending_queries", **add),
         ("serve-add", c.REQUESTS_RUNNING): ray.total("ray_serve_replica_processing_queries", **add),
+        # Ray Serve as the queue of a class served by another source (application "hello").
+        ("behind-serve", c.REQUESTS_WAITING): ray.total("ray_serve_deployment_queued_queries", application="hello")
+        + ray.total("ray_serve_replica_pending_queries", application="hello"),
         # Kueue: ClusterQueue and LocalQueue of the dump.
         ("train-cq", c.REQUESTS_WAITING): kq.total("kueue_pending_workloads", cluster_queue="cluster-queue"),
         ("train-cq", c.QUEUE_WAIT_P95): quantile(0.95, kq.buckets("kueue_admission_wait_time_seconds", cluster_queue="cluster-queue")),

@@ -408,25 +408,25 @@ class PrometheusClient:
         except requests.RequestException as exc:
             raise _Retryable(_short(exc)) from None
         status = answer.status
-        body, problem = _envelope(answer)
+        body, problem = _envelope(answer, self._scrub)
         if status in (401, 403):
             raise PrometheusUnavailable(f"{where}: HTTP {status} from {path}: {self._refused(status)}")
         if status >= 500 or status == 429:
-            raise _Retryable(f"HTTP {status} from {path}: {_error_text(body) or problem}")
+            raise _Retryable(f"HTTP {status} from {path}: {_error_text(body, self._scrub) or problem}")
         if 300 <= status < 400:
             location = printable(redact_url(answer.headers.get("Location", "")) or "(no Location header)")
             raise PrometheusUnavailable(
                 f"{where}: HTTP {status} from {path} redirects to {location}; "
                 "obsctl does not follow redirects: set prometheus.url to the Prometheus server itself"
             )
-        if status in (400, 422) and _error_text(body):
-            raise UsageError(f"Prometheus rejected the query {promql!r}: {_error_text(body)}")
+        if status in (400, 422) and _error_text(body, self._scrub):
+            raise UsageError(f"Prometheus rejected the query {promql!r}: {_error_text(body, self._scrub)}")
         if status != 200:
-            raise PrometheusUnavailable(f"{where}: HTTP {status} from {path}: {_error_text(body) or problem}")
+            raise PrometheusUnavailable(f"{where}: HTTP {status} from {path}: {_error_text(body, self._scrub) or problem}")
         if body is None:
             raise PrometheusUnavailable(f"{where}: not a Prometheus API answer from {path}: {problem}")
         if body.get("status") != "success":
-            detail = _error_text(body) or f"status is {printable(str(body.get('status')), 40)!r}, expected 'success'"
+            detail = _error_text(body, self._scrub) or f"status is {printable(str(body.get('status')), 40)!r}, expected 'success'"
             raise PrometheusUnavailable(f"{where}: not a Prometheus API answer from {path}: HTTP 200 {detail}")
         return body
 
@@ -440,14 +440,15 @@ class PrometheusClient:
         return f"the credentials were {verb}: check prometheus.{kind}"
 
 
-def _error_text(body: dict | None) -> str:
-    """Prometheus' ``error`` of an error envelope (``{"status":"error","errorType":...,"error":...}``)."""
+def _error_text(body: dict | None, scrub: Any = str) -> str:
+    """Prometheus' ``error`` of an error envelope (``{"status":"error","errorType":...,"error":...}``),
+    secrets scrubbed before it is cut to a line (a cut secret would not be recognised)."""
     if body is None or body.get("status") != "error" or not isinstance(body.get("error"), str):
         return ""
-    return printable(body["error"])
+    return printable(scrub(body["error"]))
 
 
-def _envelope(answer: Answer) -> tuple[dict | None, str]:
+def _envelope(answer: Answer, scrub: Any = str) -> tuple[dict | None, str]:
     """``(the JSON object, "")`` or ``(None, why it is not a Prometheus API answer)``."""
     raw = answer.body
     kind = printable(answer.headers.get("Content-Type", "") or "no Content-Type", 60)
@@ -463,16 +464,16 @@ def _envelope(answer: Answer) -> tuple[dict | None, str]:
         at_end = exc.pos >= len(exc.doc.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
         truncated = at_end and raw.lstrip()[:1] in (b"{", b"[")
         why = "truncated JSON" if truncated else "not JSON"
-        return None, f"{why} ({kind}, {size}){_excerpt(raw, kind)}"
+        return None, f"{why} ({kind}, {size}){_excerpt(raw, kind, scrub)}"
     except ValueError:  # not UTF-8
-        return None, f"not JSON ({kind}, {size}){_excerpt(raw, kind)}"
+        return None, f"not JSON ({kind}, {size}){_excerpt(raw, kind, scrub)}"
     if not isinstance(body, dict):
         return None, f"JSON {type(body).__name__} instead of an object ({kind}, {size})"
     return body, ""
 
 
-def _excerpt(raw: bytes, kind: str) -> str:
-    head = raw[:4096].decode("utf-8", errors="backslashreplace")
+def _excerpt(raw: bytes, kind: str, scrub: Any = str) -> str:
+    head = scrub(raw[:4096].decode("utf-8", errors="backslashreplace"))
     title = re.search(r"<title[^>]*>(.*?)</title", head, re.I | re.S) if "html" in kind.lower() or "<html" in head.lower() else None
     if title:
         return f": an HTML page titled '{printable(' '.join(title.group(1).split()), 80)}'"

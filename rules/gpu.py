@@ -20,7 +20,9 @@ RECORDING = [
     ("instance:obsctl_gpu_energy_joules:rate5m", f"sum by (instance) (rate(obsctl_gpu_energy_joules_total{_WHOLE}[5m]))"),
     ("instance:obsctl_gpu_up:sum", f"sum by (instance) (obsctl_gpu_up{_WHOLE})"),
     ("workload_class:obsctl_gpu_utilization_ratio:avg",
-     "sum by (workload_class) (obsctl_gpu_utilization_ratio * on(uuid) group_left(workload_class) obsctl_gpu_attribution_info)\n"
+     # The attribution is the "many" side: a shared GPU (or MIG instance) has one
+     # attribution series per class, so joining the other way round is many-to-many.
+     "sum by (workload_class) (obsctl_gpu_attribution_info * on(uuid, gpu_instance) group_left() obsctl_gpu_utilization_ratio)\n"
      "/ count by (workload_class) (obsctl_gpu_attribution_info)"),
 ]
 

@@ -3,7 +3,8 @@
 Names read from huggingface/text-generation-inference ``router/src/server.rs`` and
 ``router/src/infer/`` (``metrics::counter!``/``histogram!``/``gauge!`` calls, 1.x-3.x) and
 the docs' "Metrics" reference: counters ``tgi_request_count``, ``tgi_request_success``,
-``tgi_request_failure{err}`` (``validation``, ``overloaded``, ``generation``,
+``tgi_request_failure{err}`` (``validation``, ``overloaded`` (concurrency limit reached),
+``dropped`` and ``cancelled`` (the client went away), ``generation``,
 ``incomplete_generation``), ``tgi_batch_inference_count{method}``; gauges
 ``tgi_queue_size``, ``tgi_batch_current_size``; histograms (seconds)
 ``tgi_request_duration``, ``tgi_request_queue_duration``,
@@ -31,8 +32,8 @@ def names(base: str) -> tuple[str, ...]:
 def _requests(ctx: Ctx) -> str:
     ok = q.relabel_outcome(q.first_of(q.rates(names("tgi_request_success"), ctx.sel, ctx.w), ON), "", [], "success")
     failed = q.first_of(q.rates(names("tgi_request_failure"), ctx.sel, ctx.w), ON)
-    # overloaded: the queue was full and the request was refused; the rest failed.
-    failed = q.relabel_outcome(f"({failed})", "err", [("rejected", "overloaded")], "error")
+    # overloaded: refused at the concurrency limit; dropped/cancelled: aborted by the client.
+    failed = q.relabel_outcome(f"({failed})", "err", [("rejected", "overloaded|dropped|cancelled")], "error")
     return q.outcome_sum([f"sum by (outcome) ({ok})", f"sum by (outcome) ({failed})"])
 
 
@@ -48,7 +49,7 @@ SOURCE = Source(
         Mapping(c.OUTPUT_TOKENS, OUT, lambda x: q.counter_sum(OUT, x.sel, x.w, ON), "sum of the generated-tokens histogram"),
         Mapping(c.TOKENS, IN + OUT, lambda x: f"{q.counter_sum(IN, x.sel, x.w, ON)}\n+\n{q.counter_sum(OUT, x.sel, x.w, ON)}"),
         Mapping(c.REQUESTS, names("tgi_request_success") + names("tgi_request_failure"), _requests,
-                "success; failure err=overloaded -> rejected, other err -> error", outcomes=("success", "error", "rejected")),
+                "success; failure err=overloaded|dropped|cancelled -> rejected, other err -> error", outcomes=("success", "error", "rejected")),
         Mapping(c.REQUESTS_OFFERED, names("tgi_request_count"), lambda x: q.counter_sum(names("tgi_request_count"), x.sel, x.w, ON)),
         Mapping(c.STEPS, names("tgi_batch_inference_count"),
                 lambda x: q.counter_sum(names("tgi_batch_inference_count"), x.sel, x.w, ON), "prefill + decode forward passes"),

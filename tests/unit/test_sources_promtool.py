@@ -152,6 +152,7 @@ def inputs() -> list[dict]:
     t1, t2 = {"job": "tgi", "instance": "t1"}, {"job": "tgi", "instance": "t2"}
     x.counter("tgi_request_success", 30, **t1).counter("tgi_request_success_total", 15, **t2)
     x.counter("tgi_request_failure", 3, **t1, err="validation").counter("tgi_request_failure", 6, **t1, err="overloaded")
+    x.counter("tgi_request_failure", 1.5, **t1, err="dropped")  # the client went away
     x.counter("tgi_request_count", 39, **t1).counter("tgi_request_count_total", 15, **t2)
     x.counter("tgi_request_input_length_sum", 1200, **t1).counter("tgi_request_generated_tokens_sum", 2400, **t1)
     x.histogram("tgi_request_queue_duration", NEW_ITL, **t1)
@@ -230,7 +231,7 @@ def expected() -> dict[tuple[str, str], float | dict[str, float] | None]:
         ("ray-vllm", c.KV_CACHE_USAGE): 0.5,
         ("ray-vllm", c.PREFIX_CACHE_HIT): None,  # -1 sentinel
         ("ray-vllm", c.OUTPUT_TOKENS): rate(900),
-        ("tgi", c.REQUESTS): {"success": rate(45), "error": rate(3), "rejected": rate(6)},
+        ("tgi", c.REQUESTS): {"success": rate(45), "error": rate(3), "rejected": rate(6 + 1.5)},
         ("tgi", c.REQUESTS_OFFERED): rate(54),
         ("tgi", c.INPUT_TOKENS): rate(1200),
         ("tgi", c.OUTPUT_TOKENS): rate(2400),

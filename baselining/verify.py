@@ -344,7 +344,7 @@ def verify(
     initiative = resolve_initiative(store, initiative_id, workload_class)
     if initiative.status not in ("open", "verified"):
         raise StoreError(f"initiative {initiative.id!r} is {initiative.status}; only open or verified initiatives can be verified")
-    baseline = store.baseline(initiative.baseline_id)
+    baseline = store.baseline(initiative.baseline_id) if initiative.baseline_id else None
     cfg = spec.verification
     step = parse_duration(cfg.step, "verification.step")
     planned = planned_seconds(spec, initiative, baseline)
@@ -355,6 +355,8 @@ def verify(
         start_at, end_at = verification_window(initiative, step, f"{planned:.0f}s", None, end, now, allow_before_start)
     else:
         start_at, end_at = verification_window(initiative, step, window or cfg.window, start, end, now, allow_before_start)
+    if baseline is None:  # a canary started without a baseline: its control group's window stands in (designs.run)
+        baseline = designs.control_group_baseline(spec, client, store, initiative, start_at, end_at, step)
     # A canary's window is its treatment group's (designs.run.window_query): promote makes it the baseline.
     m = measure(client, designs.window_query(spec, initiative, baseline), start_at, end_at, step, cfg.batches,
                 what=f"{initiative.workload_class}/{initiative.primary_signal}",

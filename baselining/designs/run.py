@@ -420,3 +420,33 @@ def report_lines(result) -> list[str]:
                   "", f"Rate/mix decomposition: change {m['total_change'] * 100:+.1f} % = mix {m['mix_change'] * 100:+.1f} % "
                   f"x rate {m['rate_change'] * 100:+.1f} % (the mix explains {m['mix_share']:.0%})."]
     return [*lines, ""]
+
+
+def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.datetime, end_at: dt.datetime, step: float):
+    """For a canary started without a baseline: its control group's window, stored (not
+    current) as the baseline the verdict, the guards, promote and report refer to.
+
+    The control group runs the unchanged configuration in the same window, so it is the
+    state before the change; the record keeps the class's identity query.
+
+    Raises:
+        StoreError: the control group has no data in the window, or the store refuses the write.
+    """
+    from obsctl.baselining.models import Baseline
+    from obsctl.baselining.snapshot import measure
+    from obsctl.baselining.timeutil import utcnow
+
+    wc = spec.workload_class(initiative.workload_class)
+    sig = spec.signal(initiative.primary_signal)
+    v = initiative.variant
+    m = measure(client, spec.query_for(sig, _with(wc, **{v["label"]: v["control"]})), start_at, end_at, step, spec.verification.batches,
+                what=f"{wc.name}/{sig.name} (canary control group)")
+    if m.stats is None or not m.samples:
+        raise StoreError(f"initiative {initiative.id}: the canary's control group {v['label']}={v['control']} has no data in the window "
+                         f"({m.no_data_reason(spec.verification.batches) or 'no samples'})")
+    created = utcnow()
+    record = Baseline(id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}-canary-control", workload_class=wc.name,
+                      signal=sig.name, unit=sig.unit, direction=sig.direction, query=spec.query_for(sig, wc), window=m.window,
+                      population=m.population, stats=m.stats, created_at=created, source="snapshot", initiative=initiative.id,
+                      samples=m.samples, coverage=m.coverage, warnings=m.warnings, partial=m.partial)
+    return store.save_baseline(record, make_current=False)

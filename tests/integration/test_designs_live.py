@@ -170,6 +170,11 @@ def test_canary_needs_no_baseline_and_promote_takes_the_treatment_window(hist, s
     assert out.exit_code == 0, out.output
     i = json.loads(out.stdout)
     assert i["design"] == "canary" and i["baseline_id"] == "" and i["variant"]["treatment"] == "canary"
+    out, res = verify_json(hist, spec, i["id"])  # the control group's window stands in for the baseline
+    assert res["design"] == "canary" and res["verdict"] == "IMPROVED", out.output
+    stand_in = Store(spec.parent / "store").baseline(res["baseline_id"])
+    assert stand_in.stats.mean == pytest.approx(hist.values("canary", hist.t_c, hist.end, "stable").mean(), rel=1e-9)
+    assert Store(spec.parent / "store").current_baseline("canary", "tokens_per_second") is None  # not made current
     run(initiative, ["close", "--spec", spec, "--initiative", i["id"]])
 
     i = start(hist, spec, "canary")

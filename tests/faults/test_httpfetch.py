@@ -1,0 +1,159 @@
+"""obsctl.httpfetch and obsctl.httpconfig on their own, against raw-socket servers on
+127.0.0.1 that misbehave below HTTP (headers trickled byte by byte, a gzip bomb, a
+connection that never answers): the deadline covers every phase, the cap the decoded
+body; the config helpers never print a secret."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+import time
+
+import pytest
+import requests
+
+from obsctl.httpconfig import HTTPClientConfig, SecretFileError, check_files, read_secret, redact_url, session_for
+from obsctl.httpfetch import BodyTooLarge, DeadlineExceeded, bounded_get
+
+
+class RawServer:
+    """Accepts connections and runs ``script(conn)`` for each (in a thread)."""
+
+    def __init__(self, script):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/"
+        self.stop = threading.Event()
+        self.script = script
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._run, args=(conn,), daemon=True).start()
+
+    def _run(self, conn):
+        try:
+            conn.recv(65536)
+            self.script(conn, self.stop)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.fixture
+def raw():
+    servers = []
+
+    def make(script):
+        servers.append(RawServer(script))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+def trickled_headers(conn, stop):
+    for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}":
+        conn.send(bytes([byte]))
+        if stop.wait(0.1):
+            return
+
+
+def silent(conn, stop):
+    stop.wait(30)
+
+
+def gzip_bomb(conn, stop):
+    body = gzip.compress(b"0" * (8 * 1024 * 1024))  # 8 MiB that compress to a few KiB
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def test_deadline_covers_trickled_headers_and_silence(raw):
+    session = session_for(HTTPClientConfig())
+    for script in (trickled_headers, silent):
+        server = raw(script)
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded, match="no complete answer within 0.5s"):
+            bounded_get(session, server.url, timeout_seconds=0.5)
+        assert time.monotonic() - started < 5  # the headers alone would take 7 s, silence 30 s
+
+
+def test_cap_applies_to_the_decoded_body(raw):
+    server = raw(gzip_bomb)
+    session = session_for(HTTPClientConfig())
+    with pytest.raises(BodyTooLarge):
+        bounded_get(session, server.url, timeout_seconds=5, max_body_bytes=1024 * 1024)
+    assert len(bounded_get(session, server.url, timeout_seconds=5, max_body_bytes=16 * 1024 * 1024).body) == 8 * 1024 * 1024
+
+
+def test_bounded_get_needs_a_configured_session():
+    with pytest.raises(ValueError, match="session_for"):
+        bounded_get(requests.Session(), "http://127.0.0.1:9/", timeout_seconds=1)
+
+
+def test_redact_url():
+    assert redact_url("https://user:pa55@prom.example:9090/prefix?token=abc#x") == "https://prom.example:9090/prefix?..."
+    assert redact_url("http://127.0.0.1:9090") == "http://127.0.0.1:9090"
+    assert "pa55" not in redact_url("http://u:pa55@[::1]:9/")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "file not found"),
+    (b"", "file is empty"),
+    (b"  \n", "file is empty"),
+    (b"two\nlines-s3kr1t", "holds a line break or control character"),
+    (b"\xff\xfe-s3kr1t", "not UTF-8 text"),
+])
+def test_secret_file_errors_never_show_content(tmp_path, content, message):
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(SecretFileError) as info:
+        read_secret(path, "prometheus.authorization.credentials_file")
+    assert str(info.value).startswith(f"prometheus.authorization.credentials_file: {path}: {message}")
+    assert "s3kr1t" not in str(info.value) and "lines" not in str(info.value)
+
+
+def test_secret_file_is_stripped_and_read_per_request(tmp_path):
+    seen = []
+    token = tmp_path / "token"
+    token.write_text("  first-token \n")
+    assert read_secret(token, "x") == "first-token"
+    cfg = HTTPClientConfig.model_validate({"authorization": {"credentials_file": "token"},
+                                           "http_headers": {"X-Scope-OrgID": ["a", "b"], "X-Key": {"files": ["token"]}}})
+    session = session_for(cfg, base_dir=tmp_path)
+    for expected in ("first-token", "second-token"):
+        token.write_text(expected)
+        prepared = session.prepare_request(requests.Request("GET", "http://127.0.0.1:9/"))
+        seen.append((prepared.headers["Authorization"], prepared.headers["X-Scope-OrgID"], prepared.headers["X-Key"]))
+    assert seen == [("Bearer first-token", "a, b", "first-token"), ("Bearer second-token", "a, b", "second-token")]
+    assert session.scrub("said Bearer second-token and first-token") == "said Bearer <secret> and <secret>"
+
+
+def test_check_files_names_the_field(tmp_path):
+    cfg = HTTPClientConfig.model_validate({"tls_config": {"ca_file": "missing-ca.pem"}})
+    with pytest.raises(SecretFileError, match=r"^dcgm\.tls_config\.ca_file: .*missing-ca\.pem: file not found$"):
+        check_files(cfg, tmp_path, "dcgm")
+    (tmp_path / "missing-ca.pem").mkdir()
+    with pytest.raises(SecretFileError, match="not a regular file"):
+        check_files(cfg, tmp_path, "dcgm")
+
+
+def test_session_ignores_environment_unless_asked(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    assert session_for(HTTPClientConfig()).trust_env is False
+    assert session_for(HTTPClientConfig(proxy_from_environment=True)).trust_env is True
+    proxied = session_for(HTTPClientConfig(proxy_url="http://proxy.example:3128"))
+    assert proxied.proxies == {"http": "http://proxy.example:3128", "https": "http://proxy.example:3128"}

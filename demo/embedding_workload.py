@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         encoded = tokenizer(texts, truncation=True, max_length=model.max_seq_length)
         tokens = sum(len(ids) for ids in encoded["input_ids"])
         if outcome == "success":
-            wl.count_tokens(tokens)
+            wl.count_input_tokens(tokens)  # an embedding reads input only; adds to obsctl_tokens_total too
             wl.count_samples(len(texts))
         wl.count_steps(1)
         for enqueued, _ in batch:

@@ -78,7 +78,10 @@ def check(spec_path: str, output: str) -> None:
 
     Checks the YAML, every field and reference, and, when promtool is installed, that
     the rules generated from the spec pass ``promtool check rules`` (PromQL syntax).
+    Unreadable prometheus secret or TLS files are a warning (they may exist only where
+    the loop runs).
     """
+    from obsctl.httpconfig import SecretFileError, check_files
     from obsctl.rules.generate import generate
     from obsctl.rules.promtool import validate_rule_files
     from obsctl.rules.sources import catalogue_gaps, describe
@@ -92,6 +95,10 @@ def check(spec_path: str, output: str) -> None:
         raise
     if warning:
         click.echo(f"obsctl: warning: {warning}", err=True)
+    try:  # secret and TLS files may exist only where the loop runs: a warning, not an error
+        check_files(spec.prometheus, spec.path.parent, "prometheus")
+    except SecretFileError as exc:
+        click.echo(f"obsctl: warning: {exc}", err=True)
     summary = {
         "spec": str(spec.path),
         "valid": True,

@@ -173,3 +173,19 @@ def test_check_refuses_userinfo_without_echo(tmp_path, example_spec_path):
         assert "prometheus.url: must not hold a user or password" in result.stderr
         assert "s3cr3t-pw-41" not in result.output and "admin" not in result.output
     shutil.rmtree(tmp_path / "store", ignore_errors=True)
+
+
+def test_check_warns_about_a_missing_secret_file(tmp_path, example_spec_path):
+    from obsctl.cli import cli
+
+    spec = yaml.safe_load(example_spec_path.read_text())
+    spec["prometheus"] = {"url": "https://prom.example:9090", "authorization": {"credentials_file": "secrets/token"}}
+    path = tmp_path / "obsctl.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = CliRunner().invoke(cli, ["check", "--spec", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"obsctl: warning: prometheus.authorization.credentials_file: {tmp_path}/secrets/token: file not found" in result.stderr
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "token").write_text("t0ken-value\n")
+    result = CliRunner().invoke(cli, ["check", "--spec", str(path)])
+    assert result.exit_code == 0 and "credentials_file" not in result.stderr and "t0ken-value" not in result.output

@@ -497,8 +497,11 @@ def _tls_reason(exc: BaseException) -> str:
         seen.add(id(err))
         if isinstance(err, ssl.SSLCertVerificationError):
             return printable(f"certificate verify failed: {err.verify_message}".rstrip("."))
+        if isinstance(err, ssl.SSLError) and "PEM lib" in str(err):
+            return "cannot load the client certificate and key (cert_file, key_file: not PEM, or not a pair)"
         if isinstance(err, ssl.SSLError) and getattr(err, "reason", None):
-            return printable(str(err.reason).replace("_", " ").lower())
+            reason = str(err.reason).replace("_", " ").lower()
+            return "ca_file holds no PEM certificate" if reason == "no certificate or crl found" else printable(reason)
         todo += [a for a in getattr(err, "args", ()) if isinstance(a, BaseException)]
         todo += [r for r in (getattr(err, "reason", None), err.__cause__, err.__context__) if isinstance(r, BaseException)]
     return _short(exc) if isinstance(exc, requests.RequestException) else printable(str(exc))

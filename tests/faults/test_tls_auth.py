@@ -189,3 +189,16 @@ def test_check_warns_about_a_missing_secret_file(tmp_path, example_spec_path):
     (tmp_path / "secrets" / "token").write_text("t0ken-value\n")
     result = CliRunner().invoke(cli, ["check", "--spec", str(path)])
     assert result.exit_code == 0 and "credentials_file" not in result.stderr and "t0ken-value" not in result.output
+
+
+def test_insecure_skip_verify_and_unusable_pem(tmp_path, gateway, pki, token_file, fault_history):
+    skip = bearer_spec(tmp_path, gateway, pki, token_file, tls_config=tls_config(pki, ca_file=None, server_name=None, insecure_skip_verify=True))
+    result = snap(skip, fault_history)
+    assert result.exit_code == 0 and result.stderr.count("\n") == 1, result.output  # one progress line, no urllib3 warning
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate\n")
+    for change, message in (({"ca_file": str(bad)}, "TLS failed: ca_file holds no PEM certificate"),
+                            ({"cert_file": str(bad), "key_file": str(bad)}, "TLS failed: cannot load the client certificate and key")):
+        spec = bearer_spec(tmp_path, gateway, pki, token_file, tls_config=tls_config(pki, **change))
+        result = snap(spec, fault_history)
+        assert result.exit_code == 3 and len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.output

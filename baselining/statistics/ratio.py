@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import stats as sps
+from scipy import special
 
 from obsctl.baselining.statistics.lrv import Side
 
@@ -35,7 +35,7 @@ def satterthwaite(parts: list[tuple[float, float]]) -> float:
 def t_critical(confidence: float, dof: float) -> float:
     """Two-sided critical value: the ``(1+confidence)/2`` quantile of t(dof) (normal for inf dof)."""
     q = (1 + confidence) / 2
-    return float(sps.norm.ppf(q)) if not math.isfinite(dof) or dof > 1e7 else float(sps.t.ppf(q, dof))
+    return float(special.ndtri(q)) if not math.isfinite(dof) or dof > 1e7 else float(special.stdtrit(dof, q))
 
 
 @dataclass(frozen=True)

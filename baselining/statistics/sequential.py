@@ -100,12 +100,19 @@ def boundaries(fractions: list[float], alpha: float, grid: int = GRID) -> list[f
     Returns:
         One critical value per look; ``inf`` where nothing is spent.
     """
-    out: list[float] = []
     points = grid
-    density = grid = weights = None
-    t_prev, spent = 0.0, 0.0
-    for t in fractions:
-        t = min(max(float(t), 1e-9), 1.0)
+    key = (float(alpha), points)
+    # Resume from the longest cached prefix: a verify's looks extend the previous ones.
+    start, state = 0, ([], None, None, None, 0.0, 0.0)
+    for k in range(len(fractions), 0, -1):
+        cached = _CACHE.get((key, tuple(fractions[:k])))
+        if cached is not None:
+            start, state = k, cached
+            break
+    out, density, grid, weights, t_prev, spent = list(state[0]), *state[1:]
+    for i in range(start, len(fractions)):
+        t = min(max(float(fractions[i]), 1e-9), 1.0)
+        _remember((key, tuple(fractions[:i])), (tuple(out), density, grid, weights, t_prev, spent))
         if t <= t_prev + 1e-12:
             out.append(out[-1] if out else math.inf)
             continue
@@ -128,7 +135,17 @@ def boundaries(fractions: list[float], alpha: float, grid: int = GRID) -> list[f
         spent = spending(t, alpha)
         t_prev = t
         out.append(c)
+    _remember((key, tuple(fractions)), (tuple(out), density, grid, weights, t_prev, spent))
     return out
+
+
+_CACHE: dict = {}
+
+
+def _remember(key, state) -> None:
+    if len(_CACHE) > 512:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = state
 
 
 def crossing(fractions: list[float], crit: list[float], drift: float, grid: int = GRID) -> tuple[list[float], list[float]]:

@@ -159,7 +159,7 @@ def write_spec(path: Path, prometheus_url: str, store: Path) -> Path:
                 "direction": "higher_is_better",
             }
         ],
-        "verification": {"window": "1h", "step": "15s", "batches": 10, "confidence": 0.95, "min_effect_ratio": 0.02},
+        "verification": {"window": "1h", "step": "15s", "confidence": 0.95, "min_effect_ratio": 0.02},
     }
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -178,6 +178,8 @@ def write_guard_spec(path: Path, prometheus_url: str, store: Path) -> Path:
     spec = yaml.safe_load(path.read_text())
     spec["workload_classes"].append({"name": "degrading", "kind": "inference", "selector": {"job": "synthetic", "workload": "degrading"}})
     spec["signals"] += GUARD_SIGNALS
+    # Guards default to the quality and cost categories; these tests guard all three.
+    spec["verification"]["guards"] = ["quality", "saturation", "utilization"]
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 

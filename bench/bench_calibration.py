@@ -1,0 +1,251 @@
+"""Calibration of verify's verdicts on simulated windows where the truth is known.
+
+AR(1) noise ``x_t = mu (1 + sd z_t)``, ``z_t = phi z_{t-1} + sqrt(1 - phi^2) e_t`` (stationary
+start, 5 % sd, 15 s step), three days of history before the baseline (the memory is
+fitted on history + baseline, as ``snapshot-baseline`` does), a baseline and a window
+that follows it; the window is multiplied by ``1 + effect``. Every replicate goes
+through the same in-process functions as ``obsctl verify``
+(:func:`obsctl.baselining.statistics.verdict.judge`, ``fit_memory``, the planner).
+
+Cells: null and +5 % / +10 % / -10 % for phi in {0, 0.9, 0.95, 0.99, 0.995} at 1 h vs
+1 h, and phi = 0.99 at 6 h vs 6 h; NO_CHANGE at the planner's equal-length window
+(phi = 0.95); 12 sequential looks on a cumulative window up to the planner's length
+for +10 % (phi = 0.95); three unchanged guards next to a +10 % primary (family-wise
+false REGRESSED). Rates with Wilson 95 % intervals (scipy ``binomtest``); each goal is
+judged on the Wilson bound and printed PASS/FAIL.
+
+Run: ``.venv/bin/python bench/bench_calibration.py`` (full; ``--scale 0.1`` for a quick
+look). Seeds are fixed per cell, so the table is reproducible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import signal as spsignal
+from scipy import stats as sps
+
+from obsctl.baselining.statistics import planner
+from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff
+from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
+from obsctl.baselining.statistics.verdict import LookContext, judge
+
+STEP = 15.0
+MU, SD = 100.0, 0.05
+HISTORY_STEPS = 3 * 86400 // 15
+CONFIDENCE, MARGIN, TOLERANCE = 0.95, 0.02, 0.10
+PER_HOUR = 240
+
+
+def ar1(rng: np.random.Generator, phi: float, n: int) -> np.ndarray:
+    """A stationary AR(1) path with unit marginal variance, shape ``(n,)``."""
+    e = rng.standard_normal(n) * math.sqrt(1 - phi * phi)
+    z0 = rng.standard_normal()
+    return spsignal.lfilter([1.0], [1.0, -phi], e, zi=[phi * z0])[0]
+
+
+def series(rng, phi: float, base_steps: int, win_steps: int):
+    """(times, values) of history + baseline + window and the memory fitted on history + baseline."""
+    n = HISTORY_STEPS + base_steps + win_steps
+    x = MU * (1 + SD * ar1(rng, phi, n))
+    t = np.arange(n) * STEP
+    h = HISTORY_STEPS + base_steps
+    memory = fit_memory(t[:h], x[:h], STEP)
+    return t, x, memory
+
+
+def wilson(k: int, n: int) -> tuple[float, float, float]:
+    """(rate, low, high) with the Wilson 95 % interval."""
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    ci = sps.binomtest(k, n).proportion_ci(0.95, method="wilson")
+    return k / n, float(ci.low), float(ci.high)
+
+
+@dataclass
+class Tally:
+    """Counts per outcome."""
+
+    n: int = 0
+    counts: dict = field(default_factory=dict)
+
+    def add(self, key: str, hit: bool = True) -> None:
+        self.counts[key] = self.counts.get(key, 0) + int(hit)
+
+    def rate(self, key: str, n: int | None = None) -> tuple[float, float, float]:
+        return wilson(self.counts.get(key, 0), self.n if n is None else n)
+
+
+def fixed_cell(phi: float, hours: float, reps: int, seed: int) -> dict[float, Tally]:
+    """Null and +5 %/+10 %/-10 % at one fixed look, baseline and window ``hours`` each."""
+    rng = np.random.default_rng(seed)
+    steps = int(hours * PER_HOUR)
+    out = {e: Tally() for e in (0.0, 0.05, 0.10, -0.10)}
+    for _ in range(reps):
+        t, x, memory = series(rng, phi, steps, steps)
+        b0 = HISTORY_STEPS
+        base = (t[b0:b0 + steps], x[b0:b0 + steps])
+        for effect, tally in out.items():
+            j = judge(base, (t[b0 + steps:], x[b0 + steps:] * (1 + effect)), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN)
+            tally.n += 1
+            tally.add(j.verdict)
+            tally.add("too_short", "too short" in j.reason)
+            if j.low is not None:
+                tally.add("interval")
+                tally.add("covered", j.low <= effect <= j.high)
+    return out
+
+
+def true_model(phi: float) -> MemoryModel:
+    """The exact AR(1) memory (for planning the design cells once, not per replicate)."""
+    return MemoryModel(STEP, (phi,) if phi else (), (1.0, phi) if phi else (1.0,), (MU * SD) ** 2, MU, 10**6, 1e9, "history", dof=1e6)
+
+
+def design_plan(phi: float, effect: float, base_hours: float, looks: int) -> planner.Plan:
+    """The planner's answer for the design (true memory and scale, a baseline of ``base_hours``)."""
+    model = true_model(phi)
+    steps = int(base_hours * PER_HOUR)
+    n_eff = full_grid_n_eff(model, steps, STEP)
+    sigma = MU * SD
+    base = Side(MU, sigma**2 / n_eff, model.dof, steps, n_eff, steps * STEP, sigma, "history", sigma)
+    return planner.plan(model, base, STEP, effect, CONFIDENCE, MARGIN, base_hours * 3600, power=0.9, looks=looks)
+
+
+def no_change_cell(phi: float, reps: int, seed: int) -> tuple[Tally, float]:
+    """A null at the planner's equal-length NO_CHANGE window."""
+    plan = design_plan(phi, 0.10, 1.0, 1)
+    steps = int(round(plan.no_change_equal_seconds / STEP))
+    rng = np.random.default_rng(seed)
+    tally = Tally()
+    for _ in range(reps):
+        t, x, memory = series(rng, phi, steps, steps)
+        b0 = HISTORY_STEPS
+        j = judge((t[b0:b0 + steps], x[b0:b0 + steps]), (t[b0 + steps:], x[b0 + steps:]), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN)
+        tally.n += 1
+        tally.add(j.verdict)
+    return tally, plan.no_change_equal_seconds
+
+
+def sequential_cell(phi: float, effect: float, looks: int, reps: int, seed: int) -> tuple[Tally, float]:
+    """``looks`` saved verifies on a cumulative window up to the planned length; stop at a direction."""
+    plan = design_plan(phi, 0.10, 1.0, looks)
+    planned = plan.window_seconds
+    total = int(round(planned / STEP))
+    base_steps = PER_HOUR
+    rng = np.random.default_rng(seed)
+    tally = Tally()
+    for _ in range(reps):
+        t, x, memory = series(rng, phi, base_steps, total)
+        b0 = HISTORY_STEPS
+        base = (t[b0:b0 + base_steps], x[b0:b0 + base_steps])
+        w0 = b0 + base_steps
+        fractions: list[float] = []
+        final = "INCONCLUSIVE"
+        for k in range(1, looks + 1):
+            end = w0 + max(2, round(total * k / looks))
+            j = judge(base, (t[w0:end], x[w0:end] * (1 + effect)), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,
+                      LookContext(k, tuple(fractions), planned))
+            fractions.append(j.fraction if j.fraction is not None else 1e-9)
+            if j.verdict in ("IMPROVED", "REGRESSED"):
+                final = j.verdict
+                break
+            final = j.verdict
+        tally.n += 1
+        tally.add(final)
+    return tally, planned
+
+
+def guards_cell(phi: float, guards: int, reps: int, seed: int) -> Tally:
+    """A +10 % primary with ``guards`` unchanged guards (independent AR(1) signals)."""
+    rng = np.random.default_rng(seed)
+    steps = PER_HOUR
+    tally = Tally()
+    b0 = HISTORY_STEPS
+    for _ in range(reps):
+        regressed = undecided = False
+        for _g in range(guards):
+            t, x, memory = series(rng, phi, steps, steps)
+            j = judge((t[b0:b0 + steps], x[b0:b0 + steps]), (t[b0 + steps:], x[b0 + steps:]), STEP, memory, CONFIDENCE, "higher_is_better",
+                      MARGIN, guard_tolerance=TOLERANCE, guard_alpha=2 * (1 - CONFIDENCE) / guards)
+            regressed |= j.verdict == "REGRESSED"
+            undecided |= j.verdict in ("INCONCLUSIVE", "NO_DATA")
+        tally.n += 1
+        tally.add("any_regressed", regressed)
+        tally.add("any_undecided", undecided)
+    return tally
+
+
+def pct(r: tuple[float, float, float]) -> str:
+    rate, lo, hi = r
+    return "n/a" if math.isnan(rate) else f"{rate * 100:5.1f} [{lo * 100:4.1f}, {hi * 100:5.1f}]"
+
+
+def run(scale: float = 1.0, out=sys.stdout) -> list[tuple[str, bool]]:
+    """Run every cell (replicates x ``scale``), print the tables, return ``[(goal, passed)]``."""
+    goals: list[tuple[str, bool]] = []
+    n = lambda full: max(50, int(full * scale))  # noqa: E731
+    print("| cell | reps | false IMPROVED | false REGRESSED | NO_CHANGE | INCONCLUSIVE (too short) | coverage (with interval) | IMPROVED at +5 % | IMPROVED at +10 % | REGRESSED at -10 % |", file=out)
+    print("|---|---|---|---|---|---|---|---|---|---|", file=out)
+    cells = [(0.0, 1.0, 2000), (0.9, 1.0, 2000), (0.95, 1.0, 5000), (0.99, 1.0, 2000), (0.995, 1.0, 2000), (0.99, 6.0, 2000)]
+    for i, (phi, hours, full) in enumerate(cells):
+        t0 = time.perf_counter()
+        res = fixed_cell(phi, hours, n(full), seed=1000 + i)
+        null = res[0.0]
+        fi, fr = null.rate("IMPROVED"), null.rate("REGRESSED")
+        cov = null.rate("covered", null.counts.get("interval", 0))
+        short = null.rate("too_short")
+        p10 = res[0.10].rate("IMPROVED")
+        print(f"| phi={phi}, {hours:g} h vs {hours:g} h | {null.n} | {pct(fi)} | {pct(fr)} | {pct(null.rate('NO_CHANGE'))} | "
+              f"{pct(null.rate('INCONCLUSIVE'))} ({pct(short)}) | {pct(cov)} | {pct(res[0.05].rate('IMPROVED'))} | {pct(p10)} | "
+              f"{pct(res[-0.10].rate('REGRESSED'))} |", file=out, flush=True)
+        goals.append((f"phi={phi} {hours:g}h: false IMPROVED <= 5 %", fi[2] <= 0.05))
+        goals.append((f"phi={phi} {hours:g}h: false REGRESSED <= 5 %", fr[2] <= 0.05))
+        if phi <= 0.95:
+            goals.append((f"phi={phi} {hours:g}h: coverage >= 92 %", cov[1] >= 0.92))
+        if phi == 0.95:
+            goals.append(("phi=0.95 1h: power at +10 % >= 90 %", p10[1] >= 0.90))
+        if phi >= 0.99 and hours == 1.0:
+            goals.append((f"phi={phi} 1h: mostly INCONCLUSIVE 'too short'", short[1] > 0.5))
+        print(f"<!-- {time.perf_counter() - t0:.0f} s -->", file=sys.stderr)
+    print(file=out)
+    tally, seconds = no_change_cell(0.95, n(2000), seed=2000)
+    r = tally.rate("NO_CHANGE")
+    print(f"NO_CHANGE at the planner's equal-length window ({seconds / 3600:.1f} h vs {seconds / 3600:.1f} h), phi=0.95 null, {tally.n} reps: "
+          f"NO_CHANGE {pct(r)}, false IMPROVED {pct(tally.rate('IMPROVED'))}, false REGRESSED {pct(tally.rate('REGRESSED'))}", file=out, flush=True)
+    goals.append(("NO_CHANGE at the planner's window >= 80 %", r[1] >= 0.80))
+    null, planned = sequential_cell(0.95, 0.0, 12, n(2000), seed=3000)
+    alt, _ = sequential_cell(0.95, 0.10, 12, n(2000), seed=3001)
+    fi, pw = null.rate("IMPROVED"), alt.rate("IMPROVED")
+    print(f"12 sequential looks up to the planned {planned / 60:.0f} min (phi=0.95, baseline 1 h, planned for +10 % at 90 % power): "
+          f"null false IMPROVED at any look {pct(fi)}, false REGRESSED {pct(null.rate('REGRESSED'))}; +10 % IMPROVED by the final look {pct(pw)} "
+          f"({null.n} + {alt.n} reps)", file=out, flush=True)
+    goals.append(("12 looks: false IMPROVED at any look <= 5 %", fi[2] <= 0.05))
+    goals.append(("12 looks: power at the final look >= 80 %", pw[1] >= 0.80))
+    g = guards_cell(0.95, 3, n(2000), seed=4000)
+    fw = g.rate("any_regressed")
+    print(f"3 unchanged guards (phi=0.95, 1 h vs 1 h, tolerance {TOLERANCE:.0%}, Bonferroni): family-wise false REGRESSED {pct(fw)}, "
+          f"any guard undecided {pct(g.rate('any_undecided'))} ({g.n} reps)", file=out, flush=True)
+    goals.append(("guards: family-wise false REGRESSED <= 5 %", fw[2] <= 0.05))
+    print(file=out)
+    for goal, ok in goals:
+        print(f"{'PASS' if ok else 'FAIL'}  {goal}", file=out)
+    return goals
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="replicates x this factor (1 = the documented run)")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    goals = run(args.scale)
+    print(f"\n{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return 0 if all(ok for _, ok in goals) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -50,6 +50,11 @@ expose the sum over all of them:
   its share disappears); ``obsctl_quality_score`` is ``mostrecent`` (the last score
   written by any process, kept after that process exits).
 
+Data-parallel training: every rank counts its own samples and tokens (they add up), but
+only rank 0 counts steps and step time (``observe_step`` / ``step()`` there,
+``count_samples`` / ``count_tokens`` elsewhere): one data-parallel step is one step of the
+job. The callbacks in :mod:`obsctl.exporters.training` do this.
+
 What changes against single-process use: :meth:`Workload.serve` would bind the same port
 in every worker, so in multiprocess mode it serves the *aggregate* and must be called by
 exactly one process (rank 0 of a training job). For web workers, either mount

@@ -18,6 +18,7 @@ evaluation forwards are not counted), per process (each data-parallel rank count
 * steps: optimizer steps (``on_step_end``); step time: ``on_step_begin`` to ``on_step_end``
   (forward and backward of every accumulated micro-batch and the optimizer step; the
   Trainer fetches the micro-batches before ``on_step_begin``, so data loading is outside).
+  Both by the world's process zero only: a data-parallel step is one step of the job.
 """
 
 from __future__ import annotations
@@ -60,7 +61,12 @@ class ObsctlTrainerCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         duration = time.perf_counter() - self._start if self._start is not None else 0.0
-        self.workload.observe_step(duration, samples=self._samples, tokens=float(self._tokens) if self._tokens is not None else 0)
+        tokens = float(self._tokens) if self._tokens is not None else 0
+        if state.is_world_process_zero:
+            self.workload.observe_step(duration, samples=self._samples, tokens=tokens)
+        else:
+            self.workload.count_samples(self._samples)
+            self.workload.count_tokens(tokens)
         self._start, self._samples, self._tokens = None, 0, None
 
     def on_train_end(self, args, state, control, **kwargs):

@@ -15,9 +15,11 @@ What is counted, per process (each data-parallel rank counts its own batches):
 * tokens: ``tokens(batch)`` (default: the batch's non-padding ``attention_mask`` sum or
   ``input_ids`` size when it is a mapping, else nothing);
 * steps: optimizer steps (``trainer.global_step`` advancing; with gradient accumulation
-  one step spans several batches);
+  one step spans several batches), counted by global rank 0 only: a data-parallel step is
+  one step of the job, not one per rank;
 * step time: wall time from the start of a step's first batch to the end of its last
-  (forward, backward, optimizer; the data loading before the first batch is outside).
+  (forward, backward, optimizer; the data loading before the first batch is outside),
+  rank 0's (the ranks synchronize every step).
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ class ObsctlCallback(Callback):
             self.workload.count_tokens(float(tokens))
         if trainer.global_step > self._last_step:
             duration = time.perf_counter() - self._step_start
-            for _ in range(trainer.global_step - self._last_step):  # one per optimizer step taken
-                self.workload.observe_step(duration)
+            if trainer.is_global_zero:
+                for _ in range(trainer.global_step - self._last_step):  # one per optimizer step taken
+                    self.workload.observe_step(duration)
             self._last_step = trainer.global_step
             self._step_start = None

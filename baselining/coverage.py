@@ -6,36 +6,39 @@ markers, so a range query of a signal that stopped still returns values. Judging
 copies as data gives directions to a signal that stopped (issue 7). This module counts
 what Prometheus really has for the signal's *input* series.
 
-Method (one extra range query per signal, on the signal's own step grid
-``start + step, ..., end``): for every vector selector ``s`` of the signal's PromQL
+Method (one extra range query per signal, on the signal's own step grid, started
+:data:`LEAD_SECONDS` early so samples just before the window are seen): for every
+vector selector ``s`` of the signal's PromQL
 (:func:`obsctl.baselining.snapshot.selectors_of`) three legs are batched into one query
 with ``or``, told apart by the label ``obsctl_leg="<selector index>:<leg>"``:
 
-- ``scrape``: ``max(timestamp(s) unless on(job, instance) push_time_seconds)``, the
-  latest real sample time of any scraped input at each grid point (``timestamp()``
-  applied directly to a selector is the sample's own time; of any other expression it
-  is the evaluation time);
+- ``scrape``: ``sum(count_over_time(s[step]) unless on(job, instance) push_time_seconds)``,
+  the real samples of the scraped inputs in ``(t - step, t]`` (``count_over_time`` sees
+  stored samples only, never lookback copies). A grid point with a count > 0 is an
+  *arrival*; its time is known to one step (the point's time is used);
 - ``push``: ``max(max by (job, instance) (push_time_seconds) and on(job, instance) s)``,
   the latest push time of the Pushgateway groups that serve ``s`` (a Pushgateway
-  re-serves the last push at every scrape; only a new push time is a new sample);
+  re-serves the last push at every scrape; only a new push time is a new sample), exact;
 - ``series``: ``count(s)``, the input series present (population, not coverage).
+
+(``timestamp(s)`` would give exact sample times, but Prometheus 2.42 evaluates it about
+25x slower than the signal itself; ``count_over_time`` costs about what the signal does.)
 
 For the signals listed in ``verification.fresh_on_change`` ("latest score" gauges that
 re-serve their last value) a second query replaces the scrape leg by value changes:
 ``max(changes(s[step + interval]))`` is > 0 at exactly one grid point per change.
 
-Judgement, at the signal level: the *real samples* of a selector are the distinct
-sample (or push, or change) times inside ``(start, end]``; its own interval is the
-median gap between them (so a 30 s scrape read at a 15 s step is full coverage); a grid
-point ``t`` is fresh for a selector when its latest real sample is younger than
-``1.5 * own`` (``own = max(interval, step)``) and lies inside the window, or at most
+Judgement, at the signal level: a selector's own interval is the median gap between
+its arrivals, ``own = max(interval, step)`` (so a 30 s scrape read at a 15 s step is
+full coverage). A grid point ``t`` of the window is fresh for a selector when its
+latest arrival is younger than ``1.5 * own`` and lies inside the window, or at most
 ``own - step`` before it (the first point's current sample at a 30 s scrape and 15 s
-step; never a sample of the previous window when ``own == step``). A signal is fresh at ``t`` when every
-selector that has real samples in the window is fresh there (any of its inputs will do:
-a rolling restart replaces series, which shows in the ``series`` counts, not as a hole).
-Selectors with no real sample at all in the window are left out, so an absent error
-counter behind ``... or vector(0)`` does not empty the window; when no selector has one,
-coverage is 0.
+step; never a sample of the previous window when ``own == step``). A signal is fresh at
+``t`` when every selector that has an arrival in the window is fresh there (any of its
+inputs will do: a rolling restart replaces series, which shows in the ``series``
+counts, not as a hole). Selectors with no arrival in the window are left out, so an
+absent error counter behind ``... or vector(0)`` does not empty the window; when no
+selector has one, coverage is 0.
 
 Verdict cap (:func:`cap_verdict`, applied by ``verify`` to the primary and every guard):
 NO_DATA when nothing fresh is in the window or the signal stopped (no fresh sample from
@@ -58,29 +61,38 @@ from obsctl.baselining.models import Baseline, Coverage, Hole, Verdict
 from obsctl.baselining.promapi import PrometheusClient, QueryResult
 from obsctl.baselining.timeutil import human_duration, rfc3339
 
-#: A grid point is fresh when its latest real sample is younger than this many input intervals.
+#: A grid point is fresh when its latest real sample is younger than this many own intervals.
 FRESH_INTERVALS = 1.5
+#: The coverage query starts this much before the window (Prometheus' default lookback),
+#: so the last sample before the window is known ("no fresh samples after ...").
+LEAD_SECONDS = 300.0
 #: Holes kept in a Coverage record.
 MAX_HOLES = 5
 LEG_LABEL = "obsctl_leg"
 
 
-def coverage_query(selectors: list[str]) -> str:
-    """The batched coverage query of a signal's selectors (see module doc), ``""`` for none."""
+def _range(seconds: float) -> str:
+    # (t - seconds, t]: Prometheus 2.x range selectors include their left end, 3.x do not;
+    # one millisecond less (the TSDB's resolution) gives the half-open range on both.
+    # PromQL durations are integers of a unit: milliseconds keep sub-second steps exact.
+    return f"{max(1, int(round(seconds * 1000)) - 1)}ms"
+
+
+def coverage_query(selectors: list[str], step: float) -> str:
+    """The batched coverage query of a signal's selectors at ``step`` seconds (see module doc)."""
     legs = []
     for i, sel in enumerate(selectors):
         legs += [
-            # timestamp() gives the sample's own time only when applied to a selector directly.
-            _leg(f"max(timestamp({sel}) unless on(job, instance) push_time_seconds)", i, "scrape"),
+            _leg(f"sum(count_over_time({sel}[{_range(step)}]) unless on(job, instance) push_time_seconds)", i, "scrape"),
             _leg(f"max(max by (job, instance) (push_time_seconds) and on(job, instance) {sel})", i, "push"),
             _leg(f"count({sel})", i, "series"),
         ]
     return " or ".join(legs)
 
 
-def change_query(selectors: list[str], range_seconds: int) -> str:
+def change_query(selectors: list[str], range_seconds: float) -> str:
     """The value-change query of a ``fresh_on_change`` signal: one leg per selector."""
-    return " or ".join(_leg(f"max(changes({sel}[{range_seconds}s]))", i, "change") for i, sel in enumerate(selectors))
+    return " or ".join(_leg(f"max(changes({sel}[{_range(range_seconds)}]))", i, "change") for i, sel in enumerate(selectors))
 
 
 def _leg(expr: str, index: int, leg: str) -> str:
@@ -116,13 +128,18 @@ class Judgement:
     fresh: set[float]
 
 
+def lead(step: float) -> float:
+    """How far before the window the coverage grid starts: a whole number of steps >= :data:`LEAD_SECONDS`."""
+    return math.ceil(LEAD_SECONDS / step) * step
+
+
 def measure_coverage(client: PrometheusClient, selectors: list[str], start: float, end: float, step: float,
                      on_change: bool = False, answers: QueryResult | None = None) -> Judgement | None:
     """Query and judge the coverage of a signal whose inputs are ``selectors`` over ``(start, end]``.
 
     Args:
-        start, end: unix seconds; the grid is ``start + step, ..., end`` (``end - start``
-            a multiple of ``step``, as :func:`obsctl.baselining.snapshot.measure` uses).
+        start, end: unix seconds; the window grid is ``start + step, ..., end``
+            (``end - start`` a multiple of ``step``, as :func:`obsctl.baselining.snapshot.measure` uses).
         on_change: the signal is in ``verification.fresh_on_change`` (value changes only).
         answers: the signal's own answer; the coverage answers' warnings are added to it.
 
@@ -134,127 +151,114 @@ def measure_coverage(client: PrometheusClient, selectors: list[str], start: floa
     """
     if not selectors:
         return None
-    first = start + step
-    result = client.query_range(coverage_query(selectors), first, end, step)
+    first = start - lead(step) + step
+    result = client.query_range(coverage_query(selectors, step), first, end, step)
     legs = Legs.parse(result)
     if answers is not None:
         answers.add_notes(result.warnings, result.infos)
     if on_change:
-        interval = max((_interval(_arrivals(legs.per_selector.get(i, {}).get("scrape", {}), start, end)) or step)
+        interval = max((_interval(_count_arrivals(legs.per_selector.get(i, {}).get("scrape", {}), end)) or step)
                        for i in range(len(selectors)))
-        changes = client.query_range(change_query(selectors, int(math.ceil(step + interval))), first, end, step)
+        changes = client.query_range(change_query(selectors, step + interval), first, end, step)
         if answers is not None:
             answers.add_notes(changes.warnings, changes.infos)
         Legs.parse(changes, legs)
     return judge(legs, len(selectors), start, end, step, on_change)
 
 
-def _arrivals(values: dict[float, float], start: float, end: float) -> np.ndarray:
-    """Distinct real sample times in ``(start, end]`` from a timestamp leg (values are times)."""
+def _count_arrivals(values: dict[float, float], end: float) -> np.ndarray:
+    """Grid times (<= ``end``) whose count of new samples (or changes) is > 0, sorted."""
+    return np.array(sorted(t for t, v in values.items() if v > 0 and t <= end), dtype=float)
+
+
+def _push_arrivals(values: dict[float, float], end: float) -> np.ndarray:
+    """Distinct push times (<= ``end``) from a push leg (its values are times), sorted."""
     if not values:
         return np.empty(0)
     times = np.unique(np.fromiter(values.values(), dtype=float))
-    return times[(times > start) & (times <= end)]
+    return times[times <= end]
 
 
 def _interval(arrivals: np.ndarray) -> float | None:
     return float(np.median(np.diff(arrivals))) if arrivals.size >= 2 else None
 
 
-def _fresh_mask(grid: np.ndarray, latest: dict[float, float], start: float, tolerance: float) -> np.ndarray:
-    """Grid points whose latest real sample (``latest[t]``) lies after ``start`` and within ``tolerance``."""
-    mask = np.zeros(grid.size, dtype=bool)
-    for k, t in enumerate(grid):
-        v = latest.get(float(t))
-        if v is not None and v > start and t - v < tolerance:
-            mask[k] = True
-    return mask
+def _latest(grid: np.ndarray, arrivals: np.ndarray) -> np.ndarray:
+    """The latest arrival at or before each grid point (-inf where none)."""
+    if arrivals.size == 0:
+        return np.full(grid.size, -np.inf)
+    idx = np.searchsorted(arrivals, grid, side="right") - 1
+    return np.where(idx >= 0, arrivals[np.clip(idx, 0, None)], -np.inf)
 
 
 def judge(legs: Legs, n_selectors: int, start: float, end: float, step: float, on_change: bool = False) -> Judgement:
-    """Judge coverage from parsed legs (see module doc); pure, so tests can give it any answer."""
+    """Judge coverage from parsed legs (see module doc); pure, so tests can give it any answer.
+
+    Leg values: ``scrape`` and ``change`` counts per grid point, ``push`` push times,
+    ``series`` series counts; grid points before ``start`` (the lead) are used for the
+    arrivals just before the window only.
+    """
     grid = start + step * np.arange(1, int(round((end - start) / step)) + 1)
     signal_mask: np.ndarray | None = None
     methods: list[str] = []
     intervals: list[float] = []
-    real = []
+    real = 0
     last_seen = -math.inf
     for i in range(n_selectors):
         got = legs.per_selector.get(i, {})
-        timed = [("push", "push_time")] + ([("change", "value_change")] if on_change else [("scrape", "timestamp")])
+        timed = [("push", "push_time")] + ([("change", "value_change")] if on_change else [("scrape", "scrape")])
         mask = np.zeros(grid.size, dtype=bool)
-        arrivals_all = []
+        has_any = False
         for leg, method in timed:
             values = got.get(leg, {})
-            if leg == "change":
-                # A change leg is > 0 at the grid point where a new value arrived.
-                arrivals = np.array(sorted(t for t, v in values.items() if v > 0 and start < t <= end))
-                latest = _latest_change(grid, arrivals)
+            if leg == "push":
+                arrivals = _push_arrivals(values, end)
+                in_window = int((arrivals > start).sum())
             else:
-                arrivals, latest = _arrivals(values, start, end), values
-                if values:
-                    last_seen = max(last_seen, max(values.values()))
-            if arrivals.size == 0:
-                continue
-            if leg == "change":
+                arrivals = _count_arrivals(values, end)
+                in_window = int(sum(v for t, v in values.items() if start < t <= end and v > 0)) if leg == "scrape" \
+                    else int((arrivals > start).sum())
+            if arrivals.size:
                 last_seen = max(last_seen, float(arrivals[-1]))
+            if in_window == 0:
+                continue
             interval = _interval(arrivals)
             own = max(interval or step, step)
-            # A sample up to one own interval before the first grid point is still that
-            # point's current sample (a 30 s scrape at a 15 s step); at interval == step
-            # only samples inside the window count.
-            mask |= _fresh_mask(grid, latest, start - (own - step), FRESH_INTERVALS * own)
-            arrivals_all.append(arrivals)
+            latest = _latest(grid, arrivals)
+            mask |= (latest > start - (own - step)) & (grid - latest < FRESH_INTERVALS * own)
+            has_any = True
+            real += in_window
             methods.append(method)
             if interval is not None:
                 intervals.append(interval)
-        if not arrivals_all:
+        if not has_any:
             continue  # no real sample of this input in the window: left out (module doc)
-        real.append(int(np.unique(np.concatenate(arrivals_all)).size))
         signal_mask = mask if signal_mask is None else signal_mask & mask
     if signal_mask is None:
         signal_mask = np.zeros(grid.size, dtype=bool)
     fresh_points = int(signal_mask.sum())
-    counts = _series_counts(legs, n_selectors, grid)
     trailing = _trailing_unfresh(signal_mask)
-    last_real = dt.datetime.fromtimestamp(last_seen, dt.timezone.utc) if math.isfinite(last_seen) else None
     coverage = Coverage(
         ratio=fresh_points / grid.size if grid.size else 0.0,
-        fresh_points=fresh_points, grid_points=int(grid.size), real_samples=min(real) if real else 0,
+        fresh_points=fresh_points, grid_points=int(grid.size), real_samples=real,
         input_interval_seconds=max(intervals) if intervals else None,
-        method="+".join(sorted(set(methods))) or "timestamp",
-        last_real_sample=last_real,
+        method="+".join(sorted(set(methods))) or "scrape",
+        last_real_sample=_utc(last_seen) if math.isfinite(last_seen) else None,
         stopped=bool(grid.size) and trailing > 0 and (fresh_points == 0 or trailing >= 2),
         holes=_holes(signal_mask, grid, start, end, step),
-        **counts,
+        **_series_counts(legs, n_selectors, grid),
     )
-    return Judgement(coverage, {float(t) for t, ok in zip(grid, signal_mask) if ok})
-
-
-def _latest_change(grid: np.ndarray, arrivals: np.ndarray) -> dict[float, float]:
-    # The latest change at or before each grid point, as a "latest real sample" leg.
-    out: dict[float, float] = {}
-    if arrivals.size == 0:
-        return out
-    idx = np.searchsorted(arrivals, grid, side="right") - 1
-    for t, j in zip(grid, idx):
-        if j >= 0:
-            out[float(t)] = float(arrivals[j])
-    return out
+    return Judgement(coverage, {float(t) for t, ok in zip(grid.tolist(), signal_mask.tolist()) if ok})
 
 
 def _series_counts(legs: Legs, n_selectors: int, grid: np.ndarray) -> dict[str, int | None]:
     if grid.size == 0:
         return {}
     totals = np.zeros(grid.size)
-    seen = False
     for i in range(n_selectors):
         values = legs.per_selector.get(i, {}).get("series", {})
         if values:
-            seen = True
-            totals += np.array([values.get(float(t), 0.0) for t in grid])
-    if not seen:
-        return {"series_at_start": 0, "series_at_end": 0, "series_min": 0, "series_max": 0}
+            totals += np.array([values.get(t, 0.0) for t in grid.tolist()])
     return {"series_at_start": int(totals[0]), "series_at_end": int(totals[-1]), "series_min": int(totals.min()), "series_max": int(totals.max())}
 
 
@@ -287,8 +291,6 @@ def _holes(mask: np.ndarray, grid: np.ndarray, start: float, end: float, step: f
 def _utc(ts: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(float(ts), dt.timezone.utc)
 
-
-# --- samples for statistics -----------------------------------------------------------------
 
 
 def fresh_samples(samples: list[tuple[float, float]], judgement: Judgement | None) -> list[tuple[float, float]]:

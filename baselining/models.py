@@ -77,7 +77,7 @@ class Coverage(_Record):
             changes) in the window, at the signal level.
         input_interval_seconds: the inputs' own interval (median gap between real
             samples); None when fewer than two were seen.
-        method: how freshness was told, ``timestamp`` / ``push_time`` / ``value_change``
+        method: how freshness was told, ``scrape`` (sample counts) / ``push_time`` / ``value_change``
             joined by ``+`` when inputs differ.
         last_real_sample: the latest real input sample seen (may precede the window).
         stopped: no fresh input from ``last_real_sample`` to the window end.
@@ -92,7 +92,7 @@ class Coverage(_Record):
     grid_points: int = Field(ge=0)
     real_samples: int = Field(0, ge=0)
     input_interval_seconds: float | None = None
-    method: str = "timestamp"
+    method: str = "scrape"
     last_real_sample: dt.datetime | None = None
     stopped: bool = False
     holes: list[Hole] = Field(default_factory=list)

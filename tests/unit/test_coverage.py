@@ -1,6 +1,7 @@
 """Coverage judgement (baselining/coverage.py) on coverage answers built the way Prometheus
-answers the batched query (latest real sample time per grid point, lookback of 5 min);
-the real-Prometheus path is tests/integration/test_coverage_live.py."""
+answers the batched query (samples per step from ``count_over_time``, latest push time
+within the 5 min lookback, both from 5 min before the window); the real-Prometheus path
+is tests/integration/test_coverage_live.py."""
 
 from __future__ import annotations
 
@@ -17,13 +18,29 @@ HOUR = 3600.0
 LOOKBACK = 300.0
 
 
+def grid(step: float, start=START, end=START + HOUR) -> np.ndarray:
+    """The coverage query's grid: from 5 min before the window to its end."""
+    return start - LOOKBACK + step * np.arange(1, int((end - start + LOOKBACK) / step) + 1)
+
+
 def leg(sample_times, step: float, start=START, end=START + HOUR) -> dict[float, float]:
-    """What ``max(timestamp(s))`` answers at each grid point: the latest sample <= t within the lookback."""
-    times = np.sort(np.asarray(sample_times, dtype=float))
+    """What ``sum(count_over_time(s[step]))`` answers at each grid point: samples in ``(t - step, t]`` (absent when 0)."""
+    times = np.asarray(sample_times, dtype=float)
     out = {}
-    for t in start + step * np.arange(1, int((end - start) / step) + 1):
+    for t in grid(step, start, end):
+        n = int(((times > t - step) & (times <= t)).sum())
+        if n:
+            out[float(t)] = float(n)
+    return out
+
+
+def push_leg(push_times, step: float, start=START, end=START + HOUR) -> dict[float, float]:
+    """What the push leg answers: the latest push time <= t (the Pushgateway serves it all along)."""
+    times = np.sort(np.asarray(push_times, dtype=float))
+    out = {}
+    for t in grid(step, start, end):
         j = np.searchsorted(times, t, side="right") - 1
-        if j >= 0 and t - times[j] <= LOOKBACK:
+        if j >= 0:
             out[float(t)] = float(times[j])
     return out
 
@@ -37,7 +54,7 @@ def test_thirty_second_scrape_at_fifteen_second_step_is_full():
     j = cov.judge(legs(scrape=leg(scrapes, 15)), 1, START, START + HOUR, 15)
     c = j.coverage
     assert (c.ratio, c.fresh_points, c.grid_points) == (1.0, 240, 240)
-    assert c.input_interval_seconds == 30 and c.real_samples == 120 and c.method == "timestamp"
+    assert c.input_interval_seconds == 30 and c.real_samples == 120 and c.method == "scrape"
     assert not c.stopped and c.holes == []
     assert cov.coverage_cap(c, 0.9) == (None, "")
 
@@ -79,13 +96,13 @@ def test_hole_in_the_middle_is_inconclusive_below_the_threshold_and_named():
 def test_rolling_restart_is_a_population_change_not_a_hole():
     # Pods a, b replaced by c, d half-way (each new pod up 10 s after the old one stopped):
     # the signal-level latest sample stays fresh; the series count shows the change.
-    grid = START + 15 * np.arange(1, 241)
+    points = START + 15 * np.arange(1, 241)
     old = np.arange(START - 600, START + 1800 + 1, 15)
     new = np.arange(START + 1810, START + HOUR + 1, 15)
     latest = leg(np.concatenate([old, new]), 15)
-    counts = {float(t): (2.0 if t <= START + 1800 else 4.0 if t <= START + 2100 else 2.0) for t in grid}
+    counts = {float(t): (2.0 if t <= START + 1800 else 4.0 if t <= START + 2100 else 2.0) for t in points}
     counts = {t: v for t, v in counts.items()}
-    counts[float(grid[-1])] = 3.0  # one replacement still within its lookback at the end
+    counts[float(points[-1])] = 3.0  # one replacement still within its lookback at the end
     c = cov.judge(legs(scrape=latest, series=counts), 1, START, START + HOUR, 15).coverage
     assert c.ratio == 1.0
     assert (c.series_at_start, c.series_at_end, c.series_min, c.series_max) == (2, 3, 2, 4)
@@ -95,11 +112,7 @@ def test_rolling_restart_is_a_population_change_not_a_hole():
 def test_pushgateway_values_are_fresh_only_while_push_time_moves():
     # Pushed every 60 s until 40 min in; the Pushgateway keeps serving the last push.
     pushes = np.arange(START - 600, START + 2400 + 1, 60)
-    push = {t: v for t, v in leg(pushes, 15, end=START + HOUR).items()}
-    # The Pushgateway is scraped all along: the push leg keeps a value at every point.
-    for t in START + 15 * np.arange(1, 241):
-        push.setdefault(float(t), float(pushes[-1]))
-    c = cov.judge(legs(push=push), 1, START, START + HOUR, 15).coverage
+    c = cov.judge(legs(push=push_leg(pushes, 15)), 1, START, START + HOUR, 15).coverage
     assert c.method == "push_time" and c.input_interval_seconds == 60
     expected = sum(1 for t in START + 15 * np.arange(1, 241) if t - pushes[pushes <= t].max() < 90)
     assert c.fresh_points == expected and c.stopped
@@ -107,13 +120,14 @@ def test_pushgateway_values_are_fresh_only_while_push_time_moves():
 
 
 def test_latest_score_gauge_counts_value_changes_only():
-    grid = START + 15 * np.arange(1, 241)
-    changes = {float(t): (1.0 if (t - START) % 600 == 0 and t <= START + 1800 else 0.0) for t in grid}
+    points = START + 15 * np.arange(1, 241)
+    changes = {float(t): (1.0 if (t - START) % 600 == 0 and t <= START + 1800 else 0.0) for t in grid(15)}
     c = cov.judge(legs(scrape=leg(np.arange(START - 600, START + HOUR + 1, 15), 15), change=changes), 1,
                   START, START + HOUR, 15, on_change=True).coverage
     assert c.method == "value_change" and c.input_interval_seconds == 600
-    # Changes at 10, 20, 30 min; fresh for 1.5 * 600 s after each.
-    expected = sum(1 for t in grid if START + 600 <= t < START + 1800 + 900)
+    # Changes at the window start and at 10, 20, 30 min; fresh for 1.5 * 600 s after each
+    # (the change at the start is the first point's current value: within one interval).
+    expected = sum(1 for t in points if t < START + 1800 + 900)
     assert c.fresh_points == expected and c.real_samples == 3
 
 

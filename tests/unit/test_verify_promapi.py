@@ -82,7 +82,7 @@ class FakePrometheus:
             # The coverage query (baselining/coverage.py): a sample scraped at every step.
             start, end, step = float(q["start"][0]), float(q["end"][0]), float(q["step"][0])
             stamps = [start + i * step for i in range(int(round((end - start) / step)) + 1)]
-            result = [{"metric": {"obsctl_leg": "0:scrape"}, "values": [[t, repr(t)] for t in stamps]},
+            result = [{"metric": {"obsctl_leg": "0:scrape"}, "values": [[t, "1"] for t in stamps]},
                       {"metric": {"obsctl_leg": "0:series"}, "values": [[t, "1"] for t in stamps]}]
             return 200, js, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
         if "/api/v1/query_range" in path:

@@ -73,12 +73,14 @@ def test_rules_promtool_rejects_are_refused_and_old_files_kept(tmp_path):
     assert obsctl("rules", "generate", "--spec", str(good), "--out", str(out)).returncode == 0
     before = {p.name: p.read_text() for p in out.iterdir()}
     bad = tmp_path / "bad.yaml"
-    bad.write_text(good.read_text().replace("query: sum(rate(obsctl_tokens_total{$selector}[1m]))",
-                                            "query: sum(rate(obsctl_tokens_total{$selector}[1m])"))
+    text = good.read_text()
+    query = "query: sum(rate(obsctl_tokens_total{$selector}[1m]))"
+    line = text[: text.index(query)].count("\n") + 1  # the spec line the error must name
+    bad.write_text(text.replace(query, query[:-1]))
     for args in (("rules", "generate", "--spec", str(bad), "--out", str(out)), ("check", "--spec", str(bad))):
         result = obsctl(*args)
         assert result.returncode == 2, result.stderr
-        assert f"{bad}:32: signals[0].query (tokens_per_second): Prometheus would reject it" in result.stderr
+        assert f"{bad}:{line}: signals[0].query (tokens_per_second): Prometheus would reject it" in result.stderr
         assert "unclosed left parenthesis" in result.stderr
         assert "Traceback" not in result.stderr
     assert {p.name: p.read_text() for p in out.iterdir()} == before

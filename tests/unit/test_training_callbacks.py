@@ -111,3 +111,24 @@ def test_batch_shapes(batch, samples, tokens):
     assert batch_samples(batch) == samples
     got = batch_tokens(batch)
     assert (None if got is None else int(got)) == tokens
+
+
+def test_trainer_callback_on_a_non_zero_rank_counts_samples_not_steps():
+    from transformers import TrainerControl, TrainerState
+
+    from obsctl.exporters.training.hf import ObsctlTrainerCallback
+
+    wl = Workload("train", labels={"run": "t1"})
+    cb = ObsctlTrainerCallback(wl)
+    model = torch.nn.Embedding(16, 4)
+    state, control = TrainerState(is_world_process_zero=False), TrainerControl()
+    cb.on_train_begin(None, state, control, model=model)
+    cb.on_step_begin(None, state, control)
+    model.train()
+    model(input=torch.zeros(3, 5, dtype=torch.long))  # a forward without input_ids: first tensor's batch
+    cb.on_step_end(None, state, control)
+    cb.on_train_end(None, state, control)
+    model(input=torch.zeros(3, 5, dtype=torch.long))  # hook removed: not counted
+    assert value(wl, "obsctl_samples_total") == 3
+    assert value(wl, "obsctl_steps_total") == 0
+    assert value(wl, "obsctl_step_duration_seconds_count") == 0

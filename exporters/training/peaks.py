@@ -84,3 +84,12 @@ def dense_peak_flops(model: str, dtype: str) -> float | None:
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     return DENSE_PEAK_FLOPS.get(model, {}).get(dtype)
+
+
+def table_markdown() -> str:
+    """The table as Markdown, dense TFLOP/s (docs/training.md holds this text; a test compares)."""
+    lines = ["| GPU model (NVML name) | " + " | ".join(DTYPES) + " |", "|---|" + "---:|" * len(DTYPES)]
+    for model, peaks in DENSE_PEAK_FLOPS.items():
+        cells = [f"{peaks[d] / T:g}" if d in peaks else "-" for d in DTYPES]
+        lines.append(f"| `{model}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

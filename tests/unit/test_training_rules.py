@@ -122,3 +122,9 @@ def test_peak_table_shape():
     assert dense_peak_flops("Tesla T4", "bf16") is None
     with pytest.raises(ValueError, match="dtype must be one of"):
         dense_peak_flops(H100, "int4")
+
+
+def test_docs_table_matches_code(repo_root):
+    from obsctl.exporters.training.peaks import table_markdown
+
+    assert table_markdown() in (repo_root / "docs" / "training.md").read_text()

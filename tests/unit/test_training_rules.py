@@ -128,3 +128,36 @@ def test_docs_table_matches_code(repo_root):
     from obsctl.exporters.training.peaks import table_markdown
 
     assert table_markdown() in (repo_root / "docs" / "training.md").read_text()
+
+
+def test_mfu_from_raw_sdk_counters_through_the_source_rules(tmp_path):
+    """The contract with the source catalogue: raw SDK token counters -> the sdk source's
+    canonical TOKENS -> MFU, in one promtool run over both rule files."""
+    from obsctl.rules.sources import source_groups
+
+    spec = write_spec(tmp_path, {**SPEC, "workload_classes": [
+        {**cls("llm", {"flops_per_token": FPT, "dtype": "bf16"}), "selector": {"job": "trainer", "workload": "llm"}}]})
+    files = {"sources.rules.yaml": source_groups(spec), "training.rules.yaml": training_groups(spec)}
+    for name, groups in files.items():
+        (tmp_path / name).write_text(dump_rule_file(groups, "test"))
+    per_minute = {"a": 45_000, "b": 15_000}  # two processes of the job: 750 + 250 tokens/s
+    series = [{"series": f'obsctl_tokens_total{{job="trainer",workload="llm",instance="{i}"}}', "values": f"0+{v}x30"}
+              for i, v in per_minute.items()]
+    series += [{"series": "obsctl_gpu_info" + labels({"job": "x", "uuid": u, "model": H100}), "values": "1x30"}
+               for u in ("GPU-0", "GPU-1")]
+    series += [{"series": "obsctl_gpu_attribution_info" + labels({"job": "x", "uuid": u, "workload_class": "llm"}),
+                "values": "1x30"} for u in ("GPU-0", "GPU-1")]
+    tokens_per_second = sum(per_minute.values()) / 60
+    tests = {"rule_files": [str(tmp_path / n) for n in files], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series,
+        "promql_expr_test": [
+            expect(C.TOKENS, {"llm": tokens_per_second}),
+            expect(C.MFU, {"llm": FPT * tokens_per_second / (2 * H100_BF16)}),
+        ],
+    }]}
+    for t in tests["tests"][0]["promql_expr_test"]:
+        t["eval_time"] = "20m"
+    path = tmp_path / "chain_test.yaml"
+    path.write_text(yaml.safe_dump(tests, sort_keys=False))
+    result = promtool.test_rules([path])
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -15,6 +15,7 @@ thread that asked, so a thread-local is exact). The adapter also carries TLS
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import time
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -233,9 +235,9 @@ def bounded_get(
     except Exception as exc:  # noqa: BLE001 - after a shutdown any layer may raise anything
         if attempt.expired or time.monotonic() - started >= timeout_seconds:
             raise DeadlineExceeded(f"no complete answer within {timeout_seconds:g}s") from None
-        if isinstance(exc, requests.RequestException):
-            raise
-        raise requests.ConnectionError(str(exc)) from None
+        if isinstance(exc, (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError)) and not isinstance(exc, requests.RequestException):
+            raise requests.ConnectionError(str(exc)) from None  # a transport failure requests did not wrap
+        raise  # requests' own errors, and the caller's (an auth hook's unreadable secret file)
     finally:
         timer.cancel()
         _current.attempt = previous

@@ -157,3 +157,10 @@ def test_session_ignores_environment_unless_asked(monkeypatch):
     assert session_for(HTTPClientConfig(proxy_from_environment=True)).trust_env is True
     proxied = session_for(HTTPClientConfig(proxy_url="http://proxy.example:3128"))
     assert proxied.proxies == {"http": "http://proxy.example:3128", "https": "http://proxy.example:3128"}
+
+
+def test_secret_file_gone_at_request_time_is_the_file_error(tmp_path, raw):
+    server = raw(trickled_headers)
+    cfg = HTTPClientConfig.model_validate({"authorization": {"credentials_file": str(tmp_path / "gone")}})
+    with pytest.raises(SecretFileError, match="authorization.credentials_file: .*gone: file not found"):
+        bounded_get(session_for(cfg, label="prometheus"), server.url, timeout_seconds=2)

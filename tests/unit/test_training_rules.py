@@ -161,3 +161,25 @@ def test_mfu_from_raw_sdk_counters_through_the_source_rules(tmp_path):
     path.write_text(yaml.safe_dump(tests, sort_keys=False))
     result = promtool.test_rules([path])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("mfu, message", [
+    ("{flops_per_token: 7.8e9, flops_per_sample: 1e12}", "mfu: give exactly one of 'flops_per_token' or 'flops_per_sample'"),
+    ("{dtype: bf16}", "mfu: give exactly one of"),
+    ("{flops_per_token: 7.8e9, dtype: int4}", "mfu.dtype: Input should be 'fp32', 'tf32', 'bf16', 'fp16' or 'fp8'"),
+    ("{flops_per_token: -1}", "mfu.flops_per_token"),
+])
+def test_bad_mfu_block_is_one_line_with_file_and_line(tmp_path, example_spec_path, mfu, message):
+    from obsctl.errors import SpecError
+    from obsctl.spec import load_spec
+
+    text = example_spec_path.read_text()
+    line = "    mfu: {flops_per_token: 7.8e9, dtype: bf16}"
+    assert line in text
+    path = tmp_path / "obsctl.yaml"
+    path.write_text(text.replace(line, f"    mfu: {mfu}"))
+    lineno = text.splitlines().index(line) + 1
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert f"{path}:{lineno}: workload_classes[" in str(err.value) and message in str(err.value)
+    assert "\n" not in str(err.value)

@@ -115,6 +115,9 @@ class FaultProxy:
     # --- answers -------------------------------------------------------------------
 
     def _upstream(self, path: str) -> tuple[int, str, bytes]:
+        if "://" in path:  # absolute form: we are used as a forward proxy (proxy_url)
+            parts = urllib.parse.urlsplit(path)
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
         conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
         try:
             conn.request("GET", path)

@@ -143,3 +143,13 @@ def test_deep_json_through_the_console_script(proxy, fault_spec, fault_history):
     assert done.returncode == 3, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "JSON nested too deeply" in lines[0], done.stderr
+
+
+def test_proxy_url_carries_every_request(proxy, fault_spec, fault_history):
+    spec = yaml.safe_load(fault_spec.read_text())
+    # A host name that does not resolve: only the proxy can reach "it".
+    spec["prometheus"].update(url="http://prometheus.obsctl.invalid:9090", proxy_url=proxy.url)
+    fault_spec.write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = snap(fault_spec, fault_history)
+    assert result.exit_code == 0, result.output
+    assert proxy.seen and all(path.startswith("http://prometheus.obsctl.invalid:9090/api/v1/") for path, _, _ in proxy.seen)

@@ -13,7 +13,8 @@ What is counted, per process (each data-parallel rank counts its own batches):
 * samples: every training batch's size, from ``batch_size(batch)`` (default: the first
   dimension of the batch's first tensor, :func:`obsctl.exporters.training._batches.batch_samples`);
 * tokens: ``tokens(batch)`` (default: the batch's non-padding ``attention_mask`` sum or
-  ``input_ids`` size when it is a mapping, else nothing);
+  ``input_ids`` size when it is a mapping, else nothing), summed on the device and read
+  once per optimizer step (one device sync per step, not per batch);
 * steps: optimizer steps (``trainer.global_step`` advancing; with gradient accumulation
   one step spans several batches), counted by global rank 0 only: a data-parallel step is
   one step of the job, not one per rank;
@@ -54,6 +55,7 @@ class ObsctlCallback(Callback):
         self._tokens = tokens or batch_tokens
         self._step_start: float | None = None
         self._last_step: int | None = None
+        self._pending_tokens = None  # int or a device tensor, read once per step
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if self._last_step is None:
@@ -65,11 +67,20 @@ class ObsctlCallback(Callback):
         self.workload.count_samples(self._batch_size(batch))
         tokens = self._tokens(batch)
         if tokens is not None:
-            self.workload.count_tokens(float(tokens))
+            self._pending_tokens = tokens if self._pending_tokens is None else self._pending_tokens + tokens
         if trainer.global_step > self._last_step:
+            self._flush_tokens()
             duration = time.perf_counter() - self._step_start
             if trainer.is_global_zero:
                 for _ in range(trainer.global_step - self._last_step):  # one per optimizer step taken
                     self.workload.observe_step(duration)
             self._last_step = trainer.global_step
             self._step_start = None
+
+    def _flush_tokens(self) -> None:
+        if self._pending_tokens is not None:
+            self.workload.count_tokens(float(self._pending_tokens))
+            self._pending_tokens = None
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._flush_tokens()  # batches after the last optimizer step (a stopped run)

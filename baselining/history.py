@@ -26,7 +26,7 @@ from obsctl.baselining.timeutil import align_down
 MAX_HISTORY_POINTS = 20_000
 
 #: Fewest history samples for a ``history`` memory model.
-MIN_HISTORY_SAMPLES = 500
+MIN_HISTORY_SAMPLES = 200
 
 
 def history_step(history_seconds: float, step_seconds: float) -> float:

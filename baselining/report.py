@@ -27,7 +27,7 @@ from obsctl.baselining.designs.run import report_lines as design_lines  # noqa: 
 from obsctl.baselining.models import Baseline, Initiative, Population, VerificationResult  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.baselining.timeutil import human_duration, rfc3339  # noqa: E402
-from obsctl.baselining.verify import format_number, format_percent, guards_line, verdict_line  # noqa: E402
+from obsctl.baselining.verify import confidence_text, format_number, format_percent, guards_line, statistics_line, verdict_line  # noqa: E402
 from obsctl.errors import StoreError  # noqa: E402
 
 
@@ -74,7 +74,7 @@ def render_figure(baseline: Baseline, result: VerificationResult) -> bytes:
             ax.axhline(result.baseline_mean, color="tab:blue", linestyle="--", linewidth=1, label="baseline mean")
             if result.ci_low is not None and result.ci_high is not None:
                 ax.axhspan(result.baseline_mean * (1 + result.ci_low), result.baseline_mean * (1 + result.ci_high), color="tab:green", alpha=0.18,
-                           label=f"baseline mean x (1 + change), {result.confidence:.0%} CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}")
+                           label=f"baseline mean x (1 + change), {confidence_text(result.confidence)} CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}")
         ax.set_xlabel("minutes into the window")
         ax.set_ylabel(f"{baseline.signal} ({baseline.unit})")
         ax.set_title(f"{baseline.workload_class}: {result.verdict} {format_percent(result.change_ratio)}")
@@ -120,6 +120,19 @@ def _guard_table(result: VerificationResult) -> list[str]:
     return [*lines, ""]
 
 
+def _statistics_lines(result: VerificationResult) -> list[str]:
+    """The "Statistics" section (H7S): method, memory, effective samples, look and boundary, planned window."""
+    a = result.assessment
+    if a is None:
+        return []
+    lines = ["## Statistics", "", f"- Method: {a.method}", f"- {statistics_line(result).removeprefix('statistics: ')}"]
+    if a.look is not None:
+        lines.append(f"- Look {a.look} of the initiative (saved verifies count); boundary z = "
+                     f"{a.boundary_z:.3f}" if a.boundary_z is not None else f"- Look {a.look}: no boundary left")
+    lines += [f"- Note: {n}" for n in a.notes]
+    return [*lines, ""]
+
+
 def _coverage_lines(baseline: Baseline, result: VerificationResult) -> list[str]:
     """The "Coverage and warnings" section: real-sample coverage of each side and guard, then every warning."""
     lines = ["## Coverage and warnings", "",
@@ -149,12 +162,14 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         f"- Initiative: `{initiative.id}`, lever **{initiative.lever}**, workload class **{initiative.workload_class}**, started {rfc3339(initiative.started_at)}, status {initiative.status}",
         f"- Primary signal: `{baseline.signal}` ({baseline.unit}, {baseline.direction.replace('_', ' ')}); expected impact {expected}",
         f"- Verdict: **{result.verdict}** ({result.reason}); verified {rfc3339(result.verified_at)}",
-        f"- Change: {format_percent(result.change_ratio)}, {result.confidence:.0%} confidence interval {ci} "
-        "(Fieller interval from non-overlapping batch means)",
+        f"- Change: {format_percent(result.change_ratio)}, {confidence_text(result.confidence)} confidence interval {ci} "
+        + ("(Fieller interval from the long-run variance under the signal's memory; docs/verification.md)" if result.assessment
+           else "(Fieller interval from non-overlapping batch means)"),
         f"- Primary signal's own verdict: **{result.primary_verdict or result.verdict}**",
         f"- Alerts fired in the window: {', '.join(result.alerts_fired) or 'none'}",
         "",
         *_guard_table(result),
+        *_statistics_lines(result),
         *design_lines(result),
         *_coverage_lines(baseline, result),
         "| | baseline | verification window |",

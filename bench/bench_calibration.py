@@ -191,7 +191,7 @@ def run(scale: float = 1.0, out=sys.stdout) -> list[tuple[str, bool]]:
     n = lambda full: max(50, int(full * scale))  # noqa: E731
     print("| cell | reps | false IMPROVED | false REGRESSED | NO_CHANGE | INCONCLUSIVE (too short) | coverage (with interval) | IMPROVED at +5 % | IMPROVED at +10 % | REGRESSED at -10 % |", file=out)
     print("|---|---|---|---|---|---|---|---|---|---|", file=out)
-    cells = [(0.0, 1.0, 2000), (0.9, 1.0, 2000), (0.95, 1.0, 5000), (0.99, 1.0, 2000), (0.995, 1.0, 2000), (0.99, 6.0, 2000)]
+    cells = [(0.0, 1.0, 1000), (0.9, 1.0, 1000), (0.95, 1.0, 5000), (0.99, 1.0, 1000), (0.995, 1.0, 1000), (0.99, 6.0, 1000)]
     for i, (phi, hours, full) in enumerate(cells):
         t0 = time.perf_counter()
         res = fixed_cell(phi, hours, n(full), seed=1000 + i)
@@ -211,22 +211,22 @@ def run(scale: float = 1.0, out=sys.stdout) -> list[tuple[str, bool]]:
             goals.append(("phi=0.95 1h: power at +10 % >= 90 %", p10[1] >= 0.90))
         if phi >= 0.99 and hours == 1.0:
             goals.append((f"phi={phi} 1h: mostly INCONCLUSIVE 'too short'", short[1] > 0.5))
-        print(f"<!-- {time.perf_counter() - t0:.0f} s -->", file=sys.stderr)
+        print(f"cell phi={phi} {hours:g} h: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     print(file=out)
-    tally, seconds = no_change_cell(0.95, n(2000), seed=2000)
+    tally, seconds = no_change_cell(0.95, n(1000), seed=2000)
     r = tally.rate("NO_CHANGE")
     print(f"NO_CHANGE at the planner's equal-length window ({seconds / 3600:.1f} h vs {seconds / 3600:.1f} h), phi=0.95 null, {tally.n} reps: "
           f"NO_CHANGE {pct(r)}, false IMPROVED {pct(tally.rate('IMPROVED'))}, false REGRESSED {pct(tally.rate('REGRESSED'))}", file=out, flush=True)
     goals.append(("NO_CHANGE at the planner's window >= 80 %", r[1] >= 0.80))
-    null, planned = sequential_cell(0.95, 0.0, 12, n(2000), seed=3000)
-    alt, _ = sequential_cell(0.95, 0.10, 12, n(2000), seed=3001)
+    null, planned = sequential_cell(0.95, 0.0, 12, n(1000), seed=3000)
+    alt, _ = sequential_cell(0.95, 0.10, 12, n(1000), seed=3001)
     fi, pw = null.rate("IMPROVED"), alt.rate("IMPROVED")
     print(f"12 sequential looks up to the planned {planned / 60:.0f} min (phi=0.95, baseline 1 h, planned for +10 % at 90 % power): "
           f"null false IMPROVED at any look {pct(fi)}, false REGRESSED {pct(null.rate('REGRESSED'))}; +10 % IMPROVED by the final look {pct(pw)} "
           f"({null.n} + {alt.n} reps)", file=out, flush=True)
     goals.append(("12 looks: false IMPROVED at any look <= 5 %", fi[2] <= 0.05))
     goals.append(("12 looks: power at the final look >= 80 %", pw[1] >= 0.80))
-    g = guards_cell(0.95, 3, n(2000), seed=4000)
+    g = guards_cell(0.95, 3, n(1000), seed=4000)
     fw = g.rate("any_regressed")
     print(f"3 unchanged guards (phi=0.95, 1 h vs 1 h, tolerance {TOLERANCE:.0%}, Bonferroni): family-wise false REGRESSED {pct(fw)}, "
           f"any guard undecided {pct(g.rate('any_undecided'))} ({g.n} reps)", file=out, flush=True)

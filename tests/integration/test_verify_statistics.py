@@ -1,0 +1,63 @@
+"""The statistics of verify against a real Prometheus with backfilled history
+(tests/integration/conftest.py: AR(1) noise, phi = 0.8 per 15 s step): the memory is
+estimated at snapshot time from the hour *before* the baseline window and stored; verify
+reports the method, the memory, effective samples, the look number and its boundary;
+a second saved look on the same (capped) window reuses the boundary; ``obsctl plan``
+and the report show the same figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from obsctl.baselining.cli import initiative, plan, report, snapshot_baseline, verify
+from obsctl.baselining.store import Store
+
+pytestmark = pytest.mark.integration
+
+
+def run(cmd, args):
+    return CliRunner().invoke(cmd, [str(a) for a in args])
+
+
+def test_memory_from_history_looks_and_plan(history, loop_spec, tmp_path):
+    snap = run(snapshot_baseline, ["--spec", loop_spec, "--class", "noisy", "--window", "1h", "--end", history.iso(2)])
+    assert snap.exit_code == 0, snap.output
+    b = Store(tmp_path / "store").current_baseline("noisy", "tokens_per_second")
+    # History: the hour before the window (240 samples) plus the window's 240.
+    assert b.memory is not None and b.memory.source == "history" and b.memory.samples == 480
+    # AR(1) with phi = 0.8 at 15 s: tau = (1 + phi) / (1 - phi) steps = 135 s; 480 samples estimate it loosely.
+    assert 60 < b.memory.tau_seconds < 300
+
+    started = run(initiative, ["start", "--spec", loop_spec, "--name", "noise", "--lever", "scheduling", "--class", "noisy",
+                               "--signal", "tokens_per_second", "--started-at", history.iso(2), "--output", "json"])
+    assert started.exit_code == 0, started.output
+    iid = json.loads(started.stdout)["id"]
+    assert json.loads(started.stdout)["plan"]["planned_seconds"] == 3600  # max(verification.window, planner)
+
+    first = run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(3), "--output", "json"])
+    assert first.exit_code in (10, 11), first.output  # pure noise: never a direction
+    a1 = json.loads(first.stdout)["assessment"]
+    assert a1["look"] == 1 and a1["memory_source"] == "history" and a1["planned_seconds"] == 3600
+    assert a1["information_fraction"] == pytest.approx(1.0) and a1["boundary_z"] == pytest.approx(1.95996, abs=1e-4)
+    assert 10 < a1["n_eff_window"] < 240 and a1["tau_seconds"] == pytest.approx(b.memory.tau_seconds)
+
+    text = run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(3)])
+    stat = [line for line in text.stdout.splitlines() if line.startswith("statistics: ")]
+    assert len(stat) == 1 and stat[0].startswith("statistics: look 2, boundary z = 1.96") and "from history" in stat[0]
+    a2 = Store(tmp_path / "store").initiative(iid).verifications[-1].assessment
+    assert a2.look == 2 and a2.boundary_z == pytest.approx(a1["boundary_z"])  # same information: same boundary
+
+    out_dir = tmp_path / "report"
+    assert run(report, ["--spec", loop_spec, "--initiative", iid, "--out", out_dir]).exit_code == 0
+    md = (out_dir / f"{iid}.md").read_text()
+    assert "## Statistics" in md and "Look 2 of the initiative" in md
+
+    planned = run(plan, ["--spec", loop_spec, "--class", "noisy", "--signal", "tokens_per_second", "--effect", "0.05", "-o", "json"])
+    assert planned.exit_code == 0, planned.output
+    p = json.loads(planned.stdout)
+    assert p["window_seconds"] > 0 and p["memory_source"] == "history" and p["mde"] > 0
+    assert run(plan, ["--spec", loop_spec, "--class", "noisy", "--signal", "tokens_per_second", "--effect", "0"]).exit_code == 2
+    assert run(plan, ["--spec", loop_spec, "--class", "steady", "--signal", "tokens_per_second", "--effect", "0.05"]).exit_code == 1

@@ -1,0 +1,180 @@
+"""Known answers for the statistics package (baselining/statistics/): each expected value
+is computed here independently of the code under test (closed forms, brute force,
+published tables)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import signal as spsignal
+from scipy import stats as sps
+
+from obsctl.baselining.statistics import equivalence, planner, sequential
+from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
+from obsctl.baselining.statistics.memory import MemoryModel, fit_memory, grid_index, quadratic_forms, scale_dof
+from obsctl.baselining.statistics.ratio import estimate_log_ratio, estimate_ratio, fieller
+from obsctl.baselining.statistics.verdict import LookContext, judge
+
+
+def ar1_model(phi: float, variance: float = 1.0, step: float = 15.0, dof: float = 1e6) -> MemoryModel:
+    return MemoryModel(step, (phi,), (1.0, phi), variance, 0.0, 10**6, 1e9, "history", dof)
+
+
+def ar1(rng, phi, n):
+    e = rng.standard_normal(n) * math.sqrt(1 - phi * phi)
+    return spsignal.lfilter([1.0], [1.0, -phi], e, zi=[phi * rng.standard_normal()])[0]
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.5, 0.9, 0.95, 0.99])
+def test_long_run_variance_of_ar1_is_sigma_e2_over_one_minus_phi_squared(phi):
+    # LRV = sigma_e^2 / (1 - phi)^2 with sigma_e^2 = sigma^2 (1 - phi^2): n Var(mean) -> it.
+    model = ar1_model(phi, variance=4.0) if phi else MemoryModel(15.0, (), (1.0,), 4.0, 0.0, 10**6, 1e9, "history", 1e6)
+    lrv = 4.0 * (1 - phi**2) / (1 - phi) ** 2
+    assert model.tau_steps * 4.0 == pytest.approx(lrv, rel=1e-9)
+    n = 200_000
+    q, _ = quadratic_forms(np.arange(n), model.acf(n))
+    assert 4.0 * q / n == pytest.approx(lrv, rel=2e-3)  # n Var(mean) = sigma^2 Q / n
+    # A side with the history's scale reports exactly sigma^2 Q / n^2.
+    rng = np.random.default_rng(int(phi * 1000))
+    x = 2.0 * ar1(rng, phi, 2000)
+    side = side_estimate(np.arange(2000) * 15.0, x, 15.0, model)
+    q, _ = quadratic_forms(np.arange(2000), model.acf(2000))
+    assert side.scale_source == "history" and side.var_mean == pytest.approx(4.0 * q / 2000**2, rel=1e-12)
+
+
+def test_finite_window_variance_matches_the_exact_ar1_formula():
+    # Var(mean of n) = sigma^2/n [(1+phi)/(1-phi) - 2 phi (1 - phi^n) / (n (1-phi)^2)].
+    phi, n = 0.95, 240
+    exact = ((1 + phi) / (1 - phi) - 2 * phi * (1 - phi**n) / (n * (1 - phi) ** 2)) / n
+    q, _ = quadratic_forms(np.arange(n), ar1_model(phi).acf(n))
+    assert q / n**2 == pytest.approx(exact, rel=1e-10)
+    assert full_grid_n_eff(ar1_model(phi), n, 15.0) == pytest.approx(1 / exact, rel=1e-10)
+
+
+def test_holes_use_the_exact_quadratic_form():
+    rng = np.random.default_rng(3)
+    idx = np.sort(rng.choice(400, 150, replace=False))
+    idx -= idx[0]
+    rho = 0.9 ** np.arange(idx[-1] + 1)
+    d = np.abs(idx[:, None] - idx[None, :])
+    q, q2 = quadratic_forms(idx, rho)
+    assert q == pytest.approx(rho[d].sum(), rel=1e-9)
+    assert q2 == pytest.approx((rho[d] ** 2).sum(), rel=1e-9)
+    assert grid_index(idx * 15.0 + 1e9, 15.0).tolist() == idx.tolist()
+
+
+def test_white_noise_scale_dof_is_n_minus_1():
+    n = 100
+    assert scale_dof(n, float(n), float(n)) == pytest.approx(n - 1)
+
+
+def test_ar2_autocorrelation_and_tau_closed_forms():
+    a1, a2 = 0.6, 0.3
+    r1 = a1 / (1 - a2)
+    model = MemoryModel(15.0, (a1, a2), (1.0, r1, a1 * r1 + a2), 1.0, 0.0, 10**6, 1e9)
+    rho = [1.0, r1]
+    for _ in range(2, 400):
+        rho.append(a1 * rho[-1] + a2 * rho[-2])
+    assert np.allclose(model.acf(400), rho, atol=1e-12)
+    assert model.tau_steps == pytest.approx(1 + 2 * sum(rho[1:]), rel=1e-6)
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.9, 0.95])
+def test_fitted_memory_recovers_ar1_tau(phi):
+    rng = np.random.default_rng(11)
+    x = ar1(rng, phi, 40_000)
+    m = fit_memory(np.arange(x.size) * 15.0, x, 15.0)
+    assert m.tau_steps == pytest.approx((1 + phi) / (1 - phi), rel=0.15)
+    assert m.variance == pytest.approx(1.0, rel=0.15) and m.dof > 500
+
+
+def test_obrien_fleming_boundaries_match_ldbounds():
+    # R ldbounds / DeMets & Lan 1994: five equal looks, alpha = 0.05 two-sided, OBF type.
+    assert sequential.boundaries([0.2, 0.4, 0.6, 0.8, 1.0], 0.05) == pytest.approx([4.8769, 3.3569, 2.6803, 2.2898, 2.0310], abs=2e-4)
+    assert sequential.boundaries([1.0], 0.05)[0] == pytest.approx(sps.norm.ppf(0.975), abs=1e-9)
+
+
+def test_total_crossing_probability_under_the_null_is_alpha():
+    f = [(k + 1) / 12 for k in range(12)]
+    c = sequential.boundaries(f, 0.05)
+    up, lo = sequential.crossing(f, c, 0.0)
+    assert sum(up) + sum(lo) == pytest.approx(0.05, abs=2e-4)
+    # Against Monte Carlo: Brownian motion at the 12 looks, first crossing.
+    rng = np.random.default_rng(5)
+    w = np.cumsum(rng.standard_normal((200_000, 12)) * math.sqrt(1 / 12), axis=1)
+    z = w / np.sqrt(np.array(f))
+    crossed = (np.abs(z) >= np.array(c)).any(axis=1).mean()
+    assert crossed == pytest.approx(0.05, abs=0.003)
+
+
+def test_information_fraction_formula():
+    assert sequential.information_fraction(10.0, 10.0, 10.0) == 1.0
+    assert sequential.information_fraction(10.0, 5.0, 10.0) == pytest.approx((0.1 + 0.1) / (0.1 + 0.2))
+
+
+def test_fieller_interval_solves_the_quadratic():
+    xbar, ybar, vx, vy, c = 10.0, 12.0, 0.3, 0.5, 2.1
+    low, high = fieller(xbar, ybar, vx, vy, c)
+    # Roots of (ybar - r xbar)^2 = c^2 (vy + r^2 vx), solved with numpy.
+    roots = np.sort(np.roots([xbar**2 - c * c * vx, -2 * xbar * ybar, ybar**2 - c * c * vy]).real)
+    assert (low + 1, high + 1) == pytest.approx(tuple(roots), rel=1e-10)
+    assert fieller(1.0, 1.0, 1.0, 0.1, 2.0) is None  # g >= 1: unbounded
+
+
+def test_log_ratio_estimate():
+    a = Side(10.0, 0.04, 20.0, 100, 10.0, 1500.0, 1.0, "own", 1.0)
+    b = Side(12.0, 0.09, 30.0, 100, 10.0, 1500.0, 1.0, "own", 1.0)
+    e = estimate_log_ratio(a, b)
+    assert e.point == pytest.approx(math.log(1.2))
+    assert e.se == pytest.approx(math.sqrt(0.09 / 144 + 0.04 / 100))
+    r = estimate_ratio(a, b)
+    assert r.change == pytest.approx(0.2) and r.dof > 20
+
+
+@pytest.mark.parametrize(("low", "high", "gain", "expected"), [
+    (0.01, 0.05, 0.03, "IMPROVED"), (-0.05, -0.01, -0.03, "REGRESSED"), (-0.01, 0.015, 0.002, "NO_CHANGE"),
+    (-0.03, 0.05, 0.01, "INCONCLUSIVE"), (0.001, 0.03, 0.015, "INCONCLUSIVE"),
+])
+def test_superiority_and_equivalence_rules(low, high, gain, expected):
+    assert equivalence.superiority_equivalence(low, high, gain, 0.02, 0.95)[0] == expected
+
+
+@pytest.mark.parametrize(("low", "high", "expected"), [(-0.05, 0.02, "pass"), (-0.12, -0.01, "regressed"), (-0.12, 0.01, "undecided")])
+def test_non_inferiority_rule(low, high, expected):
+    assert equivalence.non_inferiority(low, high, 0.10) == expected
+
+
+def test_planner_single_look_matches_the_normal_formula():
+    # White noise, sigma 5 % of the mean, baseline of 240: the window n solving
+    # d / sqrt(s^2 (1/n + 1/240)) (1 + d)^-1 = z_.975 + z_.9 at one look.
+    model = MemoryModel(15.0, (), (1.0,), 25.0, 100.0, 10**6, 1e9, "history", 1e6)
+    base = Side(100.0, 25.0 / 240, 1e6, 240, 240.0, 3600.0, 5.0, "history", 5.0)
+    p = planner.plan(model, base, 15.0, 0.02, 0.95, 0.01, 3600.0, power=0.9, looks=1)
+    k = (sps.norm.ppf(0.975) + sps.norm.ppf(0.9)) * 1.02 / 0.02
+    n = 1 / ((1 / k**2) / 0.05**2 - 1 / 240)
+    assert p.window_seconds / 15.0 == pytest.approx(n, abs=1.5)
+
+
+def test_window_too_short_names_the_memory_and_a_length():
+    rng = np.random.default_rng(2)
+    model = ar1_model(0.995, variance=25.0)
+    t = np.arange(480) * 15.0
+    x = 100 + 5 * ar1(rng, 0.995, 480)
+    j = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, 0.95, "higher_is_better", 0.02)
+    assert j.verdict == "INCONCLUSIVE" and j.low is None
+    assert "memory is about 1.7 h" in j.reason and "independent samples, fewer than 5" in j.reason and "at least" in j.reason
+
+
+def test_looks_spend_alpha_and_report_the_boundary():
+    rng = np.random.default_rng(4)
+    model = ar1_model(0.5, variance=25.0)
+    t = np.arange(960) * 15.0
+    x = 100 + 5 * ar1(rng, 0.5, 960)
+    j1 = judge((t[:240], x[:240]), (t[240:300], x[240:300]), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(1, (), 3600.0 * 3))
+    j2 = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(2, (j1.fraction,), 3600.0 * 3))
+    assert 0 < j1.fraction < j2.fraction == 1.0
+    assert j1.boundary > j2.boundary > sps.norm.ppf(0.975)
+    assert j2.boundary == pytest.approx(sequential.boundaries([j1.fraction, 1.0], 0.05)[-1])
+    assert j1.confidence > j2.confidence > 0.95

@@ -216,30 +216,36 @@ def bounded_get(
     _current.attempt = attempt
     started = time.monotonic()
     response = None
+    failure: BaseException | None = None
     timer.start()
     try:
         response = session.get(url, params=params, headers=headers, stream=True, allow_redirects=False,
                                timeout=(timeout_seconds, timeout_seconds))
         length = response.headers.get("Content-Length", "")
         if length.isdigit() and int(length) > max_body_bytes:
-            raise BodyTooLarge(max_body_bytes)
-        chunks, size = [], 0
-        for chunk in response.iter_content(_CHUNK):
-            size += len(chunk)
-            if size > max_body_bytes:
-                raise BodyTooLarge(max_body_bytes)
-            chunks.append(chunk)
-        return Answer(response.status_code, response.headers, b"".join(chunks), response.url or url)
-    except BodyTooLarge:
-        raise
+            failure = BodyTooLarge(max_body_bytes)
+        else:
+            chunks, size = [], 0
+            for chunk in response.iter_content(_CHUNK):
+                size += len(chunk)
+                if size > max_body_bytes:
+                    failure = BodyTooLarge(max_body_bytes)
+                    break
+                chunks.append(chunk)
+            else:
+                return Answer(response.status_code, response.headers, b"".join(chunks), response.url or url)
     except Exception as exc:  # noqa: BLE001 - after a shutdown any layer may raise anything
         if attempt.expired or time.monotonic() - started >= timeout_seconds:
-            raise DeadlineExceeded(f"no complete answer within {timeout_seconds:g}s") from None
-        if isinstance(exc, (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError)) and not isinstance(exc, requests.RequestException):
-            raise requests.ConnectionError(str(exc)) from None  # a transport failure requests did not wrap
-        raise  # requests' own errors, and the caller's (an auth hook's unreadable secret file)
+            failure = DeadlineExceeded(f"no complete answer within {timeout_seconds:g}s")
+        elif isinstance(exc, (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError)) and not isinstance(exc, requests.RequestException):
+            failure = requests.ConnectionError(str(exc))  # a transport failure requests did not wrap
+        else:
+            raise  # requests' own errors, and the caller's (an auth hook's unreadable secret file)
     finally:
         timer.cancel()
         _current.attempt = previous
         if response is not None:
             response.close()
+    # Raised here, outside the except block, so the new error carries no __context__:
+    # a caller that keeps the last error (a long-running exporter) keeps no frames or body.
+    raise failure

@@ -10,6 +10,7 @@ command -v promtool >/dev/null || need+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || need+=(prometheus-alertmanager)
 command -v prometheus-pushgateway >/dev/null || need+=(prometheus-pushgateway)
 command -v gcc >/dev/null || need+=(gcc)
+command -v openssl >/dev/null || need+=(openssl)  # test certificates (tests/faults/certs.py)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""

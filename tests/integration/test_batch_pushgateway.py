@@ -118,3 +118,39 @@ def test_refused_and_unreachable_pushes_are_one_readable_line(tmp_path, caplog):
         with BatchJob("qa-eval", gateway=f"127.0.0.1:{free_port()}", instance="x", timeout=2):
             raise ZeroDivisionError("the job failed")
     assert any("failed" in r.getMessage() for r in caplog.records)
+
+
+def test_url_credentials_reach_a_gateway_that_requires_basic_auth(tmp_path):
+    """A real Pushgateway with basic_auth_users (web config, bcrypt): the URL's user:password
+    is sent as basic auth; a wrong password is a 401 PushError without the password."""
+    import bcrypt
+    import yaml
+
+    from obsctl.exporters.training.batch import BatchJob, PushError
+    from obsctl.stack import free_port, spawn
+
+    port = free_port()
+    web = tmp_path / "web.yml"
+    web.write_text(yaml.safe_dump({"basic_auth_users": {"bob": bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()}}))
+    proc = spawn("pushgateway", ["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{port}",
+                                 f"--web.config.file={web}"], tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/-/ready", auth=("bob", "s3cret"), timeout=1).ok:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        assert requests.get(f"http://127.0.0.1:{port}/-/ready", timeout=5).status_code == 401  # auth is on
+        job = BatchJob("qa-eval", gateway=f"http://bob:s3cret@127.0.0.1:{port}", instance="ci-runner")
+        job.workload.set_quality_score("accuracy", 0.75)
+        job.finish()
+        body = requests.get(f"http://127.0.0.1:{port}/metrics", auth=("bob", "s3cret"), timeout=5).text
+        assert 'obsctl_quality_score{evaluation="accuracy",instance="ci-runner",job="qa-eval",workload="qa-eval"} 0.75' in body
+        with pytest.raises(PushError, match="HTTP 401") as refused:
+            BatchJob("qa-eval", gateway=f"http://bob:wrong-pw@127.0.0.1:{port}", instance="ci-runner").finish()
+        assert "wrong-pw" not in str(refused.value) and "bob" not in str(refused.value)
+    finally:
+        proc.stop()

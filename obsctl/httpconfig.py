@@ -19,6 +19,9 @@ API (small on purpose; the spec's ``prometheus:`` block and the exporter's DCGM 
 - :func:`check_files` ``(cfg, base_dir=None, label=...)``: every configured file usable
   (raises :class:`SecretFileError`); call it at start-up for an early, clear error.
 - :func:`redact_url` ``(url) -> str``: the URL without userinfo and query, safe to print.
+- :func:`validate_url` ``(value, what="server") -> str``: for a pydantic validator of a
+  URL field; refuses spaces, userinfo, query, bad host/port without echoing the value.
+- :func:`read_secret` ``(path, field) -> str``: one secret file's stripped content.
 - :class:`SecretFileError` (a :class:`obsctl.errors.UsageError`, exit 2): a secret file
   is missing, unreadable, empty or holds a line break; the message names the field and
   the path, never the content.
@@ -30,6 +33,7 @@ deadline (connect + headers + body) and a body cap.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 import re
 import stat
@@ -251,8 +255,6 @@ def _check_url(value: str, what: str) -> str:
 
 
 def _is_ip(host: str) -> bool:
-    import ipaddress
-
     try:
         ipaddress.ip_address(host)
         return True

@@ -6,20 +6,27 @@ markers, so a range query of a signal that stopped still returns values. Judging
 copies as data gives directions to a signal that stopped (issue 7). This module counts
 what Prometheus really has for the signal's *input* series.
 
-Method (one extra range query per signal, on the signal's own step grid, started
-:data:`LEAD_SECONDS` early so samples just before the window are seen): for every
-vector selector ``s`` of the signal's PromQL
-(:func:`obsctl.baselining.snapshot.selectors_of`) three legs are batched into one query
-with ``or``, told apart by the label ``obsctl_leg="<selector index>:<leg>"``:
+Method (two extra requests per signal, each batching every vector selector ``s`` of
+the signal's PromQL (:func:`obsctl.baselining.snapshot.selectors_of`) with ``or``, the
+legs told apart by the label ``obsctl_leg="<selector index>:<leg>"``):
 
-- ``scrape``: ``sum(count_over_time(s[step]) unless on(job, instance) push_time_seconds)``,
-  the real samples of the scraped inputs in ``(t - step, t]`` (``count_over_time`` sees
-  stored samples only, never lookback copies). A grid point with a count > 0 is an
-  *arrival*; its time is known to one step (the point's time is used);
-- ``push``: ``max(max by (job, instance) (push_time_seconds) and on(job, instance) s)``,
-  the latest push time of the Pushgateway groups that serve ``s`` (a Pushgateway
-  re-serves the last push at every scrape; only a new push time is a new sample), exact;
-- ``series``: ``count(s)``, the input series present (population, not coverage).
+1. a range query on the signal's own step grid, started :data:`LEAD_SECONDS` early so
+   samples just before the window are seen:
+
+   - ``gap``: ``vector(1) unless sum(count_over_time(s[step]) unless on(job, instance)
+     push_time_seconds)``: the grid points at which no scraped input has a stored
+     sample in ``(t - step, t]`` (``count_over_time`` sees stored samples only, never
+     lookback copies). Every other point is an *arrival*, its time known to one step
+     (the point's time is used). Only gaps are sent, so a complete window answers
+     almost nothing;
+   - ``push``: ``max(max by (job, instance) (push_time_seconds) and on(job, instance) s)``,
+     the latest push time of the Pushgateway groups that serve ``s`` (a Pushgateway
+     re-serves the last push at every scrape; only a new push time is a new sample), exact;
+
+2. an instant query at the window end: ``real`` = ``sum(count_over_time(s[window]))`` of
+   the scraped inputs (the real samples), and ``first`` / ``last`` / ``min`` / ``max`` =
+   ``count(s)`` at the window start and end and its extremes over the window
+   (subqueries at the step): the population, which a rolling restart changes.
 
 (``timestamp(s)`` would give exact sample times, but Prometheus 2.42 evaluates it about
 25x slower than the signal itself; ``count_over_time`` costs about what the signal does.)
@@ -78,14 +85,30 @@ def _range(seconds: float) -> str:
     return f"{max(1, int(round(seconds * 1000)) - 1)}ms"
 
 
+SCRAPED = "unless on(job, instance) push_time_seconds"
+
+
 def coverage_query(selectors: list[str], step: float) -> str:
-    """The batched coverage query of a signal's selectors at ``step`` seconds (see module doc)."""
+    """The batched range query of a signal's selectors at ``step`` seconds (module doc, 1)."""
     legs = []
     for i, sel in enumerate(selectors):
         legs += [
-            _leg(f"sum(count_over_time({sel}[{_range(step)}]) unless on(job, instance) push_time_seconds)", i, "scrape"),
+            _leg(f"vector(1) unless sum(count_over_time({sel}[{_range(step)}]) {SCRAPED})", i, "gap"),
             _leg(f"max(max by (job, instance) (push_time_seconds) and on(job, instance) {sel})", i, "push"),
-            _leg(f"count({sel})", i, "series"),
+        ]
+    return " or ".join(legs)
+
+
+def summary_query(selectors: list[str], window: float, step: float) -> str:
+    """The batched instant query at the window end: real samples and population (module doc, 2)."""
+    w, legs = _range(window), []
+    for i, sel in enumerate(selectors):
+        legs += [
+            _leg(f"sum(count_over_time({sel}[{w}]) {SCRAPED})", i, "real"),
+            _leg(f"count({sel} offset {_range(window + 0.001)})", i, "first"),
+            _leg(f"count({sel})", i, "last"),
+            _leg(f"min_over_time(count({sel})[{w}:{_range(step + 0.001)}])", i, "min"),
+            _leg(f"max_over_time(count({sel})[{w}:{_range(step + 0.001)}])", i, "max"),
         ]
     return " or ".join(legs)
 
@@ -107,11 +130,13 @@ class Legs:
 
     @classmethod
     def parse(cls, result: QueryResult, into: "Legs | None" = None) -> "Legs":
+        """Add a range (``values``) or instant (``timestamp``, ``value``) answer's legs."""
         out = into or cls()
         for series in result:
             index, _, leg = series.metric.get(LEG_LABEL, "").partition(":")
             if index.isdigit() and leg:
-                out.per_selector.setdefault(int(index), {})[leg] = {t: v for t, v in series.values if math.isfinite(v)}
+                pairs = series.values if hasattr(series, "values") else [(series.timestamp, series.value)]
+                out.per_selector.setdefault(int(index), {})[leg] = {t: v for t, v in pairs if math.isfinite(v)}
         return out
 
 
@@ -152,22 +177,38 @@ def measure_coverage(client: PrometheusClient, selectors: list[str], start: floa
     if not selectors:
         return None
     first = start - lead(step) + step
-    result = client.query_range(coverage_query(selectors, step), first, end, step)
-    legs = Legs.parse(result)
-    if answers is not None:
+    legs = Legs()
+    answers = answers if answers is not None else QueryResult()
+    for result in (client.query_range(coverage_query(selectors, step), first, end, step),
+                   client.query(summary_query(selectors, end - start, step), end)):
+        Legs.parse(result, legs)
         answers.add_notes(result.warnings, result.infos)
     if on_change:
-        interval = max((_interval(_count_arrivals(legs.per_selector.get(i, {}).get("scrape", {}), end)) or step)
+        full = _lead_grid(start, end, step)
+        interval = max((_interval(_gap_arrivals(legs.per_selector.get(i, {}).get("gap", {}), full)) or step)
                        for i in range(len(selectors)))
         changes = client.query_range(change_query(selectors, step + interval), first, end, step)
-        if answers is not None:
-            answers.add_notes(changes.warnings, changes.infos)
+        answers.add_notes(changes.warnings, changes.infos)
         Legs.parse(changes, legs)
     return judge(legs, len(selectors), start, end, step, on_change)
 
 
+def _lead_grid(start: float, end: float, step: float) -> np.ndarray:
+    """The coverage query's grid: from :func:`lead` before the window to its end."""
+    first = start - lead(step) + step
+    return first + step * np.arange(0, int(round((end - first) / step)) + 1)
+
+
+def _gap_arrivals(gaps: dict[float, float], full: np.ndarray) -> np.ndarray:
+    """Grid points that are not gaps: the arrivals of the scraped inputs."""
+    if not gaps:
+        return full
+    gap = np.fromiter(gaps.keys(), dtype=float)
+    return full[~np.isin(full, gap)]
+
+
 def _count_arrivals(values: dict[float, float], end: float) -> np.ndarray:
-    """Grid times (<= ``end``) whose count of new samples (or changes) is > 0, sorted."""
+    """Grid times (<= ``end``) whose count of changes is > 0, sorted."""
     return np.array(sorted(t for t, v in values.items() if v > 0 and t <= end), dtype=float)
 
 
@@ -194,11 +235,13 @@ def _latest(grid: np.ndarray, arrivals: np.ndarray) -> np.ndarray:
 def judge(legs: Legs, n_selectors: int, start: float, end: float, step: float, on_change: bool = False) -> Judgement:
     """Judge coverage from parsed legs (see module doc); pure, so tests can give it any answer.
 
-    Leg values: ``scrape`` and ``change`` counts per grid point, ``push`` push times,
-    ``series`` series counts; grid points before ``start`` (the lead) are used for the
-    arrivals just before the window only.
+    Leg values: ``gap`` 1 where no scraped sample arrived, ``change`` change counts and
+    ``push`` push times per grid point (from :func:`lead` before ``start``: those points
+    give the arrivals just before the window only); ``real``, ``first``, ``last``,
+    ``min``, ``max`` one value each (the summary query).
     """
     grid = start + step * np.arange(1, int(round((end - start) / step)) + 1)
+    full = _lead_grid(start, end, step)
     signal_mask: np.ndarray | None = None
     methods: list[str] = []
     intervals: list[float] = []
@@ -214,10 +257,14 @@ def judge(legs: Legs, n_selectors: int, start: float, end: float, step: float, o
             if leg == "push":
                 arrivals = _push_arrivals(values, end)
                 in_window = int((arrivals > start).sum())
+            elif leg == "scrape":
+                arrivals = _gap_arrivals(got.get("gap", {}), full)
+                in_window = int((arrivals > start).sum())
+                # The real sample count when the summary query gave it (several per step possible).
+                in_window = int(next(iter(got.get("real", {}).values()), in_window)) if in_window else 0
             else:
                 arrivals = _count_arrivals(values, end)
-                in_window = int(sum(v for t, v in values.items() if start < t <= end and v > 0)) if leg == "scrape" \
-                    else int((arrivals > start).sum())
+                in_window = int((arrivals > start).sum())
             if arrivals.size:
                 last_seen = max(last_seen, float(arrivals[-1]))
             if in_window == 0:
@@ -252,14 +299,11 @@ def judge(legs: Legs, n_selectors: int, start: float, end: float, step: float, o
 
 
 def _series_counts(legs: Legs, n_selectors: int, grid: np.ndarray) -> dict[str, int | None]:
-    if grid.size == 0:
-        return {}
-    totals = np.zeros(grid.size)
-    for i in range(n_selectors):
-        values = legs.per_selector.get(i, {}).get("series", {})
-        if values:
-            totals += np.array([values.get(t, 0.0) for t in grid.tolist()])
-    return {"series_at_start": int(totals[0]), "series_at_end": int(totals[-1]), "series_min": int(totals.min()), "series_max": int(totals.max())}
+    # Summed over selectors; a leg Prometheus left out (no series at all) counts 0.
+    out = {}
+    for leg, key in (("first", "series_at_start"), ("last", "series_at_end"), ("min", "series_min"), ("max", "series_max")):
+        out[key] = int(sum(next(iter(legs.per_selector.get(i, {}).get(leg, {}).values()), 0.0) for i in range(n_selectors)))
+    return out
 
 
 def _trailing_unfresh(mask: np.ndarray) -> int:

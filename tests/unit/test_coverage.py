@@ -1,6 +1,6 @@
 """Coverage judgement (baselining/coverage.py) on coverage answers built the way Prometheus
-answers the batched query (samples per step from ``count_over_time``, latest push time
-within the 5 min lookback, both from 5 min before the window); the real-Prometheus path
+answers the batched queries (gaps: steps without a stored sample, from ``count_over_time``;
+latest push time; both from 5 min before the window); the real-Prometheus path
 is tests/integration/test_coverage_live.py."""
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ def grid(step: float, start=START, end=START + HOUR) -> np.ndarray:
 
 
 def leg(sample_times, step: float, start=START, end=START + HOUR) -> dict[float, float]:
-    """What ``sum(count_over_time(s[step]))`` answers at each grid point: samples in ``(t - step, t]`` (absent when 0)."""
+    """What the gap leg answers: 1 at each grid point without a sample in ``(t - step, t]``."""
     times = np.asarray(sample_times, dtype=float)
     out = {}
     for t in grid(step, start, end):
-        n = int(((times > t - step) & (times <= t)).sum())
-        if n:
-            out[float(t)] = float(n)
+        if not ((times > t - step) & (times <= t)).any():
+            out[float(t)] = 1.0
     return out
 
 
@@ -51,7 +50,7 @@ def legs(**per_leg) -> cov.Legs:
 
 def test_thirty_second_scrape_at_fifteen_second_step_is_full():
     scrapes = START - 600 + 30 * np.arange(0, 200)
-    j = cov.judge(legs(scrape=leg(scrapes, 15)), 1, START, START + HOUR, 15)
+    j = cov.judge(legs(gap=leg(scrapes, 15)), 1, START, START + HOUR, 15)
     c = j.coverage
     assert (c.ratio, c.fresh_points, c.grid_points) == (1.0, 240, 240)
     assert c.input_interval_seconds == 30 and c.real_samples == 120 and c.method == "scrape"
@@ -62,7 +61,7 @@ def test_thirty_second_scrape_at_fifteen_second_step_is_full():
 def test_stopped_signal_is_no_data_naming_the_last_sample():
     stop = START + 1800
     scrapes = np.arange(START - 600, stop + 1, 15)
-    c = cov.judge(legs(scrape=leg(scrapes, 15)), 1, START, START + HOUR, 15).coverage
+    c = cov.judge(legs(gap=leg(scrapes, 15)), 1, START, START + HOUR, 15).coverage
     # Fresh while the latest sample is younger than 1.5 intervals: t - stop < 22.5 -> t <= stop + 15.
     expected = sum(1 for t in START + 15 * np.arange(1, 241) if t <= stop + 15)
     assert c.fresh_points == expected and c.stopped
@@ -75,7 +74,7 @@ def test_stopped_signal_is_no_data_naming_the_last_sample():
 def test_series_that_stopped_before_the_window_has_nothing_fresh():
     # Stale lookback copies of the last baseline sample are not fresh samples.
     scrapes = np.arange(START - 3600, START + 1, 15)
-    c = cov.judge(legs(scrape=leg(scrapes, 15)), 1, START, START + HOUR, 15).coverage
+    c = cov.judge(legs(gap=leg(scrapes, 15)), 1, START, START + HOUR, 15).coverage
     assert c.fresh_points == 0 and c.real_samples == 0
     verdict, why = cov.coverage_cap(c, 0.9)
     assert verdict == "NO_DATA" and f"no fresh samples after {rfc3339(dt.datetime.fromtimestamp(START, dt.timezone.utc))}" in why
@@ -83,7 +82,7 @@ def test_series_that_stopped_before_the_window_has_nothing_fresh():
 
 def test_hole_in_the_middle_is_inconclusive_below_the_threshold_and_named():
     scrapes = [t for t in np.arange(START - 600, START + HOUR + 1, 15) if not START + 1200 < t < START + 2100]
-    c = cov.judge(legs(scrape=leg(scrapes, 15)), 1, START, START + HOUR, 15).coverage
+    c = cov.judge(legs(gap=leg(scrapes, 15)), 1, START, START + HOUR, 15).coverage
     unfresh = sum(1 for t in START + 15 * np.arange(1, 241) if not (t <= START + 1200 + 15 or t >= START + 2100))
     assert c.grid_points - c.fresh_points == unfresh
     hole = c.holes[0]
@@ -100,10 +99,8 @@ def test_rolling_restart_is_a_population_change_not_a_hole():
     old = np.arange(START - 600, START + 1800 + 1, 15)
     new = np.arange(START + 1810, START + HOUR + 1, 15)
     latest = leg(np.concatenate([old, new]), 15)
-    counts = {float(t): (2.0 if t <= START + 1800 else 4.0 if t <= START + 2100 else 2.0) for t in points}
-    counts = {t: v for t, v in counts.items()}
-    counts[float(points[-1])] = 3.0  # one replacement still within its lookback at the end
-    c = cov.judge(legs(scrape=latest, series=counts), 1, START, START + HOUR, 15).coverage
+    # count(s) at the start and end, and its extremes (one replacement still within its lookback at the end).
+    c = cov.judge(legs(gap=latest, first={0: 2.0}, last={0: 3.0}, min={0: 2.0}, max={0: 4.0}), 1, START, START + HOUR, 15).coverage
     assert c.ratio == 1.0
     assert (c.series_at_start, c.series_at_end, c.series_min, c.series_max) == (2, 3, 2, 4)
     assert "population change" in cov.describe(c)
@@ -112,7 +109,8 @@ def test_rolling_restart_is_a_population_change_not_a_hole():
 def test_pushgateway_values_are_fresh_only_while_push_time_moves():
     # Pushed every 60 s until 40 min in; the Pushgateway keeps serving the last push.
     pushes = np.arange(START - 600, START + 2400 + 1, 60)
-    c = cov.judge(legs(push=push_leg(pushes, 15)), 1, START, START + HOUR, 15).coverage
+    # Every series is served by the Pushgateway: no scraped input, a gap at every point.
+    c = cov.judge(legs(push=push_leg(pushes, 15), gap=leg([], 15)), 1, START, START + HOUR, 15).coverage
     assert c.method == "push_time" and c.input_interval_seconds == 60
     expected = sum(1 for t in START + 15 * np.arange(1, 241) if t - pushes[pushes <= t].max() < 90)
     assert c.fresh_points == expected and c.stopped
@@ -122,7 +120,7 @@ def test_pushgateway_values_are_fresh_only_while_push_time_moves():
 def test_latest_score_gauge_counts_value_changes_only():
     points = START + 15 * np.arange(1, 241)
     changes = {float(t): (1.0 if (t - START) % 600 == 0 and t <= START + 1800 else 0.0) for t in grid(15)}
-    c = cov.judge(legs(scrape=leg(np.arange(START - 600, START + HOUR + 1, 15), 15), change=changes), 1,
+    c = cov.judge(legs(gap=leg(np.arange(START - 600, START + HOUR + 1, 15), 15), change=changes), 1,
                   START, START + HOUR, 15, on_change=True).coverage
     assert c.method == "value_change" and c.input_interval_seconds == 600
     # Changes at the window start and at 10, 20, 30 min; fresh for 1.5 * 600 s after each
@@ -134,12 +132,13 @@ def test_latest_score_gauge_counts_value_changes_only():
 def test_two_selectors_need_both_and_an_absent_one_is_left_out():
     full = leg(np.arange(START - 600, START + HOUR + 1, 15), 15)
     half = leg(np.arange(START - 600, START + 1800 + 1, 15), 15)
-    both = cov.judge(cov.Legs({0: {"scrape": full}, 1: {"scrape": half}}), 2, START, START + HOUR, 15).coverage
-    alone = cov.judge(cov.Legs({0: {"scrape": half}, 1: {"scrape": full}}), 2, START, START + HOUR, 15).coverage
-    assert both.fresh_points == alone.fresh_points == cov.judge(legs(scrape=half), 1, START, START + HOUR, 15).coverage.fresh_points
-    absent = cov.judge(cov.Legs({0: {"scrape": full}}), 2, START, START + HOUR, 15).coverage
+    both = cov.judge(cov.Legs({0: {"gap": full}, 1: {"gap": half}}), 2, START, START + HOUR, 15).coverage
+    alone = cov.judge(cov.Legs({0: {"gap": half}, 1: {"gap": full}}), 2, START, START + HOUR, 15).coverage
+    assert both.fresh_points == alone.fresh_points == cov.judge(legs(gap=half), 1, START, START + HOUR, 15).coverage.fresh_points
+    absent = cov.judge(cov.Legs({0: {"gap": full}}), 2, START, START + HOUR, 15).coverage
     assert absent.ratio == 1.0
-    nothing = cov.judge(cov.Legs({}), 2, START, START + HOUR, 15).coverage
+    none = leg([], 15)
+    nothing = cov.judge(cov.Legs({0: {"gap": none}, 1: {"gap": none}}), 2, START, START + HOUR, 15).coverage
     assert nothing.fresh_points == 0 and cov.coverage_cap(nothing, 0.9)[0] == "NO_DATA"
 
 

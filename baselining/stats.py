@@ -1,4 +1,14 @@
-"""Statistics of the loop: summaries, batch means, the relative change and its verdict.
+"""Summaries, batch means and the exact (constant-series) rule; the former batch-means verdict.
+
+Verdicts now come from :mod:`obsctl.baselining.statistics` (issue 7: memory from
+history, long-run variance, repeated looks; docs/verification.md). This module keeps
+what is not superseded: :func:`summarize` (the stored summary and the batch means the
+report draws), :func:`non_finite_fields`, :func:`is_constant` and the exact rule for two
+constant sides (:func:`relative_change` / :func:`decide`, used by
+``statistics.verdict.judge``), and :func:`assess`, the batch-means rule, which is only
+used for baselines stored without samples (older stores). The text below describes that
+batch-means rule; with a fixed number of batches it is too narrow under memory longer
+than a batch (calibration in docs/verification.md).
 
 Scrape samples of a signal are autocorrelated (a rate over 1m evaluated every 15s
 shares most of its input with its neighbours), so their plain standard error is far

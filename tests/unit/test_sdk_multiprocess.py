@@ -109,3 +109,31 @@ def test_wsgi_and_asgi_apps_answer_the_aggregate(tmp_path):
     scope = {"type": "http", "method": "GET", "path": "/metrics", "query_string": b"", "headers": []}
     asyncio.run(make_asgi_app(directory)(scope, receive, send))
     assert sent[0]["status"] == 200 and line in sent[1]["body"].decode()
+
+
+def test_serve_in_multiprocess_mode_serves_the_aggregate(tmp_path):
+    import requests
+
+    from obsctl.stack import free_port
+
+    directory = prepare_multiprocess_dir(tmp_path / "mp")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+    assert subprocess.run([sys.executable, "-c", RANK, "1", "6", "1", "0.5"], env=env, timeout=60).returncode == 0
+    port = free_port()
+    rank0 = textwrap.dedent(f"""
+        import sys
+        from obsctl.exporters.sdk import Workload
+        wl = Workload("ddp-train", labels={{"run": "r1"}})
+        wl.count_samples(4)
+        wl.serve({port})
+        print("up", flush=True)
+        sys.stdin.readline()
+        wl.close()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", rank0], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "up"
+        body = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    finally:
+        proc.communicate("\n", timeout=30)
+    assert 'obsctl_samples_total{run="r1",workload="ddp-train"} 10.0' in body  # rank 1's 6 + rank 0's own 4

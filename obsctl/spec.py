@@ -602,6 +602,12 @@ class Spec(_Model):
     path: Path | None = Field(None, exclude=True)
     _lines: dict = PrivateAttr(default_factory=dict)
 
+    @field_validator("alertmanager_url")
+    @classmethod
+    def _alertmanager_url(cls, value: str | None) -> str | None:
+        # Same rules as prometheus.url: no userinfo (it would be printed), no spaces.
+        return None if value is None else validate_url(value, "Alertmanager").rstrip("/")
+
     def line_of(self, *path: object) -> int | None:
         """1-based line of a key or item in the spec file, e.g. ``line_of("signals", 2, "query")``."""
         for cut in range(len(path), -1, -1):

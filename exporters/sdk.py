@@ -23,6 +23,9 @@ obsctl_requests_running             gauge     requests being served now (``reque
 obsctl_queue_wait_seconds           histogram time a request waited before service, seconds
 obsctl_queue_depth_requests         gauge     requests waiting now
 obsctl_quality_score{evaluation}    gauge     latest evaluation score, in that eval's scale
+process_cpu_seconds_total           counter   this process's user + system CPU time, seconds
+                                              (single-process mode; the saturation state's
+                                              busy figure on CPU-only nodes)
 =================================== ========= =========================================
 
 Example (one process)::
@@ -62,7 +65,8 @@ exactly one process (rank 0 of a training job). For web workers, either mount
 worker answers with the aggregate) or call :func:`serve_multiprocess` from the master
 (gunicorn ``when_ready``). Wipe the directory between runs (:func:`prepare_multiprocess_dir`,
 e.g. in gunicorn's ``on_starting``), or old counts are added to the new run's. A
-``_created`` series is not exposed in this mode (prometheus_client omits it).
+``_created`` series is not exposed in this mode (prometheus_client omits it), and neither
+is ``process_cpu_seconds_total`` (scrape each worker's process metrics instead).
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ from pathlib import Path
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
+from prometheus_client.core import CounterMetricFamily
 
 OUTCOMES = ("success", "error", "rejected")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -91,6 +96,28 @@ GAUGE_MULTIPROCESS_MODES = {
     "obsctl_requests_running": "livesum",
     "obsctl_quality_score": "mostrecent",
 }
+
+
+class ProcessCPUCollector:
+    """``process_cpu_seconds_total`` of this process with the workload's constant labels.
+
+    prometheus_client's own ProcessCollector cannot carry the ``workload`` label, so a
+    class selector (``{workload="embed-online"}``) would not find it; the saturation state
+    (:mod:`obsctl.rules.saturation`) needs it as the busy figure of CPU-only classes.
+    Value: ``os.times()`` user + system seconds of this process (children excluded), read
+    at each scrape. Not registered in multiprocess mode, where each worker's CPU time
+    would need its own series (a known gap, see the module docstring).
+    """
+
+    def __init__(self, const_labels: dict[str, str]):
+        self._labels = dict(const_labels)
+
+    def collect(self):
+        times = os.times()
+        family = CounterMetricFamily("process_cpu_seconds", "Total user and system CPU time spent in seconds.",
+                                     labels=list(self._labels))
+        family.add_metric(list(self._labels.values()), times.user + times.system)
+        yield family
 
 
 @dataclass
@@ -243,6 +270,8 @@ class Workload:
         # Pre-create every outcome so rates and error ratios exist before the first error.
         for outcome in OUTCOMES:
             self._requests.labels(**self._const, outcome=outcome)
+        if not self.multiprocess:
+            reg.register(ProcessCPUCollector(self._const))
         self._server = None
 
     @property

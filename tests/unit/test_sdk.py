@@ -141,3 +141,17 @@ def test_serve_exposes_the_registry(wl):
     finally:
         wl.close()
     assert 'obsctl_samples_total{model="m1",workload="embed"} 3.0' in body
+
+
+def test_process_cpu_seconds_carry_the_workload_labels(wl):
+    """The saturation state's CPU busy figure: this process's CPU time under the class's labels."""
+    import os
+
+    before = value(wl, "process_cpu_seconds_total")
+    deadline = time.process_time() + 0.2
+    while time.process_time() < deadline:  # burn 0.2 s of CPU
+        pass
+    after = value(wl, "process_cpu_seconds_total")
+    times = os.times()
+    assert after - before >= 0.15
+    assert after <= times.user + times.system + 1e-6

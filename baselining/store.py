@@ -5,7 +5,7 @@ Layout (``STORE`` is ``spec.store_path()``)::
     STORE/current.yaml                                   which baseline is current, per class and signal
     STORE/baselines/<class>/<signal>/<baseline id>.yaml  every baseline ever taken (the history)
     STORE/initiatives/<initiative id>.yaml               the initiative ledger, verifications included
-    STORE/initiatives.index.yaml                         class, status, start of every initiative (a cache)
+    STORE/initiatives.index.json                         class, status, start of every initiative (a cache)
     STORE/.lock                                          filelock guarding writers
 
 Bulk samples (any ``samples`` list of 64 or more pairs) live in a compact sidecar next
@@ -17,7 +17,8 @@ plain and small, so listings parse metadata only: the list methods
 the single-record methods load them. Records written before sidecars (samples inline)
 load unchanged.
 
-``initiatives.index.yaml`` maps each initiative id to its class, status and start, and
+``initiatives.index.json`` (JSON: a cache read on every lookup, parsed ~20x faster than
+YAML) maps each initiative id to its class, status and start, and
 the file's (mtime, size, inode) when indexed: ``--class`` lookups read it and parse only
 the matching records; a record changed behind its back (another obsctl version, a hand
 edit) is re-read because its stat differs, and every write under the lock refreshes it.
@@ -31,6 +32,7 @@ cannot be parsed or validated is reported as :class:`StoreError` naming it.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from pathlib import Path
 from typing import Iterator, TypeVar
@@ -39,7 +41,7 @@ import yaml
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from obsctl.atomicio import atomic_write_yaml
+from obsctl.atomicio import atomic_write_bytes, atomic_write_yaml
 from obsctl.baselining import sidecar
 from obsctl.baselining.models import Baseline, Initiative
 from obsctl.errors import ObsctlError, StoreError
@@ -233,13 +235,13 @@ class Store:
 
     @property
     def initiative_index_file(self) -> Path:
-        """``STORE/initiatives.index.yaml`` (see module doc)."""
-        return self.path / "initiatives.index.yaml"
+        """``STORE/initiatives.index.json`` (see module doc)."""
+        return self.path / "initiatives.index.json"
 
     def initiative_index(self) -> dict[str, dict]:
         """``{id: {workload_class, status, started_at, stat}}`` of every initiative record.
 
-        Read from ``initiatives.index.yaml``; records missing from it or whose file stat
+        Read from ``initiatives.index.json``; records missing from it or whose file stat
         changed are parsed (without samples), records gone are dropped. Nothing is written.
 
         Raises:
@@ -248,7 +250,10 @@ class Store:
         directory = self.path / "initiatives"
         if not self._directory(directory):
             return {}
-        data = _read_yaml(self.initiative_index_file, missing_ok=True)
+        try:
+            data = json.loads(self.initiative_index_file.read_bytes())
+        except (OSError, ValueError):
+            data = None  # missing or unreadable: a cache, rebuilt from the records
         known = data.get("initiatives") if isinstance(data, dict) and data.get("version") == 1 else None
         known = known if isinstance(known, dict) else {}
         out: dict[str, dict] = {}
@@ -270,7 +275,8 @@ class Store:
         # Under the lock: write what initiative_index() found (a cache; failures are not fatal to the record).
         index = self.initiative_index()
         with contextlib.suppress(OSError, ObsctlError):  # a stale cache is re-checked on read
-            atomic_write_yaml(self.initiative_index_file, {"version": 1, "initiatives": dict(sorted(index.items()))})
+            text = json.dumps({"version": 1, "initiatives": dict(sorted(index.items()))}, indent=1)
+            atomic_write_bytes(self.initiative_index_file, text.encode("utf-8"))
 
     def initiatives(self, workload_class: str | None = None, status: str | None = None, samples: bool = False) -> list[Initiative]:
         """Initiatives, oldest first, optionally only one class and/or status.

@@ -232,10 +232,15 @@ def bench_verify(work: Path, prom_url: str, proxy: RecordingProxy, base_store: P
         t_plain = plain(prom_url, paths)
         runs.append((t_verify, t_version, t_plain))
     t_verify, t_version, t_plain = (statistics.median(r[i] for r in runs) for i in range(3))
+    probe = ("import time; t = time.perf_counter(); import obsctl.cli, obsctl.baselining.cli, obsctl.baselining.verify; "
+             "print(time.perf_counter() - t)")
+    t_import = statistics.median(float(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout)
+                                 for _ in range(repeats))
     print(f"verify: {window_days}-day window at {STEP} s vs a 30-day baseline, 1 guard: {verdict['verdict']} "
           f"{verdict['change_ratio'] * 100:+.1f} %, {len(paths)} HTTP requests, coverage {verdict['coverage']['ratio'] * 100:.1f} %")
     print(f"  obsctl verify (process)  {t_verify:8.3f} s (median of {repeats})")
     print(f"  obsctl --version         {t_version:8.3f} s")
+    print(f"  (importing the verify modules alone: {t_import:.3f} s)")
     print(f"  same requests, plainly   {t_plain:8.3f} s")
     print(f"  ratio                    {t_verify / (t_version + t_plain):8.2f} x   (goal <= 1.5)")
 

@@ -143,3 +143,32 @@ class DcgmStandIn:
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(timeout=5)
+
+
+def main() -> None:
+    """``python tests/dcgm_standin.py BODY_FILE --mode M [--over-cap-bytes N] [--slow-seconds S]``:
+    serve in this process (prints the URL on stdout) until stdin closes or SIGTERM; the soak
+    benchmark runs the stand-in this way so it does not share the scraper's interpreter."""
+    import argparse
+    import signal
+    import sys
+    from pathlib import Path
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("body_file", type=Path)
+    p.add_argument("--mode", choices=MODES, default="ok")
+    p.add_argument("--over-cap-bytes", type=int, default=17 * 2**20)
+    p.add_argument("--slow-seconds", type=float, default=10.0)
+    args = p.parse_args()
+    server = DcgmStandIn(args.body_file.read_bytes(), args.mode, args.over_cap_bytes, args.slow_seconds)
+    signal.signal(signal.SIGTERM, lambda *_: sys.stdin.close())
+    print(server.url, flush=True)
+    try:
+        sys.stdin.read()
+    except (ValueError, OSError):
+        pass
+    server.close()
+
+
+if __name__ == "__main__":
+    main()

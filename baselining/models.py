@@ -154,7 +154,12 @@ class Baseline(_Record):
         source: ``snapshot`` (``obsctl snapshot-baseline``) or ``promoted`` (from an
             initiative's verification window, ``obsctl baseline promote``).
         initiative: id of the initiative whose window was promoted, if any.
-        samples: the raw (timestamp seconds, value) samples, kept for re-analysis.
+        samples: the raw (timestamp seconds, value) samples, kept for re-analysis: the
+            step-grid points with fresh input only (holes allowed); stored in a sidecar
+            (docs/store.md).
+        coverage, warnings, partial: the window's real-sample coverage, Prometheus'
+            warnings, and whether it was stored partial (``--allow-partial``; every
+            verdict against it is at most INCONCLUSIVE). docs/coverage.md.
     """
 
     id: str
@@ -232,6 +237,9 @@ class VerificationResult(_Record):
         ci_low, ci_high: confidence interval of ``change_ratio`` at ``confidence``.
         alerts_fired: names of regression alerts seen firing in the window (ALERTS).
         window_stats: statistics of the verification window.
+        coverage, warnings, partial: the primary window's real-sample coverage and
+            Prometheus' warnings (guards carry their own); ``partial`` caps the verdict
+            at INCONCLUSIVE. docs/coverage.md.
     """
 
     verdict: Verdict

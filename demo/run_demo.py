@@ -1,14 +1,20 @@
 """The obsctl loop, end to end, on a real stack and a real CPU inference workload.
 
 Starts Alertmanager, Prometheus (generated config and rules), ``obsctl-exporter`` and
-the embedding workload (``demo/embedding_workload.py``) as local processes on free
-ports, then runs the loop exactly as a platform engineer would, with the ``obsctl`` CLI:
+two replicas of the embedding workload (``demo/embedding_workload.py``, track ``stable``
+and track ``canary``, one core each) as local processes on free ports, then runs the
+loop exactly as a platform engineer would, with the ``obsctl`` CLI:
 
-  1. baseline   batch size 1, ``obsctl snapshot-baseline``, rules regenerated with it
-  2. initiative ``obsctl initiative start`` (lever batch-size), deploy batch size 32
-  3. verify     ``obsctl verify`` over the verification window
-  4. update     ``obsctl baseline promote``
+  1. baseline   both replicas at batch size 1, ``obsctl snapshot-baseline``, rules regenerated
+  2. initiative ``obsctl initiative start`` (lever batch-size; design canary from the spec),
+                deploy batch size 32 on the canary replica only
+  3. verify     ``obsctl verify``: canary vs stable in the same window (tokens per CPU-second),
+                with the demand and saturation of the class
+  4. update     ``obsctl baseline promote`` (the canary's window becomes the baseline)
   5. share      ``obsctl report`` (Markdown + PNG) in demo-output/report/
+
+The canary design compares the two replicas at the same instants, so whatever else the
+shared 2-core machine does (other jobs, the other replica's load) moves both and cancels.
 
 Everything it started is stopped on exit, also on Ctrl-C. Outputs stay in demo-output/.
 Durations: ``OBSCTL_DEMO_WINDOW_SECONDS`` (default 180) per window.
@@ -35,7 +41,8 @@ OUT = ROOT / "demo-output"
 WINDOW = int(os.environ.get("OBSCTL_DEMO_WINDOW_SECONDS", "180"))
 RATE_WINDOW = 30  # seconds; the spec's rate()s use [30s]
 CLASS = "embed-online"
-SIGNAL = "tokens_per_second"
+SIGNAL = "tokens_per_cpu_second"
+TRACKS = ("stable", "canary")
 
 
 def say(message: str) -> None:
@@ -56,14 +63,26 @@ def obsctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
-def start_workload(batch_size: int, port: int) -> ManagedProcess:
+def start_workload(batch_size: int, port: int, track: str, wait: bool = True) -> ManagedProcess:
+    # One torch thread per replica: the two replicas get a core each on a 2-core node.
     proc = spawn(
-        f"workload-batch{batch_size}",
-        [sys.executable, str(ROOT / "demo" / "embedding_workload.py"), "--batch-size", str(batch_size), "--port", str(port)],
+        f"workload-{track}-batch{batch_size}",
+        [sys.executable, str(ROOT / "demo" / "embedding_workload.py"), "--batch-size", str(batch_size), "--port", str(port),
+         "--track", track, "--threads", "1"],
         OUT,
     )
-    wait_ready(f"http://127.0.0.1:{port}/metrics", timeout=180, process=proc.process)
+    if wait:
+        wait_ready(f"http://127.0.0.1:{port}/metrics", timeout=180, process=proc.process)
     return proc
+
+
+def relabel(ports: dict[str, int]) -> list[dict]:
+    """Target labels of the workload job: the class's ``workload`` and each replica's ``track``
+    on every series it exposes (process_cpu_seconds_total included)."""
+    rules = [{"target_label": "workload", "replacement": CLASS}]
+    rules += [{"source_labels": ["__address__"], "regex": f"127\\.0\\.0\\.1:{port}", "target_label": "track", "replacement": track}
+              for track, port in ports.items()]
+    return rules
 
 
 def sleep_with_progress(seconds: float, what: str) -> None:
@@ -82,7 +101,8 @@ def main() -> int:
         shutil.rmtree(OUT)
     OUT.mkdir()
     spec = yaml.safe_load((ROOT / "demo" / "obsctl.yaml").read_text())
-    exporter_port, workload_port = free_port(), free_port()
+    exporter_port = free_port()
+    ports = {track: free_port() for track in TRACKS}
     rules_dir = OUT / "rules"
 
     with ExitStack() as stack:
@@ -91,7 +111,9 @@ def main() -> int:
         stack.callback(am.stop)
         prom = Prometheus(
             OUT / "prometheus",
-            scrape_targets={"obsctl-exporter": [f"127.0.0.1:{exporter_port}"], "obsctl-workload": [f"127.0.0.1:{workload_port}"]},
+            scrape_targets={"obsctl-exporter": [f"127.0.0.1:{exporter_port}"],
+                            "obsctl-workload": [f"127.0.0.1:{p}" for p in ports.values()]},
+            scrape_options={"obsctl-workload": {"honor_labels": True, "relabel_configs": relabel(ports)}},
             alertmanager=am.address,
             scrape_interval="2s",
             evaluation_interval="2s",
@@ -117,12 +139,14 @@ def main() -> int:
         prom.rule_files = sorted(rules_dir.glob("*.yaml"))
         prom.start()
         stack.callback(prom.stop)
-        say(f"Prometheus {prom.url}, Alertmanager {am.url}, exporter :{exporter_port}, workload :{workload_port}")
+        say(f"Prometheus {prom.url}, Alertmanager {am.url}, exporter :{exporter_port}, workload replicas {ports}")
 
-        # 1. Baseline: batch size 1.
-        say("deploying the workload at batch size 1 (loading all-MiniLM-L6-v2)")
-        workload = start_workload(1, workload_port)
-        stack.callback(lambda: workload.stop())
+        # 1. Baseline: both replicas at batch size 1.
+        say("deploying two replicas at batch size 1 (track stable and track canary; loading all-MiniLM-L6-v2)")
+        replicas = {track: start_workload(1, port, track, wait=False) for track, port in ports.items()}
+        stack.callback(lambda: [r.stop() for r in replicas.values()])
+        for track, port in ports.items():
+            wait_ready(f"http://127.0.0.1:{port}/metrics", timeout=180, process=replicas[track].process)
         sleep_with_progress(RATE_WINDOW + 15 + WINDOW, "collecting the baseline window")
         obsctl("snapshot-baseline", "--spec", str(spec_path), "--class", CLASS, "--window", f"{WINDOW}s")
         obsctl("rules", "generate", "--spec", str(spec_path), "--out", str(rules_dir))
@@ -135,9 +159,9 @@ def main() -> int:
             "--class", CLASS, "--signal", SIGNAL, "--expected-impact", "1.0", "--output", "json",
         )
         initiative_id = json.loads(result.stdout)["id"]
-        say("deploying the change: batch size 32")
-        workload.stop()
-        workload = start_workload(32, workload_port)
+        say("deploying the change on the canary replica only: batch size 32")
+        replicas["canary"].stop()
+        replicas["canary"] = start_workload(32, ports["canary"], "canary")
         settle_end = time.time() + RATE_WINDOW + 15
         sleep_with_progress(RATE_WINDOW + 15 + WINDOW, "collecting the verification window")
         window_end = time.time()

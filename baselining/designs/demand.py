@@ -89,6 +89,9 @@ class LoadContext:
 
     def line(self) -> str:
         """``demand +20.0 % (12.1 -> 14.5 req/s); saturation: baseline healthy, window healthy``."""
+        if self.before is self.after:  # one period (a canary's window): no change to show
+            demand = f"demand {self.after.demand:.4g} req/s" if self.after.demand is not None else "demand: no offered-load series"
+            return f"{demand}; saturation: {self.after.name} {self.after.state or 'unknown'}"
         if self.demand_change is not None:
             demand = f"demand {self.demand_change * 100:+.1f} % ({self.before.demand:.4g} -> {self.after.demand:.4g} req/s)"
         else:
@@ -100,7 +103,7 @@ class LoadContext:
 def assess(before: PeriodLoad, after: PeriodLoad, category: str, signal: str) -> LoadContext:
     """Apply the demand-bound rule (module doc) to a primary signal of ``category``."""
     change = None
-    if before.demand and after.demand is not None and before.demand > 0:
+    if before is not after and before.demand and after.demand is not None and before.demand > 0:
         change = after.demand / before.demand - 1
     bound, reason = None, ""
     if category == "throughput":

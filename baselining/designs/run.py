@@ -328,7 +328,7 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         related = _range(client, q_c, s - _history_span(start_at, end_at), s, step)
         effect = canary.effect(treat, ctrl, cfg.confidence, related=related or None)
         out.treatment = treat
-        whole = period_load(spec, client, wc, "window", s, e, step)
+        whole = period_load(spec, client, wc, "window (whole class)", s, e, step)
         load = demand.assess(whole, whole, category, signal)
         notes.append(f"canary: {label}={variant['treatment']} vs {label}={variant['control']} in the same window")
     elif design == "control":
@@ -384,6 +384,13 @@ def context_lines(context: dict) -> list[str]:
         return []
     lines = [f"design: {context.get('design', 'before-after')}"]
     eff = context.get("effect") or {}
+    if eff.get("ratio") is not None and eff.get("ci_low") is not None:
+        what = {"canary": "T / C - 1", "control": "(T_a / T_b) / (C_a / C_b) - 1", "seasonal": "window / same hours - 1"}.get(eff["design"], "ratio")
+        sides = ""
+        if eff["design"] == "canary" and eff.get("treatment_mean") is not None:
+            sides = f"; treatment {eff['treatment_mean']:.4g} vs control {eff['control_mean']:.4g}"
+        lines.append(f"effect {what} = {eff['ratio'] * 100:+.1f} % ({eff['confidence'] * 100:.0f} % CI {eff['ci_low'] * 100:+.1f} % .. "
+                     f"{eff['ci_high'] * 100:+.1f} %, log-scale se {eff['log_se']:.3g}, memory {eff.get('tau_seconds') or 0:.0f} s{sides})")
     ctrl = context.get("control")
     if ctrl and ctrl.get("change") is not None:
         lines.append(f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own "
@@ -408,9 +415,10 @@ def report_lines(result) -> list[str]:
     if load:
         b, a = load["before"], load["after"]
         fmt = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731
+        periods = (b,) if b == a else (b, a)
         lines += ["", "| period | demand (req/s) | saturation state | queued share |", "|---|---|---|---|",
                   *[f"| {p['name']} | {fmt(p['demand'])} | {p['state'] or 'unknown'} | "
-                    f"{'n/a' if p['queued_share'] is None else format(p['queued_share'], '.0%')} |" for p in (b, a)]]
+                    f"{'n/a' if p['queued_share'] is None else format(p['queued_share'], '.0%')} |" for p in periods]]
         if load.get("demand_change") is not None:
             lines.append(f"\nDemand changed {load['demand_change'] * 100:+.1f} % between the periods.")
     m = ctx.get("mix")

@@ -40,6 +40,7 @@ test-unit: system-deps $(VENV)/.installed
 ## bench: benchmarks (print figures; see docs/benchmarks-*.md)
 bench: system-deps $(VENV)/.installed
 	$(PY) bench/bench_gpu_exporter.py
+	$(PY) bench/bench_calibration_designs.py
 
 ## generate: regenerate the committed rules and dashboards from examples/obsctl.yaml
 generate: $(VENV)/.installed

@@ -29,15 +29,23 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
+from obsctl.baselining.designs import (
+    before_after,
+    canary,
+    control,
+    cycle,
+    demand,
+    judge,
+    mix,
+    seasonal,
+)
+from obsctl.rules import saturation
 from scipy import signal as spsignal
 from scipy import stats as sps
-
-from obsctl.baselining.designs import before_after, canary, control, cycle, demand, effect as fx, judge, mix, seasonal
-from obsctl.rules import saturation
 
 STEP = 15
 HOUR = 3600
@@ -373,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"designs calibration: seed {args.seed}, {args.replicates} replicates per cell (x2 where marked), phi {PHI}, "
           f"sigma {SIGMA:.0%}, step {STEP}s, confidence {CONFIDENCE:.0%}, min effect {MIN_EFFECT:.0%}")
     print("rates in % with 95 % Wilson intervals")
-    header = f"| cell | n | IMPROVED | REGRESSED | NO_CHANGE | INCONCLUSIVE | coverage | goal | |"
+    header = "| cell | n | IMPROVED | REGRESSED | NO_CHANGE | INCONCLUSIVE | coverage | goal | |"
     print(header)
     print("|" + "---|" * 9)
     failed = 0

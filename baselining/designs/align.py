@@ -9,7 +9,7 @@ Timestamps are matched at millisecond resolution (Prometheus' own).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

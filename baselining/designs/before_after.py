@@ -9,9 +9,10 @@ that say so live beside it: a daily or weekly cycle in the baseline
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
-from obsctl.baselining.designs import align, effect as fx
+from obsctl.baselining.designs import align
+from obsctl.baselining.designs import effect as fx
 
 NAME = "before-after"
 

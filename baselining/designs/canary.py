@@ -14,9 +14,10 @@ Source: the design of Kayenta / Netflix's canary analysis (Netflix Technology Bl
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
-from obsctl.baselining.designs import align, effect as fx
+from obsctl.baselining.designs import align
+from obsctl.baselining.designs import effect as fx
 from obsctl.baselining.designs.cycle import detrended
 
 NAME = "canary"

@@ -15,9 +15,10 @@ Source: Angrist & Pischke, *Mostly Harmless Econometrics* (2009), ch. 5.2.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
-from obsctl.baselining.designs import align, effect as fx
+from obsctl.baselining.designs import align
+from obsctl.baselining.designs import effect as fx
 
 NAME = "control"
 

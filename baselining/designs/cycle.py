@@ -26,13 +26,12 @@ A baseline shorter than one period cannot show the cycle; :func:`detect` then re
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
-from scipy import stats as sps
-
 from obsctl.baselining.designs import align, estimator
+from scipy import stats as sps
 
 HARMONICS = 2
 #: Test level (a baseline without a cycle is called cyclic at most this often).
@@ -104,7 +103,7 @@ def harmonic_test(t_seconds: np.ndarray, y: np.ndarray, period: float, nuisance_
         idx = np.rint((t - t[0]) / step).astype(np.int64)
         size = int(idx[-1]) + 1
         acf = model.acf_at(size, step)
-        nfft = 1 << int(math.ceil(math.log2(2 * size)))
+        nfft = 1 << math.ceil(math.log2(2 * size))
         kernel = np.fft.rfft(np.concatenate([acf, np.zeros(nfft - 2 * size + 1), acf[:0:-1]]), nfft)
         placed = np.zeros((nfft, x.shape[1]))
         placed[idx] = x

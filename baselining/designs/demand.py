@@ -22,11 +22,10 @@ guards cannot catch it). So:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
-
 from obsctl.rules import saturation
 
 #: Share of a period's classified samples with a building queue that makes it capacity-bound.

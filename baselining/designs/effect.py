@@ -26,9 +26,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as sps
-
 from obsctl.baselining.designs import estimator
+from scipy import stats as sps
 
 #: Fewest samples a series needs to be judged (the memory model needs a few lags).
 MIN_SAMPLES = 6

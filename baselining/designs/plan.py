@@ -30,6 +30,7 @@ from obsctl.baselining import planner
 from obsctl.baselining.statistics import planner as stats_planner
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.baselining.timeutil import parse_duration
+
 from obsctl.errors import UsageError
 
 

@@ -25,11 +25,21 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from obsctl.baselining.designs import DESIGNS, align, before_after, canary, control, cycle, demand, judge, mix, seasonal
+from obsctl.baselining.designs import (
+    DESIGNS,
+    align,
+    canary,
+    control,
+    cycle,
+    demand,
+    judge,
+    mix,
+    seasonal,
+)
 from obsctl.baselining.designs.effect import Effect
-from obsctl.errors import StoreError, UsageError
 from obsctl.rules import canonical, saturation
+
+from obsctl.errors import StoreError, UsageError
 from obsctl.spec import Spec, WorkloadClass, escape_label_value
 
 #: History before the compared periods that feeds the memory model, in window lengths.
@@ -241,7 +251,7 @@ def _effect_context(e: Effect) -> dict:
 def _load_context(ctx: demand.LoadContext | None) -> dict | None:
     if ctx is None:
         return None
-    side = lambda p: {"name": p.name, "demand": p.demand, "state": p.state, "queued_share": p.queued_share}  # noqa: E731
+    side = lambda p: {"name": p.name, "demand": p.demand, "state": p.state, "queued_share": p.queued_share}
     return {"before": side(ctx.before), "after": side(ctx.after), "demand_change": ctx.demand_change,
             "demand_bound": ctx.demand_bound, "reason": ctx.reason, "line": ctx.line()}
 
@@ -270,7 +280,7 @@ def mix_decomposition(spec: Spec, client, wc: WorkloadClass, signal: str, dimens
     query = spec.query_for(signal, wc)
     values: set[str] = set()
     for a, b in (before, after):
-        pop = population_of(client, query, dt.datetime.fromtimestamp(a, dt.timezone.utc), dt.datetime.fromtimestamp(b, dt.timezone.utc))
+        pop = population_of(client, query, dt.datetime.fromtimestamp(a, dt.UTC), dt.datetime.fromtimestamp(b, dt.UTC))
         values |= {ls[dimension] for ls in pop.label_sets if dimension in ls}
     if len(values) < 2:
         return None, f"mix by {dimension}: fewer than 2 segments in the signal's series"
@@ -414,7 +424,7 @@ def report_lines(result) -> list[str]:
     load = ctx.get("load")
     if load:
         b, a = load["before"], load["after"]
-        fmt = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731
+        fmt = lambda v: "n/a" if v is None else f"{v:.4g}"
         periods = (b,) if b == a else (b, a)
         lines += ["", "| period | demand (req/s) | saturation state | queued share |", "|---|---|---|---|",
                   *[f"| {p['name']} | {fmt(p['demand'])} | {p['state'] or 'unknown'} | "
@@ -425,8 +435,8 @@ def report_lines(result) -> list[str]:
     if m:
         lines += ["", f"| {m['dimension']} | share before | share after |", "|---|---|---|",
                   *[f"| {s} | {b:.0%} | {a:.0%} |" for s, b, a in zip(m["segments"], m["share_before"], m["share_after"])],
-                  "", f"Rate/mix decomposition: change {m['total_change'] * 100:+.1f} % = mix {m['mix_change'] * 100:+.1f} % "
-                  f"x rate {m['rate_change'] * 100:+.1f} % (the mix explains {m['mix_share']:.0%})."]
+                  "", (f"Rate/mix decomposition: change {m['total_change'] * 100:+.1f} % = mix {m['mix_change'] * 100:+.1f} % "
+                  f"x rate {m['rate_change'] * 100:+.1f} % (the mix explains {m['mix_share']:.0%}).")]
     return [*lines, ""]
 
 

@@ -20,12 +20,13 @@ Principles and Practice*, 3rd ed. (2021), sec. 5.2.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Iterable
+from collections.abc import Iterable
 from zoneinfo import ZoneInfo
 
 import numpy as np
+from obsctl.baselining.designs import align
+from obsctl.baselining.designs import effect as fx
 
-from obsctl.baselining.designs import align, effect as fx
 from obsctl.errors import UsageError
 
 NAME = "seasonal"

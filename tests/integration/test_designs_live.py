@@ -24,9 +24,15 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
-
-from obsctl.baselining.cli import baseline, initiative, report, snapshot_baseline, verify
+from obsctl.baselining.cli import (
+    baseline,
+    initiative,
+    report,
+    snapshot_baseline,
+    verify,
+)
 from obsctl.baselining.store import Store
+
 from obsctl.stack import Prometheus, create_blocks_from_openmetrics
 
 pytestmark = pytest.mark.integration
@@ -71,7 +77,7 @@ class History:
         return np.array([v for t, v in sorted(s.items()) if start < t <= end])
 
     def iso(self, ts: float) -> str:
-        return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def openmetrics(self) -> str:
         lines = [f"# TYPE {METRIC} gauge", f"# HELP {METRIC} Synthetic throughput for the designs tests."]

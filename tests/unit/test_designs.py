@@ -6,10 +6,19 @@ import datetime as dt
 
 import numpy as np
 import pytest
-
-from obsctl.baselining.designs import before_after, canary, control, cycle, demand, judge, mix, seasonal
-from obsctl.errors import UsageError
+from obsctl.baselining.designs import (
+    before_after,
+    canary,
+    control,
+    cycle,
+    demand,
+    judge,
+    mix,
+    seasonal,
+)
 from obsctl.rules import saturation
+
+from obsctl.errors import UsageError
 
 T0 = 1_798_761_600  # midnight UTC
 STEP = 15
@@ -77,7 +86,7 @@ def test_before_after_is_ratio_of_means():
 def test_seasonal_compares_the_same_hour_a_day_earlier():
     rng = np.random.default_rng(4)
     tb, tw = _grid(T0, 86400), _grid(T0 + 86400, 3600)
-    profile = lambda t: 1 + 0.3 * np.sin(2 * np.pi * t / 86400)  # noqa: E731
+    profile = lambda t: 1 + 0.3 * np.sin(2 * np.pi * t / 86400)
     b = 1000 * profile(tb) * np.exp(_ar1(rng, tb.size, 0.03))
     w = 1000 * profile(tw) * np.exp(_ar1(rng, tw.size, 0.03))
     e = seasonal.effect(_s(tb, b), _s(tw, w), "day", 0.95)
@@ -88,7 +97,7 @@ def test_seasonal_compares_the_same_hour_a_day_earlier():
 
 
 def test_seasonal_refuses_a_baseline_shorter_than_the_cycle():
-    start = dt.datetime(2027, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
     with pytest.raises(UsageError, match=r"spans 3\.0 h, less than one whole day"):
         seasonal.check_span(start, start + dt.timedelta(hours=3), "day")
     with pytest.raises(UsageError, match="15 days"):
@@ -99,7 +108,7 @@ def test_seasonal_refuses_a_baseline_shorter_than_the_cycle():
 def test_seasonal_same_wall_clock_hour_across_daylight_saving():
     # 2027-03-28 02:00 Europe/Berlin: clocks go forward; 12:00 local on the 29th is 23 h after 12:00 on the 28th? no: 24 h of
     # wall clock, 24 h of UTC except across the change, where the day before is 23 h earlier in UTC.
-    at = dt.datetime(2027, 3, 28, 12, 0, tzinfo=dt.timezone.utc)  # 14:00 CEST
+    at = dt.datetime(2027, 3, 28, 12, 0, tzinfo=dt.UTC)  # 14:00 CEST
     ms = np.array([int(at.timestamp() * 1000)])
     back = seasonal.matched_instants(ms, "day", 1, "Europe/Berlin")[0, 0]
     assert (ms[0] - back) / 3_600_000 == 23  # 14:00 CEST today <- 14:00 CET yesterday = 13:00 UTC
@@ -151,7 +160,7 @@ def test_mix_decomposition_known_answer():
 def test_judge_turns_a_cyclic_before_after_into_inconclusive():
     rng = np.random.default_rng(6)
     tb, tw = _grid(T0, 86400), _grid(T0 + 86400 + 6 * 3600, 3600)  # the window at the daily peak
-    prof = lambda t: 1 + 0.3 * np.sin(2 * np.pi * t / 86400)  # noqa: E731
+    prof = lambda t: 1 + 0.3 * np.sin(2 * np.pi * t / 86400)
     b = 1000 * prof(tb) * np.exp(_ar1(rng, tb.size, 0.02))
     w = 1000 * prof(tw) * np.exp(_ar1(rng, tw.size, 0.02))
     e = before_after.effect(_s(tb, b), _s(tw, w), 0.95)
@@ -165,7 +174,7 @@ def _baseline(rng, hours=2):
 
     t = _grid(T0, hours * 3600)
     v = 1000 * np.exp(_ar1(rng, t.size, 0.05, 0.9))
-    start, end = (dt.datetime.fromtimestamp(x, dt.timezone.utc) for x in (T0, T0 + hours * 3600))
+    start, end = (dt.datetime.fromtimestamp(x, dt.UTC) for x in (T0, T0 + hours * 3600))
     return Baseline(id="a.t.x", workload_class="a", signal="t", unit="1", direction="higher_is_better", query="sum(x)",
                     window=Window(start=start, end=end, step_seconds=STEP), population=Population(series_count=1),
                     stats=stats.summarize(v.tolist(), 10), created_at=end, samples=list(zip(t.tolist(), v.tolist())))
@@ -173,6 +182,7 @@ def _baseline(rng, hours=2):
 
 def test_planner_accounts_for_the_design():
     from obsctl.baselining.designs.plan import design_plan, factors
+
     from obsctl.spec import Spec
 
     spec = Spec.model_validate({"workload_classes": [{"name": "a", "kind": "inference", "selector": {"job": "x"}}],

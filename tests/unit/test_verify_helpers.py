@@ -126,3 +126,38 @@ def test_verdict_line_and_exit_codes():
     )
     assert VERDICT_EXIT_CODES == {"IMPROVED": 0, "NO_CHANGE": 10, "INCONCLUSIVE": 11, "REGRESSED": 12, "NO_DATA": 13}
     assert len(set(VERDICT_EXIT_CODES.values())) == 5
+
+
+def _guard_store(tmp_path, categories):
+    # A real store with one baseline per signal of the class (values irrelevant here).
+    import yaml
+
+    from obsctl.baselining import stats
+    from obsctl.baselining.models import Baseline, Population
+    from obsctl.baselining.store import Store
+    from obsctl.spec import load_spec
+
+    signals = [{"name": name, "category": cat, "query": "sum(x{$selector})", "unit": "u", "direction": "higher_is_better"}
+               for name, cat in categories.items()]
+    path = tmp_path / "obsctl.yaml"
+    path.write_text(yaml.safe_dump({"workload_classes": [{"name": "a", "kind": "inference", "selector": {"job": "a"}}], "signals": signals}))
+    spec = load_spec(path)
+    store = Store(tmp_path / "store")
+    w = Window(start=dt.datetime(2026, 1, 1, tzinfo=UTC), end=dt.datetime(2026, 1, 1, 1, tzinfo=UTC), step_seconds=15)
+    for name in categories:
+        store.save_baseline(Baseline(id=f"a.{name}.1", workload_class="a", signal=name, unit="u", direction="higher_is_better", query="q",
+                                     window=w, population=Population(series_count=1), stats=stats.summarize([1.0, 2.0, 3.0, 4.0], 4),
+                                     created_at=w.end), make_current=True)
+    initiative = Initiative(id="i", name="i", lever="batch-size", workload_class="a", primary_signal="tps", baseline_id="a.tps.1",
+                            started_at=w.end)
+    return spec, store, initiative
+
+
+def test_guards_default_to_quality_and_cost_and_can_be_chosen(tmp_path):
+    from obsctl.baselining.verify import guard_baselines
+
+    cats = {"tps": "throughput", "q": "quality", "usd": "cost", "util": "utilization", "lat": "saturation"}
+    spec, store, initiative = _guard_store(tmp_path, cats)
+    assert [b.signal for b in guard_baselines(spec, store, initiative)] == ["q", "usd"]
+    chosen = spec.model_copy(update={"verification": spec.verification.model_copy(update={"guards": ["saturation", "util"]})})
+    assert [b.signal for b in guard_baselines(chosen, store, initiative)] == ["lat", "util"]

@@ -107,20 +107,27 @@ def paired_log(d: Series, history: Series | None = None, same_series: bool = Tru
     return s.mean, s.var_mean, s.dof, s.tau_seconds
 
 
+def _periods_memory(before: Series, after: Series, history: Series | None):
+    # One memory model for two periods; pooled over both on one step grid, else (a baseline
+    # stored at another step than the window's) fitted to the baseline period alone.
+    step_b, step_a = estimator.step_of(before[0]), estimator.step_of(after[0])
+    if math.isclose(step_b, step_a, rel_tol=1e-6):
+        return (step_b, step_a), estimator.memory([before, after], step_b, history)
+    return (step_b, step_a), estimator.memory([before], step_b, history if history is not None else before)
+
+
 def two_period_log(d_before: Series, d_after: Series, history: Series | None = None) -> tuple[float, float, float, float]:
     """``(mean(d_after) - mean(d_before), variance, Welch dof, tau_seconds)``: independent periods, one memory model."""
-    step = estimator.step_of(d_before[0])
-    model = estimator.memory([d_before, d_after], step, history)
-    b = estimator.side(d_before[0], d_before[1], step, model)
-    a = estimator.side(d_after[0], d_after[1], step, model)
+    (step_b, step_a), model = _periods_memory(d_before, d_after, history)
+    b = estimator.side(d_before[0], d_before[1], step_b, model)
+    a = estimator.side(d_after[0], d_after[1], step_a, model)
     return a.mean - b.mean, a.var_mean + b.var_mean, welch_dof([(a.var_mean, a.dof), (b.var_mean, b.dof)]), b.tau_seconds
 
 
 def ratio_of_means_log(before: Series, after: Series, history: Series | None = None) -> tuple[float, float, float, float]:
     """``(log(mean_after / mean_before), delta-method variance, Welch dof, tau_seconds)`` of two positive series."""
-    step = estimator.step_of(before[0])
-    model = estimator.memory([before, after], step, history)
-    b = estimator.side(before[0], before[1], step, model)
-    a = estimator.side(after[0], after[1], step, model)
+    (step_b, step_a), model = _periods_memory(before, after, history)
+    b = estimator.side(before[0], before[1], step_b, model)
+    a = estimator.side(after[0], after[1], step_a, model)
     rb, ra = b.var_mean / b.mean**2, a.var_mean / a.mean**2
     return math.log(a.mean / b.mean), ra + rb, welch_dof([(ra, a.dof), (rb, b.dof)]), b.tau_seconds

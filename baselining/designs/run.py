@@ -224,8 +224,16 @@ def demand_query(spec: Spec, wc: WorkloadClass) -> str:
     return f'sum({canonical.REQUESTS_OFFERED}{{workload_class="{escape_label_value(wc.name)}"}})'
 
 
+#: The load context reads each period on at most this many instants (a share of states
+#: and a mean demand need no more; a 30-day baseline stays a few small queries).
+LOAD_POINTS = 500
+
+
 def period_load(spec: Spec, client, wc: WorkloadClass, name: str, start: float, end: float, step: float) -> demand.PeriodLoad:
-    """Demand and saturation of one period, by the saturation module's own definition."""
+    """Demand and saturation of one period, by the saturation module's own definition.
+
+    The period is read at ``step`` or coarser (:data:`LOAD_POINTS` instants at most)."""
+    step = max(step, math.ceil((end - start) / LOAD_POINTS / step) * step) if end > start else step
     values = {}
     grid_ms = None
     for key, expr in saturation.inputs(spec, wc).items():
@@ -344,9 +352,10 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
     elif design == "control":
         cwc = spec.workload_class(initiative.control_class)
         q_t, q_c = baseline.query, spec.query_for(signal, cwc)
-        tb, cb = _range(client, q_t, bs, be, step), _range(client, q_c, bs, be, step)
+        b_step = baseline.window.step_seconds  # the baseline period at the step it was stored with (within the point cap)
+        tb, cb = baseline.samples or _range(client, q_t, bs, be, b_step), _range(client, q_c, bs, be, b_step)
         ta, ca = window_samples, _range(client, q_c, s, e, step)
-        hist = _log_ratio_history(client, q_t, q_c, bs, _history_span(start_at, end_at), step)
+        hist = _log_ratio_history(client, q_t, q_c, bs, _history_span(start_at, end_at), b_step)
         effect = control.effect(tb, cb, ta, ca, cfg.confidence, history=hist)
         load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
                              category, signal)

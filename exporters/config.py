@@ -10,6 +10,12 @@ Two shapes are accepted:
        pricing:
          node_hour_usd: 0.40
          accelerator_hour_usd: {"NVIDIA H100 80GB HBM3": 4.10}
+       dcgm:                             # the dcgm-exporter the dcgm source reads (optional)
+         url: https://127.0.0.1:9400/metrics   # --dcgm.url overrides it; no user:password@ in it
+         tls_config: {ca_file: dcgm-ca.crt, cert_file: client.crt, key_file: client.key}
+         basic_auth: {username: obsctl, password_file: dcgm-password}   # or authorization:
+         authorization: {type: Bearer, credentials_file: dcgm-token}
+         http_headers: {X-Tenant: a}
        attribution:
          static:                       # GPU UUID (or "UUID/<gpu_instance>") -> class
            GPU-5f...: {workload_class: llm-serving, owner: team-a}
@@ -31,10 +37,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from obsctl.errors import UsageError
 from obsctl import yamlio
+from obsctl.httpconfig import HTTPClientConfig, validate_url
 from obsctl.spec import Pricing, load_spec
 
 _SPEC_KEYS = {"workload_classes", "signals", "targets", "prometheus", "verification", "store", "cadence"}
@@ -81,10 +88,29 @@ class AttributionConfig(_Model):
     refresh_interval_seconds: float = Field(15.0, gt=0, le=3600)
 
 
+class DcgmClientConfig(HTTPClientConfig):
+    """How the ``dcgm`` GPU source reaches dcgm-exporter: its URL and Prometheus' HTTP client
+    options (``tls_config`` with a private CA / client certificate, ``basic_auth`` or
+    ``authorization`` with secrets from files, ``http_headers``, ``proxy_url``; see
+    :mod:`obsctl.httpconfig`). Relative file paths are taken from the config file's folder.
+
+    Attributes:
+        url: dcgm-exporter's metrics URL (``--dcgm.url`` overrides it); no userinfo.
+    """
+
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else validate_url(value)
+
+
 class ExporterConfig(_Model):
     """Everything the exporter reads from ``--config.file``; the defaults are zero config."""
 
     pricing: Pricing = Field(default_factory=Pricing)
+    dcgm: DcgmClientConfig = Field(default_factory=DcgmClientConfig)
     attribution: AttributionConfig = Field(default_factory=AttributionConfig)
     path: Path | None = Field(None, exclude=True)
 
@@ -104,7 +130,7 @@ def load_exporter_config(path: str | Path | None) -> ExporterConfig:
     if data is None:
         return ExporterConfig(path=cfg_path.resolve())
     if not isinstance(data, dict):
-        raise UsageError(f"{cfg_path}:1: --config.file must be a YAML mapping (pricing, attribution), got a {type(data).__name__}")
+        raise UsageError(f"{cfg_path}:1: --config.file must be a YAML mapping (pricing, dcgm, attribution), got a {type(data).__name__}")
     if _SPEC_KEYS & set(data):
         spec = load_spec(cfg_path)  # raises SpecError with file/line/field
         return ExporterConfig(pricing=spec.pricing, path=spec.path)
@@ -115,4 +141,4 @@ def load_exporter_config(path: str | Path | None) -> ExporterConfig:
     return cfg.model_copy(update={"path": cfg_path.resolve()})
 
 
-__all__ = ["ExporterConfig", "AttributionConfig", "load_exporter_config"]
+__all__ = ["ExporterConfig", "AttributionConfig", "DcgmClientConfig", "load_exporter_config"]

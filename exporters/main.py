@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--web.listen-address", dest="listen", default=DEFAULT_LISTEN, metavar="[HOST]:PORT",
                    help=f"address to serve on (default {DEFAULT_LISTEN}; e.g. 127.0.0.1:9847)")
+    p.add_argument("--web.config.file", dest="web_config_file", default=None, metavar="FILE",
+                   help="exporter-toolkit web config: TLS (tls_server_config), client certificates, basic auth "
+                        "(basic_auth_users, bcrypt), response headers; re-read when it or its certificates change "
+                        "(docs/exporter.md)")
     p.add_argument("--web.telemetry-path", dest="telemetry_path", default="/metrics", metavar="PATH",
                    help="path of the metrics endpoint (default /metrics)")
     p.add_argument("--config.file", dest="config_file", default=None, metavar="FILE",
@@ -67,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu.source", dest="gpu_source", choices=("auto", "nvml", "dcgm", "none"), default="auto",
                    help="auto: NVML if it initialises, else --dcgm.url if given; nvml; dcgm; none (default auto)")
     p.add_argument("--dcgm.url", dest="dcgm_url", default=None, metavar="URL",
-                   help="dcgm-exporter metrics URL (dcgm default http://127.0.0.1:9400/metrics)")
+                   help="dcgm-exporter metrics URL (dcgm default http://127.0.0.1:9400/metrics; overrides dcgm.url "
+                        "of --config.file, whose dcgm: block also takes tls_config, basic_auth, authorization)")
     p.add_argument("--dcgm.timeout", dest="dcgm_timeout", default=DEFAULT_DCGM_TIMEOUT, metavar="DURATION",
                    help=f"time allowed for one dcgm-exporter fetch (default {DEFAULT_DCGM_TIMEOUT}; "
                         "must be below --scrape.timeout)")
@@ -113,21 +118,34 @@ def build(args: argparse.Namespace):
     from obsctl.exporters.gpu.collector import GpuCollector, make_source
     from obsctl.exporters.pricing import PricingCollector
     from obsctl.exporters.server import ExporterServer, landing_page
+    from obsctl.exporters.webconfig import WebConfigWatch
+    from obsctl.httpconfig import check_files, session_for, validate_url
 
     scrape_timeout = parse_duration(args.scrape_timeout, "--scrape.timeout")
     dcgm_timeout = parse_duration(args.dcgm_timeout, "--dcgm.timeout")
     if dcgm_timeout >= scrape_timeout:
         raise UsageError(f"--dcgm.timeout {args.dcgm_timeout} must be below --scrape.timeout {args.scrape_timeout}")
-    if args.dcgm_url is not None and not re.match(r"^https?://[^\s/]+", args.dcgm_url):
-        raise UsageError(f"--dcgm.url {args.dcgm_url!r}: expected an http:// or https:// URL")
+    if args.dcgm_url is not None:
+        try:
+            validate_url(args.dcgm_url)
+        except ValueError as exc:  # the message never repeats the URL (it may hold a password)
+            raise UsageError(f"--dcgm.url: {exc} (in the dcgm: block of --config.file)") from None
     config = load_exporter_config(args.config_file)
+    dcgm_url = args.dcgm_url or config.dcgm.url
+    dcgm_session = None
+    if args.collector_gpu and (args.gpu_source == "dcgm" or (args.gpu_source == "auto" and dcgm_url)):
+        base = config.path.parent if config.path else None
+        check_files(config.dcgm, base, label="dcgm")  # a missing CA or password file: exit 2 now
+        dcgm_session = session_for(config.dcgm, base, label="dcgm")
+    web = WebConfigWatch(args.web_config_file) if args.web_config_file else None
 
     collectors = []
     gpu = None
     if args.collector_pricing:
         collectors.append(PricingCollector(config.pricing))
     if args.collector_gpu:
-        gpu = GpuCollector(make_source(args.gpu_source, args.dcgm_url, dcgm_timeout), args.gpu_source)
+        gpu = GpuCollector(make_source(args.gpu_source, dcgm_url, dcgm_timeout, dcgm_session=dcgm_session),
+                           args.gpu_source)
         collectors.append(gpu)
     if args.collector_attribution:
         collectors.append(AttributionCollector(config.attribution))
@@ -140,7 +158,7 @@ def build(args: argparse.Namespace):
     page = landing_page(__version__, args.telemetry_path,
                         [(n, getattr(args, f"collector_{n}"), d) for n, (_, d) in COLLECTORS.items()],
                         args.gpu_source if args.collector_gpu else "off")
-    server = ExporterServer(exporter.scrape, args.listen, args.telemetry_path, scrape_timeout, page)
+    server = ExporterServer(exporter.scrape, args.listen, args.telemetry_path, scrape_timeout, page, web)
     return exporter, server, config
 
 
@@ -168,9 +186,9 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     enabled = [c.name for c in exporter.collectors]
-    log.info("listening on http://%s:%d%s (collectors: %s; gpu source: %s; config: %s)",
-             server.host, server.port, args.telemetry_path, ",".join(enabled) or "none",
-             args.gpu_source, config.path or "none")
+    log.info("listening on %s://%s:%d%s (collectors: %s; gpu source: %s; config: %s; web config: %s)",
+             server.scheme, server.host, server.port, args.telemetry_path, ",".join(enabled) or "none",
+             args.gpu_source, config.path or "none", args.web_config_file or "none")
     while not stop.wait(1.0):  # wake up regularly so signals are handled promptly
         pass
     log.info("shutting down")

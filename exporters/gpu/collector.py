@@ -112,7 +112,8 @@ class AutoSource:
                 self.active = "none"
                 raise
             if self._skip_nvml_until == 0.0 or self.active == "nvml":
-                log.info("gpu source auto: NVML unavailable (%s); using dcgm-exporter at %s", exc.reason, self.dcgm.url)
+                log.info("gpu source auto: NVML unavailable (%s); using dcgm-exporter at %s", exc.reason,
+                         getattr(self.dcgm, "display_url", "--dcgm.url"))
             self._skip_nvml_until = self._clock() + self.nvml_retry_seconds
             return self._from_dcgm(deadline)
         self.active = "nvml"
@@ -136,7 +137,7 @@ class AutoSource:
 
 
 def make_source(mode: str, dcgm_url: str | None = None, dcgm_timeout: float | None = None,
-                nvml_factory: Callable[[], Any] = default_nvml_factory) -> Any:
+                nvml_factory: Callable[[], Any] = default_nvml_factory, dcgm_session: Any = None) -> Any:
     """Build the source for ``--gpu.source``.
 
     Args:
@@ -144,6 +145,8 @@ def make_source(mode: str, dcgm_url: str | None = None, dcgm_timeout: float | No
         dcgm_url: dcgm-exporter metrics URL (``dcgm`` mode defaults to 127.0.0.1:9400).
         dcgm_timeout: seconds per dcgm-exporter fetch (None: the DCGM source's default).
         nvml_factory: builds the NVML source (tests inject a stand-in).
+        dcgm_session: requests session for dcgm-exporter (TLS, auth: the ``dcgm:`` block of
+            ``--config.file`` through :func:`obsctl.httpconfig.session_for`); None: a plain one.
 
     Raises:
         ValueError: unknown mode.
@@ -157,8 +160,8 @@ def make_source(mode: str, dcgm_url: str | None = None, dcgm_timeout: float | No
 
         timeout = _dcgm.DEFAULT_TIMEOUT_SECONDS if dcgm_timeout is None else dcgm_timeout
         if mode == "dcgm":
-            return _dcgm.DcgmSource(dcgm_url or _dcgm.DEFAULT_URL, timeout=timeout)
-        return AutoSource(_LazyNvml(nvml_factory), _dcgm.DcgmSource(dcgm_url, timeout=timeout))
+            return _dcgm.DcgmSource(dcgm_url or _dcgm.DEFAULT_URL, timeout=timeout, session=dcgm_session)
+        return AutoSource(_LazyNvml(nvml_factory), _dcgm.DcgmSource(dcgm_url, timeout=timeout, session=dcgm_session))
     if mode == "auto":
         return AutoSource(_LazyNvml(nvml_factory), None)
     raise ValueError(f"unknown GPU source {mode!r}; choose one of {', '.join(MODES)}")

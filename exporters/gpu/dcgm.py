@@ -48,6 +48,7 @@ from obsctl.exporters.gpu.errors import (
     GpuSourceError,
 )
 from obsctl.exporters.gpu.inventory import GpuRef, PodBinding
+from obsctl.httpconfig import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -78,37 +79,40 @@ def fetch_exposition(url: str, timeout: float, max_bytes: int = DEFAULT_MAX_BYTE
     """
     sess = session or requests
     t_end = time.monotonic() + timeout
+    shown, url = redact_url(url), url  # messages name the URL without userinfo or query
     try:
         resp = sess.get(url, timeout=(min(timeout, 3.0), timeout), stream=True,
                         headers={"Accept": "text/plain;version=0.0.4"})
     except requests.Timeout as exc:
-        raise GpuSourceError(REASON_DCGM_TIMEOUT, f"{url}: no answer within {timeout:g}s") from exc
+        raise GpuSourceError(REASON_DCGM_TIMEOUT, f"{shown}: no answer within {timeout:g}s") from exc
     except requests.RequestException as exc:
-        raise GpuSourceError(REASON_DCGM_UNREACHABLE, f"{url}: {_short(exc)}") from exc
+        raise GpuSourceError(REASON_DCGM_UNREACHABLE, f"{shown}: {_short(exc)}") from exc
     with resp:
         if resp.status_code != 200:
-            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{url}: HTTP {resp.status_code}")
+            refused = " (credentials refused: check dcgm.basic_auth / dcgm.authorization in --config.file)" \
+                if resp.status_code in (401, 403) else ""
+            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{shown}: HTTP {resp.status_code}{refused}")
         ctype = resp.headers.get("Content-Type", "")
         if "html" in ctype.lower():
-            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{url}: Content-Type {ctype!r}, expected Prometheus text format")
+            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{shown}: Content-Type {ctype!r}, expected Prometheus text format")
         length = resp.headers.get("Content-Length", "")
         if length.isdigit() and int(length) > max_bytes:
-            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{url}: body of {int(length)} bytes exceeds the {max_bytes}-byte cap")
+            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{shown}: body of {int(length)} bytes exceeds the {max_bytes}-byte cap")
         buf = bytearray() if buffer is None else buffer
         try:
-            size = _read_body(resp, url, timeout, t_end, max_bytes, buf)
+            size = _read_body(resp, shown, timeout, t_end, max_bytes, buf)
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             timed_out = isinstance(exc, (TimeoutError, urllib3.exceptions.TimeoutError)) or "timed out" in str(exc).lower()
             reason = REASON_DCGM_TIMEOUT if timed_out else REASON_DCGM_UNREACHABLE
-            raise GpuSourceError(reason, f"{url}: {_short(exc)}") from exc
+            raise GpuSourceError(reason, f"{shown}: {_short(exc)}") from exc
     try:
         with memoryview(buf) as view, view[:size] as body:
             return str(body, "utf-8")
     except UnicodeDecodeError as exc:
-        raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{url}: body is not UTF-8 text (byte offset {exc.start})") from None
+        raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{shown}: body is not UTF-8 text (byte offset {exc.start})") from None
 
 
-def _read_body(resp: requests.Response, url: str, timeout: float, t_end: float, max_bytes: int,
+def _read_body(resp: requests.Response, shown: str, timeout: float, t_end: float, max_bytes: int,
                buf: bytearray) -> int:
     """Read the body into ``buf`` within ``t_end`` and ``max_bytes``; returns its size in bytes.
 
@@ -123,7 +127,7 @@ def _read_body(resp: requests.Response, url: str, timeout: float, t_end: float, 
     while True:
         remaining = t_end - time.monotonic()
         if remaining <= 0:
-            raise GpuSourceError(REASON_DCGM_TIMEOUT, f"{url}: body not complete within {timeout:g}s")
+            raise GpuSourceError(REASON_DCGM_TIMEOUT, f"{shown}: body not complete within {timeout:g}s")
         if sock is not None:
             sock.settimeout(remaining)
         chunk = raw.read1(_CHUNK, decode_content=True) if hasattr(raw, "read1") else raw.read(_CHUNK, decode_content=True)
@@ -131,7 +135,7 @@ def _read_body(resp: requests.Response, url: str, timeout: float, t_end: float, 
             return total
         end = total + len(chunk)
         if end > max_bytes:
-            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{url}: body exceeds the {max_bytes}-byte cap")
+            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{shown}: body exceeds the {max_bytes}-byte cap")
         if end > len(buf):  # grow geometrically, never past the cap
             buf.extend(bytes(min(max(end, 2 * len(buf), _CHUNK), max_bytes) - len(buf)))
         buf[total:end] = chunk
@@ -379,7 +383,8 @@ class DcgmSource:
         url: dcgm-exporter metrics URL, e.g. ``http://127.0.0.1:9400/metrics``.
         timeout: seconds allowed for one fetch (connect + body); capped by the scrape deadline.
         max_bytes: body-size cap in bytes (default 16 MiB).
-        session: a requests.Session (tests inject one; default: one per source).
+        session: a requests.Session, e.g. :func:`obsctl.httpconfig.session_for` of the
+            ``dcgm:`` block (TLS, auth, headers); default: a plain one (no environment proxies).
         clock: Unix-time clock for XID last-seen stamps.
 
     Attributes:
@@ -393,9 +398,13 @@ class DcgmSource:
                  max_bytes: int = DEFAULT_MAX_BYTES, session: requests.Session | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.url = url
+        self.display_url = redact_url(url)  # for logs and errors: never userinfo
         self.timeout = timeout
         self.max_bytes = max_bytes
-        self._session = session or requests.Session()
+        if session is None:
+            session = requests.Session()
+            session.trust_env = False  # as Prometheus: no HTTP(S)_PROXY, ~/.netrc or REQUESTS_CA_BUNDLE
+        self._session = session
         self._buffer = bytearray()  # the body of each fetch, reused while small (see collect)
         self._xids = XidTracker(clock)
         self.pod_bindings: dict[GpuRef, list[PodBinding]] = {}
@@ -419,6 +428,11 @@ class DcgmSource:
             raise GpuSourceError(REASON_DEADLINE_EXCEEDED, "no time left in the scrape for dcgm-exporter")
         try:
             text = fetch_exposition(self.url, budget, self.max_bytes, self._session, self._buffer)
+        except GpuSourceError as exc:
+            scrub = getattr(self._session, "scrub", None)  # a ConfiguredSession knows the secrets it sent
+            if scrub is not None and exc.detail:
+                raise GpuSourceError(exc.reason, scrub(exc.detail)) from None
+            raise
         finally:
             if len(self._buffer) > _KEEP_BYTES:  # an over-cap or unusually large body: hold none of it
                 self._buffer = bytearray()

@@ -185,6 +185,17 @@ def bench_snapshot(work: Path, prom_url: str, proxy: RecordingProxy, end: int, d
     print(f"  obsctl snapshot()        {t_obsctl:8.3f} s (median of {repeats})")
     print(f"  same requests, plainly   {t_plain:8.3f} s")
     print(f"  ratio                    {t_obsctl / t_plain:8.2f} x   (goal <= 1.2)")
+    # Where the difference goes: the client's own parsing of one signal's answer
+    # (promapi.query_range) against the same requests plainly (body read, JSON decoded).
+    query = spec.query_for(spec.signal("tokens_per_second"), spec.workload_class(CLASSES[0]))
+    start = split_ts = at.timestamp() - days * DAY
+    client = PrometheusClient.from_spec(spec)
+    client.query_range(query, start + STEP, at.timestamp(), STEP)
+    signal_paths = [p for p in paths if "query_range" in p and urllib.parse.quote_plus(query) in p]
+    t_client = median_time(lambda: timed(lambda: client.query_range(query, split_ts + STEP, at.timestamp(), STEP)), repeats)
+    t_raw = median_time(lambda: plain(prom_url, signal_paths), repeats)
+    print(f"  one signal's range query ({len(signal_paths)} requests): PrometheusClient.query_range {t_client:.3f} s, "
+          f"plainly {t_raw:.3f} s: the client's parsing is {t_client - t_raw:+.3f} s per signal")
     return work / "snap-store-0"
 
 

@@ -281,6 +281,11 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
     i = start_initiative(spec, _store(spec), name, lever, workload_class, signal, expected_impact,
                          parse_instant(started_at, "--started-at"), notes, design=design, control=control_class)
     plan = _initiative_plan(spec, i)
+    if plan:  # the planned length is fixed at the start (repeated looks, docs/verification.md)
+        store = _store(spec)
+        with store.locked():
+            i = store.initiative(i.id).model_copy(update={"planned_window_seconds": plan["planned_seconds"]})
+            store.save_initiative(i)
     if output == "json":
         emit_json({**i.model_dump(mode="json"), "plan": plan})
     else:

@@ -94,9 +94,25 @@ class _Curve:
     def n_eff(self, steps: int) -> float:
         return steps * steps / self.q(steps)
 
-    def shortest(self, ok) -> int | None:
-        """Smallest steps in [2, max] with ok(steps) True (ok monotone), None if none."""
+    def shortest(self, ok, guess: int | None = None) -> int | None:
+        """Smallest steps in [2, max] with ok(steps) True (ok monotone), None if none.
+
+        ``guess``: a length near the answer; the search brackets it first (fewer costly
+        evaluations of ``ok``)."""
         lo, hi = 2, self.max_steps
+        if guess is not None:
+            g = min(max(2, int(guess)), self.max_steps)
+            if ok(g):
+                hi, lo = g, max(2, g // 2)
+                while lo > 2 and ok(lo):
+                    hi, lo = lo, max(2, lo // 2)
+            else:
+                lo = g + 1
+                while lo <= self.max_steps and not ok(min(2 * lo, self.max_steps)):
+                    lo = min(2 * lo, self.max_steps) + 1
+                    if lo > self.max_steps:
+                        return None
+                hi = min(2 * lo, self.max_steps)
         if not ok(hi):
             return None
         while lo < hi:
@@ -124,9 +140,9 @@ def power_of(curve: _Curve, steps: int, v_x: float, effect: float, confidence: f
     sizes = [max(2, round(steps * (k + 1) / looks)) for k in range(looks)]
     ses = [math.sqrt(scale * (curve.var(s) + v_x)) for s in sizes]
     fractions = [ses[-1] ** 2 / se**2 for se in ses]
-    crit = sequential.boundaries(fractions, 1 - confidence, grid=201)
+    crit = sequential.boundaries(fractions, 1 - confidence)
     crit = [c if curve.n_eff(s) >= N_EFF_MIN else math.inf for c, s in zip(crit, sizes)]
-    ups, _ = sequential.crossing(fractions, crit, abs(effect) / ses[-1], grid=201)
+    ups, _ = sequential.crossing(fractions, crit, abs(effect) / ses[-1])
     return float(sum(ups))
 
 
@@ -154,9 +170,12 @@ def plan(memory: MemoryModel, baseline: Side, step_seconds: float, effect: float
     v_x = baseline.var_mean / baseline.mean**2
     curve = _Curve(memory, step_seconds, max_steps, rel_var)
     minimum = curve.shortest(lambda s: curve.n_eff(s) >= N_EFF_MIN)
-    window = curve.shortest(lambda s: power_of(curve, s, v_x, effect, confidence, looks) >= power)
     z = float(sps.norm.ppf((1 + power) / 2))
     c = float(sps.norm.ppf((1 + confidence) / 2))
+    # A fixed-sample guess (normal, one look, 10 % more for the looks) brackets the search.
+    budget1 = (abs(effect) / ((c + float(sps.norm.ppf(power))) * (1 + effect) * 1.05)) ** 2 - v_x
+    guess = curve.shortest(lambda s: curve.var(s) <= budget1) if budget1 > 0 else None
+    window = curve.shortest(lambda s: power_of(curve, s, v_x, effect, confidence, looks) >= power, guess)
     budget = (margin / (c + z)) ** 2 if margin > 0 else 0.0
     no_change = curve.shortest(lambda s: curve.var(s) + v_x <= budget) if budget > v_x else None
     equal = curve.shortest(lambda s: 2 * curve.var(s) <= budget) if budget > 0 else None

@@ -287,7 +287,7 @@ class Signal(_Model):
         from obsctl.rules.canonical import CATALOGUE_SIGNALS, catalogue_query
 
         key = data["catalogue"]
-        if key not in CATALOGUE_SIGNALS:
+        if not isinstance(key, str) or key not in CATALOGUE_SIGNALS:  # a list or mapping is unhashable
             raise ValueError(f"catalogue {key!r} is not one of: {', '.join(sorted(CATALOGUE_SIGNALS))}")
         if "query" in data:
             raise ValueError("give either query or catalogue, not both")

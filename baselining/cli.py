@@ -405,8 +405,8 @@ def plan(spec_path, workload_class, signal, effect, design, output):
 @spec_option
 @click.option("--initiative", "initiative_id", default=None, metavar="ID", help="Initiative to verify.")
 @click.option("--class", "workload_class", default=None, metavar="NAME", help="Or: the open initiative of this class.")
-@click.option("--window", default=None, metavar="DURATION", help="Longest window, counted back from --end (default: spec verification.window).")
-@click.option("--start", default=None, metavar="RFC3339", help="Window start (default: the initiative's start, capped by --window).")
+@click.option("--window", default=None, metavar="DURATION", help="The most recent DURATION up to --end instead of the cumulative look window.")
+@click.option("--start", default=None, metavar="RFC3339", help="Window start (default: the initiative's start, the window's end capped at the planned length).")
 @click.option("--end", default="now", show_default=True, metavar="RFC3339|now", help="Window end (aligned down to the step).")
 @click.option("--no-guards", is_flag=True, help="Judge the primary signal only (skip the class's other signals).")
 @click.option("--allow-before-start", is_flag=True,
@@ -416,9 +416,13 @@ def plan(spec_path, workload_class, signal, effect, design, output):
 def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output):
     """Compare an initiative's window with its baseline on its primary signal and guards.
 
-    Guards: every other signal of the class with a baseline is judged over the same
-    window; a REGRESSED guard makes the verdict REGRESSED (NO_DATA and INCONCLUSIVE
-    guards are only reported). Output: the verdict line, then a 'guards:' line.
+    Default window: cumulative from the initiative's start up to its planned length;
+    every saved verify is a look, and the error is spent over the looks (the look
+    number and its boundary are on the 'statistics:' line; docs/verification.md).
+    Guards (verification.guards, default quality and cost) are non-inferiority tests;
+    a REGRESSED guard makes the verdict REGRESSED, an undecided quality guard keeps it
+    at most INCONCLUSIVE. Output: the verdict line, a 'guards:' line, coverage lines,
+    the 'statistics:' line.
 
     \b
     Verdict and exit code:
@@ -426,7 +430,8 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
       NO_CHANGE    10   whole interval within +-min_effect_ratio
       INCONCLUSIVE 11   neither: more data needed
       REGRESSED    12   interval below 0 and change <= -min_effect_ratio
-      NO_DATA      13   fewer samples than batches in the window (never a pass)
+      INCONCLUSIVE 11   also: window too short for the signal's memory (the reason says how long)
+      NO_DATA      13   no usable samples in the window, or the signal stopped (never a pass)
     Errors: 1 store refused, 2 bad spec or flag, 3 Prometheus unreachable.
     If the verdict cannot be stored (read-only store...), it is still printed, the store
     error follows on stderr and the exit code is 1 (not the verdict's: nothing was

@@ -48,6 +48,7 @@ def _baseline_summary(b) -> dict:
         "mean": b.stats.mean, "median": b.stats.median, "p5": b.stats.p5, "p95": b.stats.p95, "stddev": b.stats.stddev,
         "sample_count": b.stats.sample_count, "batch_means": b.stats.batch_means, "series_count": b.population.series_count,
         "query": b.query,
+        "coverage_ratio": b.coverage.ratio if b.coverage else None, "partial": b.partial, "warnings": b.warnings,
     }
 
 

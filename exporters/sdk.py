@@ -72,7 +72,9 @@ is ``process_cpu_seconds_total`` (scrape each worker's process metrics instead).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -89,6 +91,39 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # Step buckets from 5 ms (tiny models, CPU) to 10 min (large models, long accumulation).
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+def _checked(value: object, what: str, negative: bool = False) -> float:
+    """``value`` as a float, or ValueError: a NaN or infinity added to a counter or a
+    histogram's ``_sum`` stays there for the life of the process (every rate is NaN
+    from then on), and a negative count or duration is a caller's bug."""
+    if isinstance(value, (str, bytes, bool)):
+        raise ValueError(f"{what} must be a number, got {type(value).__name__}")
+    try:
+        number = float(value)  # also numpy and 0-d torch scalars
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {type(value).__name__}") from None
+    if not math.isfinite(number) or (number < 0 and not negative):
+        raise ValueError(f"{what} must be a finite number{'' if negative else ' >= 0'}, got {number!r}")
+    return number
+
+
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+#: Label names the SDK sets itself (``workload``, ``outcome``, ``evaluation``) or that
+#: histograms reserve (``le``): a constant label of that name would replace or collide.
+RESERVED_LABELS = frozenset({"workload", "outcome", "evaluation", "le", "quantile"})
+
+
+def _check_labels(workload: object, labels: dict) -> None:
+    if not isinstance(workload, str) or not workload:
+        raise ValueError(f"workload must be a non-empty string, got {workload!r}")
+    for name, value in labels.items():
+        if not isinstance(name, str) or not _LABEL_NAME.match(name) or name.startswith("__"):
+            raise ValueError(f"label name {name!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with '__')")
+        if name in RESERVED_LABELS:
+            raise ValueError(f"label name {name!r} is reserved (the SDK sets {', '.join(sorted(RESERVED_LABELS))})")
+        if not isinstance(value, str):
+            raise ValueError(f"label {name!r}: value must be a string, got {type(value).__name__}")
+
 
 #: Gauge name -> prometheus_client ``multiprocess_mode`` (see the module docstring).
 GAUGE_MULTIPROCESS_MODES = {
@@ -238,6 +273,7 @@ class Workload:
         self.multiprocess = multiprocess_dir() is not None
         if self.multiprocess:
             _require_multiprocess_values()
+        _check_labels(workload, labels or {})
         self.registry = registry or CollectorRegistry()
         self._const = {"workload": workload, **(labels or {})}
         names = list(self._const)
@@ -282,36 +318,38 @@ class Workload:
     # --- counters ----------------------------------------------------------------
 
     def count_tokens(self, n: int | float) -> None:
-        """Add ``n`` (>= 0) processed tokens; raises ValueError on a negative ``n``."""
-        self._tokens.inc(n)
+        """Add ``n`` (>= 0) processed tokens; raises ValueError on a negative or non-finite ``n``."""
+        self._tokens.inc(_checked(n, "tokens"))
 
     def count_input_tokens(self, n: int | float) -> None:
         """Add ``n`` (>= 0) prompt tokens; also added to ``obsctl_tokens_total``."""
+        n = _checked(n, "input tokens")
         self._input_tokens.inc(n)
         self._tokens.inc(n)
 
     def count_output_tokens(self, n: int | float) -> None:
         """Add ``n`` (>= 0) generated tokens; also added to ``obsctl_tokens_total``."""
+        n = _checked(n, "output tokens")
         self._output_tokens.inc(n)
         self._tokens.inc(n)
 
     def count_samples(self, n: int | float = 1) -> None:
         """Add ``n`` (>= 0) processed samples."""
-        self._samples.inc(n)
+        self._samples.inc(_checked(n, "samples"))
 
     def count_steps(self, n: int | float = 1) -> None:
         """Add ``n`` (>= 0) completed steps (not timed; see :meth:`step`)."""
-        self._steps.inc(n)
+        self._steps.inc(_checked(n, "steps"))
 
     def observe_step(self, duration_seconds: float, samples: int | float = 0, tokens: int | float = 0) -> None:
         """Count one completed step that took ``duration_seconds`` (wall time), with the
         ``samples`` and ``tokens`` it processed (added to their counters when > 0).
 
         Raises:
-            ValueError: a negative duration, samples or tokens.
+            ValueError: a negative or non-finite duration, samples or tokens.
         """
-        if duration_seconds < 0 or samples < 0 or tokens < 0:
-            raise ValueError("step duration, samples and tokens must be >= 0")
+        duration_seconds = _checked(duration_seconds, "step duration")
+        samples, tokens = _checked(samples, "step samples"), _checked(tokens, "step tokens")
         self._steps.inc()
         self._step_time.observe(duration_seconds)
         if samples:
@@ -332,10 +370,13 @@ class Workload:
         """Count one finished request and, if given, observe its latency in seconds.
 
         Raises:
-            ValueError: ``outcome`` is not one of success, error, rejected.
+            ValueError: ``outcome`` is not one of success, error, rejected, or the
+                duration is negative or not finite (nothing is counted then).
         """
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+        if duration_seconds is not None:
+            duration_seconds = _checked(duration_seconds, "request duration")
         self._requests.labels(**self._const, outcome=outcome).inc()
         if duration_seconds is not None:
             self._latency.observe(duration_seconds)
@@ -359,19 +400,21 @@ class Workload:
     # --- saturation and quality -------------------------------------------------------
 
     def set_requests_running(self, n: int | float) -> None:
-        """Set the number of requests being served now (for servers that track it themselves)."""
-        self._running.set(n)
+        """Set the number of requests being served now (for servers that track it themselves; finite, >= 0)."""
+        self._running.set(_checked(n, "requests running"))
 
     def set_queue_depth(self, n: int | float) -> None:
-        """Set the number of requests waiting now."""
-        self._queue_depth.set(n)
+        """Set the number of requests waiting now (finite, >= 0)."""
+        self._queue_depth.set(_checked(n, "queue depth"))
 
     def observe_queue_wait(self, seconds: float) -> None:
-        """Observe how long one request waited before service, in seconds."""
-        self._queue_wait.observe(seconds)
+        """Observe how long one request waited before service, in seconds (finite, >= 0)."""
+        self._queue_wait.observe(_checked(seconds, "queue wait"))
 
     def set_quality_score(self, evaluation: str, score: float) -> None:
-        """Publish the latest score of the named evaluation (e.g. ``"sts-b-spearman"``)."""
+        """Publish the latest score of the named evaluation (e.g. ``"sts-b-spearman"``); a
+        NaN or infinite score raises ValueError (a failed evaluation publishes nothing)."""
+        score = _checked(score, "quality score", negative=True)  # before labels(): that creates the series at 0
         self._quality.labels(**self._const, evaluation=evaluation).set(score)
 
     # --- exposition ------------------------------------------------------------------

@@ -155,3 +155,61 @@ def test_process_cpu_seconds_carry_the_workload_labels(wl):
     times = os.times()
     assert after - before >= 0.15
     assert after <= times.user + times.system + 1e-6
+
+
+@pytest.mark.parametrize("call", [
+    lambda wl: wl.count_tokens(float("nan")),
+    lambda wl: wl.count_input_tokens(float("inf")),
+    lambda wl: wl.count_output_tokens(float("nan")),
+    lambda wl: wl.count_samples(float("nan")),
+    lambda wl: wl.count_steps(float("inf")),
+    lambda wl: wl.count_samples("4"),
+    lambda wl: wl.observe_step(float("nan")),
+    lambda wl: wl.observe_step(0.1, samples=float("nan")),
+    lambda wl: wl.observe_step(0.1, tokens=float("inf")),
+    lambda wl: wl.record_request("success", float("nan")),
+    lambda wl: wl.record_request("success", -0.5),
+    lambda wl: wl.observe_queue_wait(-1),
+    lambda wl: wl.observe_queue_wait(float("nan")),
+    lambda wl: wl.set_queue_depth(-3),
+    lambda wl: wl.set_requests_running(float("nan")),
+    lambda wl: wl.set_quality_score("sts", float("nan")),
+])
+def test_non_finite_or_negative_input_is_refused_and_changes_nothing(wl, call):
+    # A NaN added to a counter (or a histogram's _sum) stays for the life of the process:
+    # every rate of it is NaN from then on. Refused, and no series moved.
+    from prometheus_client import generate_latest
+
+    wl.count_tokens(5)
+    before = generate_latest(wl.registry).decode()
+    with pytest.raises(ValueError, match="must be a"):
+        call(wl)
+    after = generate_latest(wl.registry).decode()
+    strip = lambda text: [l for l in text.splitlines() if not l.startswith("process_cpu")]  # noqa: E731
+    assert strip(after) == strip(before)
+    assert "NaN" not in after and "-1" not in after.replace("e-1", "")
+
+
+def test_numpy_like_scalars_and_negative_quality_scores_are_accepted(wl):
+    class Scalar:  # what numpy / torch scalars offer: __float__
+        def __float__(self):
+            return 3.0
+
+    wl.count_tokens(Scalar())
+    wl.set_quality_score("delta", -0.25)  # a score may be negative (e.g. a log-likelihood)
+    assert value(wl, "obsctl_tokens_total") == 3.0
+    assert value(wl, "obsctl_quality_score", evaluation="delta") == -0.25
+
+
+@pytest.mark.parametrize("labels, match", [
+    ({"workload": "other"}, "reserved"),
+    ({"outcome": "x"}, "reserved"),
+    ({"evaluation": "x"}, "reserved"),
+    ({"le": "x"}, "reserved"),
+    ({"a-b": "x"}, "not a Prometheus label name"),
+    ({"__x": "x"}, "not a Prometheus label name"),
+    ({"model": 5}, "value must be a string"),
+])
+def test_bad_constant_labels_are_refused(labels, match):
+    with pytest.raises(ValueError, match=match):
+        Workload("embed", labels=labels)

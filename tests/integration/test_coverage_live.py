@@ -259,6 +259,8 @@ def test_partial_answer_is_inconclusive_printed_and_baseline_needs_allow_partial
     kept = run(snapshot_baseline, ["--spec", proxied, "--class", "slow", "--signal", "tokens_per_second", "--end", hist.iso(1),
                                    "--allow-partial", "--output", "json"])
     assert kept.exit_code == 0, kept.output
+    outcome = json.loads(kept.stdout)["outcomes"][0]
+    assert (outcome["status"], outcome["partial"], outcome["warnings"]) == ("stored", True, [WARNING])
     stored = Store(tmp_path / "store").current_baseline("slow", "tokens_per_second")
     assert stored.partial is True and WARNING in stored.warnings
     # Any verdict against the partial baseline is at most INCONCLUSIVE, even on a complete window.

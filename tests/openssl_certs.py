@@ -1,0 +1,61 @@
+"""Certificates made with the ``openssl`` command at test time (no committed keys).
+
+:func:`make_pki` writes a private CA, a server certificate for 127.0.0.1/localhost and a client
+certificate signed by it; :func:`issue` signs more (a rotated server certificate, a client from
+another CA). EC P-256 keys: fast to generate.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    exe = shutil.which("openssl")
+    if exe is None:
+        pytest.fail("openssl not found (install it: scripts/install-system-deps.sh)")
+    result = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise RuntimeError(f"openssl {' '.join(args[:2])}: {result.stderr.strip()}")
+
+
+def make_ca(folder: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed CA: ``(<name>.crt, <name>.key)`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2", "-subj", f"/CN={name}", cwd=folder)
+    return folder / f"{name}.crt", folder / f"{name}.key"
+
+
+def issue(folder: Path, ca: tuple[Path, Path], name: str, cn: str, server: bool) -> tuple[Path, Path]:
+    """A certificate signed by ``ca``: ``(<name>.crt, <name>.key)``; server ones carry
+    subjectAltName IP:127.0.0.1, DNS:localhost, client ones extendedKeyUsage clientAuth."""
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key",
+             "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=folder)
+    ext = folder / f"{name}.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n" if server
+                   else "extendedKeyUsage=clientAuth\n")
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", str(ca[0]), "-CAkey", str(ca[1]), "-CAcreateserial",
+             "-out", f"{name}.crt", "-days", "2", "-extfile", ext.name, cwd=folder)
+    return folder / f"{name}.crt", folder / f"{name}.key"
+
+
+@dataclass
+class Pki:
+    """``ca``: (crt, key); ``server`` and ``client``: (crt, key) signed by it; ``folder``."""
+
+    folder: Path
+    ca: tuple[Path, Path]
+    server: tuple[Path, Path]
+    client: tuple[Path, Path]
+
+
+def make_pki(folder: Path) -> Pki:
+    """A CA, a server certificate (127.0.0.1) and a client certificate, all in ``folder``."""
+    ca = make_ca(folder, "ca")
+    return Pki(folder, ca, issue(folder, ca, "server", "127.0.0.1", True), issue(folder, ca, "client", "prometheus", False))

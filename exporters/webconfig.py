@@ -248,7 +248,7 @@ class ActiveWebConfig:
         users = self.config.basic_auth_users
         if not users:
             return True
-        if not header or not header[:6].lower() == "basic ":
+        if not header or header[:6].lower() != "basic ":
             return False
         try:
             user, sep, password = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8").partition(":")

@@ -79,7 +79,7 @@ def fetch_exposition(url: str, timeout: float, max_bytes: int = DEFAULT_MAX_BYTE
     """
     sess = session or requests
     t_end = time.monotonic() + timeout
-    shown, url = redact_url(url), url  # messages name the URL without userinfo or query
+    shown = redact_url(url)  # messages name the URL without userinfo or query
     try:
         resp = sess.get(url, timeout=(min(timeout, 3.0), timeout), stream=True,
                         headers={"Accept": "text/plain;version=0.0.4"})

@@ -37,26 +37,71 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import logging
+import re
 import socket
 import time
 from collections.abc import Callable
 
 import urllib.error
 import urllib.parse
+import urllib.request
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, pushadd_to_gateway
-from prometheus_client.exposition import basic_auth_handler
 
 from obsctl.errors import ObsctlError
 from obsctl.exporters.sdk import Workload
-from obsctl.httpconfig import redact_url
+from obsctl.httpconfig import SECRET_PLACEHOLDER, redact_url
 
 log = logging.getLogger(__name__)
 
 
 class PushError(ObsctlError):
     """A push to the Pushgateway failed; the message names the gateway (no credentials) and why."""
+
+
+class _NotPushgateway(OSError):
+    """A 2xx answer that is not the Pushgateway's (an HTML login page of a proxy in front of it)."""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    # A redirected push is not stored (urllib would turn the POST into a GET of a login
+    # page and report success): the 3xx surfaces as an HTTPError instead.
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def _handler(authorization: str | None, scrub: Callable[[str], str]) -> Callable:
+    """prometheus_client push handler: optional ``Authorization``, no redirects, and a 2xx
+    answer must be the Pushgateway's (it answers a push with an empty body, never HTML)."""
+
+    def handler(url, method, timeout, headers, data):
+        def handle() -> None:
+            request = urllib.request.Request(url, data=data, method=method)
+            for key, value in headers:
+                request.add_header(key, value)
+            if authorization:
+                request.add_header("Authorization", authorization)
+            with urllib.request.build_opener(_NoRedirect).open(request, timeout=timeout) as resp:
+                body = resp.read(4096)
+                kind = resp.headers.get("Content-Type", "") or ""
+                if "html" in kind.lower() or body.lstrip()[:1] == b"<":
+                    raise _NotPushgateway(f"HTTP {resp.status} but not a Pushgateway answer: {_excerpt(scrub(_text(body)))}")
+        return handle
+    return handler
+
+
+def _text(body: bytes) -> str:
+    return body[:4096].decode("utf-8", errors="replace")
+
+
+def _excerpt(text: str) -> str:
+    """An answer body as a few words: an HTML page's title, else its first 200 characters."""
+    title = re.search(r"<title[^>]*>(.*?)</title", text, re.I | re.S)
+    if title:
+        return f"an HTML page titled '{' '.join(title.group(1).split())[:80]}'"
+    return " ".join(text.split())[:200] or "(empty body)"
 
 
 class _Both:
@@ -86,7 +131,9 @@ class BatchJob:
 
     Raises (from :meth:`push`, :meth:`finish` and leaving the block):
         PushError: the gateway is unreachable or refused the push (the message names the
-            gateway's answer, e.g. a 400 for metrics inconsistent with another group's).
+            gateway's answer, e.g. a 400 for metrics inconsistent with another group's),
+            redirected it (3xx: not followed), or answered 2xx with an HTML page (a login
+            proxy in front of it); the URL's password never appears in the message.
             When the block itself raised, a failed push is logged instead, so the job's
             own exception is the one that propagates.
     """
@@ -96,11 +143,15 @@ class BatchJob:
                  timeout: float = 10.0, handler: Callable | None = None):
         url = gateway if "://" in gateway else f"http://{gateway}"
         parts = urllib.parse.urlsplit(url)
-        if parts.username is not None and handler is None:
-            user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
-
-            def handler(url, method, timeout, headers, data):
-                return basic_auth_handler(url, method, timeout, headers, data, user, password)
+        self._secrets: list[str] = []  # scrubbed from every message (a gateway may echo them)
+        if handler is None:
+            authorization = None
+            if parts.username is not None:
+                user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+                encoded = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+                authorization = f"Basic {encoded}"
+                self._secrets = [s for s in (encoded, password, parts.password or "") if len(s) >= 3]
+            handler = _handler(authorization, self._scrub)
 
         self.gateway = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
         self.job = job or workload
@@ -133,9 +184,16 @@ class BatchJob:
         except OSError as exc:  # URLError, HTTPError, and prometheus_client's own OSError
             reason = str(getattr(exc, "reason", None) or exc)
             if isinstance(exc, urllib.error.HTTPError):  # the gateway's answer says why
-                reason = f"HTTP {exc.code} {exc.reason}: {exc.read(300).decode(errors='replace')}"
-            reason = " ".join(reason.split())
+                detail = _excerpt(self._scrub(_text(exc.read(4096)))) if exc.fp is not None else ""
+                reason = f"HTTP {exc.code} {exc.reason}" + (f": {detail}" if detail != "(empty body)" else "")
+            reason = " ".join(self._scrub(reason).split())
             raise PushError(f"push of job {self.job!r} to Pushgateway {redact_url(self.gateway)} failed: {reason}") from None
+
+    def _scrub(self, text: str) -> str:
+        # Before any cut: a cut secret would no longer be recognised.
+        for secret in sorted(self._secrets, key=len, reverse=True):
+            text = text.replace(secret, SECRET_PLACEHOLDER)
+        return text
 
     def push(self) -> None:
         """Push everything now (PUT: replaces the group), e.g. periodically during a long job;

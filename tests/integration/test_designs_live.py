@@ -70,10 +70,36 @@ class History:
         for track, gain in (("stable", 0.0), ("canary", CANARY_GAIN)):
             y = 500.0 * cyc * np.exp(_ar1(rng, self.stamps.size)) * np.where(after, 1 + gain, 1.0)
             self.series[("canary", track)] = dict(zip(self.stamps.tolist(), np.round(y, 6).tolist()))
+        # Demand and mix classes: the last 3 hours only, no cycle.
+        self.recent = self.stamps[self.stamps > self.end - 3 * HOUR]
+        n, late = self.recent.size, self.recent > self.t_c
+        demand = np.where(late, 120.0, 100.0)  # offered load, requests/s: +20 % at t_c
+        self.extra: dict[tuple[str, tuple[tuple[str, str], ...]], dict[int, float]] = {}
+        put = lambda name, labels, y: self.extra.__setitem__((name, tuple(sorted(labels.items()))),  # noqa: E731
+                                                             dict(zip(self.recent.tolist(), np.round(y, 6).tolist())))
+        # unsat: serves everything that arrives (tokens/s = 10 x demand), CPU half busy, no queue.
+        put(METRIC, {"job": "designs", "workload": "unsat"}, 10 * demand * np.exp(_ar1(rng, n)))
+        put("workload_class:obsctl_requests_offered:rate5m", {"workload_class": "unsat"}, demand)
+        put("workload_class:obsctl_requests_waiting:sum", {"workload_class": "unsat"}, np.zeros(n))
+        cpu = np.cumsum(np.where(late, 0.6, 0.5) * STEP)  # CPU seconds of one process: 0.5 -> 0.6 busy
+        put("process_cpu_seconds_total", {"job": "designs", "workload": "unsat"}, cpu)
+        # mixy: tokens per GPU-second of two models (1000 and 500, unchanged); their shares of
+        # the requests move 50/50 -> 70/30, so the aggregate rises 13.3 % by the mix alone.
+        for model, rate, share in (("a", 1000.0, np.where(late, 0.7, 0.5)), ("b", 500.0, np.where(late, 0.3, 0.5))):
+            req = 100.0 * share
+            gpu = req / 10.0
+            lab = {"job": "designs", "workload": "mixy", "model": model}
+            put("obsctl_synthetic_requests_per_second", lab, req)
+            put("obsctl_synthetic_gpu_seconds_per_second", lab, gpu)
+            put("obsctl_synthetic_model_tokens_per_second", lab, rate * gpu * np.exp(_ar1(rng, n)))
         self.url = ""
 
     def values(self, cls: str, start: float, end: float, track: str | None = None) -> np.ndarray:
         s = self.series[(cls, track)]
+        return np.array([v for t, v in sorted(s.items()) if start < t <= end])
+
+    def values_extra(self, name: str, cls: str, start: float, end: float) -> np.ndarray:
+        s = next(v for (n, labels), v in self.extra.items() if n == name and ("workload", cls) in labels)
         return np.array([v for t, v in sorted(s.items()) if start < t <= end])
 
     def iso(self, ts: float) -> str:
@@ -84,6 +110,14 @@ class History:
         for (cls, track), values in self.series.items():
             labels = f'job="designs",workload="{cls}"' + (f',track="{track}"' if track else "")
             lines += [f"{METRIC}{{{labels}}} {v!r} {t}" for t, v in sorted(values.items())]
+        for name in sorted({k[0] for k in self.extra}):
+            if name != METRIC:
+                kind = "counter" if name.endswith("_total") else "gauge"
+                lines += [f"# TYPE {name.removesuffix('_total') if kind == 'counter' else name} {kind}"]
+            for (n, labels), values in self.extra.items():
+                if n == name:
+                    text = ",".join(f'{k}="{v}"' for k, v in labels)
+                    lines += [f"{name}{{{text}}} {v!r} {t}" for t, v in sorted(values.items())]
         return "\n".join(lines + ["# EOF"]) + "\n"
 
 
@@ -104,19 +138,24 @@ def hist(tmp_path_factory):
 
 @pytest.fixture
 def spec(tmp_path, hist):
-    classes = ["cyc-null", "cyc-gain", "treated", "ctrl", "canary"]
+    classes = ["cyc-null", "cyc-gain", "treated", "ctrl", "canary", "unsat", "mixy"]
     data = {
         "version": 1,
         "prometheus": {"url": hist.url, "timeout_seconds": 20},
         "store": str(tmp_path / "store"),
         "workload_classes": [{"name": c, "kind": "inference", "selector": {"job": "designs", "workload": c}} for c in classes],
         "signals": [{"name": "tokens_per_second", "category": "throughput", "query": f"sum({METRIC}{{$selector}})",
-                     "unit": "tokens/s", "direction": "higher_is_better"}],
+                     "unit": "tokens/s", "direction": "higher_is_better"},
+                    {"name": "tokens_per_gpu_second", "category": "utilization", "unit": "tokens/GPU-s", "direction": "higher_is_better",
+                     "query": "sum(obsctl_synthetic_model_tokens_per_second{$selector}) / sum(obsctl_synthetic_gpu_seconds_per_second{$selector})"},
+                    {"name": "requests_per_second", "category": "throughput", "unit": "requests/s", "direction": "higher_is_better",
+                     "query": "sum(obsctl_synthetic_requests_per_second{$selector})"}],
         "verification": {"window": "1h", "step": "15s", "confidence": 0.95, "min_effect_ratio": 0.02},
         "comparison": {"classes": {
             "treated": {"design": "control", "control": "ctrl"},
             "cyc-gain": {"design": "seasonal"},
             "canary": {"design": "canary", "variant": {"label": "track", "control": "stable", "treatment": "canary"}},
+            "mixy": {"mix": ["model"], "demand": "requests_per_second"},
         }},
     }
     path = tmp_path / "obsctl.yaml"
@@ -128,11 +167,11 @@ def run(cmd, args):
     return CliRunner().invoke(cmd, [str(a) for a in args])
 
 
-def start(hist, spec, cls, window="1h", *extra):
-    snap = run(snapshot_baseline, ["--spec", spec, "--class", cls, "--window", window, "--end", hist.iso(hist.t_c)])
+def start(hist, spec, cls, window="1h", *extra, signal="tokens_per_second"):
+    snap = run(snapshot_baseline, ["--spec", spec, "--class", cls, "--signal", signal, "--window", window, "--end", hist.iso(hist.t_c)])
     assert snap.exit_code == 0, snap.output
     out = run(initiative, ["start", "--spec", spec, "--name", f"change {cls}", "--lever", "batch-size", "--class", cls,
-                           "--signal", "tokens_per_second", "--started-at", hist.iso(hist.t_c), "--output", "json", *extra])
+                           "--signal", signal, "--started-at", hist.iso(hist.t_c), "--output", "json", *extra])
     assert out.exit_code == 0, out.output
     return json.loads(out.stdout)
 
@@ -228,3 +267,33 @@ def test_seasonal_refuses_a_short_baseline(hist, spec):
                            "--signal", "tokens_per_second", "--started-at", hist.iso(hist.t_c)])
     assert out.exit_code == 2
     assert "spans 3.0 h, less than one whole day" in out.output
+
+
+def test_demand_rise_on_an_unsaturated_class_is_not_an_improvement(hist, spec):
+    i = start(hist, spec, "unsat")
+    out, res = verify_json(hist, spec, i["id"])
+    base, window = hist.values_extra(METRIC, "unsat", hist.t_c - HOUR, hist.t_c), hist.values_extra(METRIC, "unsat", hist.t_c, hist.end)
+    assert window.mean() / base.mean() - 1 == pytest.approx(0.20, abs=0.01)  # what before-after alone would call IMPROVED
+    load = res["design_context"]["load"]
+    assert load["demand_change"] == pytest.approx(0.20, rel=1e-9)
+    assert load["before"]["state"] == "healthy" and load["after"]["state"] == "healthy"
+    assert res["verdict"] == "INCONCLUSIVE" and out.exit_code == 11
+    assert "demand-bound" in res["reason"] and "judge an efficiency, latency or queue-wait signal" in res["reason"]
+
+
+def test_mix_shift_is_decomposed_and_makes_the_verdict_inconclusive(hist, spec):
+    i = start(hist, spec, "mixy", signal="tokens_per_gpu_second")
+    out, res = verify_json(hist, spec, i["id"])
+    mix = res["design_context"]["mix"]
+    assert mix["segments"] == ["a", "b"]
+    assert mix["share_before"] == pytest.approx([0.5, 0.5]) and mix["share_after"] == pytest.approx([0.7, 0.3])
+    rate = {}
+    for model in ("a", "b"):  # each model's tokens per GPU-second over the baseline period, from the values written
+        tok = next(v for (n, lab), v in hist.extra.items() if n == "obsctl_synthetic_model_tokens_per_second" and ("model", model) in lab)
+        gpu = next(v for (n, lab), v in hist.extra.items() if n == "obsctl_synthetic_gpu_seconds_per_second" and ("model", model) in lab)
+        rate[model] = np.mean([tok[t] / gpu[t] for t in tok if hist.t_c - HOUR < t <= hist.t_c])
+    expected = (0.7 * rate["a"] + 0.3 * rate["b"]) / (0.5 * rate["a"] + 0.5 * rate["b"]) - 1
+    assert expected == pytest.approx(850 / 750 - 1, abs=0.002)
+    assert mix["mix_change"] == pytest.approx(expected, rel=1e-6)
+    assert abs(mix["rate_change"]) < 0.01 and mix["mix_share"] > 0.9
+    assert res["verdict"] == "INCONCLUSIVE" and "the mix explains" in res["reason"], out.output

@@ -75,7 +75,7 @@ class History:
         n, late = self.recent.size, self.recent > self.t_c
         demand = np.where(late, 120.0, 100.0)  # offered load, requests/s: +20 % at t_c
         self.extra: dict[tuple[str, tuple[tuple[str, str], ...]], dict[int, float]] = {}
-        put = lambda name, labels, y: self.extra.__setitem__((name, tuple(sorted(labels.items()))),  # noqa: E731
+        put = lambda name, labels, y: self.extra.__setitem__((name, tuple(sorted(labels.items()))),
                                                              dict(zip(self.recent.tolist(), np.round(y, 6).tolist())))
         # unsat: serves everything that arrives (tokens/s = 10 x demand), CPU half busy, no queue.
         put(METRIC, {"job": "designs", "workload": "unsat"}, 10 * demand * np.exp(_ar1(rng, n)))

@@ -40,6 +40,7 @@ test-unit: system-deps $(VENV)/.installed
 ## bench: benchmarks (print figures; see docs/benchmarks-*.md)
 bench: system-deps $(VENV)/.installed
 	$(PY) bench/bench_gpu_exporter.py
+	$(PY) bench/bench_exporter_soak.py --jobs 2  # exporter RSS under dcgm faults; long (docs/benchmarks-soak.md)
 	$(PY) bench/bench_calibration_designs.py
 
 ## generate: regenerate the committed rules and dashboards from examples/obsctl.yaml

@@ -279,4 +279,6 @@ def test_half_sent_request_is_not_served_and_resets_log_one_debug_line(start, fi
     out = exp.output()
     assert_clean_log(out)
     assert out.count("went away mid-request") == 2
+    gone = [ln for ln in out.splitlines() if "went away:" in ln]  # the resets: one debug line each
+    assert 1 <= len(gone) <= 3 and all("level=debug" in ln for ln in gone), out
     assert not re.search(r"level=(warn|error).*(BrokenPipe|ConnectionReset|went away)", out), out

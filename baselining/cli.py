@@ -342,7 +342,8 @@ def _initiative_plan(spec, i) -> dict | None:
         return None
     planned = planned_seconds(spec, i, b)
     try:
-        p = _design_plan(spec, b, i.expected_impact_ratio or 0.05, i.workload_class, getattr(i, "design", "before-after"))
+        p = _design_plan(spec, b, i.expected_impact_ratio or 0.05, i.workload_class, getattr(i, "design", "before-after"),
+                         getattr(i, "control_class", None))
     except UsageError as exc:
         return {"planned_seconds": planned, "planned_text": duration_text(planned), "lines": ["", str(exc)]}
     return {"planned_seconds": planned, "planned_text": duration_text(planned), **p.as_dict(),
@@ -352,12 +353,14 @@ def _initiative_plan(spec, i) -> dict | None:
 # --- plan --------------------------------------------------------------------------------
 
 
-def _design_plan(spec, b, effect, workload_class, design):
+def _design_plan(spec, b, effect, workload_class, design, control_class=None):
     # The planner for the initiative's comparison design (obsctl.baselining.designs.plan).
     from obsctl.baselining.designs.plan import design_plan
 
-    variant = spec.comparison.for_class(workload_class).variant
-    return design_plan(spec, b, effect, design, variant.traffic_share if variant else 0.5)
+    cc = spec.comparison.for_class(workload_class)
+    control = control_class or cc.control
+    control_baseline = _store(spec).current_baseline(control, b.signal) if design == "control" and control else None
+    return design_plan(spec, b, effect, design, cc.variant.traffic_share if cc.variant else 0.5, control_baseline)
 
 
 

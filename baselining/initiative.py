@@ -111,7 +111,7 @@ def start_initiative(
         design=choice.design,
         control_class=choice.control_class,
         variant=choice.variant,
-        planned_window_seconds=designs.planned_window(spec, workload_class, choice, baseline, expected_impact_ratio),
+        planned_window_seconds=designs.planned_window(spec, workload_class, choice, baseline, expected_impact_ratio, store),
         started_at=started,
         notes=notes,
     )

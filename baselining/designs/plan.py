@@ -45,14 +45,45 @@ def factors(design: str, traffic_share: float = 0.5) -> tuple[float, float]:
     return 1.0, 1.0
 
 
-def design_plan(spec, baseline, effect: float, design: str, traffic_share: float = 0.5) -> stats_planner.Plan:
+def _log_ratio_plan(spec, baseline, control_baseline, effect: float) -> stats_planner.Plan | None:
+    # control with the control class's baseline over the same instants: plan on the
+    # treated/control log ratio itself (its own memory and scale: a cycle both classes
+    # share is not memory here). None when the two baselines do not share 20 instants.
+    from obsctl.baselining.designs import align
+    from obsctl.baselining.statistics.memory import fit_memory
+
+    ms, t, c = align.matched(baseline.samples, control_baseline.samples)
+    (times, d), _ = align.log_ratio(ms, t, c)
+    if d.size < 20:
+        return None
+    step = baseline.window.step_seconds
+    memory = fit_memory(times, d, step, source="windows")
+    if memory is None:
+        return None
+    side = side_estimate(times, d, step, memory, history_scale=False)
+    # The planner reads relative variances (sd / mean): on a log series they are absolute, so mean 1.
+    side = dataclasses.replace(side, mean=1.0)
+    cfg = spec.verification
+    return stats_planner.plan(memory, side, step, effect, cfg.confidence, cfg.min_effect_ratio,
+                              parse_duration(cfg.window, "verification.window"), power=cfg.power, looks=cfg.planned_looks)
+
+
+def design_plan(spec, baseline, effect: float, design: str, traffic_share: float = 0.5, control_baseline=None) -> stats_planner.Plan:
     """The plan for ``effect`` under ``design`` from ``baseline`` (the treated class's current one).
+
+    ``control_baseline``: for ``control``, the control class's baseline of the same signal;
+    when it covers the same instants the plan is made on the treated/control log ratio
+    itself (its memory and scale), else by the variance factors of :func:`factors`.
 
     Raises:
         UsageError: as :func:`obsctl.baselining.planner.baseline_plan`.
     """
     if design in ("before-after", "seasonal"):
         return planner.baseline_plan(spec, baseline, effect)
+    if design == "control" and control_baseline is not None and effect != 0:
+        p = _log_ratio_plan(spec, baseline, control_baseline, effect)
+        if p is not None:
+            return p
     memory = planner.memory_for(baseline)
     if memory is None or len(baseline.samples) < 2 or effect == 0:
         return planner.baseline_plan(spec, baseline, effect)  # raises its readable UsageError

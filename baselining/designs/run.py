@@ -95,7 +95,7 @@ def check_start(spec: Spec, store, workload_class: str, choice: Choice, baseline
         seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
 
 
-def planned_window(spec: Spec, workload_class: str, choice: Choice, baseline, expected_impact: float | None) -> float | None:
+def planned_window(spec: Spec, workload_class: str, choice: Choice, baseline, expected_impact: float | None, store=None) -> float | None:
     """The design's planned window (s) for the expected impact (:mod:`.plan`), or None
     (before-after and seasonal: the statistics planner's own; no baseline or no impact)."""
     if choice.design not in ("control", "canary") or baseline is None or not expected_impact:
@@ -104,8 +104,9 @@ def planned_window(spec: Spec, workload_class: str, choice: Choice, baseline, ex
     from obsctl.baselining.timeutil import parse_duration
 
     cc = spec.comparison.for_class(workload_class)
+    control_baseline = store.current_baseline(choice.control_class, baseline.signal) if store is not None and choice.control_class else None
     try:
-        p = design_plan(spec, baseline, expected_impact, choice.design, cc.variant.traffic_share if cc.variant else 0.5)
+        p = design_plan(spec, baseline, expected_impact, choice.design, cc.variant.traffic_share if cc.variant else 0.5, control_baseline)
     except UsageError:
         return None
     default = parse_duration(spec.verification.window, "verification.window")

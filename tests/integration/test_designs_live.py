@@ -27,6 +27,7 @@ from click.testing import CliRunner
 from obsctl.baselining.cli import (
     baseline,
     initiative,
+    plan,
     report,
     snapshot_baseline,
     verify,
@@ -297,3 +298,19 @@ def test_mix_shift_is_decomposed_and_makes_the_verdict_inconclusive(hist, spec):
     assert mix["mix_change"] == pytest.approx(expected, rel=1e-6)
     assert abs(mix["rate_change"]) < 0.01 and mix["mix_share"] > 0.9
     assert res["verdict"] == "INCONCLUSIVE" and "the mix explains" in res["reason"], out.output
+
+
+def test_plan_accounts_for_the_design(hist, spec):
+    # Both classes' baselines over the same hour: control plans on the treated/control log ratio,
+    # where the shared cycle is no memory; before-after plans on the cyclic signal itself.
+    assert run(snapshot_baseline, ["--spec", spec, "--class", "ctrl", "--window", "1h", "--end", hist.iso(hist.t_c)]).exit_code == 0
+    start(hist, spec, "treated")
+    figures = {}
+    for design in ("before-after", "control", "canary"):
+        out = run(plan, ["--spec", spec, "--class", "treated", "--signal", "tokens_per_second", "--effect", "0.1", "--design", design,
+                         "--output", "json"])
+        assert out.exit_code == 0, out.output
+        figures[design] = json.loads(out.stdout)
+        assert figures[design]["design"] == design
+    assert figures["before-after"]["window_seconds"] is None  # the cycle reads as memory of days: not reachable
+    assert figures["control"]["window_seconds"] is not None and figures["control"]["tau_seconds"] < 600

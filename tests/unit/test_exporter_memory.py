@@ -26,7 +26,7 @@ from obsctl.exporters.gpu.errors import GpuSourceError
 from dcgm_standin import DcgmStandIn, refused_url
 
 CAP = 1 * 2**20  # a small cap keeps the over-cap mode fast; the stand-in sends twice that
-GROWTH_LIMIT = 512 * 1024  # bytes; the leak grew ~27 KiB per scrape (5 MiB over these 200)
+GROWTH_LIMIT = 512 * 1024  # bytes; the leak grew ~27 KiB per failed scrape (4 MiB over 150)
 
 
 @pytest.fixture()
@@ -46,12 +46,12 @@ def _traced_after(exporter: Exporter, scrapes: int, budget: float) -> int:
 
 
 @pytest.mark.parametrize("mode, scrapes, reason", [
-    ("down", 200, "dcgm_unreachable"),
-    ("html", 200, "dcgm_bad_response"),
-    ("garbage", 200, "dcgm_bad_response"),
-    ("error", 200, "dcgm_bad_response"),
-    ("huge_chunked", 60, "dcgm_bad_response"),
-    ("ok", 200, None),
+    ("down", 150, "dcgm_unreachable"),
+    ("html", 150, "dcgm_bad_response"),
+    ("garbage", 150, "dcgm_bad_response"),
+    ("error", 150, "dcgm_bad_response"),
+    ("huge_chunked", 50, "dcgm_bad_response"),
+    ("ok", 30, None),  # parsing the dump under tracemalloc is slow; healthy never leaked
 ])
 def test_memory_flat_while_dcgm_fails(standin: DcgmStandIn, mode: str, scrapes: int, reason: str | None) -> None:
     url = refused_url() if mode == "down" else standin.url
@@ -62,7 +62,7 @@ def test_memory_flat_while_dcgm_fails(standin: DcgmStandIn, mode: str, scrapes: 
         out = exporter.scrape(3.0)
         reasons = {s.labels["reason"] for m in out for s in m.samples if s.name.endswith("collector_error_info")}
         assert reasons == ({reason} if reason else set())
-        warm = _traced_after(exporter, 20, 3.0)
+        warm = _traced_after(exporter, 10, 3.0)
         after = _traced_after(exporter, scrapes, 3.0)
         live_errors = sum(isinstance(o, GpuSourceError) for o in gc.get_objects())
     finally:
@@ -82,4 +82,4 @@ def test_memory_flat_when_dcgm_is_slow(standin: DcgmStandIn) -> None:
     finally:
         tracemalloc.stop()
         exporter.close()
-    assert after - warm < GROWTH_LIMIT
+    assert after - warm < GROWTH_LIMIT, f"slow: {after - warm} bytes more after 25 scrapes"

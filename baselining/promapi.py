@@ -18,6 +18,7 @@ API reference: https://prometheus.io/docs/prometheus/latest/querying/api/
 from __future__ import annotations
 
 import datetime as dt
+import http.client
 import json
 import math
 import re
@@ -377,6 +378,14 @@ class PrometheusClient:
             )) from None
         except ObsctlError as exc:
             raise type(exc)(self._scrub(str(exc))) from None
+        for key in ("warnings", "infos"):
+            # Prometheus, Thanos and Mimir send a list of strings; anything else is not their answer.
+            notes = body.get(key)
+            bad = notes is not None and (not isinstance(notes, list) or not all(isinstance(n, str) for n in notes))
+            if bad:
+                what = f"{key} is {type(notes).__name__}" if not isinstance(notes, list) else \
+                    f"{key}[{next(i for i, n in enumerate(notes) if not isinstance(n, str))}] is not a string"
+                raise self._unexpected(path, _Malformed(f"{what}, expected a list of strings"))
         into.add_notes(*(
             [self._scrub(str(n)) for n in notes] if isinstance(notes, list) else notes
             for notes in (body.get("warnings"), body.get("infos"))
@@ -412,7 +421,7 @@ class PrometheusClient:
         if status in (401, 403):
             raise PrometheusUnavailable(f"{where}: HTTP {status} from {path}: {self._refused(status)}")
         if status >= 500 or status == 429:
-            raise _Retryable(f"HTTP {status} from {path}: {_error_text(body, self._scrub) or problem}")
+            raise _Retryable(f"HTTP {status} from {path}: {_error_text(body, self._scrub) or problem or 'no error message'}")
         if 300 <= status < 400:
             location = printable(redact_url(answer.headers.get("Location", "")) or "(no Location header)")
             raise PrometheusUnavailable(
@@ -507,7 +516,33 @@ def _tls_reason(exc: BaseException) -> str:
     return _short(exc) if isinstance(exc, requests.RequestException) else printable(str(exc))
 
 
+def _transport_reason(exc: BaseException) -> str | None:
+    """Words for the transport failures whose nested reprs read badly (a reset or cut
+    answer, a peer that does not speak HTTP); None for the others."""
+    seen, todo = set(), [exc]
+    while todo:
+        err = todo.pop(0)
+        if id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, ConnectionResetError):
+            return "connection reset by the server" + (" in the middle of the answer" if isinstance(exc, requests.exceptions.ChunkedEncodingError) else "")
+        if isinstance(err, http.client.IncompleteRead):
+            return f"the answer was cut off after {len(err.partial):,} bytes of its body"
+        if isinstance(err, http.client.BadStatusLine):
+            line = err.line if isinstance(err.line, str) else repr(err.line)
+            return f"not an HTTP answer (it began {printable(line.strip(), 40)!r})" if line.strip() else "the server closed the connection without answering"
+        if isinstance(err, http.client.LineTooLong) or (type(err) is http.client.HTTPException and "headers" in str(err)):
+            return f"malformed HTTP headers ({printable(str(err), 80)})"
+        todo += [a for a in getattr(err, "args", ()) if isinstance(a, BaseException)]
+        todo += [r for r in (getattr(err, "reason", None), err.__cause__, err.__context__) if isinstance(r, BaseException)]
+    return None
+
+
 def _short(exc: requests.RequestException) -> str:
+    known = _transport_reason(exc)
+    if known:
+        return known
     # requests nests urllib3's reason; the innermost message is the readable part.
     reason = exc.args[0] if exc.args else exc
     inner = getattr(reason, "reason", None)

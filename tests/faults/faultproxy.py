@@ -18,7 +18,9 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import socket
 import ssl
+import struct
 import threading
 import time
 import urllib.parse
@@ -55,6 +57,12 @@ MODES = {
     "401": "HTTP 401 with WWW-Authenticate",
     "403": "HTTP 403 Forbidden",
     "echo_credentials500": "HTTP 500 whose error repeats the request's Authorization and headers",
+    "reset_mid": "headers and half of Prometheus' real answer, then a TCP reset",
+    "not_http": "an SSH banner instead of HTTP",
+    "chunked_forever": "HTTP 200, chunked, one space per chunk every 50 ms, never ending",
+    "status_error200": "HTTP 200 with an error envelope",
+    "warnings_nonstring": "Prometheus' real answer with a warnings entry that is an object",
+    "http10_nolength": "Prometheus' real answer as HTTP/1.0 without Content-Length, ended by closing",
 }
 
 
@@ -186,7 +194,45 @@ class FaultProxy:
                 echoed += "; decoded: " + base64.b64decode(headers["Authorization"][6:]).decode(errors="replace")
             body = {"status": "error", "errorType": "internal", "error": f"rejected request with {echoed}"}
             return self._send(h, 500, "application/json", json.dumps(body).encode())
+        if mode == "reset_mid":
+            status, kind, body = self._upstream(h.path)
+            head = f"HTTP/1.1 {status} OK\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            return self._raw(h, head + body[: len(body) // 2], reset=True)
+        if mode == "not_http":
+            return self._raw(h, b"SSH-2.0-OpenSSH_9.6\r\n")
+        if mode == "chunked_forever":
+            try:
+                h.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                while not self.stopping.wait(0.05):
+                    h.wfile.write(b"1\r\n \r\n")
+                    h.wfile.flush()
+            except OSError:
+                pass
+            return None
+        if mode == "status_error200":
+            body = {"status": "error", "errorType": "internal", "error": "store gateway unavailable"}
+            return self._send(h, 200, "application/json", json.dumps(body).encode())
+        if mode == "warnings_nonstring":
+            status, kind, body = self._upstream(h.path)
+            answer = json.loads(body)
+            answer["warnings"] = [{"code": 7, "text": "partial"}]
+            return self._send(h, status, kind, json.dumps(answer).encode())
+        if mode == "http10_nolength":
+            status, kind, body = self._upstream(h.path)
+            return self._raw(h, f"HTTP/1.0 {status} OK\r\nContent-Type: {kind}\r\n\r\n".encode() + body)
         raise AssertionError(f"unknown mode {mode!r}")
+
+    def _raw(self, h: BaseHTTPRequestHandler, data: bytes, reset: bool = False) -> None:
+        """Write bytes as they are, then close (with a TCP reset when ``reset``)."""
+        h.close_connection = True
+        try:
+            h.wfile.write(data)
+            h.wfile.flush()
+            if reset:  # SO_LINGER 0: close() sends RST instead of FIN
+                h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            h.connection.shutdown(socket.SHUT_WR) if not reset else h.connection.close()
+        except OSError:
+            pass
 
     def _send(self, h: BaseHTTPRequestHandler, status: int, kind: str, body: bytes, extra: dict[str, str] | None = None) -> None:
         try:

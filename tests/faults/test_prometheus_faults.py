@@ -40,6 +40,12 @@ CASES = [
     ("wrong_result_type", 3, rf"cannot use Prometheus at URL: not a Prometheus API answer from {API}: data.resultType is 'vector', expected 'matrix'$"),
     ("401", 3, rf"cannot use Prometheus at URL: HTTP 401 from {API}: the credentials were refused: check prometheus.authorization$"),
     ("403", 3, rf"cannot use Prometheus at URL: HTTP 403 from {API}: the credentials were refused for this request \(forbidden\): check prometheus.authorization$"),
+    # Below HTTP and odd envelopes (each was a garbled repr or passed silently before)
+    ("reset_mid", 3, r"cannot reach Prometheus at URL: connection reset by the server in the middle of the answer \(after \d attempts in [\d.]+s"),
+    ("not_http", 3, r"cannot reach Prometheus at URL: not an HTTP answer \(it began 'SSH-2.0-OpenSSH_9.6'\) \(after \d attempts"),
+    ("chunked_forever", 3, r"cannot reach Prometheus at URL: no complete answer within 1s \(after 2 attempts in (?P<took>[\d.]+)s; deadline 2s\)$"),
+    ("status_error200", 3, rf"cannot use Prometheus at URL: not a Prometheus API answer from {API}: HTTP 200 store gateway unavailable$"),
+    ("warnings_nonstring", 3, rf"cannot use Prometheus at URL: not a Prometheus API answer from {API}: warnings\[0\] is not a string, expected a list of strings$"),
 ]
 
 
@@ -120,6 +126,12 @@ def test_verify_fault_mode_keeps_the_store(mode, proxy, fault_spec, fault_histor
     assert tree_digest(tmp_path / "store") == before
     proxy.mode = "pass"  # and the same command works once the fault is gone
     assert run(verify, ["--spec", fault_spec, "--class", "steady", "--end", fault_history.iso(2)]).exit_code == 0
+
+
+def test_http10_answer_without_content_length_is_read_to_the_close(proxy, fault_spec, fault_history, tmp_path):
+    proxy.mode = "http10_nolength"
+    result = snap(fault_spec, fault_history)
+    assert result.exit_code == 0, result.output
 
 
 def test_refused_connection(fault_spec, fault_history, tmp_path):

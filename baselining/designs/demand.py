@@ -42,12 +42,14 @@ class PeriodLoad:
         demand: mean offered load, requests/s (None: no demand series).
         state: the period's most frequent saturation state (None: not classified).
         queued_share: share of classified samples with a building queue (None: none classified).
+        note: why the period could not be read, if so.
     """
 
     name: str
     demand: float | None
     state: str | None
     queued_share: float | None
+    note: str = ""
 
     @property
     def capacity_bound(self) -> bool | None:

@@ -39,7 +39,7 @@ from obsctl.baselining.designs import (
 from obsctl.baselining.designs.effect import Effect
 from obsctl.rules import canonical, saturation
 
-from obsctl.errors import StoreError, UsageError
+from obsctl.errors import PrometheusUnavailable, StoreError, UsageError
 from obsctl.spec import Spec, WorkloadClass, escape_label_value
 
 #: History before the compared periods that feeds the memory model, in window lengths.
@@ -233,7 +233,16 @@ LOAD_POINTS = 500
 def period_load(spec: Spec, client, wc: WorkloadClass, name: str, start: float, end: float, step: float) -> demand.PeriodLoad:
     """Demand and saturation of one period, by the saturation module's own definition.
 
-    The period is read at ``step`` or coarser (:data:`LOAD_POINTS` instants at most)."""
+    The period is read at ``step`` or coarser (:data:`LOAD_POINTS` instants at most). The
+    context is best effort: a query Prometheus refuses leaves that input out (unknown),
+    it never costs the verdict (the error is kept in the context's notes)."""
+    try:
+        return _period_load(spec, client, wc, name, start, end, step)
+    except (PrometheusUnavailable, UsageError) as exc:
+        return demand.PeriodLoad(name, None, None, None, note=f"{name}: load context not read ({exc})")
+
+
+def _period_load(spec: Spec, client, wc: WorkloadClass, name: str, start: float, end: float, step: float) -> demand.PeriodLoad:
     step = max(step, math.ceil((end - start) / LOAD_POINTS / step) * step) if end > start else step
     values = {}
     grid_ms = None
@@ -372,7 +381,10 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
                              category, signal)
         if cc.mix:
-            dec, why = mix_decomposition(spec, client, wc, signal, cc.mix[0], (bs, be), (s, e), step)
+            try:
+                dec, why = mix_decomposition(spec, client, wc, signal, cc.mix[0], (bs, be), (s, e), step)
+            except (PrometheusUnavailable, UsageError) as exc:
+                dec, why = None, f"mix by {cc.mix[0]}: not measured ({exc})"
             if why:
                 notes.append(why)
     if effect is not None:
@@ -387,6 +399,8 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         notes += [n for n in (cyc.reason if cyc else "", load.line() if load else "", dec.line() if dec else "") if n]
         if load is not None and load.reason and not load.demand_bound:
             notes.append(load.reason)
+    if load is not None:
+        notes += [p.note for p in {id(p): p for p in (load.before, load.after)}.values() if p.note]
     out.context.update({"design": design, "notes": notes, "load": _load_context(load), "mix": _mix_context(dec),
                         "cycle": None if cyc is None else {"checked": cyc.checked, "detected": cyc.detected, "cycle": cyc.cycle,
                                                            "amplitude": cyc.amplitude, "p_value": cyc.p_value, "reason": cyc.reason}})

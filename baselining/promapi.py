@@ -31,7 +31,7 @@ import requests
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_before_delay, wait_exponential
 
 from obsctl.errors import ObsctlError, PrometheusUnavailable, UsageError
-from obsctl.httpconfig import HTTPClientConfig, auth_kind, check_files, redact_url, session_for
+from obsctl.httpconfig import HTTPClientConfig, SecretFileError, auth_kind, check_files, redact_url, session_for
 from obsctl.httpfetch import DEFAULT_MAX_BODY_BYTES, Answer, BodyTooLarge, DeadlineExceeded, bounded_get
 
 #: Prometheus refuses a range query with more than 11,000 points per series
@@ -158,6 +158,22 @@ def plan_chunks(start: float, end: float, step: float, max_points: int = MAX_POI
     return chunks
 
 
+def spec_located(spec: Any, exc: SecretFileError) -> SecretFileError:
+    """``exc`` with ``<spec file>:<line>: `` in front, the line of the option it names
+    (``exc.field``, e.g. ``prometheus.basic_auth.password_file``) in the spec."""
+    path = getattr(spec, "path", None)
+    if path is None:
+        return exc
+    keys: list[object] = []
+    for part in exc.field.split("."):
+        name, _, index = part.partition("[")
+        keys.append(name)
+        if index.rstrip("]").isdigit():
+            keys.append(int(index.rstrip("]")))
+    line = spec.line_of(*keys) if keys and hasattr(spec, "line_of") else None
+    return SecretFileError(f"{path}:{line}: {exc}" if line else f"{path}: {exc}", exc.field)
+
+
 def _seconds(value: float | dt.datetime) -> float:
     return value.timestamp() if isinstance(value, dt.datetime) else float(value)
 
@@ -243,7 +259,10 @@ class PrometheusClient:
         """
         cfg = spec.prometheus
         base_dir = spec.path.parent if getattr(spec, "path", None) else None
-        check_files(cfg, base_dir, "prometheus")
+        try:
+            check_files(cfg, base_dir, "prometheus")
+        except SecretFileError as exc:
+            raise spec_located(spec, exc) from None
         return cls(cfg.url, cfg.timeout_seconds, session=session_for(cfg, base_dir, "prometheus"),
                    deadline_seconds=cfg.overall_deadline_seconds, max_body_bytes=cfg.body_size_limit, config=cfg)
 

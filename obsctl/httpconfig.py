@@ -64,7 +64,17 @@ SECRET_PLACEHOLDER = "<secret>"
 
 
 class SecretFileError(UsageError):
-    """A secret file cannot be used; the message names the field and path, never the content (exit 2)."""
+    """A secret file cannot be used; the message names the field and path, never the content (exit 2).
+
+    Attributes:
+        field: the option's dotted name, e.g. ``prometheus.authorization.credentials_file``
+            (``http_headers.<name>.files[<i>]`` for header files), so a caller can add
+            where in its config file that option is.
+    """
+
+    def __init__(self, message: str, field: str = ""):
+        super().__init__(message)
+        self.field = field
 
 
 class _Strict(BaseModel):
@@ -332,23 +342,23 @@ def read_secret(path: str | os.PathLike[str], field: str) -> str:
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
-            raise SecretFileError(f"{where}: not a regular file")
+            raise SecretFileError(f"{where}: not a regular file", field)
         if info.st_size > MAX_SECRET_BYTES:
-            raise SecretFileError(f"{where}: {info.st_size} bytes is too large for a secret (at most {MAX_SECRET_BYTES})")
+            raise SecretFileError(f"{where}: {info.st_size} bytes is too large for a secret (at most {MAX_SECRET_BYTES})", field)
         with open(path, "rb") as handle:
             raw = handle.read(MAX_SECRET_BYTES + 1)
     except FileNotFoundError:
-        raise SecretFileError(f"{where}: file not found") from None
+        raise SecretFileError(f"{where}: file not found", field) from None
     except OSError as exc:
-        raise SecretFileError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}") from None
+        raise SecretFileError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}", field) from None
     try:
         text = raw.decode("utf-8-sig").strip()
     except UnicodeDecodeError:
-        raise SecretFileError(f"{where}: not UTF-8 text") from None
+        raise SecretFileError(f"{where}: not UTF-8 text", field) from None
     if not text:
-        raise SecretFileError(f"{where}: file is empty")
+        raise SecretFileError(f"{where}: file is empty", field)
     if not text.isprintable():
-        raise SecretFileError(f"{where}: holds a line break or control character (one value per file)")
+        raise SecretFileError(f"{where}: holds a line break or control character (one value per file)", field)
     return text
 
 
@@ -381,16 +391,17 @@ def check_files(cfg: HTTPClientConfig, base_dir: str | os.PathLike[str] | None =
     for field, path in (("ca_file", tls.ca_file), ("cert_file", tls.cert_file), ("key_file", tls.key_file)):
         if path is None:
             continue
-        where = f"{label}.tls_config.{field}: {resolve(path)}"
+        name = f"{label}.tls_config.{field}"
+        where = f"{name}: {resolve(path)}"
         try:
             if not stat.S_ISREG(os.stat(resolve(path)).st_mode):
-                raise SecretFileError(f"{where}: not a regular file")
+                raise SecretFileError(f"{where}: not a regular file", name)
             with open(resolve(path), "rb") as handle:
                 handle.read(1)
         except FileNotFoundError:
-            raise SecretFileError(f"{where}: file not found") from None
+            raise SecretFileError(f"{where}: file not found", name) from None
         except OSError as exc:
-            raise SecretFileError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}") from None
+            raise SecretFileError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}", name) from None
 
 
 class _FileAuth(requests.auth.AuthBase):

@@ -165,3 +165,53 @@ def test_secret_file_gone_at_request_time_is_the_file_error(tmp_path, raw):
     cfg = HTTPClientConfig.model_validate({"authorization": {"credentials_file": str(tmp_path / "gone")}})
     with pytest.raises(SecretFileError, match="authorization.credentials_file: .*gone: file not found"):
         bounded_get(session_for(cfg, label="prometheus"), server.url, timeout_seconds=2)
+
+
+SPEC_WITH_FILES = """\
+version: 1
+prometheus:
+  url: http://127.0.0.1:9
+  tls_config:
+    ca_file: {ca}
+  http_headers:
+    X-Scope-OrgID:
+      files: [tenant, {header}]
+  authorization:
+    credentials_file: {token}
+workload_classes:
+  - {{name: a, kind: inference, selector: {{job: x}}}}
+signals:
+  - {{name: s, category: throughput, query: 'sum(rate(x_total{{$selector}}[1m]))', unit: x, direction: higher_is_better}}
+"""
+
+
+@pytest.mark.parametrize("broken, field", [
+    ("token", "prometheus.authorization.credentials_file"),
+    ("ca", "prometheus.tls_config.ca_file"),
+    ("header", "prometheus.http_headers.X-Scope-OrgID.files[1]"),
+])
+def test_unusable_secret_file_names_the_spec_line(tmp_path, broken, field):
+    """At use (exit 2) and at check (a warning): '<spec>:<line of the option>: <field>: <path>: why'."""
+    from click.testing import CliRunner
+
+    from obsctl.baselining.promapi import PrometheusClient
+    from obsctl.cli import cli
+    from obsctl.spec import load_spec
+
+    (tmp_path / "tenant").write_text("team-a\n")
+    files = {"token": "token", "ca": "ca.pem", "header": "header"}
+    for name, path in files.items():
+        if name != broken:
+            (tmp_path / path).write_text("-----BEGIN CERTIFICATE-----\n" if name == "ca" else "value-1\n")
+    (tmp_path / files[broken]).mkdir()  # a directory where a file is expected
+    text = SPEC_WITH_FILES.format(**files)
+    spec_path = tmp_path / "obsctl.yaml"
+    spec_path.write_text(text)
+    key = {"token": "credentials_file:", "ca": "ca_file:", "header": "files:"}[broken]
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if key in l)
+    expected = f"{spec_path.resolve()}:{line}: {field}: {tmp_path / files[broken]}: not a regular file"
+    with pytest.raises(SecretFileError) as info:
+        PrometheusClient.from_spec(load_spec(spec_path))
+    assert str(info.value) == expected and info.value.exit_code == 2
+    result = CliRunner().invoke(cli, ["check", "--spec", str(spec_path)])
+    assert result.exit_code == 0 and f"obsctl: warning: {expected}\n" in result.stderr

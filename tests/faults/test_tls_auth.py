@@ -184,7 +184,9 @@ def test_check_warns_about_a_missing_secret_file(tmp_path, example_spec_path):
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     result = CliRunner().invoke(cli, ["check", "--spec", str(path)])
     assert result.exit_code == 0, result.output
-    assert f"obsctl: warning: prometheus.authorization.credentials_file: {tmp_path}/secrets/token: file not found" in result.stderr
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "credentials_file:" in text)
+    assert (f"obsctl: warning: {path.resolve()}:{line}: prometheus.authorization.credentials_file: {tmp_path}/secrets/token: "
+            "file not found") in result.stderr
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "token").write_text("t0ken-value\n")
     result = CliRunner().invoke(cli, ["check", "--spec", str(path)])

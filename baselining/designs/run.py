@@ -199,11 +199,19 @@ def _history_span(start: dt.datetime, end: dt.datetime) -> float:
     return HISTORY_WINDOWS * (end - start).total_seconds()
 
 
-def _log_ratio_history(client, q_t: str, q_c: str, start: float, span: float, step: float):
+def _history(client, query: str, before: float, span: float, step: float) -> list[tuple[float, float]]:
+    # The memory model's stretch before ``before``: within the point cap, best effort (none is a lower bound, not an error).
     from obsctl.baselining.promapi import MAX_RANGE_POINTS
 
     span = min(span, (MAX_RANGE_POINTS - 1) * step)
-    ms, t, c = align.matched(_range(client, q_t, start - span, start, step), _range(client, q_c, start - span, start, step))
+    try:
+        return _range(client, query, before - span, before, step)
+    except (PrometheusUnavailable, UsageError):
+        return []
+
+
+def _log_ratio_history(client, q_t: str, q_c: str, start: float, span: float, step: float):
+    ms, t, c = align.matched(_history(client, q_t, start, span, step), _history(client, q_c, start, span, step))
     d, _ = align.log_ratio(ms, t, c)
     return d if d[1].size >= 20 else None
 
@@ -353,7 +361,7 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         label = variant["label"]
         q_c = spec.query_for(signal, _with(wc, **{label: variant["control"]}))
         treat, ctrl = window_samples, _range(client, q_c, s, e, step)
-        related = _range(client, q_c, s - _history_span(start_at, end_at), s, step)
+        related = _history(client, q_c, s, _history_span(start_at, end_at), step)
         effect = canary.effect(treat, ctrl, cfg.confidence, related=related or None)
         out.treatment = treat
         whole = period_load(spec, client, wc, "window (whole class)", s, e, step)

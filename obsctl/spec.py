@@ -48,6 +48,19 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+class _Numbers(_Model):
+    """A block of numbers (prices, thresholds, FLOPs): YAML's ``true``/``yes``/``on`` is
+    refused where a number is meant (pydantic would read it as 1, e.g. a 1 USD price)."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool(cls, value: object) -> object:
+        values = value.values() if isinstance(value, dict) else (value,)
+        if any(isinstance(v, bool) for v in values):
+            raise ValueError("must be a number, not true/false (yes/no, on/off)")
+        return value
+
+
 def _positive_duration(value: str) -> str:
     if not _DURATION.match(value) or not re.search(r"[1-9]", value):
         raise ValueError("must be a positive Prometheus duration such as 15s, 5m, 1h30m (units in descending order)")
@@ -157,7 +170,7 @@ class QueueSource(_Model):
         return self
 
 
-class MfuConfig(_Model):
+class MfuConfig(_Numbers):
     """Model FLOPs utilization (MFU) of a class: achieved model FLOP/s over the dense peak
     FLOP/s of the GPUs attributed to it (obsctl.rules.training; peaks from the table in
     obsctl.exporters.training.peaks by GPU model and ``dtype``).
@@ -333,7 +346,7 @@ class Target(_Model):
 PricingModel = Literal["on_demand", "reserved", "spot"]
 
 
-class PriceByModel(_Model):
+class PriceByModel(_Numbers):
     """One price (USD per hour) per pricing model; a plain number in the spec means ``on_demand``."""
 
     on_demand: float | None = Field(None, ge=0)
@@ -348,7 +361,7 @@ _Price = Annotated[
 ]
 
 
-class Pricing(_Model):
+class Pricing(_Numbers):
     """Prices, published by the exporter as Prometheus series, and how cost rules read them.
 
     Attributes:
@@ -379,6 +392,15 @@ class Pricing(_Model):
     idle_utilization_ratio: float = Field(0.1, gt=0, le=1)
     run_label: str = "run"
 
+    @field_validator("accelerator_hour_usd")
+    @classmethod
+    def _model_names(cls, value: dict) -> dict:
+        # Published as the gpu_model label and joined on NVML's name: an empty one matches nothing.
+        for name in value:
+            if not name.strip() or not name.isprintable():
+                raise ValueError(f"GPU model {name!r} must be the name NVML reports, e.g. 'NVIDIA H100 80GB HBM3'")
+        return value
+
     @field_validator("opencost_node_label", "run_label")
     @classmethod
     def _label_name(cls, value: str) -> str:
@@ -405,7 +427,7 @@ class Pricing(_Model):
         return {model: self._pick(price) for model, price in self.accelerator_hour_usd.items()}
 
 
-class SaturationThresholds(_Model):
+class SaturationThresholds(_Numbers):
     """Thresholds of the saturation state (see ``obsctl.rules.saturation``); all optional.
 
     Attributes:

@@ -40,3 +40,34 @@ def test_missing_price_for_the_pricing_model_is_an_error():
 
 def test_no_prices_no_series():
     assert PricingCollector(Pricing(idle_utilization_ratio=0.2)).collect(None) == []
+
+
+@pytest.mark.parametrize("fields, where", [
+    ({"node_hour_usd": True}, "node_hour_usd"),                        # YAML `on` / `yes` would be a 1 USD price
+    ({"accelerator_hour_usd": {"A100": True}}, "accelerator_hour_usd"),
+    ({"accelerator_hour_usd": {"A100": {"on_demand": 2.0, "spot": True}}}, "spot"),
+    ({"energy_usd_per_kwh": False}, "energy_usd_per_kwh"),
+    ({"idle_utilization_ratio": True}, "idle_utilization_ratio"),
+])
+def test_true_or_false_is_not_a_price(fields, where):
+    with pytest.raises(ValidationError, match="must be a number, not true/false") as info:
+        Pricing(**fields)
+    assert where in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["", "  ", "NVIDIA\nH100"])
+def test_gpu_model_names_are_printable_and_not_empty(name):
+    with pytest.raises(ValidationError, match="must be the name NVML reports"):
+        Pricing(accelerator_hour_usd={name: 4.1})
+
+
+def test_true_or_false_is_not_a_saturation_threshold_or_flops_figure():
+    from obsctl.spec import MfuConfig, Saturation
+
+    with pytest.raises(ValidationError, match="must be a number, not true/false"):
+        Saturation(busy_ratio=True)
+    with pytest.raises(ValidationError, match="must be a number, not true/false"):
+        Saturation(classes={"a": {"queue_depth": True}})
+    with pytest.raises(ValidationError, match="must be a number, not true/false"):
+        MfuConfig(flops_per_token=True)
+    assert MfuConfig(flops_per_token=7.8e9, dtype="bf16").flops_per_token == 7.8e9  # numbers still are

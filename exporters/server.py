@@ -215,7 +215,7 @@ def _make_handler(server: ExporterServer) -> type[BaseHTTPRequestHandler]:
                     log.debug("client %s idle for %gs: connection closed", _peer(self.client_address), self.timeout)
                     return None
                 if len(line) > _MAX_LINE or len(lines) > _MAX_HEADERS:
-                    self.requestline, self.request_version, self.command = "", "HTTP/0.9", ""
+                    self.requestline, self.request_version, self.command = "", "", ""  # as http.server does
                     self.send_error(431 if lines else 414)
                     return None
                 if not line.endswith(b"\n"):  # end of stream: complete lines only

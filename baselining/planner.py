@@ -22,6 +22,7 @@ from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 from obsctl.baselining.statistics.verdict import duration_text
 from obsctl.baselining.timeutil import parse_duration
+
 from obsctl.errors import UsageError
 from obsctl.spec import Spec
 

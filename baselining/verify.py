@@ -218,7 +218,7 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: decision.LookContext |
         verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
         return verdict, f"{reason} (baseline stored without samples: batch-means rule)", est, None
     step = m.window.step_seconds
-    side = lambda samples: ([t for t, _ in samples], [v for _, v in samples])  # noqa: E731
+    side = lambda samples: ([t for t, _ in samples], [v for _, v in samples])
     j = decision.judge(side(baseline.samples), side(m.samples), step, memory_of(baseline), cfg.confidence, baseline.direction,
                        cfg.min_effect_ratio, look, guard_tolerance, guard_alpha)
     est = stats.ChangeEstimate(j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,

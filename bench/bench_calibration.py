@@ -27,13 +27,12 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import signal as spsignal
-from scipy import stats as sps
-
 from obsctl.baselining.statistics import planner
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 from obsctl.baselining.statistics.verdict import LookContext, judge
+from scipy import signal as spsignal
+from scipy import stats as sps
 
 STEP = 15.0
 MU, SD = 100.0, 0.05
@@ -119,7 +118,7 @@ def design_plan(phi: float, effect: float, base_hours: float, looks: int) -> pla
 def no_change_cell(phi: float, reps: int, seed: int) -> tuple[Tally, float]:
     """A null at the planner's equal-length NO_CHANGE window."""
     plan = design_plan(phi, 0.10, 1.0, 1)
-    steps = int(round(plan.no_change_equal_seconds / STEP))
+    steps = round(plan.no_change_equal_seconds / STEP)
     rng = np.random.default_rng(seed)
     tally = Tally()
     for _ in range(reps):
@@ -135,7 +134,7 @@ def sequential_cell(phi: float, effect: float, looks: int, reps: int, seed: int)
     """``looks`` saved verifies on a cumulative window up to the planned length; stop at a direction."""
     plan = design_plan(phi, 0.10, 1.0, looks)
     planned = plan.window_seconds
-    total = int(round(planned / STEP))
+    total = round(planned / STEP)
     base_steps = PER_HOUR
     rng = np.random.default_rng(seed)
     tally = Tally()
@@ -188,7 +187,7 @@ def pct(r: tuple[float, float, float]) -> str:
 def run(scale: float = 1.0, out=sys.stdout) -> list[tuple[str, bool]]:
     """Run every cell (replicates x ``scale``), print the tables, return ``[(goal, passed)]``."""
     goals: list[tuple[str, bool]] = []
-    n = lambda full: max(50, int(full * scale))  # noqa: E731
+    n = lambda full: max(50, int(full * scale))
     print("| cell | reps | false IMPROVED | false REGRESSED | NO_CHANGE | INCONCLUSIVE (too short) | coverage (with interval) | IMPROVED at +5 % | IMPROVED at +10 % | REGRESSED at -10 % |", file=out)
     print("|---|---|---|---|---|---|---|---|---|---|", file=out)
     cells = [(0.0, 1.0, 1000), (0.9, 1.0, 1000), (0.95, 1.0, 5000), (0.99, 1.0, 1000), (0.995, 1.0, 1000), (0.99, 6.0, 1000)]

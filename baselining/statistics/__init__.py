@@ -19,6 +19,11 @@ The functional API other designs build on (issue 9: control, canary, seasonal):
 
 from obsctl.baselining.statistics.lrv import Side, side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
-from obsctl.baselining.statistics.ratio import Estimate, RatioEstimate, estimate_log_ratio, estimate_ratio
+from obsctl.baselining.statistics.ratio import (
+    Estimate,
+    RatioEstimate,
+    estimate_log_ratio,
+    estimate_ratio,
+)
 
 __all__ = ["Estimate", "MemoryModel", "RatioEstimate", "Side", "estimate_log_ratio", "estimate_ratio", "fit_memory", "side_estimate"]

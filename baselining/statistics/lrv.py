@@ -28,9 +28,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from obsctl.baselining.statistics.memory import (
+    MemoryModel,
+    grid_index,
+    quadratic_forms,
+    scale_dof,
+)
 from scipy import special
-
-from obsctl.baselining.statistics.memory import MemoryModel, grid_index, quadratic_forms, scale_dof
 
 #: Two-sided level of the test that the side's scale agrees with the history's.
 SCALE_TEST_LEVEL = 0.05
@@ -94,11 +98,10 @@ def side_estimate(times, values, step_seconds: float, memory: MemoryModel, histo
         own_var = float(((x - mean) ** 2).sum()) / denom
         own_dof = scale_dof(n, q, q2)
     var, dof, source = own_var, own_dof, "own"
-    if history_scale and memory.source == "history" and math.isfinite(memory.dof) and memory.variance > 0:
-        if own_dof <= 0.5 or not math.isfinite(own_var):
-            var, dof, source = memory.variance, memory.dof, "history"
-        elif scale_consistent(own_var, own_dof, memory.variance, memory.dof):
-            var, dof, source = memory.variance, memory.dof, "history"
+    history_ok = history_scale and memory.source == "history" and math.isfinite(memory.dof) and memory.variance > 0
+    # The history's scale when the side's own is undefined or agrees with it (F test).
+    if history_ok and (own_dof <= 0.5 or not math.isfinite(own_var) or scale_consistent(own_var, own_dof, memory.variance, memory.dof)):
+        var, dof, source = memory.variance, memory.dof, "history"
     var_mean = var * q / (n * n) if math.isfinite(var) and own_dof > 0.5 else math.nan
     return Side(mean, var_mean, dof, n, n * n / q, lags * step_seconds, math.sqrt(var) if var >= 0 else math.nan, source,
                 math.sqrt(own_var) if own_var >= 0 else math.nan)

@@ -115,7 +115,7 @@ class MemoryModel:
         if math.isclose(step_seconds, self.step_seconds, rel_tol=1e-9):
             return self.acf(lags)
         ratio = step_seconds / self.step_seconds
-        coarse = self.acf(int(math.ceil((lags - 1) * ratio)) + 2)
+        coarse = self.acf(math.ceil((lags - 1) * ratio) + 2)
         return np.interp(np.arange(lags) * ratio, np.arange(coarse.size), coarse)
 
     def as_dict(self) -> dict:
@@ -126,7 +126,7 @@ class MemoryModel:
                 "tau_seconds": self.tau_seconds}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "MemoryModel":
+    def from_dict(cls, data: dict) -> MemoryModel:
         """Inverse of :meth:`as_dict` (unknown keys ignored)."""
         dof = data.get("dof")
         return cls(float(data["step_seconds"]), tuple(float(a) for a in data["coefficients"]), tuple(float(r) for r in data["rho"]),
@@ -150,7 +150,7 @@ def pair_counts(index: np.ndarray, lags: int) -> np.ndarray:
 
 def _lagged_products(a: np.ndarray, b: np.ndarray, lags: int) -> np.ndarray:
     n = a.size
-    nfft = 1 << int(math.ceil(math.log2(max(2 * n, 2))))
+    nfft = 1 << math.ceil(math.log2(max(2 * n, 2)))
     fa = np.fft.rfft(a, nfft)
     fb = fa if b is a else np.fft.rfft(b, nfft)
     out = np.fft.irfft(fa.conj() * fb, nfft)[:lags]

@@ -25,11 +25,10 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats as sps
-
 from obsctl.baselining.statistics import sequential
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.statistics.memory import MemoryModel
+from scipy import stats as sps
 
 #: Fewest effective samples a window needs before it can decide.
 N_EFF_MIN = 5.0
@@ -185,6 +184,6 @@ def plan(memory: MemoryModel, baseline: Side, step_seconds: float, effect: float
         zb = float(sps.norm.ppf(power))
         mde = (c + zb) * math.sqrt(curve.var(default_steps) + v_x)
         mde = mde / max(1 - mde, 1e-9) if mde < 1 else None  # (1+e)^2 scaling of the variance, solved for e
-    sec = lambda s: None if s is None else s * step_seconds  # noqa: E731
+    sec = lambda s: None if s is None else s * step_seconds
     return Plan(effect, power, confidence, looks, margin, sec(window), default_window_seconds, mde, sec(no_change), sec(equal), sec(minimum),
                 memory.tau_seconds, memory.source)

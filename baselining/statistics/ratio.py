@@ -18,9 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import special
-
 from obsctl.baselining.statistics.lrv import Side
+from scipy import special
 
 
 def satterthwaite(parts: list[tuple[float, float]]) -> float:

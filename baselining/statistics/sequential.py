@@ -123,7 +123,7 @@ def boundaries(fractions: list[float], alpha: float, grid: int = GRID) -> list[f
         elif density is None:  # first look: closed form
             c = float(ndtri(1 - target / 2))
         else:
-            def excess(c: float) -> float:
+            def excess(c: float, density=density, grid=grid, weights=weights, dt=dt, t=t, target=target) -> float:
                 up, lo = _cross(density, grid, weights, dt, 0.0, c * math.sqrt(t))
                 return up + lo - target
             hi = 40.0

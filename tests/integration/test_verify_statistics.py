@@ -11,7 +11,6 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from obsctl.baselining.cli import initiative, plan, report, snapshot_baseline, verify
 from obsctl.baselining.store import Store
 

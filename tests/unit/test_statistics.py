@@ -8,14 +8,23 @@ import math
 
 import numpy as np
 import pytest
-from scipy import signal as spsignal
-from scipy import stats as sps
-
 from obsctl.baselining.statistics import equivalence, planner, sequential
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
-from obsctl.baselining.statistics.memory import MemoryModel, fit_memory, grid_index, quadratic_forms, scale_dof
-from obsctl.baselining.statistics.ratio import estimate_log_ratio, estimate_ratio, fieller
+from obsctl.baselining.statistics.memory import (
+    MemoryModel,
+    fit_memory,
+    grid_index,
+    quadratic_forms,
+    scale_dof,
+)
+from obsctl.baselining.statistics.ratio import (
+    estimate_log_ratio,
+    estimate_ratio,
+    fieller,
+)
 from obsctl.baselining.statistics.verdict import LookContext, judge
+from scipy import signal as spsignal
+from scipy import stats as sps
 
 
 def ar1_model(phi: float, variance: float = 1.0, step: float = 15.0, dof: float = 1e6) -> MemoryModel:

@@ -6,15 +6,19 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-
 from obsctl.baselining.models import Initiative, VerificationResult, Window
 from obsctl.baselining.promapi import plan_chunks
 from obsctl.baselining.snapshot import selectors_of
 from obsctl.baselining.timeutil import align_down, parse_duration, parse_instant
-from obsctl.baselining.verify import VERDICT_EXIT_CODES, verdict_line, verification_window
+from obsctl.baselining.verify import (
+    VERDICT_EXIT_CODES,
+    verdict_line,
+    verification_window,
+)
+
 from obsctl.errors import UsageError
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("15s", 15), ("1h30m", 5400), ("7d", 604800), ("500ms", 0.5), ("1w", 604800)])
@@ -131,10 +135,10 @@ def test_verdict_line_and_exit_codes():
 def _guard_store(tmp_path, categories):
     # A real store with one baseline per signal of the class (values irrelevant here).
     import yaml
-
     from obsctl.baselining import stats
     from obsctl.baselining.models import Baseline, Population
     from obsctl.baselining.store import Store
+
     from obsctl.spec import load_spec
 
     signals = [{"name": name, "category": cat, "query": "sum(x{$selector})", "unit": "u", "direction": "higher_is_better"}

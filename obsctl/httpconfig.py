@@ -224,8 +224,8 @@ class Header(_Strict):
     @classmethod
     def _printable(cls, values: list[str]) -> list[str]:
         for value in values:
-            if not value.isprintable() or value != value.strip():
-                raise ValueError("header values must be printable, without line breaks or surrounding spaces")
+            if not value or not value.isprintable() or value != value.strip():
+                raise ValueError("header values must be non-empty and printable, without line breaks or surrounding spaces")
         return values
 
     @field_validator("files")
@@ -245,7 +245,10 @@ def _check_url(value: str, what: str) -> str:
     example = "http://127.0.0.1:9090" if what == "server" else "http://proxy.example:3128"
     if not value or any(c.isspace() or not c.isprintable() for c in value):
         raise ValueError(f"must be an http:// or https:// URL without spaces or control characters, e.g. {example}")
-    parts = urllib.parse.urlsplit(value)
+    try:
+        parts = urllib.parse.urlsplit(value)
+    except ValueError:  # an unclosed [IPv6 literal
+        raise ValueError(f"has no valid host name or address (an IPv6 address goes in brackets: http://[::1]:9090), e.g. {example}") from None
     if parts.scheme not in ("http", "https"):
         raise ValueError(f"must be an http:// or https:// URL, e.g. {example}")
     if "@" in parts.netloc:
@@ -255,9 +258,11 @@ def _check_url(value: str, what: str) -> str:
     try:
         port = parts.port
     except ValueError:
-        raise ValueError(f"has an invalid port (1-65535), e.g. {example}") from None
+        port = 0
+    if port == 0:
+        raise ValueError(f"has an invalid port (1-65535), e.g. {example}")
     host = parts.hostname or ""
-    if not host or (not _HOSTNAME.match(host) and not _is_ip(host)) or port == 0:
+    if not host or (not _HOSTNAME.match(host) and not _is_ip(host)):
         raise ValueError(f"has no valid host name or address, e.g. {example}")
     if parts.query or parts.fragment or value.endswith(("?", "#")):
         raise ValueError("must not have a query (?...) or fragment (#...)")

@@ -141,6 +141,9 @@ def test_spec_refuses_inline_secrets_and_userinfo(tmp_path):
     cases = [
         ({"url": "http://admin:hunter2-pw@127.0.0.1:9090"}, "prometheus.url: must not hold a user or password (user:password@): it would be printed in errors; use basic_auth with password_file"),
         ({"url": "http://127.0.0.1 :9"}, "prometheus.url: must be an http:// or https:// URL without spaces"),
+        ({"url": "http://[::1:9090"}, "prometheus.url: has no valid host name or address (an IPv6 address goes in brackets"),
+        ({"url": "http://127.0.0.1:0"}, "prometheus.url: has an invalid port (1-65535)"),
+        ({"http_headers": {"X-Scope-OrgID": ""}}, "prometheus.http_headers.X-Scope-OrgID.values: header values must be non-empty"),
         ({"authorization": {"credentials": "inline-token-9"}}, "prometheus.authorization: inline secret 'credentials' is not accepted"),
         ({"basic_auth": {"username": "u", "password": "inline-pw-9"}}, "prometheus.basic_auth: inline secret 'password' is not accepted"),
         ({"http_headers": {"Authorization": "Bearer x"}}, "prometheus.http_headers: header 'Authorization' is reserved"),

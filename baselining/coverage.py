@@ -63,7 +63,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from obsctl.baselining.models import Baseline, Coverage, Hole, Verdict
 from obsctl.baselining.promapi import PrometheusClient, QueryResult
 from obsctl.baselining.timeutil import human_duration, rfc3339
@@ -82,7 +81,7 @@ def _range(seconds: float) -> str:
     # (t - seconds, t]: Prometheus 2.x range selectors include their left end, 3.x do not;
     # one millisecond less (the TSDB's resolution) gives the half-open range on both.
     # PromQL durations are integers of a unit: milliseconds keep sub-second steps exact.
-    return f"{max(1, int(round(seconds * 1000)) - 1)}ms"
+    return f"{max(1, round(seconds * 1000) - 1)}ms"
 
 
 SCRAPED = "unless on(job, instance) push_time_seconds"
@@ -129,7 +128,7 @@ class Legs:
     per_selector: dict[int, dict[str, dict[float, float]]] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, result: QueryResult, into: "Legs | None" = None) -> "Legs":
+    def parse(cls, result: QueryResult, into: Legs | None = None) -> Legs:
         """Add a range (``values``) or instant (``timestamp``, ``value``) answer's legs."""
         out = into or cls()
         for series in result:
@@ -146,11 +145,17 @@ class Judgement:
 
     Attributes:
         coverage: the :class:`Coverage` record (stored with baselines and verdicts).
-        fresh: unix seconds of the fresh grid points (the samples statistics may use).
+        grid: the window's grid points (unix seconds); ``mask``: which are fresh.
     """
 
     coverage: Coverage
-    fresh: set[float]
+    grid: np.ndarray
+    mask: np.ndarray
+
+    @property
+    def fresh(self) -> set[float]:
+        """Unix seconds of the fresh grid points (the samples statistics may use)."""
+        return {float(t) for t, ok in zip(self.grid.tolist(), self.mask.tolist()) if ok}
 
 
 def lead(step: float) -> float:
@@ -196,7 +201,7 @@ def measure_coverage(client: PrometheusClient, selectors: list[str], start: floa
 def _lead_grid(start: float, end: float, step: float) -> np.ndarray:
     """The coverage query's grid: from :func:`lead` before the window to its end."""
     first = start - lead(step) + step
-    return first + step * np.arange(0, int(round((end - first) / step)) + 1)
+    return first + step * np.arange(0, round((end - first) / step) + 1)
 
 
 def _gap_arrivals(gaps: dict[float, float], full: np.ndarray) -> np.ndarray:
@@ -240,7 +245,7 @@ def judge(legs: Legs, n_selectors: int, start: float, end: float, step: float, o
     give the arrivals just before the window only); ``real``, ``first``, ``last``,
     ``min``, ``max`` one value each (the summary query).
     """
-    grid = start + step * np.arange(1, int(round((end - start) / step)) + 1)
+    grid = start + step * np.arange(1, round((end - start) / step) + 1)
     full = _lead_grid(start, end, step)
     signal_mask: np.ndarray | None = None
     methods: list[str] = []
@@ -295,7 +300,7 @@ def judge(legs: Legs, n_selectors: int, start: float, end: float, step: float, o
         holes=_holes(signal_mask, grid, start, end, step),
         **_series_counts(legs, n_selectors, grid),
     )
-    return Judgement(coverage, {float(t) for t, ok in zip(grid.tolist(), signal_mask.tolist()) if ok})
+    return Judgement(coverage, grid, signal_mask)
 
 
 def _series_counts(legs: Legs, n_selectors: int, grid: np.ndarray) -> dict[str, int | None]:
@@ -333,7 +338,7 @@ def _holes(mask: np.ndarray, grid: np.ndarray, start: float, end: float, step: f
 
 
 def _utc(ts: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(float(ts), dt.timezone.utc)
+    return dt.datetime.fromtimestamp(float(ts), dt.UTC)
 
 
 
@@ -343,7 +348,11 @@ def fresh_samples(samples: list[tuple[float, float]], judgement: Judgement | Non
     Times are kept (grid times, holes allowed), so statistics can batch over time."""
     if judgement is None:
         return samples
-    return [(t, v) for t, v in samples if float(t) in judgement.fresh]
+    grid = judgement.grid
+    if samples and grid.size and judgement.mask.all() and grid[0] <= samples[0][0] and samples[-1][0] <= grid[-1]:
+        return samples  # every point fresh (the usual case): nothing to drop
+    fresh = judgement.fresh
+    return [(t, v) for t, v in samples if float(t) in fresh]
 
 
 def time_batch_means(samples: list[tuple[float, float]], start: float, end: float, batches: int) -> list[float]:

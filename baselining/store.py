@@ -213,7 +213,7 @@ class Store:
                 n += 1
                 stored = baseline.model_copy(update={"id": f"{baseline.id}-{n}"})
             record = self.baseline_file(stored.workload_class, stored.signal, stored.id)
-            side = _write_record(record, _dump(stored))
+            side = _write_record(record, *sidecar.dump(stored))
             if index is not None:
                 index.setdefault(stored.workload_class, {})[stored.signal] = stored.id
                 try:
@@ -332,7 +332,7 @@ class Store:
             while self.initiative_file(stored.id).exists():
                 n += 1
                 stored = initiative.model_copy(update={"id": f"{initiative.id}-{n}"})
-            _write_record(self.initiative_file(stored.id), _dump(stored))
+            _write_record(self.initiative_file(stored.id), *sidecar.dump(stored))
             self._refresh_initiative_index()
         return stored
 
@@ -344,7 +344,7 @@ class Store:
         """
         with self.locked():
             path = self.initiative_file(initiative.id)
-            data = _dump(initiative)
+            data, raw = sidecar.dump(initiative)
             old_side = None
             if path.exists():
                 old = _read_yaml(path)
@@ -352,13 +352,15 @@ class Store:
                 if old_side is not None and isinstance(old, dict):
                     old = sidecar.join(old, path)
                     for where in sidecar.sample_paths(data):
+                        if any(where == p for p, _ in raw):
+                            continue  # the model's own samples
                         try:
                             kept = sidecar._get(old, where)
                         except (KeyError, IndexError, TypeError):
                             continue
                         if not sidecar._get(data, where) and kept:
                             sidecar._set(data, where, kept)
-            side = _write_record(path, data)
+            side = _write_record(path, data, raw)
             if old_side is not None and (side is None or side.name != old_side):
                 (path.parent / old_side).unlink(missing_ok=True)
             self._refresh_initiative_index()
@@ -371,16 +373,12 @@ def _safe(part: str, what: str) -> str:
     return part
 
 
-def _dump(model: BaseModel) -> dict:
-    return model.model_dump(mode="json")
-
-
-def _write_record(path: Path, data: dict) -> Path | None:
+def _write_record(path: Path, data: dict, raw: list = ()) -> Path | None:
     """Write a record's sidecar (if its samples need one), then its YAML; returns the sidecar path.
 
     The YAML is written last, so a failure leaves the old YAML (and its old sidecar)
     intact; the new sidecar is removed again when the YAML cannot be written."""
-    data, blob, name = sidecar.split(data, path.stem)
+    data, blob, name = sidecar.split(data, path.stem, raw)
     sidecar.write(path.parent, name, blob)
     side = path.parent / name if name else None
     try:

@@ -50,14 +50,15 @@ CLASSES = [f"c{i}" for i in range(5)]
 TOKENS = "bench_tokens_per_second"
 QUALITY = "bench_quality_ratio"
 
-from obsctl.atomicio import atomic_write_yaml  # noqa: E402
-from obsctl.baselining.initiative import start_initiative  # noqa: E402
-from obsctl.baselining.models import Initiative, VerificationResult, Window  # noqa: E402
-from obsctl.baselining.promapi import PrometheusClient  # noqa: E402
-from obsctl.baselining.snapshot import snapshot  # noqa: E402
-from obsctl.baselining.store import Store  # noqa: E402
-from obsctl.spec import load_spec  # noqa: E402
-from obsctl.stack import Prometheus, create_blocks_from_openmetrics  # noqa: E402
+from obsctl.baselining.initiative import start_initiative
+from obsctl.baselining.models import Initiative, VerificationResult, Window
+from obsctl.baselining.promapi import PrometheusClient
+from obsctl.baselining.snapshot import snapshot
+from obsctl.baselining.store import Store
+
+from obsctl.atomicio import atomic_write_yaml
+from obsctl.spec import load_spec
+from obsctl.stack import Prometheus, create_blocks_from_openmetrics
 
 
 def backfill(work: Path, data: Path, t0: int, end: int, split: int) -> None:
@@ -167,7 +168,7 @@ def timed(fn) -> float:
 
 def bench_snapshot(work: Path, prom_url: str, proxy: RecordingProxy, end: int, days: int, repeats: int) -> Path:
     window = f"{days}d"
-    at = dt.datetime.fromtimestamp(end, dt.timezone.utc)
+    at = dt.datetime.fromtimestamp(end, dt.UTC)
     rec_spec = load_spec(write_spec(work / "rec.yaml", proxy.url, work / "rec-store", window))
     snapshot(rec_spec, PrometheusClient.from_spec(rec_spec), Store(work / "rec-store"), end=at)
     paths = proxy.take()
@@ -175,7 +176,7 @@ def bench_snapshot(work: Path, prom_url: str, proxy: RecordingProxy, end: int, d
     for n in range(repeats):
         store = work / f"snap-store-{n}"
         spec = load_spec(write_spec(work / f"snap-{n}.yaml", prom_url, store, window))
-        t_obsctl = timed(lambda: snapshot(spec, PrometheusClient.from_spec(spec), Store(store), end=at))
+        t_obsctl = timed(lambda spec=spec, store=store: snapshot(spec, PrometheusClient.from_spec(spec), Store(store), end=at))
         t_plain = plain(prom_url, paths)
         runs.append((t_obsctl, t_plain))
     t_obsctl = statistics.median(r[0] for r in runs)
@@ -222,11 +223,11 @@ def bench_verify(work: Path, prom_url: str, proxy: RecordingProxy, base_store: P
     spec_path = write_spec(work / "verify.yaml", prom_url, base, window)
     spec = load_spec(spec_path)
     start_initiative(spec, Store(base), "bench", "batch-size", "c0", "tokens_per_second", 0.1,
-                     dt.datetime.fromtimestamp(split, dt.timezone.utc), "")
+                     dt.datetime.fromtimestamp(split, dt.UTC), "")
     args = ["verify", "--class", "c0", "--end", iso(end), "--window", window, "--output", "json"]
 
     def run(spec_file: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([OBSCTL, *args, "--spec", str(spec_file)], capture_output=True, text=True, timeout=600)
+        return subprocess.run([OBSCTL, *args, "--spec", str(spec_file)], capture_output=True, text=True, timeout=600, check=False)
 
     rec = work / "verify-rec"
     shutil.copytree(base, rec)
@@ -238,14 +239,14 @@ def bench_verify(work: Path, prom_url: str, proxy: RecordingProxy, base_store: P
         store = work / f"verify-{n}"
         shutil.copytree(base, store)
         spec_file = write_spec(work / f"verify-{n}.yaml", prom_url, store, window)
-        t_verify = timed(lambda: run(spec_file))
-        t_version = timed(lambda: subprocess.run([OBSCTL, "--version"], capture_output=True, timeout=60))
+        t_verify = timed(lambda spec_file=spec_file: run(spec_file))
+        t_version = timed(lambda: subprocess.run([OBSCTL, "--version"], capture_output=True, timeout=60, check=True))
         t_plain = plain(prom_url, paths)
         runs.append((t_verify, t_version, t_plain))
     t_verify, t_version, t_plain = (statistics.median(r[i] for r in runs) for i in range(3))
     probe = ("import time; t = time.perf_counter(); import obsctl.cli, obsctl.baselining.cli, obsctl.baselining.verify; "
              "print(time.perf_counter() - t)")
-    t_import = statistics.median(float(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout)
+    t_import = statistics.median(float(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout)
                                  for _ in range(repeats))
     print(f"verify: {window_days}-day window at {STEP} s vs a 30-day baseline, 1 guard: {verdict['verdict']} "
           f"{verdict['change_ratio'] * 100:+.1f} %, {len(paths)} HTTP requests, coverage {verdict['coverage']['ratio'] * 100:.1f} %")
@@ -257,7 +258,7 @@ def bench_verify(work: Path, prom_url: str, proxy: RecordingProxy, base_store: P
 
 
 def _initiatives(store: Store, count: int, samples: int) -> None:
-    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     rng = np.random.default_rng(1)
     for n in range(count):
         grid = [(t0.timestamp() + STEP * (k + 1), float(v)) for k, v in enumerate(rng.normal(1000, 20, samples))]

@@ -29,9 +29,9 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
-
 from obsctl.baselining.cli import initiative, report, snapshot_baseline, verify
 from obsctl.baselining.store import Store
+
 from obsctl.stack import Prometheus, create_blocks_from_openmetrics
 
 pytestmark = pytest.mark.integration
@@ -237,7 +237,7 @@ def test_pushgateway_value_is_fresh_only_while_pushes_continue(hist, tmp_path):
 
 def test_partial_answer_is_inconclusive_printed_and_baseline_needs_allow_partial(hist, tmp_path):
     direct = write_spec(tmp_path, hist.url)
-    snap, iid = start(hist, direct, "slow")
+    _, iid = start(hist, direct, "slow")
     (tmp_path / "proxied").mkdir()
     proxied = write_spec(tmp_path / "proxied", hist.proxy_url, store=tmp_path / "store")
     code, out = verify_json(hist, proxied, iid)

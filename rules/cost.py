@@ -81,7 +81,7 @@ def _nodes(wc: WorkloadClass, **extra: str) -> str:
 
 def tokens_expr(wc: WorkloadClass) -> str:
     """Tokens per second of the class: ``TOKENS``, else input + output."""
-    own = {"workload_class": wc.name}
+    own = {"workload_class": wc.name, "signal": ""}  # signal="": canonical series only (C.OWN_SERIES)
     return (f"(sum({selector(C.TOKENS, **own)})\n or (sum({selector(C.INPUT_TOKENS, **own)}) "
             f"+ sum({selector(C.OUTPUT_TOKENS, **own)})))")
 
@@ -90,7 +90,7 @@ def class_rules(spec: Spec, wc: WorkloadClass) -> list[dict]:
     """One class's cost, waste, per-unit cost, run cost and efficiency rules (evaluation order)."""
     p = spec.pricing
     own = {"workload_class": wc.name}
-    s = lambda name, **m: f"sum({selector(name, **own, **m)})"  # noqa: E731
+    s = lambda name, **m: f"sum({selector(name, **own, signal='', **m)})"  # noqa: E731 - signal="": C.OWN_SERIES
     attributed = f"obsctl_gpu_attribution_info{_nodes(wc, workload_class=wc.name)}"
     gpu_cost = f"sum({attributed} * on(uuid) group_left() {GPU_COST_SHARE})"
     label = p.opencost_node_label

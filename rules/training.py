@@ -53,10 +53,11 @@ def class_rules(wc: WorkloadClass) -> list[dict]:
     mfu = wc.mfu
     own = {"workload_class": wc.name}
     gpus = f"max by (uuid) (obsctl_gpu_attribution_info{_nodes(wc, workload_class=wc.name, gpu_instance='')})"
+    work = {**own, "signal": ""}  # the canonical series only, not a spec signal of the same name (C.OWN_SERIES)
     if mfu.flops_per_token is not None:
-        flops = f"{number(mfu.flops_per_token)} * sum({selector(C.TOKENS, **own)})"
+        flops = f"{number(mfu.flops_per_token)} * sum({selector(C.TOKENS, **work)})"
     else:
-        flops = f"{number(mfu.flops_per_sample)} * sum({selector(C.SAMPLES, **own)})"
+        flops = f"{number(mfu.flops_per_sample)} * sum({selector(C.SAMPLES, **work)})"
     if mfu.peak_flops_per_second is not None:
         peak = f"{number(mfu.peak_flops_per_second)} * count({gpus})"
     else:

@@ -141,7 +141,7 @@ def expected(prefer: str = "opencost") -> dict[tuple[str, str], float]:
     return out
 
 
-def _suite(tmp_path, spec, checks: dict[tuple[str, str], float], extra: list[dict] = ()) -> Path:
+def _suite(tmp_path, spec, checks: dict[tuple[str, str], float], extra: list[dict] = (), more_series: list[dict] = ()) -> Path:
     files = generate(spec, [])[0]
     rules = tmp_path / "rules"
     rules.mkdir(exist_ok=True)
@@ -153,7 +153,7 @@ def _suite(tmp_path, spec, checks: dict[tuple[str, str], float], extra: list[dic
         tests.append({"expr": f"{series}{sel}", "eval_time": EVAL, "exp_samples": [{"labels": f"{series}{sel}", "value": value}]})
     suite = tmp_path / "cost_test.yaml"
     suite.write_text(yaml.safe_dump({"rule_files": [str(p) for p in sorted(rules.iterdir())], "evaluation_interval": f"{STEP}s",
-                                     "tests": [{"interval": f"{STEP}s", "input_series": _input_series(),
+                                     "tests": [{"interval": f"{STEP}s", "input_series": _input_series() + list(more_series),
                                                 "promql_expr_test": tests + list(extra)}]}))
     return suite
 
@@ -173,6 +173,18 @@ def test_cost_waste_and_efficiency_known_answers(tmp_path, prefer):
     runs = {"expr": f'{C.RUN_COST_USD_PER_HOUR}{{workload_class="train"}}', "eval_time": EVAL, "exp_samples": [
         {"labels": f'{C.RUN_COST_USD_PER_HOUR}{{workload_class="train",run="{r}"}}', "value": run_share} for r in ("r1", "r2")]}
     result = promtool.test_rules([_suite(tmp_path, _spec(tmp_path, prefer), want, [runs])])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_spec_signal_recording_a_canonical_name_is_not_counted_as_work(tmp_path):
+    """``record: obsctl_tokens:rate5m`` on a spec signal writes the canonical name with a
+    ``signal`` label; summed in, it doubled the class's tokens (half the cost per token)."""
+    want = expected()
+    doubles = [{"series": f'{C.TOKENS}{{workload_class="cpu",signal="tokens"}}', "values": f"{WORK['cpu']['tokens']}x{N}"},
+               {"series": f'{C.INPUT_TOKENS}{{workload_class="inf",signal="input"}}', "values": f"{WORK['inf']['input']}x{N}"}]
+    checks = {k: want[k] for k in [(C.COST_PER_MILLION_TOKENS, "cpu"), (C.COST_PER_MILLION_TOKENS, "inf"),
+                                   (C.COST_PER_MILLION_INPUT_TOKENS, "inf")]}
+    result = promtool.test_rules([_suite(tmp_path, _spec(tmp_path), checks, more_series=doubles)])
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -125,9 +125,9 @@ def test_catalogue_signal_needs_no_promql(tmp_path):
     spec = load(tmp_path, spec_text(extra_signal="  - {name: ttft_p95, catalogue: ttft_p95_seconds}\n"))
     sig = spec.signal("ttft_p95")
     assert (sig.category, sig.unit, sig.direction) == ("quality", "seconds", "lower_is_better")
-    assert spec.query_for(sig, "chat") == f'sum({canonical.TTFT_P95}{{workload_class="chat"}})'
+    assert spec.query_for(sig, "chat") == f'sum({canonical.TTFT_P95}{{workload_class="chat",signal=""}})'
     errors = load(tmp_path, spec_text(extra_signal="  - {name: errs, catalogue: error_requests_per_second, tolerance_ratio: 0.3}\n"))
-    assert errors.query_for("errs", "chat") == f'sum({canonical.REQUESTS}{{workload_class="chat",outcome="error"}})'
+    assert errors.query_for("errs", "chat") == f'sum({canonical.REQUESTS}{{workload_class="chat",outcome="error",signal=""}})'
     assert errors.signal("errs").tolerance_ratio == 0.3
 
 

@@ -369,7 +369,8 @@ def verify(
     # before-after effect; every design adds the demand, saturation, cycle and mix context.
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
     design = designs.primary(spec, client, initiative, baseline, m.samples, start_at, end_at, step,
-                             sig.category if sig else "unknown", baseline.direction)
+                             sig.category if sig else "unknown", baseline.direction,
+                             confidence=judgement.confidence if judgement is not None and judgement.confidence else None)
     if design.verdict and verdict != "NO_DATA":
         verdict, reason = coverage.cap_verdict(design.verdict, design.reason, m, baseline, cfg.min_coverage_ratio)
     estimate = design.as_estimate(estimate)

@@ -327,7 +327,7 @@ def mix_decomposition(spec: Spec, client, wc: WorkloadClass, signal: str, dimens
 
 
 def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple[float, float]], start_at: dt.datetime,
-            end_at: dt.datetime, step: float, category: str, direction: str) -> Outcome:
+            end_at: dt.datetime, step: float, category: str, direction: str, confidence: float | None = None) -> Outcome:
     """Run the initiative's design on its primary signal over the verification window.
 
     Args:
@@ -335,6 +335,8 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         window_samples: the primary's window samples as ``verify`` measured them
             (:func:`window_query`: for a canary, the treatment group's).
         category, direction: the primary signal's (spec).
+        confidence: the look's interval level (the statistics package's repeated-confidence
+            level for this look, so repeated verifies stay safe); default the spec's.
 
     Returns:
         :class:`Outcome`. For before-after the verdict is None unless a confound makes it
@@ -345,6 +347,7 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         PrometheusUnavailable: as the client.
     """
     cfg = spec.verification
+    level = confidence or cfg.confidence
     wc = spec.workload_class(initiative.workload_class)
     cc = spec.comparison.for_class(wc.name)
     design = getattr(initiative, "design", None) or "before-after"
@@ -362,7 +365,7 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         q_c = spec.query_for(signal, _with(wc, **{label: variant["control"]}))
         treat, ctrl = window_samples, _range(client, q_c, s, e, step)
         related = _history(client, q_c, s, _history_span(start_at, end_at), step)
-        effect = canary.effect(treat, ctrl, cfg.confidence, related=related or None)
+        effect = canary.effect(treat, ctrl, level, related=related or None)
         out.treatment = treat
         whole = period_load(spec, client, wc, "window (whole class)", s, e, step)
         load = demand.assess(whole, whole, category, signal)
@@ -374,13 +377,13 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         tb, cb = baseline.samples or _range(client, q_t, bs, be, b_step), _range(client, q_c, bs, be, b_step)
         ta, ca = window_samples, _range(client, q_c, s, e, step)
         hist = _log_ratio_history(client, q_t, q_c, bs, _history_span(start_at, end_at), b_step)
-        effect = control.effect(tb, cb, ta, ca, cfg.confidence, history=hist)
+        effect = control.effect(tb, cb, ta, ca, level, history=hist)
         load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
                              category, signal)
         notes.append(f"control class {cwc.name}")
     elif design == "seasonal":
         seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
-        effect = seasonal.effect(baseline.samples, window_samples, spec.comparison.seasonal_cycle, cfg.confidence, spec.comparison.timezone)
+        effect = seasonal.effect(baseline.samples, window_samples, spec.comparison.seasonal_cycle, level, spec.comparison.timezone)
         load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
                              category, signal)
     else:
@@ -431,7 +434,7 @@ def context_lines(context: dict) -> list[str]:
         sides = ""
         if eff["design"] == "canary" and eff.get("treatment_mean") is not None:
             sides = f"; treatment {eff['treatment_mean']:.4g} vs control {eff['control_mean']:.4g}"
-        lines.append(f"effect {what} = {eff['ratio'] * 100:+.1f} % ({eff['confidence'] * 100:.0f} % CI {eff['ci_low'] * 100:+.1f} % .. "
+        lines.append(f"effect {what} = {eff['ratio'] * 100:+.1f} % ({eff['confidence'] * 100:.3g} % CI {eff['ci_low'] * 100:+.1f} % .. "
                      f"{eff['ci_high'] * 100:+.1f} %, log-scale se {eff['log_se']:.3g}, memory {eff.get('tau_seconds') or 0:.0f} s{sides})")
     ctrl = context.get("control")
     if ctrl and ctrl.get("change") is not None:

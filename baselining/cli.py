@@ -425,8 +425,12 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     number and its boundary are on the 'statistics:' line; docs/verification.md).
     Guards (verification.guards, default quality and cost) are non-inferiority tests;
     a REGRESSED guard makes the verdict REGRESSED, an undecided quality guard keeps it
-    at most INCONCLUSIVE. Output: the verdict line, a 'guards:' line, coverage lines,
-    the 'statistics:' line.
+    at most INCONCLUSIVE. Output: the verdict line, a 'guards:' line, the 'design:' lines
+    (the initiative's comparison design: its effect, the control's own movement, demand
+    and saturation of each period, a cycle or mix found; docs/verification-designs.md),
+    coverage lines, the 'statistics:' line. Before-after turns INCONCLUSIVE when the
+    baseline has a daily cycle, a throughput primary was demand-bound (not saturated in
+    either period) or a mix shift explains most of the change.
 
     \b
     Verdict and exit code:

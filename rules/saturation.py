@@ -86,8 +86,11 @@ class Thresholds:
             if layer is not None:
                 out = replace(out, **{f.name: getattr(layer, f.name) for f in fields(cls) if getattr(layer, f.name) is not None})
         if out.idle_ratio >= out.busy_ratio:
-            raise SpecError(f"{spec.path}: saturation for class {name!r}: idle_ratio ({out.idle_ratio}) "
-                            f"must be below busy_ratio ({out.busy_ratio})")
+            # The line of the class's override if it has one, else of the saturation block.
+            line = spec.line_of("saturation", "classes", name) if name in spec.saturation.classes else spec.line_of("saturation")
+            where = f"{spec.path}:{line}" if line else f"{spec.path}"
+            raise SpecError(f"{where}: saturation for class {name!r}: idle_ratio ({out.idle_ratio}) "
+                            f"must be below busy_ratio ({out.busy_ratio}, the default unless set)")
         return out
 
 

@@ -198,3 +198,19 @@ def test_spec_rejects_idle_above_busy(tmp_path):
     data["saturation"]["classes"]["strict"]["idle_ratio"] = 0.96  # its busy_ratio is 0.95
     with pytest.raises(SpecError, match=r"saturation.classes.strict: idle_ratio \(0.96\) must be below busy_ratio"):
         write_spec(tmp_path, data)
+
+
+def test_idle_above_the_default_busy_names_the_spec_line(tmp_path):
+    """idle_ratio 0.9 against the built-in busy_ratio 0.8 passes the spec (no busy_ratio
+    given) and is caught when the rules are made: one line with the file and line."""
+    from obsctl.rules.generate import generate
+
+    data = yaml.safe_load((_spec(tmp_path).path).read_text())
+    data["saturation"] = {"classes": {"strict": {"idle_ratio": 0.9}}}
+    spec = write_spec(tmp_path, data)
+    line = next(i for i, text in enumerate(spec.path.read_text().splitlines(), 1) if text.strip().startswith("strict:"))
+    with pytest.raises(SpecError) as info:
+        generate(spec, [])
+    message = str(info.value)
+    assert message.startswith(f"{spec.path}:{line}: saturation for class 'strict': idle_ratio (0.9) must be below busy_ratio (0.8")
+    assert "\n" not in message

@@ -187,6 +187,13 @@ def _require_multiprocess_values() -> None:
             f"{MULTIPROC_ENV} is set but prometheus_client was imported before it was: set it in the environment "
             "before the process starts (or before the first import of prometheus_client)"
         )
+    directory = multiprocess_dir()
+    # Checked here: prometheus_client would fail later, at the first metric, with a bare
+    # FileNotFoundError on one of its .db files.
+    if directory is not None and not (directory.is_dir() and os.access(directory, os.W_OK | os.X_OK)):
+        why = "does not exist" if not directory.exists() else "is not a directory" if not directory.is_dir() else "is not writable"
+        raise RuntimeError(f"{MULTIPROC_ENV}={directory} {why}: create it (empty) before the workers start, "
+                           "e.g. with obsctl.exporters.sdk.prepare_multiprocess_dir()")
 
 
 def prepare_multiprocess_dir(path: str | os.PathLike | None = None) -> Path:
@@ -266,7 +273,8 @@ class Workload:
 
     Raises:
         ValueError: a label name is not a valid Prometheus label name or is reserved.
-        RuntimeError: ``PROMETHEUS_MULTIPROC_DIR`` set after prometheus_client was imported.
+        RuntimeError: ``PROMETHEUS_MULTIPROC_DIR`` set after prometheus_client was imported,
+            or naming a path that is not a writable directory.
     """
 
     def __init__(self, workload: str, labels: dict[str, str] | None = None, registry: CollectorRegistry | None = None):

@@ -74,6 +74,23 @@ def test_variable_set_after_import_is_refused(tmp_path):
     assert "set it in the environment before the process starts" in out.stdout, out.stderr
 
 
+@pytest.mark.parametrize("make, why", [(lambda p: None, "does not exist"), (lambda p: p.write_text("x"), "is not a directory")])
+def test_a_missing_or_non_directory_multiproc_dir_is_named_at_start(tmp_path, make, why):
+    """Was a bare FileNotFoundError / NotADirectoryError on prometheus_client's .db file."""
+    target = tmp_path / "metrics"
+    make(target)
+    code = textwrap.dedent("""
+        from obsctl.exporters.sdk import Workload
+        try:
+            Workload("w").count_tokens(1)
+        except RuntimeError as exc:
+            print(exc)
+    """)
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(target)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert f"PROMETHEUS_MULTIPROC_DIR={target} {why}: create it" in out.stdout, out.stdout + out.stderr
+
+
 def test_no_directory_is_a_readable_error(monkeypatch):
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
     with pytest.raises(ValueError, match="PROMETHEUS_MULTIPROC_DIR"):

@@ -224,8 +224,8 @@ class Header(_Strict):
     @classmethod
     def _printable(cls, values: list[str]) -> list[str]:
         for value in values:
-            if not value or not value.isprintable() or value != value.strip():
-                raise ValueError("header values must be non-empty and printable, without line breaks or surrounding spaces")
+            if not value or not value.isprintable() or not value.isascii() or value != value.strip():
+                raise ValueError("header values must be non-empty printable ASCII, without line breaks or surrounding spaces")
         return values
 
     @field_validator("files")
@@ -335,8 +335,11 @@ class HTTPClientConfig(_Strict):
 # --- the session ---------------------------------------------------------------------
 
 
-def read_secret(path: str | os.PathLike[str], field: str) -> str:
+def read_secret(path: str | os.PathLike[str], field: str, header_value: bool = False) -> str:
     """The content of a secret file, surrounding whitespace stripped.
+
+    ``header_value``: the content is sent as an HTTP header value as it is (a bearer
+    token, a header file), so it must be ASCII (http.client would fail on anything else).
 
     Raises:
         SecretFileError: missing, not a regular file, over :data:`MAX_SECRET_BYTES`, not
@@ -364,6 +367,8 @@ def read_secret(path: str | os.PathLike[str], field: str) -> str:
         raise SecretFileError(f"{where}: file is empty", field)
     if not text.isprintable():
         raise SecretFileError(f"{where}: holds a line break or control character (one value per file)", field)
+    if header_value and not text.isascii():
+        raise SecretFileError(f"{where}: holds non-ASCII characters, which an HTTP header cannot carry", field)
     return text
 
 
@@ -386,12 +391,12 @@ def check_files(cfg: HTTPClientConfig, base_dir: str | os.PathLike[str] | None =
     """
     resolve = _resolver(base_dir)
     if cfg.authorization is not None:
-        read_secret(resolve(cfg.authorization.credentials_file), f"{label}.authorization.credentials_file")
+        read_secret(resolve(cfg.authorization.credentials_file), f"{label}.authorization.credentials_file", header_value=True)
     if cfg.basic_auth is not None:
         read_secret(resolve(cfg.basic_auth.password_file), f"{label}.basic_auth.password_file")
     for name, header in cfg.http_headers.items():
         for i, path in enumerate(header.files):
-            read_secret(resolve(path), f"{label}.http_headers.{name}.files[{i}]")
+            read_secret(resolve(path), f"{label}.http_headers.{name}.files[{i}]", header_value=True)
     tls = cfg.tls_config
     for field, path in (("ca_file", tls.ca_file), ("cert_file", tls.cert_file), ("key_file", tls.key_file)):
         if path is None:
@@ -415,8 +420,8 @@ class _FileAuth(requests.auth.AuthBase):
     def __init__(self, session: "ConfiguredSession", cfg: HTTPClientConfig, resolve: Any, label: str):
         self.session, self.cfg, self.resolve, self.label = session, cfg, resolve, label
 
-    def _secret(self, path: str, field: str) -> str:
-        value = read_secret(self.resolve(path), f"{self.label}.{field}")
+    def _secret(self, path: str, field: str, header_value: bool = True) -> str:
+        value = read_secret(self.resolve(path), f"{self.label}.{field}", header_value)
         self.session._secrets.add(value)
         return value
 
@@ -426,7 +431,7 @@ class _FileAuth(requests.auth.AuthBase):
             token = self._secret(cfg.authorization.credentials_file, "authorization.credentials_file")
             request.headers["Authorization"] = f"{cfg.authorization.type} {token}"
         elif cfg.basic_auth is not None:
-            password = self._secret(cfg.basic_auth.password_file, "basic_auth.password_file")
+            password = self._secret(cfg.basic_auth.password_file, "basic_auth.password_file", header_value=False)  # sent base64-encoded
             userpass = f"{cfg.basic_auth.username}:{password}".encode()
             self.session._secrets.add(base64.b64encode(userpass).decode())
             request.headers["Authorization"] = "Basic " + base64.b64encode(userpass).decode("ascii")

@@ -215,3 +215,27 @@ def test_unusable_secret_file_names_the_spec_line(tmp_path, broken, field):
     assert str(info.value) == expected and info.value.exit_code == 2
     result = CliRunner().invoke(cli, ["check", "--spec", str(spec_path)])
     assert result.exit_code == 0 and f"obsctl: warning: {expected}\n" in result.stderr
+
+
+def test_non_ascii_token_is_a_file_error_and_a_non_ascii_password_is_sent(tmp_path):
+    """A token or header file is sent as it is: non-ASCII was a UnicodeEncodeError
+    traceback from http.client. A basic-auth password goes base64-encoded (UTF-8), so
+    it may hold any character."""
+    import base64
+
+    (tmp_path / "token").write_text("tok\u20acn-s3kr1t\n")
+    (tmp_path / "password").write_text("p\u00e4ss-\u20ac\n")
+    for cfg, field in ((HTTPClientConfig.model_validate({"authorization": {"credentials_file": "token"}}), "authorization.credentials_file"),
+                       (HTTPClientConfig.model_validate({"http_headers": {"X-Key": {"files": ["token"]}}}), "http_headers.X-Key.files[0]")):
+        with pytest.raises(SecretFileError, match="holds non-ASCII characters") as info:
+            check_files(cfg, tmp_path, "prometheus")
+        assert f"prometheus.{field}: {tmp_path / 'token'}" in str(info.value) and "s3kr1t" not in str(info.value)
+        session = session_for(cfg, base_dir=tmp_path, label="prometheus")
+        with pytest.raises(SecretFileError, match="holds non-ASCII characters"):  # at request time too, not a traceback
+            session.prepare_request(requests.Request("GET", "http://127.0.0.1:9/"))
+    cfg = HTTPClientConfig.model_validate({"basic_auth": {"username": "bob", "password_file": "password"}})
+    check_files(cfg, tmp_path, "prometheus")
+    sent = session_for(cfg, base_dir=tmp_path).prepare_request(requests.Request("GET", "http://127.0.0.1:9/")).headers["Authorization"]
+    assert sent == "Basic " + base64.b64encode("bob:p\u00e4ss-\u20ac".encode()).decode()
+    with pytest.raises(ValueError, match="printable ASCII"):
+        HTTPClientConfig.model_validate({"http_headers": {"X-Scope-OrgID": "t\u20acnant"}})

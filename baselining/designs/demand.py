@@ -22,6 +22,7 @@ guards cannot catch it). So:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -57,13 +58,32 @@ class PeriodLoad:
         return None if self.queued_share is None else self.queued_share >= CAPACITY_BOUND_SHARE
 
 
+def _finite_mean(values: np.ndarray) -> float | None:
+    """Mean of finite samples without overflow near the float limit (sum of ``v/n``); None if empty."""
+    if not values.size:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = float(np.sum(values / values.size))
+    return m if math.isfinite(m) else None
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
 def period_load(name: str, demand: Sequence[float] | None, states: Sequence[str | None]) -> PeriodLoad:
-    """Summarize one period from its demand samples and its per-sample saturation states."""
+    """Summarize one period from its demand samples and its per-sample saturation states.
+
+    Non-finite demand samples are dropped; a mean that is still not finite reads as no demand
+    (``demand=None`` with a note), never as NaN/Inf in a report or JSON.
+    """
     d = np.asarray([v for v in (demand if demand is not None else []) if v is not None and np.isfinite(v)], float)
     classified = [s for s in states if s is not None]
     shares = saturation.state_shares(classified)
     queued = sum(shares[s] for s in _QUEUED) if classified else None
-    return PeriodLoad(name, float(d.mean()) if d.size else None, saturation.dominant_state(classified), queued)
+    mean = _finite_mean(d)
+    note = "demand mean not finite" if d.size and mean is None else ""
+    return PeriodLoad(name, mean, saturation.dominant_state(classified), queued, note)
 
 
 def states_of(inputs: Mapping[str, Sequence[float | None]], thresholds: saturation.Thresholds) -> list[str | None]:
@@ -91,12 +111,14 @@ class LoadContext:
     def line(self) -> str:
         """``demand +20.0 % (12.1 -> 14.5 req/s); saturation: baseline healthy, window healthy``."""
         if self.before is self.after:  # one period (a canary's window): no change to show
-            demand = f"demand {self.after.demand:.4g} req/s" if self.after.demand is not None else "demand: no offered-load series"
+            demand = f"demand {self.after.demand:.4g} req/s" if _finite(self.after.demand) else "demand: no offered-load series"
             return f"{demand}; saturation: {self.after.name} {self.after.state or 'unknown'}"
-        if self.demand_change is not None:
+        if _finite(self.demand_change) and _finite(self.before.demand) and _finite(self.after.demand):
             demand = f"demand {self.demand_change * 100:+.1f} % ({self.before.demand:.4g} -> {self.after.demand:.4g} req/s)"
-        else:
+        elif self.before.demand is None and self.after.demand is None and not (self.before.note or self.after.note):
             demand = "demand: no offered-load series"
+        else:
+            demand = "demand change undefined"
         state = f"saturation: {self.before.name} {self.before.state or 'unknown'}, {self.after.name} {self.after.state or 'unknown'}"
         return f"{demand}; {state}"
 
@@ -104,8 +126,10 @@ class LoadContext:
 def assess(before: PeriodLoad, after: PeriodLoad, category: str, signal: str) -> LoadContext:
     """Apply the demand-bound rule (module doc) to a primary signal of ``category``."""
     change = None
-    if before is not after and before.demand and after.demand is not None and before.demand > 0:
-        change = after.demand / before.demand - 1
+    if before is not after and _finite(before.demand) and _finite(after.demand) and before.demand > 0:
+        with np.errstate(over="ignore", invalid="ignore"):
+            change = after.demand / before.demand - 1
+        change = change if math.isfinite(change) else None
     bound, reason = None, ""
     if category == "throughput":
         flags = (before.capacity_bound, after.capacity_bound)

@@ -313,8 +313,9 @@ def mix_decomposition(spec: Spec, client, wc: WorkloadClass, signal: str, dimens
     rows = []
     for v in sorted(values):
         seg = _with(wc, **{dimension: v})
-        w = [np.mean([x for _, x in _range(client, spec.query_for(cc.demand, seg), a, b, step)] or [np.nan]) for a, b in (before, after)]
-        r = [np.mean([x for _, x in _range(client, spec.query_for(signal, seg), a, b, step)] or [np.nan]) for a, b in (before, after)]
+        with np.errstate(over="ignore", invalid="ignore"):  # overflowing means are dropped below, not warned
+            w = [np.mean([x for _, x in _range(client, spec.query_for(cc.demand, seg), a, b, step)] or [np.nan]) for a, b in (before, after)]
+            r = [np.mean([x for _, x in _range(client, spec.query_for(signal, seg), a, b, step)] or [np.nan]) for a, b in (before, after)]
         rows.append((v, w, r))
     rows = [row for row in rows if all(np.isfinite(row[1])) and all(np.isfinite(row[2]))]
     rows.sort(key=lambda row: -row[1][1])

@@ -146,6 +146,19 @@ def test_demand_bound_only_for_unsaturated_throughput():
     assert demand.assess(before, unknown, "throughput", "t").demand_bound  # unsaturated in one period is enough
 
 
+def test_demand_near_float_limit_is_said_in_words_not_nan():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow RuntimeWarning fails the test
+        huge = demand.period_load("baseline", [1.7e308] * 50, ["saturated"] * 50)
+        inf = demand.period_load("window", [float("inf"), float("nan")], ["saturated"] * 2)
+        ctx = demand.assess(huge, inf, "throughput", "t")
+    assert huge.demand == pytest.approx(1.7e308)  # a finite mean, not an overflowed sum
+    assert inf.demand is None and ctx.demand_change is None
+    assert "demand change undefined" in ctx.line() and "nan" not in ctx.line().lower()
+    assert "inf" not in ctx.line().lower()
+
+
 def test_mix_decomposition_known_answer():
     dec = mix.decompose("model", ("a", "b"), [1, 1], [1000, 500], [7, 3], [1000, 500])
     assert dec.total_change == pytest.approx(850 / 750 - 1)

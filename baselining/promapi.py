@@ -442,7 +442,7 @@ class PrometheusClient:
         if status >= 500 or status == 429:
             raise _Retryable(f"HTTP {status} from {path}: {_error_text(body, self._scrub) or problem or 'no error message'}")
         if 300 <= status < 400:
-            location = printable(redact_url(answer.headers.get("Location", "")) or "(no Location header)")
+            location = printable(self._scrub(redact_url(answer.headers.get("Location", ""))) or "(no Location header)")
             raise PrometheusUnavailable(
                 f"{where}: HTTP {status} from {path} redirects to {location}; "
                 "obsctl does not follow redirects: set prometheus.url to the Prometheus server itself"
@@ -479,7 +479,8 @@ def _error_text(body: dict | None, scrub: Any = str) -> str:
 def _envelope(answer: Answer, scrub: Any = str) -> tuple[dict | None, str]:
     """``(the JSON object, "")`` or ``(None, why it is not a Prometheus API answer)``."""
     raw = answer.body
-    kind = printable(answer.headers.get("Content-Type", "") or "no Content-Type", 60)
+    # Scrubbed before the cut: a proxy may echo request headers anywhere, and a cut secret is not recognised.
+    kind = printable(scrub(answer.headers.get("Content-Type", "")) or "no Content-Type", 60)
     size = f"{len(raw):,} bytes"
     if not raw:
         return None, f"empty body ({kind})"

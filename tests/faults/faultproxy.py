@@ -63,6 +63,7 @@ MODES = {
     "status_error200": "HTTP 200 with an error envelope",
     "warnings_nonstring": "Prometheus' real answer with a warnings entry that is an object",
     "http10_nolength": "Prometheus' real answer as HTTP/1.0 without Content-Length, ended by closing",
+    "echo_content_type": "HTTP 200 HTML whose Content-Type repeats the request's Authorization past 60 characters",
 }
 
 
@@ -194,6 +195,9 @@ class FaultProxy:
                 echoed += "; decoded: " + base64.b64decode(headers["Authorization"][6:]).decode(errors="replace")
             body = {"status": "error", "errorType": "internal", "error": f"rejected request with {echoed}"}
             return self._send(h, 500, "application/json", json.dumps(body).encode())
+        if mode == "echo_content_type":
+            kind = f"text/html; charset=utf-8; echo=Authorization: {headers.get('Authorization', '')}"
+            return self._send(h, 200, kind, LOGIN_PAGE)
         if mode == "reset_mid":
             status, kind, body = self._upstream(h.path)
             head = f"HTTP/1.1 {status} OK\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n\r\n".encode()

@@ -128,6 +128,17 @@ def test_verify_fault_mode_keeps_the_store(mode, proxy, fault_spec, fault_histor
     assert run(verify, ["--spec", fault_spec, "--class", "steady", "--end", fault_history.iso(2)]).exit_code == 0
 
 
+def test_a_secret_echoed_in_a_header_is_scrubbed_before_it_is_cut(proxy, fault_spec, fault_history, tmp_path):
+    """The Content-Type is shown cut to 60 characters: cut first, the token's head leaked."""
+    before = tree_digest(tmp_path / "store")
+    proxy.mode = "echo_content_type"
+    result = snap(fault_spec, fault_history)
+    assert result.exit_code == 3, result.output
+    one_error_line(result, proxy, r"not a Prometheus API answer from .*: not JSON \(text/html; charset=utf-8; echo=Authorization: Bearer <secre")
+    assert "fault-t" not in result.output and "test-token" not in result.output
+    assert tree_digest(tmp_path / "store") == before
+
+
 def test_http10_answer_without_content_length_is_read_to_the_close(proxy, fault_spec, fault_history, tmp_path):
     proxy.mode = "http10_nolength"
     result = snap(fault_spec, fault_history)

@@ -333,7 +333,7 @@ def initiative_close(spec_path, initiative_id, note):
 
 def _initiative_plan(spec, i) -> dict | None:
     # The planned length and the planner's figures (obsctl.baselining.planner); None without a baseline.
-    from obsctl.baselining.planner import baseline_plan, plan_lines, planned_seconds
+    from obsctl.baselining.planner import plan_lines, planned_seconds
     from obsctl.baselining.statistics.verdict import duration_text
     from obsctl.errors import UsageError
 

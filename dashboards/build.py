@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from obsctl.dashboards import cost, gpu_fleet, inference, loop_overview, training
+
 from obsctl.generated import regenerate_main, stale_files, write_files
 from obsctl.spec import Spec
 

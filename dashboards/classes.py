@@ -8,6 +8,7 @@ plus the labels it shows.
 from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
+
 from obsctl.spec import Spec
 
 #: Matcher every per-class query carries (Grafana substitutes the selected classes).

@@ -8,6 +8,7 @@ from obsctl.dashboards.classes import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
 from obsctl.rules.cost import GPU_COST, GPU_COST_SHARE
 from obsctl.rules.series import number
+
 from obsctl.spec import Spec
 
 UID = "obsctl-cost"

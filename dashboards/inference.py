@@ -9,6 +9,7 @@ from __future__ import annotations
 from obsctl.dashboards import grafana as g
 from obsctl.dashboards.classes import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
+
 from obsctl.spec import Spec
 
 UID = "obsctl-inference"

@@ -8,7 +8,15 @@ Queries read the series the generated rules publish (see obsctl.rules.series).
 from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
-from obsctl.rules.series import BASELINE_INFO, BASELINE_VALUE, TARGET_GAP, TARGET_VALUE, number, selector
+from obsctl.rules.series import (
+    BASELINE_INFO,
+    BASELINE_VALUE,
+    TARGET_GAP,
+    TARGET_VALUE,
+    number,
+    selector,
+)
+
 from obsctl.spec import Signal, Spec, WorkloadClass
 
 UID = "obsctl-loop-overview"

@@ -7,6 +7,7 @@ from obsctl.dashboards import grafana as g
 from obsctl.dashboards.classes import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
 from obsctl.rules.cost import run_cost_usd_query
+
 from obsctl.spec import Spec
 
 UID = "obsctl-training"

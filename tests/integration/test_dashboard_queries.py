@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 import requests
-
 from obsctl.baselining.models import Baseline, Population, Statistics, Window
 from obsctl.dashboards import build as builder
 from obsctl.rules import canonical as C
-from obsctl.rules.cost import run_cost_usd_query
 from obsctl.rules import generate as gen
+from obsctl.rules.cost import run_cost_usd_query
+
 from obsctl.spec import load_spec
 from obsctl.stack import Prometheus, create_blocks_from_openmetrics
 
@@ -69,7 +69,7 @@ def _families(now: float) -> dict[str, tuple[str, list[tuple[dict, object]]]]:
     for labels in (w, t):
         for le, per_step in (("0.1", 20.0), ("0.5", 60.0), ("1.0", 80.0), ("+Inf", 80.0)):
             fam["obsctl_queue_wait_seconds"][1].append(({**labels, "le": le}, lambda i, n=per_step: n * i))
-    gauge = lambda name: fam.setdefault(name, ("gauge", []))[1]  # noqa: E731
+    gauge = lambda name: fam.setdefault(name, ("gauge", []))[1]
     for labels, wc, util in gpus:
         gl = {**ex, **labels}
         gauge("obsctl_gpu_utilization_ratio").append((gl, util))
@@ -102,7 +102,7 @@ def write_openmetrics(path: Path, now: float) -> None:
 
 
 def _baselines(spec) -> list[Baseline]:
-    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     return [Baseline(
         id=f"{c.name}.{s.name}.20260101T000000Z", workload_class=c.name, signal=s.name, unit=s.unit, direction=s.direction,
         query="q", window=Window(start=start, end=start + dt.timedelta(hours=1), step_seconds=15),
@@ -217,7 +217,7 @@ def test_cost_series_match_fixture(prometheus):
     attributed = [lbl["workload_class"] for lbl, _ in fam["obsctl_gpu_attribution_info"][1]]
     utils = {lbl["uuid"]: v for lbl, v in fam["obsctl_gpu_utilization_ratio"][1]}
     price = fam["obsctl_accelerator_price_usd_per_hour"][1][0][1]
-    value = lambda expr: float(_run(prom.url, expr, True, ready)["data"]["result"][0]["value"][1])  # noqa: E731
+    value = lambda expr: float(_run(prom.url, expr, True, ready)["data"]["result"][0]["value"][1])
     for wc in ("embed-online", "finetune-batch"):
         assert value(f'{C.COST_USD_PER_HOUR}{{workload_class="{wc}"}}') == pytest.approx(price * attributed.count(wc))
     idle = [lbl for lbl, _ in fam["obsctl_gpu_attribution_info"][1] if utils[lbl["uuid"]] < 0.1]

@@ -7,12 +7,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from obsctl.dashboards import build as builder
 from obsctl.dashboards import grafana
 from obsctl.dashboards.cli import dashboards
-from obsctl.spec import load_spec
 from rules_fixtures import write_spec
+
+from obsctl.spec import load_spec
 
 
 @pytest.fixture(scope="module")

@@ -192,6 +192,13 @@ def _float(text: Any, what: str) -> float:
         raise _Malformed(f"{what} {printable(str(text))!r} is not a number") from None
 
 
+def _no_native_histogram(item: Any, key: str, promql: str) -> None:
+    # A native histogram sample is a valid answer, just not a number: the query's to fix.
+    if isinstance(item, dict) and key in item:
+        raise UsageError(f"query {promql!r} returns native histogram samples, not numbers; ask for a number, "
+                         "e.g. histogram_quantile(0.95, sum(rate(<metric>[5m]))) or histogram_count(rate(<metric>[5m]))")
+
+
 def _as(kind: type, value: Any, what: str) -> Any:
     if value is None:
         raise _Malformed(f"{what} missing")
@@ -291,6 +298,7 @@ class PrometheusClient:
             kind = data.get("resultType")
             if kind == "vector":
                 for n, r in enumerate(_as(list, data.get("result"), "data.result")):
+                    _no_native_histogram(r, "histogram", promql)
                     t, v = _pair(r.get("value") if isinstance(r, dict) else None, f"data.result[{n}].value")
                     out.series.append(InstantSample(_labels(r, f"data.result[{n}]"), t, v))
                 return out
@@ -330,6 +338,7 @@ class PrometheusClient:
                     raise _Malformed(f"data.resultType is {printable(str(data.get('resultType')))!r}, expected 'matrix'")
                 for n, item in enumerate(_as(list, data.get("result"), "data.result")):
                     metric = _labels(item, f"data.result[{n}]")
+                    _no_native_histogram(item, "histograms", promql)
                     values = _as(list, item.get("values", []), f"data.result[{n}].values")
                     series = merged.setdefault(tuple(sorted(metric.items())), RangeSeries(dict(metric)))
                     series.values.extend(_pair(v, f"data.result[{n}].values[{i}]") for i, v in enumerate(values))

@@ -239,3 +239,28 @@ def test_non_ascii_token_is_a_file_error_and_a_non_ascii_password_is_sent(tmp_pa
     assert sent == "Basic " + base64.b64encode("bob:p\u00e4ss-\u20ac".encode()).decode()
     with pytest.raises(ValueError, match="printable ASCII"):
         HTTPClientConfig.model_validate({"http_headers": {"X-Scope-OrgID": "t\u20acnant"}})
+
+
+def _answer(body: bytes):
+    def script(conn, stop):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    return script
+
+
+# The API's documented shapes of native histogram samples (querying/api.md, "Native histograms").
+NATIVE_INSTANT = (b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"w"},'
+                  b'"histogram":[1700000000,{"count":"4","sum":"5","buckets":[[0,"-1","1","4"]]}]}]}}')
+NATIVE_RANGE = (b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"job":"w"},'
+                b'"histograms":[[1700000000,{"count":"4","sum":"5","buckets":[[0,"-1","1","4"]]}]]}]}}')
+
+
+def test_native_histogram_samples_are_the_query_to_fix_not_a_broken_server(raw):
+    """Was "not a Prometheus API answer ... is not a [time, value] pair" (exit 3)."""
+    from obsctl.baselining.promapi import PrometheusClient
+    from obsctl.errors import UsageError
+
+    for body, call in ((NATIVE_INSTANT, lambda c: c.query("w")), (NATIVE_RANGE, lambda c: c.query_range("w", 0, 60, 15))):
+        client = PrometheusClient(raw(_answer(body)).url.rstrip("/"), timeout_seconds=5, attempts=1)
+        with pytest.raises(UsageError, match="returns native histogram samples, not numbers; ask for a number") as info:
+            call(client)
+        assert info.value.exit_code == 2

@@ -145,6 +145,8 @@ CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
     "usd_per_million_output_tokens": (COST_PER_MILLION_OUTPUT_TOKENS, "", "cost", "USD/1M tokens", "lower_is_better"),
     "usd_per_request": (COST_PER_REQUEST, "", "cost", "USD/request", "lower_is_better"),
     "usd_per_sample": (COST_PER_SAMPLE, "", "cost", "USD/sample", "lower_is_better"),
+    # Model FLOPs utilization (rules/training.py): only for a class with an ``mfu:`` block.
+    "mfu_ratio": (MFU, "", "utilization", "ratio", "higher_is_better"),
 }
 
 

@@ -90,6 +90,10 @@ def describe(wc) -> dict:
     # Catalogue signals over series the sources do not fill (cost, efficiency: derived by
     # other rule files from the canonical series) are offered to every class.
     records += [r for r, *_ in CATALOGUE_SIGNALS.values() if r not in filled_by_sources and r not in records]
+    if getattr(wc, "mfu", None) is None:  # MFU is computed only for classes with an mfu: block
+        from obsctl.rules.canonical import MFU
+
+        records = [r for r in records if r != MFU]
     lacks = SOURCES[wc.source].lacks
     if wc.queue:
         lacks = f"{lacks}; queue {wc.queue.source}: {QUEUE_SOURCES[wc.queue.source].lacks}"

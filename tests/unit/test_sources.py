@@ -193,3 +193,17 @@ def test_the_sources_package_ships_in_the_wheel():
     config = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert "obsctl.rules.sources" in config["packages"]
     assert config["package-dir"]["obsctl.rules.sources"] == "rules/sources"
+
+
+def test_mfu_is_a_catalogue_signal_of_classes_with_an_mfu_block(tmp_path):
+    """A signal on MFU could not be written before: a query needs $selector, the MFU series has only workload_class."""
+    text = spec_text(extra_class="- {name: train, kind: training, selector: {job: t}, mfu: {flops_per_token: 7.8e9}}\n",
+                     extra_signal="  - {name: mfu, catalogue: mfu_ratio}\n")
+    spec = load(tmp_path, text)
+    assert spec.query_for("mfu", "train") == f'sum({canonical.MFU}{{workload_class="train",signal=""}})'
+    assert spec.signal("mfu").category == "utilization"
+    from obsctl.rules.sources import catalogue_gaps, describe
+
+    assert "mfu_ratio" in describe(spec.workload_class("train"))["signals"]
+    assert "mfu_ratio" not in describe(spec.workload_class("chat"))["signals"]
+    assert any("class chat" in gap and "mfu_ratio" in gap for gap in catalogue_gaps(spec))

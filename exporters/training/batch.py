@@ -92,6 +92,21 @@ def _handler(authorization: str | None, scrub: Callable[[str], str]) -> Callable
     return handler
 
 
+def _gateway_parts(url: str) -> urllib.parse.SplitResult:
+    """The gateway URL split, or ValueError naming what is wrong (never the password)."""
+    shown = redact_url(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:  # an unclosed [IPv6 literal, a port out of range
+        raise ValueError(f"Pushgateway address {shown!r} has no valid host and port, e.g. pushgateway:9091") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"Pushgateway address {shown!r} must be host:port or an http:// or https:// URL")
+    if not parts.hostname or port == 0 or any(c.isspace() or not c.isprintable() for c in url):
+        raise ValueError(f"Pushgateway address {shown!r} has no valid host and port (no spaces), e.g. pushgateway:9091")
+    return parts
+
+
 def _text(body: bytes) -> str:
     return body[:4096].decode("utf-8", errors="replace")
 
@@ -129,6 +144,9 @@ class BatchJob:
         timeout: seconds per push.
         handler: prometheus_client push handler (e.g. ``basic_auth_handler`` with credentials).
 
+    Raises:
+        ValueError: ``gateway`` is not ``host:port`` or an http(s) URL with a host.
+
     Raises (from :meth:`push`, :meth:`finish` and leaving the block):
         PushError: the gateway is unreachable or refused the push (the message names the
             gateway's answer, e.g. a 400 for metrics inconsistent with another group's),
@@ -142,7 +160,7 @@ class BatchJob:
                  grouping_key: dict[str, str] | None = None, labels: dict[str, str] | None = None,
                  timeout: float = 10.0, handler: Callable | None = None):
         url = gateway if "://" in gateway else f"http://{gateway}"
-        parts = urllib.parse.urlsplit(url)
+        parts = _gateway_parts(url)
         self._secrets: list[str] = []  # scrubbed from every message (a gateway may echo them)
         if handler is None:
             authorization = None

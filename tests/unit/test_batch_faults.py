@@ -92,3 +92,12 @@ def test_a_push_that_was_not_stored_is_one_line_without_the_password(gateway, mo
 def test_an_empty_200_is_a_stored_push(gateway):
     _Gateway.mode = "ok"
     BatchJob("qa-eval", gateway=gateway, instance="ci", timeout=5).finish()
+
+
+@pytest.mark.parametrize("address", ["", "ftp://gw:9091", "http://gw:99999", "http://a b:9091", "http://[::1",
+                                     f"http://bob:{PASSWORD}@[::1"])
+def test_an_unusable_gateway_address_is_refused_at_construction(address):
+    """Spaces and a broken IPv6 literal were an uncaught InvalidURL / ValueError at push time."""
+    with pytest.raises(ValueError, match="Pushgateway address") as info:
+        BatchJob("qa-eval", gateway=address, instance="ci")
+    assert PASSWORD not in str(info.value)

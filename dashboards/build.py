@@ -10,7 +10,14 @@ import json
 import sys
 from pathlib import Path
 
-from obsctl.dashboards import cost, gpu_fleet, inference, loop_overview, training
+from obsctl.dashboards import (
+    cost,
+    gpu_fleet,
+    inference,
+    loop_overview,
+    training,
+    verification,
+)
 
 from obsctl.generated import regenerate_main, stale_files, write_files
 from obsctl.spec import Spec
@@ -23,7 +30,8 @@ PATTERN = "obsctl-*.json"
 
 def build(spec: Spec) -> dict[str, str]:
     """``{file name: JSON text}`` for each dashboard (``obsctl-<uid suffix>.json``)."""
-    dashboards = [loop_overview.build(spec), gpu_fleet.build(), inference.build(spec), training.build(spec), cost.build(spec)]
+    dashboards = [loop_overview.build(spec), gpu_fleet.build(), inference.build(spec), training.build(spec), cost.build(spec),
+                  verification.build(spec)]
     return {f"{d['uid']}.json": json.dumps(d, indent=2, sort_keys=True) + "\n" for d in dashboards}
 
 

@@ -146,3 +146,15 @@ def query_variable(name: str, label: str, promql: str) -> G.Template:
     """A multi-value query variable (label_values...) with All = ``.*``, for ``=~"$name"`` matchers."""
     return G.Template(name=name, label=label, query={"query": promql, "refId": f"{name}-var"}, type="query",
                       multi=True, includeAll=True, allValue=".*", default="$__all", refresh=G.REFRESH_ON_TIME_RANGE_CHANGE)
+
+
+def single_variable(name: str, label: str, promql: str, default: str = "") -> G.Template:
+    """A single-value query variable (no All), e.g. the one control class to compare against."""
+    return G.Template(name=name, label=label, query={"query": promql, "refId": f"{name}-var"}, type="query",
+                      multi=False, includeAll=False, default=default, refresh=G.REFRESH_ON_TIME_RANGE_CHANGE)
+
+
+def custom_variable(name: str, label: str, values: list[str], default: str) -> G.Template:
+    """A single-value custom variable over fixed ``values`` (e.g. the spec's signal names)."""
+    options = [{"text": v, "value": v, "selected": v == default} for v in values]
+    return G.Template(name=name, label=label, query=",".join(values), type="custom", default=default, options=options)

@@ -34,7 +34,10 @@ CANONICAL = {C.INPUT_TOKENS: 1800.0, C.OUTPUT_TOKENS: 600.0, C.STEPS: 2.0, C.TTF
              C.STEP_TIME: 0.5, C.REQUESTS_RUNNING: 8.0, C.KV_CACHE_USAGE: 0.7,
              C.PREEMPTIONS: 0.1, C.MFU: 0.42}
 VARIABLES = {"$__rate_interval": "1m", "$__interval_ms": "15000", "$__interval": "15s", "$__range": "30m", "$instance": ".*",
-             "$workload_class": ".*"}
+             "$workload_class": ".*", "$control_class": "finetune-batch", "$signal": "tokens_per_second"}
+#: embed-online runs as canary replicas: its workload series split by ``track`` (sums unchanged).
+TRACKS = {"stable": 0.75, "canary": 0.25}
+VARIANT = {"label": "track", "control": "stable", "treatment": "canary"}
 #: Panels whose query is correctly empty on healthy fixture data.
 MAY_BE_EMPTY = {"Failing exporter collectors", "Firing obsctl alerts"}
 
@@ -69,6 +72,9 @@ def _families(now: float) -> dict[str, tuple[str, list[tuple[dict, object]]]]:
     for labels in (w, t):
         for le, per_step in (("0.1", 20.0), ("0.5", 60.0), ("1.0", 80.0), ("+Inf", 80.0)):
             fam["obsctl_queue_wait_seconds"][1].append(({**labels, "le": le}, lambda i, n=per_step: n * i))
+    for name, (kind, series) in fam.items():  # the workload's replicas: one copy per track, scaled by its share
+        fam[name] = (kind, [(({**lbl, "track": tr}, _scaled(v, share)) if lbl.get("job") == w["job"] else (lbl, v))
+                            for lbl, v in series for tr, share in (TRACKS.items() if lbl.get("job") == w["job"] else [("", 1)])])
     gauge = lambda name: fam.setdefault(name, ("gauge", []))[1]
     for labels, wc, util in gpus:
         gl = {**ex, **labels}
@@ -83,6 +89,19 @@ def _families(now: float) -> dict[str, tuple[str, list[tuple[dict, object]]]]:
             gauge("obsctl_gpu_attribution_info").append(({**gl, "workload_class": wc, "owner": "team"}, 1.0))
         fam.setdefault("obsctl_gpu_energy_joules", ("counter", []))[1].append((gl, lambda i: 300.0 * STEP * i))
     return fam
+
+
+def _scaled(value, share: float):
+    return (lambda i: share * value(i)) if callable(value) else share * value
+
+
+def _verification_spec(spec):
+    """The example spec with embed-online judged as a canary (track) and finetune-batch against a control."""
+    from obsctl.spec import ClassComparison, Comparison, Variant
+
+    classes = {"embed-online": ClassComparison(design="canary", variant=Variant(**VARIANT, traffic_share=TRACKS["canary"])),
+               "finetune-batch": ClassComparison(design="control", control="embed-online")}
+    return spec.model_copy(update={"comparison": Comparison(classes=classes)})
 
 
 def write_openmetrics(path: Path, now: float) -> None:
@@ -161,7 +180,7 @@ def _substitute(expr: str) -> str:
 
 
 @pytest.mark.parametrize("name", ["obsctl-loop-overview.json", "obsctl-gpu-fleet.json", "obsctl-inference.json",
-                                  "obsctl-training.json", "obsctl-cost.json"])
+                                  "obsctl-training.json", "obsctl-cost.json", "obsctl-verification.json"])
 def test_every_panel_query_runs_and_returns_data(prometheus, name):
     prom, spec, _ = prometheus
     dash = json.loads(builder.build(spec)[name])
@@ -172,6 +191,41 @@ def test_every_panel_query_runs_and_returns_data(prometheus, name):
             if not body["data"]["result"] and panel["title"] not in MAY_BE_EMPTY:
                 empty.append(f"{panel['title']} / {target['refId']}: {target['expr']}")
     assert not empty, "queries without data:\n" + "\n".join(empty)
+
+
+@pytest.mark.parametrize("signal", ["tokens_per_second", "usd_per_million_tokens", "gpu_utilization",
+                                    "queue_wait_p95_seconds", "request_error_ratio"])
+def test_verification_dashboard_queries_return_data(prometheus, signal):
+    """Every panel of the verification dashboard, for each primary signal, with a canary row (embed-online) and
+    finetune-batch as $control_class."""
+    prom, spec, _ = prometheus
+    dash = json.loads(builder.build(_verification_spec(spec))["obsctl-verification.json"])
+    assert any(p["title"].startswith("embed-online: canary track=canary") for p in dash["panels"])
+    empty = []
+    for panel in dash["panels"]:
+        for target in panel.get("targets", []):
+            expr = _substitute(target["expr"].replace("$signal", signal))
+            if not _run(prom.url, expr, target["instant"])["data"]["result"]:
+                empty.append(f"{panel['title']} / {target['refId']}: {expr}")
+    assert not empty, "queries without data:\n" + "\n".join(empty)
+
+
+def test_verification_dashboard_effects_match_fixture(prometheus):
+    """Known answers of the design panels: the canary's T/C - 1 is the tracks' token shares' ratio - 1, and
+    the control-adjusted change (T/T_b)/(C/C_b) - 1 the classes' token rates' ratio (baselines are 1.0)."""
+    prom, spec, ready = prometheus
+    dash = json.loads(builder.build(_verification_spec(spec))["obsctl-verification.json"])
+    fam = _families(ready)
+    rate = {(lbl["workload"], lbl.get("track")): v(1) / STEP for lbl, v in fam["obsctl_tokens"][1]}
+    value = lambda expr: float(_run(prom.url, _substitute(expr), True, ready)["data"]["result"][0]["value"][1])
+    canary = next(p for p in dash["panels"] if p["title"] == "tokens_per_second: treatment / control - 1")
+    want = rate["embed-online", "canary"] / rate["embed-online", "stable"] - 1
+    assert value(canary["targets"][0]["expr"]) == pytest.approx(want)
+    adjusted = next(p for p in dash["panels"] if p["title"] == "Control's own movement and control-adjusted change")
+    expr = adjusted["targets"][1]["expr"].replace('workload_class=~"$workload_class"', 'workload_class="embed-online"')
+    treated = rate["embed-online", "canary"] + rate["embed-online", "stable"]
+    assert value(expr) == pytest.approx(treated / rate["finetune-batch", None] - 1)
+    assert value(adjusted["targets"][0]["expr"]) == pytest.approx(rate["finetune-batch", None] - 1)
 
 
 def test_signal_values_match_fixture(prometheus):
@@ -224,7 +278,7 @@ def test_cost_series_match_fixture(prometheus):
     assert value(f'{C.IDLE_WASTE_USD_PER_HOUR}{{workload_class="finetune-batch"}}') == pytest.approx(price * len(idle))
     unattributed = len(utils) - len(attributed)
     assert value(C.UNATTRIBUTED_WASTE_USD_PER_HOUR) == pytest.approx(price * unattributed)
-    tokens = fam["obsctl_tokens"][1][0][1](1) / STEP  # embed-online's counter rate
+    tokens = sum(v(1) for lbl, v in fam["obsctl_tokens"][1] if lbl["workload"] == "embed-online") / STEP  # its counter rate
     assert value(f'{C.COST_PER_MILLION_TOKENS}{{workload_class="embed-online"}}') == pytest.approx(price / 3600 / tokens * 1e6)
 
 

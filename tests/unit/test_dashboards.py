@@ -20,9 +20,41 @@ def built():
     return {name: json.loads(text) for name, text in builder.build(load_spec(builder.EXAMPLE_SPEC)).items()}
 
 
-def test_five_dashboards(built):
+def test_six_dashboards(built):
     assert sorted(built) == ["obsctl-cost.json", "obsctl-gpu-fleet.json", "obsctl-inference.json", "obsctl-loop-overview.json",
-                             "obsctl-training.json"]
+                             "obsctl-training.json", "obsctl-verification.json"]
+
+
+def test_verification_dashboard_shows_design_context(built):
+    """Saturation, demand, the primary signal against its baseline and treated vs control; canary rows only
+    for classes with a variant, and only for signals the variant label can split ($selector queries)."""
+    from obsctl.rules import canonical as C
+    from obsctl.rules.series import BASELINE_VALUE
+
+    from obsctl.spec import ClassComparison, Comparison, Variant
+
+    spec = load_spec(builder.EXAMPLE_SPEC)
+    dash = built["obsctl-verification.json"]
+    exprs = " ".join(t["expr"] for p in dash["panels"] for t in p.get("targets", []))
+    assert all(s in exprs for s in (C.SATURATION_STATE, C.REQUESTS_OFFERED, BASELINE_VALUE, 'workload_class="$control_class"'))
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert variables["signal"]["current"]["value"] == spec.targets[0].signal
+    assert variables["signal"]["query"].split(",") == sorted(s.name for s in spec.signals)
+    assert variables["control_class"]["multi"] is False and variables["control_class"]["includeAll"] is False
+    assert not any("canary" in p["title"] for p in dash["panels"])  # the example spec configures no variant
+
+    classes = {"embed-online": ClassComparison(design="canary", variant=Variant(label="track", control="stable", treatment="canary")),
+               "finetune-batch": ClassComparison(design="control", control="embed-online")}
+    canary = json.loads(builder.build(spec.model_copy(update={"comparison": Comparison(classes=classes)}))["obsctl-verification.json"])
+    rows = [p["title"] for p in canary["panels"] if p["type"] == "row"]
+    assert rows[-1] == "embed-online: canary track=canary vs stable" and len(rows) == 4
+    split = sorted(s.name for s in spec.signals if "$selector" in s.query)
+    titles = [p["title"] for p in canary["panels"] if p["title"].endswith(": treatment / control - 1")]
+    assert titles == [f"{name}: treatment / control - 1" for name in split] and "gpu_utilization" not in split
+    by_track = next(p for p in canary["panels"] if p["title"].startswith("tokens_per_second (") and "by track" in p["title"])
+    assert [('track="stable"' in t["expr"], 'track="canary"' in t["expr"]) for t in by_track["targets"]] == [(True, False), (False, True)]
+    control = {v["name"]: v for v in canary["templating"]["list"]}["control_class"]
+    assert control["current"]["value"] == "embed-online"  # the configured control
 
 
 def test_workload_dashboards_read_canonical_series(built):

@@ -217,7 +217,10 @@ def _labels(item: Any, what: str) -> dict[str, str]:
 def _pair(value: Any, what: str) -> tuple[float, float]:
     if not isinstance(value, list) or len(value) != 2:
         raise _Malformed(f"{what} is not a [time, value] pair")
-    return _float(value[0], f"{what} time"), _float(value[1], f"{what} value")
+    t = _float(value[0], f"{what} time")
+    if not math.isfinite(t):  # values may be NaN/Inf, times never are
+        raise _Malformed(f"{what} time is {t}, not a Unix time")
+    return t, _float(value[1], f"{what} value")
 
 
 def printable(text: str, limit: int = 200) -> str:

@@ -264,3 +264,19 @@ def test_native_histogram_samples_are_the_query_to_fix_not_a_broken_server(raw):
         with pytest.raises(UsageError, match="returns native histogram samples, not numbers; ask for a number") as info:
             call(client)
         assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("body, expected", [
+    (b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[NaN,"1"]]}]}}',
+     "data.result[0].values[0] time is nan, not a Unix time"),
+    (b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[Infinity,"1"]]}]}}',
+     "data.result[0].values[0] time is inf, not a Unix time"),
+])
+def test_a_non_finite_sample_time_is_not_a_prometheus_answer(raw, body, expected):
+    from obsctl.baselining.promapi import PrometheusClient
+    from obsctl.errors import PrometheusUnavailable
+
+    client = PrometheusClient(raw(_answer(body)).url.rstrip("/"), timeout_seconds=5, attempts=1)
+    with pytest.raises(PrometheusUnavailable, match="not a Prometheus API answer") as info:
+        client.query_range("w", 0, 60, 15)
+    assert expected in str(info.value)

@@ -86,7 +86,8 @@ def _handler(authorization: str | None, scrub: Callable[[str], str]) -> Callable
             with urllib.request.build_opener(_NoRedirect).open(request, timeout=timeout) as resp:
                 body = resp.read(4096)
                 kind = resp.headers.get("Content-Type", "") or ""
-                if "html" in kind.lower() or body.lstrip()[:1] == b"<":
+                # Judged by the body: a proxy may label the gateway's empty answer text/html.
+                if body.strip() and ("html" in kind.lower() or body.lstrip()[:1] == b"<"):
                     raise _NotPushgateway(f"HTTP {resp.status} but not a Pushgateway answer: {_excerpt(scrub(_text(body)))}")
         return handle
     return handler

@@ -47,6 +47,8 @@ class _Gateway(BaseHTTPRequestHandler):
             self._send(401, "text/plain", f"denied: {self.headers.get('Authorization')}".encode())
         elif mode == "ok":
             self._send(200, "", b"")
+        elif mode == "ok_html_type":  # an empty answer a proxy labelled text/html
+            self._send(200, "text/html", b"")
 
     def _send(self, status, kind, body):
         self.send_response(status)
@@ -89,8 +91,9 @@ def test_a_push_that_was_not_stored_is_one_line_without_the_password(gateway, mo
     assert PASSWORD not in message and encoded not in message
 
 
-def test_an_empty_200_is_a_stored_push(gateway):
-    _Gateway.mode = "ok"
+@pytest.mark.parametrize("mode", ["ok", "ok_html_type"])
+def test_an_empty_200_is_a_stored_push(gateway, mode):
+    _Gateway.mode = mode
     BatchJob("qa-eval", gateway=gateway, instance="ci", timeout=5).finish()
 
 

@@ -223,6 +223,21 @@ def _pair(value: Any, what: str) -> tuple[float, float]:
     return t, _float(value[1], f"{what} value")
 
 
+def _pairs(values: list, what: str) -> list[tuple[float, float]]:
+    # Fast path for the documented shape ([number, "string"] pairs, finite times): about
+    # json.loads' own time for 43,200 pairs instead of ~10 us a pair. It accepts a subset of
+    # what _pair accepts with the same floats; anything else takes the validating path,
+    # which names what is wrong.
+    try:
+        if all(type(p) is list and len(p) == 2 and type(p[0]) in (int, float) and type(p[1]) is str for p in values):
+            pairs = [(float(t), float(v)) for t, v in values]
+            if all(math.isfinite(t) for t, _ in pairs):
+                return pairs
+    except ValueError:  # a value string that is not a number
+        pass
+    return [_pair(v, f"{what}[{i}]") for i, v in enumerate(values)]
+
+
 def printable(text: str, limit: int = 200) -> str:
     """``text`` cut to ``limit`` characters with control and other non-printable characters
     escaped (``\\x00``), so a server's bytes cannot garble the terminal."""
@@ -344,7 +359,7 @@ class PrometheusClient:
                     _no_native_histogram(item, "histograms", promql)
                     values = _as(list, item.get("values", []), f"data.result[{n}].values")
                     series = merged.setdefault(tuple(sorted(metric.items())), RangeSeries(dict(metric)))
-                    series.values.extend(_pair(v, f"data.result[{n}].values[{i}]") for i, v in enumerate(values))
+                    series.values.extend(_pairs(values, f"data.result[{n}].values"))
             except _Malformed as exc:
                 raise self._unexpected(path, exc) from None
         out.series = list(merged.values())

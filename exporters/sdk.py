@@ -422,6 +422,8 @@ class Workload:
     def set_quality_score(self, evaluation: str, score: float) -> None:
         """Publish the latest score of the named evaluation (e.g. ``"sts-b-spearman"``); a
         NaN or infinite score raises ValueError (a failed evaluation publishes nothing)."""
+        if not isinstance(evaluation, str) or not evaluation:
+            raise ValueError(f"evaluation must be a non-empty string, got {evaluation!r}")
         score = _checked(score, "quality score", negative=True)  # before labels(): that creates the series at 0
         self._quality.labels(**self._const, evaluation=evaluation).set(score)
 

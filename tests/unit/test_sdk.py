@@ -174,6 +174,8 @@ def test_process_cpu_seconds_carry_the_workload_labels(wl):
     lambda wl: wl.set_queue_depth(-3),
     lambda wl: wl.set_requests_running(float("nan")),
     lambda wl: wl.set_quality_score("sts", float("nan")),
+    lambda wl: wl.set_quality_score("", 0.5),     # evaluation="" is no label at all
+    lambda wl: wl.set_quality_score(None, 0.5),
 ])
 def test_non_finite_or_negative_input_is_refused_and_changes_nothing(wl, call):
     # A NaN added to a counter (or a histogram's _sum) stays for the life of the process:

@@ -32,8 +32,11 @@ def batch_tokens(batch: Any):
     May return a 0-d tensor (summed without a device sync; ``float()`` it once per step)."""
     if not isinstance(batch, Mapping):
         return None
-    if batch.get("attention_mask") is not None:
-        return batch["attention_mask"].sum()
-    if batch.get("input_ids") is not None:
-        return batch["input_ids"].numel()
+    # Tensors only: a collator may pass lists (unpadded token ids) under the same keys,
+    # and a counting callback must not stop the training run.
+    mask, ids = batch.get("attention_mask"), batch.get("input_ids")
+    if hasattr(mask, "sum") and hasattr(mask, "shape"):
+        return mask.sum()
+    if hasattr(ids, "numel"):
+        return ids.numel()
     return None

@@ -104,6 +104,9 @@ def test_trainer_callback_counts_samples_steps_tokens_and_step_time(tmp_path):
     ({"input_ids": torch.zeros(2, 9, dtype=torch.long)}, 2, 18),
     ({"input_ids": torch.zeros(2, 4), "attention_mask": torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]])}, 2, 5),
     ({"meta": "x"}, 0, None),
+    # lists under the tensor keys (an unpadded collator) were an AttributeError inside the training loop
+    ({"input_ids": [[1, 2, 3], [4]], "attention_mask": [[1, 1, 1], [1]]}, 0, None),
+    ({"input_ids": torch.zeros(3, 2), "attention_mask": [[1, 1], [1, 0], [0, 0]]}, 3, 6),
 ])
 def test_batch_shapes(batch, samples, tokens):
     from obsctl.exporters.training._batches import batch_samples, batch_tokens

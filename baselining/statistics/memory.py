@@ -32,7 +32,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import signal as spsignal
 
 #: Largest AR order tried (AIC chooses 0..MAX_ORDER). Scrape signals are rates over a
 #: short range (a moving average) plus slow drift; a few lags capture both.
@@ -98,9 +97,7 @@ class MemoryModel:
         out[: head.size] = head
         if lags > p + 1 and p > 0:
             # rho_k = sum_j a_j rho_{k-j} for k > p: an all-pole filter started from rho_1..rho_p.
-            a = np.concatenate(([1.0], -np.asarray(self.coefficients, dtype=float)))
-            zi = spsignal.lfiltic([1.0], a, y=np.asarray(self.rho[1:][::-1], dtype=float))
-            out[p + 1 :], _ = spsignal.lfilter([1.0], a, np.zeros(lags - p - 1), zi=zi)
+            out[p + 1 :] = ar_continue(self.coefficients, self.rho[1:][::-1], lags - p - 1)
         if len(self._cache) < 8:
             self._cache[key] = out
         return out
@@ -184,6 +181,37 @@ def autocovariance(times: np.ndarray, values: np.ndarray, step_seconds: float, l
     taper = np.clip(1.0 - np.arange(lags) / n, 0.0, 1.0)
     gamma = np.where(pairs > 0.5, sums / np.maximum(pairs, 1.0), 0.0) * taper
     return gamma, pairs, mean
+
+
+def ar_continue(coefficients, newest_first, count: int, block: int = 256) -> np.ndarray:
+    """``count`` further values of ``x_k = sum_j a_j x_{k-j}`` after ``newest_first = (x_{k-1}, ..., x_{k-p})``.
+
+    Blocks of ``B`` values at once: ``x_{k+j-1} = e_1' A^j s_k`` with ``A`` the companion
+    matrix and ``s_k`` the state, so each block is one ``(B, p) @ (p,)`` product. The same
+    recursion as scipy.signal.lfilter (an all-pole filter), which agrees to rounding
+    (~1e-15); scipy.signal's import costs seconds of every verify's start-up.
+    """
+    a = np.asarray(coefficients, dtype=float)
+    p = a.size
+    companion = np.zeros((p, p))
+    companion[0] = a
+    companion[1:, :-1] = np.eye(p - 1)
+    size = max(p, min(block, count))  # >= p: the next state is the block's last p values
+    rows = np.empty((size, p))
+    row = a.copy()
+    for j in range(size):
+        rows[j] = row
+        row = row @ companion
+    out = np.empty(count)
+    state = np.asarray(newest_first, dtype=float)
+    done = 0
+    while done < count:
+        chunk = rows @ state
+        n = min(size, count - done)
+        out[done : done + n] = chunk[:n]
+        done += n
+        state = chunk[size - p :][::-1]
+    return out
 
 
 def levinson_durbin(r: np.ndarray, order: int) -> list[tuple[np.ndarray, float]]:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize
 from scipy.special import ndtr, ndtri
 
 #: Grid points per look for the recursive integration (trapezoid): the 5-look values of the
@@ -78,6 +77,38 @@ def _cross(density, grid, weights, dt: float, mean_shift: float, b: float) -> tu
     lo = ndtr((-b - grid - mean_shift) / sd)
     w = density * weights
     return float(w @ up), float(w @ lo)
+
+
+def _cross_slope(density, grid, weights, dt: float, t: float, c: float) -> float:
+    """d/dc of the two-sided crossing probability at boundary ``c * sqrt(t)`` (negative)."""
+    sd = math.sqrt(dt)
+    b = c * math.sqrt(t)
+    w = density * weights
+    return float(-math.sqrt(t) / sd * (w @ (_pdf((b - grid) / sd) + _pdf((-b - grid) / sd))))
+
+
+def _solve_decreasing(f, slope, lo: float, hi: float, start: float, xtol: float = 1e-10) -> float:
+    """Root of a decreasing ``f`` with ``f(lo) > 0 > f(hi)``: Newton steps kept inside the
+    shrinking bracket, bisection where a step would leave it ("rtsafe", Press et al.,
+    *Numerical Recipes*, 3rd ed., 2007, sec. 9.4). Replaces scipy.optimize.brentq, whose
+    package import costs seconds of every verify's start-up; converges in a few steps."""
+    c = min(max(start, lo), hi)
+    for _ in range(200):
+        value = f(c)
+        if value == 0:
+            return c
+        if value > 0:
+            lo = c
+        else:
+            hi = c
+        d = slope(c)
+        new = c - value / d if d < 0 else math.nan
+        if not lo < new < hi:  # outside the bracket (or no usable slope): bisect
+            new = 0.5 * (lo + hi)
+        if abs(new - c) <= xtol or hi - lo <= xtol:
+            return new
+        c = new
+    return c
 
 
 def _grid(b: float, points: int = GRID) -> tuple[np.ndarray, np.ndarray]:
@@ -126,8 +157,11 @@ def boundaries(fractions: list[float], alpha: float, grid: int = GRID) -> list[f
             def excess(c: float, density=density, grid=grid, weights=weights, dt=dt, t=t, target=target) -> float:
                 up, lo = _cross(density, grid, weights, dt, 0.0, c * math.sqrt(t))
                 return up + lo - target
+            def slope(c: float, density=density, grid=grid, weights=weights, dt=dt, t=t) -> float:
+                return _cross_slope(density, grid, weights, dt, t, c)
             hi = 40.0
-            c = float(optimize.brentq(excess, 1e-6, hi, xtol=1e-10)) if excess(1e-6) > 0 else 1e-6
+            guess = float(ndtri(1 - target / 2))  # the boundary without earlier looks: close to the root, above it
+            c = _solve_decreasing(excess, slope, 1e-6, hi, guess) if excess(1e-6) > 0 else 1e-6
         b = min(c, 12.0) * math.sqrt(t)
         new_grid, new_weights = _grid(b, points)
         density = _step(density, grid, weights, dt, 0.0, new_grid)

@@ -72,6 +72,10 @@ class InstantSample:
 PROMQL_ANNOTATION_PREFIXES = ("PromQL info:", "PromQL warning:")
 
 
+#: Most distinct warnings (and infos) one :class:`QueryResult` keeps.
+MAX_NOTES = 100
+
+
 def is_partial_warning(text: str) -> bool:
     """True when a Prometheus API warning says the answer may lack data.
 
@@ -115,13 +119,24 @@ class QueryResult:
         return [w for w in self.warnings if is_partial_warning(w)]
 
     def add_notes(self, warnings: Any, infos: Any) -> None:
-        """Append an answer's ``warnings`` / ``infos`` (lists of strings; anything else is ignored)."""
+        """Append an answer's ``warnings`` / ``infos`` (lists of strings; anything else is ignored).
+
+        At most :data:`MAX_NOTES` distinct notes of each kind are kept (a store that fails
+        per block can send hundreds of thousands, and they are printed and stored); past
+        that, a warning is kept only when it is the first that makes the answer partial,
+        so :attr:`partial` is the same as with all of them.
+        """
         for target, notes in ((self.warnings, warnings), (self.infos, infos)):
             if isinstance(notes, list):
+                seen = set(target)  # a set: comparing each note with the list was quadratic
                 for note in notes:
                     text = printable(str(note), 500)
-                    if text and text not in target:
-                        target.append(text)
+                    if not text or text in seen:
+                        continue
+                    if len(target) >= MAX_NOTES and not (target is self.warnings and is_partial_warning(text) and not self.partial):
+                        continue
+                    seen.add(text)
+                    target.append(text)
 
     def __iter__(self):
         return iter(self.series)

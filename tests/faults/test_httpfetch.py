@@ -280,3 +280,20 @@ def test_a_non_finite_sample_time_is_not_a_prometheus_answer(raw, body, expected
     with pytest.raises(PrometheusUnavailable, match="not a Prometheus API answer") as info:
         client.query_range("w", 0, 60, 15)
     assert expected in str(info.value)
+
+
+def test_a_flood_of_warnings_is_capped_and_keeps_the_partial_one(raw):
+    """A store failing per block may send a warning per block: all were kept (and stored),
+    deduplicated by a list scan (quadratic). At most MAX_NOTES are kept, and a partial
+    warning after the cap still marks the answer partial."""
+    import json
+
+    from obsctl.baselining.promapi import MAX_NOTES, PrometheusClient
+
+    notes = [f"PromQL info: metric name x{i} might not be a counter" for i in range(5 * MAX_NOTES)] + ["store-gateway 7 failed"]
+    body = json.dumps({"status": "success", "warnings": notes, "infos": notes,
+                       "data": {"resultType": "vector", "result": []}}).encode()
+    result = PrometheusClient(raw(_answer(body)).url.rstrip("/"), timeout_seconds=5, attempts=1).query("x")
+    assert len(result.warnings) == MAX_NOTES + 1 and len(result.infos) == MAX_NOTES
+    assert result.warnings[:MAX_NOTES] == notes[:MAX_NOTES]
+    assert result.partial and result.partial_warnings == ["store-gateway 7 failed"]

@@ -118,7 +118,6 @@ def build(args: argparse.Namespace):
     from obsctl.exporters.gpu.collector import GpuCollector, make_source
     from obsctl.exporters.pricing import PricingCollector
     from obsctl.exporters.server import ExporterServer, landing_page
-    from obsctl.exporters.webconfig import WebConfigWatch
     from obsctl.httpconfig import check_files, session_for, validate_url
 
     scrape_timeout = parse_duration(args.scrape_timeout, "--scrape.timeout")
@@ -137,7 +136,11 @@ def build(args: argparse.Namespace):
         base = config.path.parent if config.path else None
         check_files(config.dcgm, base, label="dcgm")  # a missing CA or password file: exit 2 now
         dcgm_session = session_for(config.dcgm, base, label="dcgm")
-    web = WebConfigWatch(args.web_config_file) if args.web_config_file else None
+    web = None
+    if args.web_config_file:
+        from obsctl.exporters.webconfig import WebConfigWatch  # bcrypt and ssl only when asked for
+
+        web = WebConfigWatch(args.web_config_file)
 
     collectors = []
     gpu = None

@@ -27,6 +27,7 @@ import ssl
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -34,7 +35,9 @@ from prometheus_client.core import Metric
 
 from obsctl.errors import UsageError
 from obsctl.exporters.exposition import TextRenderer, encoder_for
-from obsctl.exporters.webconfig import ActiveWebConfig, WebConfigWatch
+
+if TYPE_CHECKING:  # the web config (bcrypt, pydantic models) is imported only when --web.config.file is given
+    from obsctl.exporters.webconfig import ActiveWebConfig, WebConfigWatch
 
 log = logging.getLogger("obsctl.exporter")
 

@@ -3,7 +3,7 @@
 Run with no flags to serve ``:9847/metrics`` with zero config: GPU metrics through NVML
 when a driver and GPU are present (else a failing-GPU-collector meta series and one log
 line), no prices, the exporter's own meta and process series. SIGTERM or SIGINT stops it
-cleanly with exit code 0. Bad flags or a bad ``--config.file``: one message, exit 2.
+cleanly with exit code 0. Bad flags, a bad ``--config.file`` or ``--web.config.file``: one message, exit 2.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import datetime as dt
 import http.client
 import json
 import math
+from operator import itemgetter
 import re
 import ssl
 import time
@@ -239,15 +240,19 @@ def _pair(value: Any, what: str) -> tuple[float, float]:
 
 
 def _pairs(values: list, what: str) -> list[tuple[float, float]]:
-    # Fast path for the documented shape ([number, "string"] pairs, finite times): about
-    # json.loads' own time for 43,200 pairs instead of ~10 us a pair. It accepts a subset of
-    # what _pair accepts with the same floats; anything else takes the validating path,
-    # which names what is wrong.
+    # Fast path for the documented shape ([number, "string"] pairs, finite times), in C-level
+    # map/zip loops: about json.loads' own time for 43,200 pairs instead of ~10 us a pair. It
+    # accepts a subset of what _pair accepts, with the same floats; anything else takes the
+    # validating path, which names what is wrong.
+    if not values:
+        return []
     try:
-        if all(type(p) is list and len(p) == 2 and type(p[0]) in (int, float) and type(p[1]) is str for p in values):
-            pairs = [(float(t), float(v)) for t, v in values]
-            if all(math.isfinite(t) for t, _ in pairs):
-                return pairs
+        if set(map(type, values)) == {list} and set(map(len, values)) == {2}:
+            times, texts = list(map(itemgetter(0), values)), list(map(itemgetter(1), values))
+            if set(map(type, times)) <= {int, float} and set(map(type, texts)) == {str}:
+                seconds = list(map(float, times))
+                if math.isfinite(sum(seconds)):  # NaN/Inf in any time makes the sum non-finite
+                    return list(zip(seconds, map(float, texts)))
     except ValueError:  # a value string that is not a number
         pass
     return [_pair(v, f"{what}[{i}]") for i, v in enumerate(values)]

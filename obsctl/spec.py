@@ -283,6 +283,11 @@ class Signal(_Model):
     def _record(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z0-9_]+$", value):
             raise ValueError("must be '<metric>:<operations>' such as obsctl_tokens:rate5m (the 'workload_class:' level is added)")
+        if value is not None and f"workload_class:{value}" in _canonical_names():
+            # The source rules fill that series; a spec signal recorded under the same name
+            # would be summed or max()ed in with it by every reader of the canonical set.
+            raise ValueError(f"workload_class:{value} is a canonical series the source rules publish (docs/rules.md); "
+                             "choose another name, e.g. obsctl_signal_" + value.split(":", 1)[0].removeprefix("obsctl_") + ":" + value.split(":", 1)[1])
         return value
 
     @field_validator("name")
@@ -714,6 +719,13 @@ class Spec(_Model):
         # One pass: substituted label values are never scanned for placeholders again,
         # so a value containing "$selector" stays literal (no PromQL injection).
         return _PLACEHOLDER.sub(lambda m: values[m.group(1)], sig.query)
+
+
+def _canonical_names() -> frozenset[str]:
+    """The canonical per-class series names (:mod:`obsctl.rules.canonical`)."""
+    from obsctl.rules import canonical
+
+    return frozenset(v for k, v in vars(canonical).items() if k.isupper() and isinstance(v, str) and v.startswith("workload_class:"))
 
 
 def escape_label_value(value: str) -> str:

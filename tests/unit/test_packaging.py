@@ -3,6 +3,7 @@ lands at the top of site-packages, and the generated rules and dashboards ship w
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -11,9 +12,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _clean_copy(dest: Path) -> Path:
+    """The tree's files (tracked and untracked, not ignored) copied to ``dest``: a stale
+    ``build/`` folder in the work tree would otherwise put modules into the wheel that a
+    fresh clone would miss."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True)
+    for rel in listed.stdout.splitlines():
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
 def test_wheel_holds_only_the_obsctl_package(tmp_path):
+    source = _clean_copy(tmp_path / "src")
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(source)],
         capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stderr

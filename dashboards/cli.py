@@ -23,7 +23,8 @@ def dashboards() -> None:
 @output_option
 @wrap_errors
 def build(spec_path: str, out: Path, check_only: bool, output: str) -> None:
-    """Write the loop overview and GPU fleet dashboards (Grafana JSON, atomically)."""
+    """Write the obsctl dashboards as Grafana JSON (atomically): loop overview, GPU fleet,
+    inference, training, cost and waste, verification (docs/dashboards.md)."""
     files = builder.build(load(spec_path))
     if check_only:
         stale = builder.check(out, files)

@@ -70,7 +70,8 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, o
 
     Stores the PromQL, the window (UTC), the population (input series), mean, median,
     p5, p95, stddev, sample count, the batch means and the raw samples. A class x signal
-    with fewer samples than batches is reported as NO DATA and not stored. Only real
+    with fewer finite samples than verification.batches (default 10; deprecated for
+    verdicts, still this minimum) is reported as NO DATA and not stored. Only real
     samples count (lookback copies of a stopped series do not): each line shows the
     window's coverage, and one below verification.min_coverage_ratio, or a partial
     answer (Prometheus warnings; see --allow-partial), is REFUSED and not stored.

@@ -5,7 +5,7 @@ every listing parsed them. A record's YAML keeps its metadata (plain, readable) 
 ``samples_sidecar`` mapping; the samples live in one file next to it.
 
 Format (``FORMAT``): a NumPy ``.npz`` archive (a zip of ``.npy`` arrays, deflate
-compressed: ``numpy.savez_compressed``; https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html),
+compressed, level :data:`COMPRESS_LEVEL`, as ``numpy.savez_compressed`` writes it; https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html),
 read with ``allow_pickle=False``. Each sample list of the record (every ``samples`` key
 in the record, e.g. ``samples`` of a baseline, ``verifications.0.guards.1.samples`` of an
 initiative) is one entry ``e<n>``:
@@ -49,6 +49,10 @@ FORMAT = "obsctl-samples-npz/1"
 KEY = "samples_sidecar"
 #: Sample lists shorter than this stay inline in the YAML (a sidecar would cost more).
 INLINE_MAX = 64
+#: Deflate level of the sidecar members. Level 1 halves the write time of level 6 (what
+#: ``savez_compressed`` uses) at the same size: float noise does not compress much at any
+#: level, the hole-free ``gaps`` runs compress to almost nothing at every level.
+COMPRESS_LEVEL = 1
 
 
 def sample_paths(data: Any, prefix: tuple = ()) -> list[tuple]:
@@ -89,8 +93,9 @@ def _parse_path(text: str) -> tuple:
 
 def encode(samples: list) -> dict[str, np.ndarray]:
     """Arrays of one sample list (see module doc), keys without the ``e<n>_`` prefix."""
-    arr = np.asarray(samples, dtype=float).reshape(-1, 2)
-    times, values = arr[:, 0], arr[:, 1]
+    # fromiter per column: ~5x faster than asarray of a list of tuples (the same floats).
+    times = np.fromiter((t for t, _ in samples), dtype=np.float64, count=len(samples))
+    values = np.fromiter((v for _, v in samples), dtype=np.float64, count=len(samples))
     out: dict[str, np.ndarray] = {"values": values}
     if times.size >= 2:
         diffs = np.diff(times)
@@ -175,13 +180,22 @@ def split(data: dict, stem: str, raw: list[tuple[tuple, list]] = ()) -> tuple[di
             arrays[f"e{n}_{name}"] = arr
         entries.append({"path": _path_text(path), "key": f"e{n}", "count": len(samples)})
         _set(data, path, [])
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)
-    blob = buffer.getvalue()
+    blob = _npz(arrays)
     digest = hashlib.sha256(blob).hexdigest()
     name = f"{stem}.{digest[:12]}.samples.npz"
     data[KEY] = {"file": name, "format": FORMAT, "sha256": digest, "entries": entries}
     return data, blob, name
+
+
+def _npz(arrays: dict[str, np.ndarray]) -> bytes:
+    """The ``.npz`` bytes of ``arrays``: what ``numpy.savez_compressed`` writes (one
+    deflated ``<key>.npy`` member each), but at deflate level :data:`COMPRESS_LEVEL`."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=COMPRESS_LEVEL) as archive:
+        for key, arr in arrays.items():
+            with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+    return buffer.getvalue()
 
 
 def referenced(data: Any) -> str | None:

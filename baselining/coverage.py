@@ -318,23 +318,19 @@ def _trailing_unfresh(mask: np.ndarray) -> int:
 
 def _holes(mask: np.ndarray, grid: np.ndarray, start: float, end: float, step: float) -> list[Hole]:
     """Maximal runs of unfresh grid points, longest first, at most :data:`MAX_HOLES`."""
-    runs = []
-    k, n = 0, int(mask.size)
-    while k < n:
-        if mask[k]:
-            k += 1
-            continue
-        j = k
-        while j < n and not mask[j]:
-            j += 1
-        runs.append((k, j))
-        k = j
+    n = int(mask.size)
+    # Run edges of the unfresh points: +1 where a run begins, -1 just past where it ends.
+    edges = np.diff(np.concatenate(([0], (~mask.astype(bool)).astype(np.int8), [0])))
+    runs = list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
+    # Longest first, then earliest (a hole's start grows with its first index): only the
+    # kept ones are built as records.
+    runs.sort(key=lambda r: (r[0] - r[1], r[0]))
     holes = []
-    for a, b in runs:
+    for a, b in runs[:MAX_HOLES]:
         begin = grid[a - 1] if a > 0 else start
         finish = grid[b] if b < n else end
         holes.append(Hole(start=_utc(begin), end=_utc(finish), steps=b - a))
-    return sorted(holes, key=lambda h: (-h.steps, h.start))[:MAX_HOLES]
+    return holes
 
 
 def _utc(ts: float) -> dt.datetime:
@@ -351,8 +347,11 @@ def fresh_samples(samples: list[tuple[float, float]], judgement: Judgement | Non
     grid = judgement.grid
     if samples and grid.size and judgement.mask.all() and grid[0] <= samples[0][0] and samples[-1][0] <= grid[-1]:
         return samples  # every point fresh (the usual case): nothing to drop
-    fresh = judgement.fresh
-    return [(t, v) for t, v in samples if float(t) in fresh]
+    # Exact float equality with the fresh grid points, as a set lookup would; the kept
+    # tuples are the caller's own objects.
+    times = np.fromiter((t for t, _ in samples), dtype=np.float64, count=len(samples))
+    keep = np.isin(times, grid[judgement.mask])
+    return [samples[i] for i in np.flatnonzero(keep).tolist()]
 
 
 def time_batch_means(samples: list[tuple[float, float]], start: float, end: float, batches: int) -> list[float]:
@@ -365,8 +364,8 @@ def time_batch_means(samples: list[tuple[float, float]], start: float, end: floa
     """
     if not samples or batches < 1 or end <= start:
         return []
-    times = np.array([t for t, _ in samples], dtype=float)
-    values = np.array([v for _, v in samples], dtype=float)
+    times = np.fromiter((t for t, _ in samples), dtype=np.float64, count=len(samples))
+    values = np.fromiter((v for _, v in samples), dtype=np.float64, count=len(samples))
     width = (end - start) / batches
     # (start + j*w, start + (j+1)*w] -> index j; a tiny epsilon keeps grid points on an edge in the earlier stretch.
     index = np.clip(np.ceil((times - start) / width - 1e-9).astype(int) - 1, 0, batches - 1)

@@ -24,10 +24,11 @@ refused (``--allow-partial`` stores a partial one, marked ``partial``).
 from __future__ import annotations
 
 import datetime as dt
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Callable
+
+import numpy as np
 
 from obsctl.baselining import coverage as cov
 from obsctl.baselining import stats
@@ -188,10 +189,13 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     raw = result[0].values if result else []
     judgement = cov.measure_coverage(client, selectors_of(query), start.timestamp(), end.timestamp(), step_seconds, on_change, result)
     fresh = cov.fresh_samples(raw, judgement)
-    samples = [(t, v) for t, v in fresh if math.isfinite(v)]
+    # One array of the values for the finite filter and the summary (the same floats).
+    values = np.fromiter((v for _, v in fresh), dtype=np.float64, count=len(fresh))
+    finite = np.isfinite(values)
+    samples = list(fresh) if finite.all() else [fresh[i] for i in np.flatnonzero(finite).tolist()]
     dropped, stale = len(fresh) - len(samples), len(raw) - len(fresh)
     population = population_of(client, query, start, end, result)
-    summary = stats.summarize([v for _, v in samples], batches) if samples else None
+    summary = stats.summarize(values[finite].tolist(), batches) if samples else None
     if summary is not None:
         summary = summary.model_copy(update={"batch_means": cov.time_batch_means(samples, start.timestamp(), end.timestamp(), batches)})
     reason = f"{dropped} samples, all NaN/Inf" if fresh and not samples else ""
@@ -265,11 +269,14 @@ def snapshot(
         baseline = Baseline(
             id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}",
             workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
-            window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot", samples=m.samples,
+            window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot",
             coverage=m.coverage, warnings=m.warnings, partial=m.partial,
             # The signal's memory from the days before the window (H7S, baselining/history.py).
             memory=history_memory(client, query, start_at, step, parse_duration(cfg.memory_history, "verification.memory_history"), m.samples),
         )
+        # The samples are the client's (float, float) tuples, already checked: set them
+        # without pydantic's per-pair re-validation (~8 ms per 43,200 pairs).
+        baseline = baseline.model_copy(update={"samples": m.samples})
         stored = store.save_baseline(baseline, make_current=True)
         dropped = f" ({m.dropped} NaN/Inf dropped)" if m.dropped else ""
         progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples{dropped}, mean {m.stats.mean:.6g} {sig.unit}, "

@@ -77,6 +77,23 @@ def _design(t: np.ndarray, period: float, nuisance_periods: tuple[float, ...]) -
     return np.column_stack(cols), tested
 
 
+def _fast_length(n: int) -> int:
+    """The smallest ``2^a 3^b 5^c >= n``: a length numpy's FFT handles fast (86,400 for a
+    30-day grid at 60 s, where the next power of two is 131,072)."""
+    best = 1 << max(n - 1, 0).bit_length()
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
 def harmonic_test(t_seconds: np.ndarray, y: np.ndarray, period: float, nuisance_periods: tuple[float, ...] = (),
                   step: float | None = None) -> tuple[float, float, float]:
     """Wald test of the period's harmonics in ``y`` under the residuals' own memory (module doc).
@@ -103,13 +120,20 @@ def harmonic_test(t_seconds: np.ndarray, y: np.ndarray, period: float, nuisance_
         idx = np.rint((t - t[0]) / step).astype(np.int64)
         size = int(idx[-1]) + 1
         acf = model.acf_at(size, step)
-        nfft = 1 << math.ceil(math.log2(2 * size))
+        nfft = _fast_length(2 * size - 1)
         kernel = np.fft.rfft(np.concatenate([acf, np.zeros(nfft - 2 * size + 1), acf[:0:-1]]), nfft)
         placed = np.zeros((nfft, x.shape[1]))
         placed[idx] = x
-        rx = np.fft.irfft(np.fft.rfft(placed, axis=0) * kernel[:, None], nfft, axis=0)[idx]
+        spectrum = np.fft.rfft(placed, axis=0)
+        # X'RX by Parseval on the half spectrum (weights 1, 2, ..., 2, 1 for the real
+        # transform), instead of an inverse transform of R X and a product in time.
+        weights = np.full(spectrum.shape[0], 2.0)
+        weights[0] = 1.0
+        if nfft % 2 == 0:
+            weights[-1] = 1.0
+        xrx = ((spectrum.conj() * weights[:, None]).T @ (spectrum * kernel[:, None])).real / nfft
         xtx_inv = np.linalg.pinv(x.T @ x)
-        cov = model.variance * xtx_inv @ (x.T @ rx) @ xtx_inv
+        cov = model.variance * xtx_inv @ xrx @ xtx_inv
         b, v = beta[tested], cov[np.ix_(tested, tested)]
         try:
             wald = float(b @ np.linalg.solve(v, b))

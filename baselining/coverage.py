@@ -345,11 +345,14 @@ def fresh_samples(samples: list[tuple[float, float]], judgement: Judgement | Non
     if judgement is None:
         return samples
     grid = judgement.grid
-    if samples and grid.size and judgement.mask.all() and grid[0] <= samples[0][0] and samples[-1][0] <= grid[-1]:
+    # Prometheus answers at millisecond times: a window start with microseconds (an
+    # initiative's default started_at) must still match its grid, so compare in ms.
+    grid = np.round(grid, 3)
+    if samples and grid.size and judgement.mask.all() and grid[0] <= round(samples[0][0], 3) and round(samples[-1][0], 3) <= grid[-1]:
         return samples  # every point fresh (the usual case): nothing to drop
-    # Exact float equality with the fresh grid points, as a set lookup would; the kept
-    # tuples are the caller's own objects.
-    times = np.fromiter((t for t, _ in samples), dtype=np.float64, count=len(samples))
+    # Equality with the fresh grid points at millisecond resolution; the kept tuples are
+    # the caller's own objects.
+    times = np.round(np.fromiter((t for t, _ in samples), dtype=np.float64, count=len(samples)), 3)
     keep = np.isin(times, grid[judgement.mask])
     return [samples[i] for i in np.flatnonzero(keep).tolist()]
 

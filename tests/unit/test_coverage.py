@@ -163,3 +163,19 @@ def test_caps_combine_no_data_first_then_inconclusive_keeps_the_statistics_word(
     assert cov.partial_cap(["PromQL info: metric might not be a counter", "remote read failed: store-2"], True) == (
         "INCONCLUSIVE", "window: Prometheus answered partially (remote read failed: store-2)")
     assert cov.partial_cap(["PromQL info: x"], False) == (None, "")
+
+
+def test_fresh_samples_match_a_grid_with_microseconds_at_prometheus_millisecond_times():
+    start, step = 1796124039.766317, 2.0
+    grid = np.array([start + step * k for k in range(1, 6)])
+    mask = np.array([True, False, True, True, True])
+    judgement = cov.Judgement(coverage=None, grid=grid, mask=mask)
+    samples = [(round(t, 3), float(k)) for k, t in enumerate(grid.tolist())]
+    assert [v for _, v in cov.fresh_samples(samples, judgement)] == [0.0, 2.0, 3.0, 4.0]
+
+def test_all_fresh_fast_path_with_microseconds():
+    start, step = 1796124039.766317, 2.0
+    grid = np.array([start + step * k for k in range(1, 6)])
+    judgement = cov.Judgement(coverage=None, grid=grid, mask=np.ones(5, bool))
+    samples = [(round(t, 3), float(k)) for k, t in enumerate(grid.tolist())]
+    assert len(cov.fresh_samples(samples, judgement)) == 5

@@ -491,7 +491,7 @@ def guards_line(result: VerificationResult) -> str:
     if not result.guards_evaluated:
         return "guards: not evaluated"
     if not result.guards:
-        return "guards: none (no other signal of the class has a baseline)"
+        return "guards: none (no signal chosen by verification.guards, other than the primary, has a baseline for this class)"
     parts = []
     for g in result.guards:
         show = g.verdict in ("IMPROVED", "REGRESSED", "INCONCLUSIVE") and g.change_ratio is not None

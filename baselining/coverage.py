@@ -61,6 +61,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
 from obsctl.baselining.models import Baseline, Coverage, Hole, Verdict
@@ -352,7 +353,7 @@ def fresh_samples(samples: list[tuple[float, float]], judgement: Judgement | Non
         return samples  # every point fresh (the usual case): nothing to drop
     # Equality with the fresh grid points at millisecond resolution; the kept tuples are
     # the caller's own objects.
-    times = np.round(np.fromiter((t for t, _ in samples), dtype=np.float64, count=len(samples)), 3)
+    times = np.round(np.fromiter(map(itemgetter(0), samples), dtype=np.float64, count=len(samples)), 3)
     keep = np.isin(times, grid[judgement.mask])
     return [samples[i] for i in np.flatnonzero(keep).tolist()]
 
@@ -367,8 +368,8 @@ def time_batch_means(samples: list[tuple[float, float]], start: float, end: floa
     """
     if not samples or batches < 1 or end <= start:
         return []
-    times = np.fromiter((t for t, _ in samples), dtype=np.float64, count=len(samples))
-    values = np.fromiter((v for _, v in samples), dtype=np.float64, count=len(samples))
+    times = np.fromiter(map(itemgetter(0), samples), dtype=np.float64, count=len(samples))
+    values = np.fromiter(map(itemgetter(1), samples), dtype=np.float64, count=len(samples))
     width = (end - start) / batches
     # (start + j*w, start + (j+1)*w] -> index j; a tiny epsilon keeps grid points on an edge in the earlier stretch.
     index = np.clip(np.ceil((times - start) / width - 1e-9).astype(int) - 1, 0, batches - 1)

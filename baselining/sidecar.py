@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +94,9 @@ def _parse_path(text: str) -> tuple:
 
 def encode(samples: list) -> dict[str, np.ndarray]:
     """Arrays of one sample list (see module doc), keys without the ``e<n>_`` prefix."""
-    # fromiter per column: ~5x faster than asarray of a list of tuples (the same floats).
-    times = np.fromiter((t for t, _ in samples), dtype=np.float64, count=len(samples))
-    values = np.fromiter((v for _, v in samples), dtype=np.float64, count=len(samples))
+    # fromiter per column: ~4x faster than asarray of a list of tuples (the same floats).
+    times = np.fromiter(map(itemgetter(0), samples), dtype=np.float64, count=len(samples))
+    values = np.fromiter(map(itemgetter(1), samples), dtype=np.float64, count=len(samples))
     out: dict[str, np.ndarray] = {"values": values}
     if times.size >= 2:
         diffs = np.diff(times)

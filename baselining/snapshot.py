@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Callable
 
 import numpy as np
@@ -190,7 +191,7 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     judgement = cov.measure_coverage(client, selectors_of(query), start.timestamp(), end.timestamp(), step_seconds, on_change, result)
     fresh = cov.fresh_samples(raw, judgement)
     # One array of the values for the finite filter and the summary (the same floats).
-    values = np.fromiter((v for _, v in fresh), dtype=np.float64, count=len(fresh))
+    values = np.fromiter(map(itemgetter(1), fresh), dtype=np.float64, count=len(fresh))
     finite = np.isfinite(values)
     samples = list(fresh) if finite.all() else [fresh[i] for i in np.flatnonzero(finite).tolist()]
     dropped, stale = len(fresh) - len(samples), len(raw) - len(fresh)

@@ -93,6 +93,21 @@ def spawn(name: str, argv: list[str], workdir: Path) -> ManagedProcess:
     return ManagedProcess(name, process, log_path)
 
 
+def spawn_ready(name: str, label: str, argv: list[str], workdir: Path, url: str, timeout: float) -> ManagedProcess:
+    """Start ``argv`` (see :func:`spawn`) and wait until ``<url>/-/ready`` answers 200.
+
+    Raises:
+        ObsctlError: ``"<label> did not start: ..."`` with the log tail; the process is stopped.
+    """
+    proc = spawn(name, argv, workdir)
+    try:
+        wait_ready(f"{url}/-/ready", timeout, proc.process)
+    except ObsctlError as exc:
+        proc.stop()
+        raise ObsctlError(f"{label} did not start: {exc}\n{proc.log_tail()}") from None
+    return proc
+
+
 @dataclass
 class Prometheus:
     """A real Prometheus server on 127.0.0.1.
@@ -157,12 +172,7 @@ class Prometheus:
             "--query.lookback-delta=5m",
             *self.extra_flags,
         ]
-        self.proc = spawn("prometheus", argv, self.workdir)
-        try:
-            wait_ready(f"{self.url}/-/ready", timeout, self.proc.process)
-        except ObsctlError as exc:
-            self.stop()
-            raise ObsctlError(f"Prometheus did not start: {exc}\n{self.proc.log_tail()}") from None
+        self.proc = spawn_ready("prometheus", "Prometheus", argv, self.workdir, self.url, timeout)
         return self
 
     def reload(self) -> None:
@@ -232,12 +242,7 @@ class Alertmanager:
             # No gossip: a single local instance; port 0 disables the cluster listener.
             "--cluster.listen-address=",
         ]
-        self.proc = spawn("alertmanager", argv, self.workdir)
-        try:
-            wait_ready(f"{self.url}/-/ready", timeout, self.proc.process)
-        except ObsctlError as exc:
-            self.stop()
-            raise ObsctlError(f"Alertmanager did not start: {exc}\n{self.proc.log_tail()}") from None
+        self.proc = spawn_ready("alertmanager", "Alertmanager", argv, self.workdir, self.url, timeout)
         return self
 
     def stop(self) -> None:
@@ -276,12 +281,7 @@ class Pushgateway:
         self.port = self.port or free_port()
         argv = [binary, f"--web.listen-address=127.0.0.1:{self.port}",
                 f"--persistence.file={self.workdir / 'pushgateway.data'}", "--persistence.interval=1s"]
-        self.proc = spawn("pushgateway", argv, self.workdir)
-        try:
-            wait_ready(f"{self.url}/-/ready", timeout, self.proc.process)
-        except ObsctlError as exc:
-            self.stop()
-            raise ObsctlError(f"Pushgateway did not start: {exc}\n{self.proc.log_tail()}") from None
+        self.proc = spawn_ready("pushgateway", "Pushgateway", argv, self.workdir, self.url, timeout)
         return self
 
     def stop(self) -> None:

@@ -16,9 +16,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from certs import make_pki  # noqa: E402
 from faultkit import helpers  # noqa: E402
 from faultproxy import FaultProxy  # noqa: E402
+from openssl_certs import SERVER_NAME, make_pki  # noqa: E402
 
 from obsctl.stack import Prometheus, create_blocks_from_openmetrics  # noqa: E402
 
@@ -50,4 +50,4 @@ def proxy(fault_history):
 @pytest.fixture(scope="session")
 def pki(tmp_path_factory):
     """CA, server (prometheus.obsctl.test) and client certificates made with openssl."""
-    return make_pki(tmp_path_factory.mktemp("pki"))
+    return make_pki(tmp_path_factory.mktemp("pki"), server_sans=f"DNS:{SERVER_NAME}")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from certs import SERVER_NAME
+from openssl_certs import SERVER_NAME
 from faultkit import write_fault_spec
 from faultproxy import FaultProxy
 
@@ -78,11 +78,11 @@ def secret_files(tmp_path):
 
 
 def test_no_secret_in_any_output_store_or_report(tmp_path, fault_history, pki, secret_files):
-    tls = {"ca_file": str(pki.ca_cert), "cert_file": str(pki.client_cert), "key_file": str(pki.client_key), "server_name": SERVER_NAME}
+    tls = {"ca_file": str(pki.ca[0]), "cert_file": str(pki.client[0]), "key_file": str(pki.client[1]), "server_name": SERVER_NAME}
     headers = {"X-Scope-OrgID": {"values": [TENANT]}, "X-Api-Key": {"files": [str(secret_files / "api-key")]}}
     required = {"Authorization": f"Bearer {TOKEN}", "X-Scope-OrgID": TENANT, "X-Api-Key": HEADER_SECRET}
     store, reports = tmp_path / "store", tmp_path / "reports"
-    with FaultProxy(fault_history.prometheus_url, tls=(pki.server_cert, pki.server_key, pki.ca_cert), required_headers=required) as gw:
+    with FaultProxy(fault_history.prometheus_url, tls=(pki.server[0], pki.server[1], pki.ca[0]), required_headers=required) as gw:
         bearer = write_fault_spec(tmp_path / "bearer.yaml", gw.url, store, tls_config=tls, http_headers=headers,
                                   authorization={"credentials_file": str(secret_files / "token")})
         spec = str(bearer)

@@ -1,6 +1,6 @@
 """obsctl behind an authenticating TLS gateway in front of a real Prometheus: private CA,
 server name override, client certificate, bearer token file, tenant header, basic auth;
-certificates made with openssl at test time (certs.py). The gateway (faultproxy.FaultProxy)
+certificates made with openssl at test time (tests/openssl_certs.py). The gateway (faultproxy.FaultProxy)
 checks the client certificate, the credentials and the tenant header itself."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import shutil
 import pytest
 import yaml
 from click.testing import CliRunner
-from certs import SERVER_NAME
+from openssl_certs import SERVER_NAME
 from faultkit import write_fault_spec
 from faultproxy import FaultProxy
 
@@ -29,7 +29,7 @@ def snap(spec, history):
 
 
 def tls_config(pki, **changes):
-    cfg = {"ca_file": str(pki.ca_cert), "cert_file": str(pki.client_cert), "key_file": str(pki.client_key), "server_name": SERVER_NAME}
+    cfg = {"ca_file": str(pki.ca[0]), "cert_file": str(pki.client[0]), "key_file": str(pki.client[1]), "server_name": SERVER_NAME}
     cfg.update(changes)
     return {k: v for k, v in cfg.items() if v is not None}
 
@@ -37,7 +37,7 @@ def tls_config(pki, **changes):
 @pytest.fixture
 def gateway(fault_history, pki):
     """HTTPS gateway: client certificate from the test CA, ``Bearer TOKEN``, ``X-Scope-OrgID: TENANT``."""
-    with FaultProxy(fault_history.prometheus_url, tls=(pki.server_cert, pki.server_key, pki.ca_cert),
+    with FaultProxy(fault_history.prometheus_url, tls=(pki.server[0], pki.server[1], pki.ca[0]),
                     required_headers={"Authorization": f"Bearer {TOKEN}", "X-Scope-OrgID": TENANT}) as proxy:
         yield proxy
 
@@ -66,7 +66,7 @@ def test_bearer_client_cert_tenant_through_tls(tmp_path, gateway, pki, token_fil
     for path, headers, client_cn in gateway.seen:
         assert path.startswith("/api/v1/")
         assert headers["Authorization"] == f"Bearer {TOKEN}" and headers["X-Scope-OrgID"] == TENANT
-        assert client_cn == "client"
+        assert client_cn == "prometheus"  # make_pki's client certificate CN
 
 
 def test_rotated_token_is_read_at_use_time(tmp_path, gateway, pki, token_file, fault_history):
@@ -83,7 +83,7 @@ def test_basic_auth_variant(tmp_path, fault_history, pki):
     password = tmp_path / "password"
     password.write_text("basic-pw-5c1d\n")
     expected = "Basic " + base64.b64encode(b"obsctl:basic-pw-5c1d").decode()
-    with FaultProxy(fault_history.prometheus_url, tls=(pki.server_cert, pki.server_key, pki.ca_cert),
+    with FaultProxy(fault_history.prometheus_url, tls=(pki.server[0], pki.server[1], pki.ca[0]),
                     required_headers={"Authorization": expected, "X-Scope-OrgID": TENANT}) as proxy:
         spec = write_fault_spec(tmp_path / "obsctl.yaml", proxy.url, tmp_path / "store", tls_config=tls_config(pki),
                                 basic_auth={"username": "obsctl", "password_file": str(password)},
@@ -105,7 +105,7 @@ def test_refusals_are_one_line(change, message, tmp_path, gateway, pki, token_fi
 
     fields = {}
     if change.get("tls_config") == "other_ca":
-        fields["tls_config"] = tls_config(pki, ca_file=str(pki.other_ca_cert))
+        fields["tls_config"] = tls_config(pki, ca_file=str(pki.other_ca[0]))
     if change.get("tls_config") == "no_server_name":
         fields["tls_config"] = tls_config(pki, server_name=None)
     if "http_headers" in change:

@@ -473,7 +473,10 @@ class PrometheusClient:
             ) from None
         except requests.exceptions.SSLError as exc:
             reason = _tls_reason(exc)
-            if "eof" in reason.lower() and self.config.tls_config.cert_file is None:
+            # A server that requires a client certificate either closes the handshake (EOF)
+            # or, under TLS 1.3 when its alert arrives first, says "certificate required".
+            refused = "eof" in reason.lower() or "certificate required" in reason.lower()
+            if refused and self.config.tls_config.cert_file is None:
                 reason = "the server closed the connection during the TLS handshake (does it require a client certificate? tls_config.cert_file and key_file)"
             raise PrometheusUnavailable(
                 f"{where}: TLS failed: {reason} (check prometheus.tls_config: ca_file, server_name, cert_file/key_file)"

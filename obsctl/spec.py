@@ -287,7 +287,7 @@ class Signal(_Model):
             # The source rules fill that series; a spec signal recorded under the same name
             # would be summed or max()ed in with it by every reader of the canonical set.
             raise ValueError(f"workload_class:{value} is a canonical series the source rules publish (docs/rules.md); "
-                             "choose another name, e.g. obsctl_signal_" + value.split(":", 1)[0].removeprefix("obsctl_") + ":" + value.split(":", 1)[1])
+                             "choose another record name, or use the catalogue signal that reads it (catalogue: <key>)")
         return value
 
     @field_validator("name")

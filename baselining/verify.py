@@ -341,6 +341,8 @@ def verify(
         VerdictNotSaved: the verdict was reached but could not be stored (it carries
             the initiative and the result, so the caller can still report the verdict).
     """
+    if workload_class and not initiative_id:
+        spec.workload_class(workload_class)  # a class the spec does not define: SpecError (exit 2) naming the valid ones
     initiative = resolve_initiative(store, initiative_id, workload_class)
     if initiative.status not in ("open", "verified"):
         raise StoreError(f"initiative {initiative.id!r} is {initiative.status}; only open or verified initiatives can be verified")

@@ -39,6 +39,8 @@ def test_loop_exit_codes_through_the_console_script(history, loop_spec, tmp_path
     no_initiative = obsctl("verify", "--spec", loop_spec, "--class", "missing")
     assert no_initiative.returncode == 1
     assert no_initiative.stderr.startswith("obsctl: error: workload class 'missing' has no open initiative")
+    undefined = obsctl("verify", "--spec", loop_spec, "--class", "nosuch")
+    assert undefined.returncode == 2 and "no workload class 'nosuch'; defined: " in undefined.stderr, undefined.stderr
 
     listed = json.loads(obsctl("baseline", "list", "--spec", loop_spec, "--output", "json").stdout)
     assert {b["workload_class"] for b in listed} == {"steady", "noisy", "vanishing"}

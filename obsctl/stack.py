@@ -108,8 +108,31 @@ def spawn_ready(name: str, label: str, argv: list[str], workdir: Path, url: str,
     return proc
 
 
+class _LoopbackServer:
+    """What every server started here shares: it listens on ``127.0.0.1:<port>`` and runs
+    as ``proc``. Subclasses are dataclasses with ``port`` and ``proc`` fields."""
+
+    port: int
+    proc: ManagedProcess | None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the HTTP API (Pushgateway: push to ``<url>/metrics/job/<job>/...``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def address(self) -> str:
+        """``host:port`` for a scrape config, Prometheus' alerting config or ``push_to_gateway``."""
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        """Stop the server (idempotent)."""
+        if self.proc:
+            self.proc.stop()
+
+
 @dataclass
-class Prometheus:
+class Prometheus(_LoopbackServer):
     """A real Prometheus server on 127.0.0.1.
 
     Args:
@@ -134,11 +157,6 @@ class Prometheus:
     scrape_options: dict[str, dict] = field(default_factory=dict)
     port: int = 0
     proc: ManagedProcess | None = None
-
-    @property
-    def url(self) -> str:
-        """Base URL of the HTTP API."""
-        return f"http://127.0.0.1:{self.port}"
 
     def config(self) -> dict:
         """The generated prometheus.yml as a dict."""
@@ -180,14 +198,10 @@ class Prometheus:
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(self.config(), sort_keys=False))
         requests.post(f"{self.url}/-/reload", timeout=10).raise_for_status()
 
-    def stop(self) -> None:
-        """Stop the server (idempotent)."""
-        if self.proc:
-            self.proc.stop()
 
 
 @dataclass
-class Alertmanager:
+class Alertmanager(_LoopbackServer):
     """A real Alertmanager on 127.0.0.1 routing every alert to one webhook receiver.
 
     Args:
@@ -203,16 +217,6 @@ class Alertmanager:
     repeat_interval: str = "1h"
     port: int = 0
     proc: ManagedProcess | None = None
-
-    @property
-    def url(self) -> str:
-        """Base URL of the HTTP API."""
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def address(self) -> str:
-        """``host:port`` for Prometheus' alerting config."""
-        return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> "Alertmanager":
         """Write the config, start the server and wait for /-/ready."""
@@ -245,14 +249,10 @@ class Alertmanager:
         self.proc = spawn_ready("alertmanager", "Alertmanager", argv, self.workdir, self.url, timeout)
         return self
 
-    def stop(self) -> None:
-        """Stop the server (idempotent)."""
-        if self.proc:
-            self.proc.stop()
 
 
 @dataclass
-class Pushgateway:
+class Pushgateway(_LoopbackServer):
     """A real Pushgateway (Debian ``prometheus-pushgateway``) on 127.0.0.1, persisting its
     groups to ``workdir/pushgateway.data`` so they survive its restart.
 
@@ -264,16 +264,6 @@ class Pushgateway:
     port: int = 0
     proc: ManagedProcess | None = None
 
-    @property
-    def url(self) -> str:
-        """Base URL (push to ``<url>/metrics/job/<job>/...``)."""
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def address(self) -> str:
-        """``host:port`` for a scrape config or ``push_to_gateway``."""
-        return f"127.0.0.1:{self.port}"
-
     def start(self, timeout: float = 60.0) -> "Pushgateway":
         """Start the server and wait for /-/ready."""
         binary = require_binary(PUSHGATEWAY_BIN)
@@ -284,10 +274,6 @@ class Pushgateway:
         self.proc = spawn_ready("pushgateway", "Pushgateway", argv, self.workdir, self.url, timeout)
         return self
 
-    def stop(self) -> None:
-        """Stop the server (idempotent)."""
-        if self.proc:
-            self.proc.stop()
 
 
 def create_blocks_from_openmetrics(openmetrics_path: Path, data_dir: Path) -> None:

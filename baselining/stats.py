@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Iterable, Literal
 
 import numpy as np
-from scipy import special  # stdtrit is what scipy.stats.t.ppf calls, without importing scipy.stats (seconds)
+from obsctl.baselining.statistics import distributions as special
 
 from obsctl.baselining.models import Statistics, Verdict
 

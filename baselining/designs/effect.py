@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from obsctl.baselining.designs import estimator
-from scipy import special  # ndtri/stdtrit are what scipy.stats.norm/t.ppf call, without importing scipy.stats (seconds)
+from obsctl.baselining.statistics import distributions as special
 
 #: Fewest samples a series needs to be judged (the memory model needs a few lags).
 MIN_SAMPLES = 6

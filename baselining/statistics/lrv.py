@@ -34,7 +34,7 @@ from obsctl.baselining.statistics.memory import (
     quadratic_forms,
     scale_dof,
 )
-from scipy import special
+from obsctl.baselining.statistics import distributions as special
 
 #: Two-sided level of the test that the side's scale agrees with the history's.
 SCALE_TEST_LEVEL = 0.05

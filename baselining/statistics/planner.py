@@ -28,7 +28,7 @@ import numpy as np
 from obsctl.baselining.statistics import sequential
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.statistics.memory import MemoryModel
-from scipy.special import ndtri  # what scipy.stats.norm.ppf calls, without importing scipy.stats (seconds)
+from obsctl.baselining.statistics.distributions import ndtri
 
 #: Fewest effective samples a window needs before it can decide.
 N_EFF_MIN = 5.0

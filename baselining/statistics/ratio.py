@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from obsctl.baselining.statistics.lrv import Side
-from scipy import special
+from obsctl.baselining.statistics import distributions as special
 
 
 def satterthwaite(parts: list[tuple[float, float]]) -> float:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import ndtr, ndtri
+from obsctl.baselining.statistics.distributions import ndtr, ndtri
 
 #: Grid points per look for the recursive integration (trapezoid): the 5-look values of the
 #: module doc come out within 1e-4 (tests/unit/test_statistics.py).

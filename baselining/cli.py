@@ -25,6 +25,14 @@ def _warn_batches(spec) -> None:
                    "memory, docs/verification.md); it only sets the batch means drawn in reports", err=True)
 
 
+def _prefetch_statistics() -> None:
+    # scipy.special's import (~0.27 s) overlaps the store reads and Prometheus requests
+    # of the commands that judge or plan (statistics.distributions).
+    from obsctl.baselining.statistics import distributions
+
+    distributions.prefetch()
+
+
 def _num(value: float | None, fmt: str = ".6g") -> str:
     # None, NaN and Inf read as n/a in text output.
     return "n/a" if value is None or not math.isfinite(value) else format(value, fmt)
@@ -79,6 +87,7 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, o
     Exit codes: 0 when at least one baseline was stored, 1 when nothing was stored,
     2 bad spec or flag, 3 Prometheus unreachable.
     """
+    _prefetch_statistics()
     from obsctl.baselining.snapshot import snapshot
 
     spec = load(spec_path)
@@ -277,17 +286,13 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
     that is another open initiative's control, and a class x signal without a current
     baseline unless the design is canary (exit 1). The design is recorded on the
     initiative and shown by verify and report."""
+    _prefetch_statistics()
     from obsctl.baselining.initiative import start_initiative
 
     spec = load(spec_path)
     i = start_initiative(spec, _store(spec), name, lever, workload_class, signal, expected_impact,
                          parse_instant(started_at, "--started-at"), notes, design=design, control=control_class)
-    plan = _initiative_plan(spec, i)
-    if plan:  # the planned length is fixed at the start (repeated looks, docs/verification.md)
-        store = _store(spec)
-        with store.locked():
-            i = store.initiative(i.id).model_copy(update={"planned_window_seconds": plan["planned_seconds"]})
-            store.save_initiative(i)
+    plan = _initiative_plan(spec, i)  # start_initiative fixed the planned length (repeated looks, docs/verification.md)
     if output == "json":
         emit_json({**i.model_dump(mode="json"), "plan": plan})
     else:
@@ -297,6 +302,11 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
                    + (f" ({i.variant['label']}={i.variant['treatment']} vs {i.variant['control']})" if i.variant else ""))
         if plan:
             click.echo(f"plan: verify on the cumulative window from the start up to {plan['planned_text']}; " + "; ".join(plan["lines"][1:]))
+        if i.baseline_cycle:
+            from obsctl.baselining.designs.cycle import assess
+
+            check = assess(i.baseline_cycle, spec.verification.min_effect_ratio)
+            click.echo(f"cycle: {check.reason}" + ("; a before-after verdict will be INCONCLUSIVE" if check.detected else ""))
 
 
 @initiative.command("list")
@@ -384,6 +394,7 @@ def plan(spec_path, workload_class, signal, effect, design, output):
     +-min_effect_ratio (against this baseline, and with a baseline as long as the
     window). Method: docs/verification.md. Exit 1 without a current baseline.
     """
+    _prefetch_statistics()
     from obsctl.baselining.planner import baseline_plan, plan_lines
     from obsctl.errors import StoreError
 
@@ -446,6 +457,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     error follows on stderr and the exit code is 1 (not the verdict's: nothing was
     recorded, so promote would refuse it).
     """
+    _prefetch_statistics()
     from obsctl.baselining.coverage import verification_lines
     from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved, guards_line, statistics_line, verify as run_verify, verdict_line
 

@@ -112,9 +112,16 @@ def start_initiative(
         control_class=choice.control_class,
         variant=choice.variant,
         planned_window_seconds=designs.planned_window(spec, workload_class, choice, baseline, expected_impact_ratio, store),
+        baseline_cycle=designs.start_checks(choice, baseline),
         started_at=started,
         notes=notes,
     )
+    if initiative.planned_window_seconds is None:
+        # The planned length is fixed now (repeated looks, docs/verification.md); every
+        # verify reads it instead of re-planning.
+        from obsctl.baselining.planner import planned_seconds
+
+        initiative = initiative.model_copy(update={"planned_window_seconds": planned_seconds(spec, initiative, baseline)})
     with store.locked():
         designs.check_ledger(store, workload_class, choice)  # under the lock, as the one-per-class check
         return store.add_initiative(initiative)

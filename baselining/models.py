@@ -121,6 +121,18 @@ class Memory(_Record):
     tau_seconds: float | None = None
 
 
+class CycleFit(_Record):
+    """One harmonic test of a baseline's samples (``obsctl.baselining.designs.cycle``):
+    the period tested (``day`` | ``week``), the Wald test's p-value, the fitted profile's
+    half range as a ratio (0.28 = +-28 %) and its peak (hours into the period). A pure
+    function of the baseline, so ``initiative start`` stores it for ``verify``."""
+
+    cycle: Literal["day", "week"]
+    p_value: float
+    amplitude: float
+    peak_hour: float
+
+
 class Assessment(_Record):
     """How a verdict was reached (docs/verification.md): the method, the memory used,
     effective sample sizes, the look and its boundary, the planned window."""
@@ -304,4 +316,7 @@ class Initiative(_Record):
     design: str = "before-after"
     control_class: str | None = None
     variant: dict[str, str] = Field(default_factory=dict)
+    #: The before-after design's cycle tests of the baseline (``baseline_id``), computed
+    #: at start; None: not computed (a record from before, or the baseline spans < 1 day).
+    baseline_cycle: list[CycleFit] | None = None
     notes: str = ""

@@ -21,6 +21,10 @@ not the change. The test, on the baseline's samples alone:
 
 A baseline shorter than one period cannot show the cycle; :func:`detect` then returns
 ``checked=False`` and the outputs say so.
+
+Steps 1-3 depend on the baseline alone (:func:`fit`): ``initiative start`` stores them on
+the initiative, and ``verify`` only applies step 4 (:func:`assess`) with the spec's
+current minimum effect.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from obsctl.baselining.designs import align, estimator
-from scipy import special  # chdtrc is what scipy.stats.chi2.sf calls, without importing scipy.stats (seconds)
+from obsctl.baselining.models import CycleFit
+from obsctl.baselining.statistics import distributions as special
 
 HARMONICS = 2
 #: Test level (a baseline without a cycle is called cyclic at most this often).
@@ -175,38 +180,75 @@ def detrended(t_seconds: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np
     return t, y - x @ beta
 
 
-def detect(samples: Iterable[tuple[float, float]], min_effect_ratio: float) -> CycleCheck:
-    """Detect a daily (and, on two weeks or more, weekly) cycle in a baseline's samples.
-
-    Args:
-        samples: the baseline's ``(unix seconds, value)`` samples (positive values are used).
-        min_effect_ratio: the spec's minimum effect; sets the relevance threshold.
-
-    Returns:
-        :class:`CycleCheck` (``checked=False`` when the baseline spans less than a day).
-    """
+def _span(samples: Iterable[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray, float, float]:
     ms, v = align.as_arrays(samples)
     keep = v > 0
     t, y = ms[keep] / 1000.0, np.log(v[keep])
     step = estimator.step_of(t) if t.size > 1 else 1.0
     span = float(t[-1] - t[0] + step) if t.size else 0.0
+    return t, y, step, span
+
+
+def fit(samples: Iterable[tuple[float, float]]) -> list[CycleFit] | None:
+    """The harmonic tests of a baseline's samples: the day, and the week when it spans two.
+
+    Args:
+        samples: the baseline's ``(unix seconds, value)`` samples (positive values are used).
+
+    Returns:
+        One :class:`~obsctl.baselining.models.CycleFit` per period tested, or None when
+        the baseline spans less than a day (nothing can be tested). A pure function of the
+        samples: ``initiative start`` stores it on the initiative, :func:`assess` judges it.
+    """
+    t, y, step, span = _span(samples)
     if span < DAY or t.size < 48:
-        hours = span / 3600
-        return CycleCheck(False, False, "day", None, None, None,
-                          f"the baseline spans {hours:.1f} h, less than a day: a daily cycle cannot be checked")
-    relevant = MIN_AMPLITUDE_SHARE * min_effect_ratio
+        return None
     checks = [("day", DAY, ())]
     if span >= 2 * WEEK:
         checks.append(("week", WEEK, (DAY,)))
-    last = None
+    fits = []
     for name, period, nuisance in checks:
         p_value, amplitude, peak = harmonic_test(t, y, period, nuisance, step)
-        detected = p_value < ALPHA and amplitude >= relevant
-        unit = "day" if name == "day" else "week"
-        if detected:
-            return CycleCheck(True, True, name, amplitude, p_value, peak,
-                              f"the baseline varies +-{amplitude:.0%} over the {unit} (peak at hour {peak:.0f}, "
-                              f"p = {p_value:.2g}); use --design seasonal or a control class")
-        last = CycleCheck(True, False, name, amplitude, p_value, peak,
-                          f"no {unit}ly cycle past +-{relevant:.1%} in the baseline (fitted +-{amplitude:.1%}, p = {p_value:.2g})")
+        fits.append(CycleFit(cycle=name, p_value=p_value, amplitude=amplitude, peak_hour=peak))
+    return fits
+
+
+def assess(fits: list[CycleFit], min_effect_ratio: float) -> CycleCheck:
+    """Judge stored :func:`fit` results against the spec's minimum effect (module doc, step 4).
+
+    The first period whose test rejects at :data:`ALPHA` with a relevant amplitude is the
+    cycle found; otherwise the last one tested is reported as not found."""
+    relevant = MIN_AMPLITUDE_SHARE * min_effect_ratio
+    last = None
+    for f in fits:
+        unit = "day" if f.cycle == "day" else "week"
+        if f.p_value < ALPHA and f.amplitude >= relevant:
+            return CycleCheck(True, True, f.cycle, f.amplitude, f.p_value, f.peak_hour,
+                              f"the baseline varies +-{f.amplitude:.0%} over the {unit} (peak at hour {f.peak_hour:.0f}, "
+                              f"p = {f.p_value:.2g}); use --design seasonal or a control class")
+        last = CycleCheck(True, False, f.cycle, f.amplitude, f.p_value, f.peak_hour,
+                          f"no {unit}ly cycle past +-{relevant:.1%} in the baseline (fitted +-{f.amplitude:.1%}, p = {f.p_value:.2g})")
     return last
+
+
+def detect(samples: Iterable[tuple[float, float]], min_effect_ratio: float, fits: list[CycleFit] | None = None) -> CycleCheck:
+    """Detect a daily (and, on two weeks or more, weekly) cycle in a baseline's samples.
+
+    Args:
+        samples: the baseline's ``(unix seconds, value)`` samples (positive values are used).
+        min_effect_ratio: the spec's minimum effect; sets the relevance threshold.
+        fits: the baseline's stored :func:`fit` (``Initiative.baseline_cycle``), which
+            saves refitting; None: fitted here.
+
+    Returns:
+        :class:`CycleCheck` (``checked=False`` when the baseline spans less than a day).
+    """
+    if fits:
+        return assess(fits, min_effect_ratio)
+    samples = samples if isinstance(samples, list) else list(samples)
+    fits = fit(samples)
+    if fits is None:
+        hours = _span(samples)[3] / 3600
+        return CycleCheck(False, False, "day", None, None, None,
+                          f"the baseline spans {hours:.1f} h, less than a day: a daily cycle cannot be checked")
+    return assess(fits, min_effect_ratio)

@@ -95,6 +95,15 @@ def check_start(spec: Spec, store, workload_class: str, choice: Choice, baseline
         seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
 
 
+def start_checks(choice: Choice, baseline) -> list | None:
+    """What ``initiative start`` stores for ``verify`` about the baseline: before-after's
+    cycle tests (:func:`obsctl.baselining.designs.cycle.fit`; None for other designs, no
+    baseline, or a baseline shorter than a day)."""
+    if choice.design != "before-after" or baseline is None:
+        return None
+    return cycle.fit(baseline.samples)
+
+
 def planned_window(spec: Spec, workload_class: str, choice: Choice, baseline, expected_impact: float | None, store=None) -> float | None:
     """The design's planned window (s) for the expected impact (:mod:`.plan`), or None
     (before-after and seasonal: the statistics planner's own; no baseline or no impact)."""
@@ -389,7 +398,9 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
                              category, signal)
     else:
         effect = None
-        cyc = cycle.detect(baseline.samples, cfg.min_effect_ratio)
+        # The cycle fit is the baseline's own, stored at initiative start (start_checks).
+        stored = getattr(initiative, "baseline_cycle", None) if baseline.id == getattr(initiative, "baseline_id", None) else None
+        cyc = cycle.detect(baseline.samples, cfg.min_effect_ratio, stored)
         load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
                              category, signal)
         if cc.mix:

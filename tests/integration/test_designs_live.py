@@ -259,6 +259,13 @@ def test_seasonal_compares_the_same_hours_and_before_after_sees_the_cycle(hist, 
     assert "over the day" in res["reason"] and "--design seasonal" in res["reason"]
     amp = res["design_context"]["cycle"]["amplitude"]
     assert amp == pytest.approx(0.30, abs=0.03)
+    # The cycle test was fitted once, at initiative start, and verify judged the stored fit.
+    assert [f["cycle"] for f in j["baseline_cycle"]] == ["day"] and j["baseline_cycle"][0]["amplitude"] == amp
+    store = Store(spec.parent / "store")
+    fit = store.initiative(j["id"]).baseline_cycle[0]
+    store.save_initiative(store.initiative(j["id"]).model_copy(update={"baseline_cycle": [fit.model_copy(update={"p_value": 0.5})]}))
+    _, again = verify_json(hist, spec, j["id"])
+    assert again["design_context"]["cycle"]["p_value"] == 0.5 and not again["design_context"]["cycle"]["detected"]
 
 
 def test_seasonal_refuses_a_short_baseline(hist, spec):

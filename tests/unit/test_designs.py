@@ -128,6 +128,21 @@ def test_cycle_detected_with_its_amplitude_and_not_in_noise():
     assert not short.checked and "less than a day" in short.reason
 
 
+def test_stored_cycle_fit_gives_the_same_check_and_follows_the_margin():
+    # initiative start stores cycle.fit (the baseline's own); verify applies assess with
+    # the spec's current min_effect_ratio: the same check as fitting again.
+    rng = np.random.default_rng(6)
+    t = _grid(T0, 86400)
+    samples = _s(t, 1000 * (1 + 0.02 * np.sin(2 * np.pi * t / 86400)) * np.exp(_ar1(rng, t.size, 0.002, 0.5)))
+    fits = cycle.fit(samples)
+    assert [f.cycle for f in fits] == ["day"]
+    for margin in (0.02, 0.1):
+        assert cycle.detect(samples, margin, fits) == cycle.detect(samples, margin)
+    # A +-2 % cycle is relevant against a 2 % margin (>= half of it), not against 10 %.
+    assert cycle.detect(samples, 0.02, fits).detected and not cycle.detect(samples, 0.1, fits).detected
+    assert cycle.fit(samples[:480]) is None
+
+
 def test_demand_bound_only_for_unsaturated_throughput():
     thr = saturation.Thresholds()
     calm = {"cpu_busy": [0.5] * 10, "cpus_allocated": [1.0] * 10, "waiting": [0.0] * 10}

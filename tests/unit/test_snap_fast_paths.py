@@ -1,0 +1,105 @@
+"""The snapshot speed-ups (issue 7 item 8) give exactly what the code they replace gives.
+
+- promapi's msgspec decoder of range answers against json.loads + the validating
+  ``_pair`` path: the same floats for Prometheus-formatted values, and "no fast answer"
+  (so the validating path decides, with its own error message) for everything else;
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import struct
+
+import numpy as np
+import pytest
+
+from obsctl.baselining import promapi
+
+
+def _bits(pairs):
+    # Bit patterns, so NaN == NaN and -0.0 != 0.0.
+    return [struct.pack("<dd", t, v) for t, v in pairs]
+
+
+def _slow(raw: bytes) -> list[tuple[dict, list]]:
+    body = json.loads(raw)
+    return [(item["metric"], [promapi._pair(v, "v") for v in item.get("values", [])]) for item in body["data"]["result"]]
+
+
+def _answer(values, metric=None, extra="") -> bytes:
+    pairs = ",".join(f"[{t},{json.dumps(v)}]" for t, v in values)
+    metric = metric if metric is not None else {"job": "bench", "workload": "c0"}
+    return (f'{{"status":"success"{extra},"data":{{"resultType":"matrix","result":'
+            f'[{{"metric":{json.dumps(metric)},"values":[{pairs}]}}]}}}}').encode()
+
+
+def _go_float(v: float) -> str:
+    # Prometheus formats values with strconv.FormatFloat(v, 'f', -1, 64): the shortest
+    # digits that round-trip, never an exponent; NaN and +-Inf as "NaN", "+Inf", "-Inf".
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return np.format_float_positional(v, unique=True, trim="-")
+
+
+def test_range_decoder_equals_validating_path_on_prometheus_values():
+    rng = np.random.default_rng(7)
+    values = np.concatenate([rng.normal(1000, 20, 3000), rng.normal(0.95, 0.002, 1000), rng.lognormal(0, 30, 1000),
+                             -rng.lognormal(0, 30, 500), [0.0, 1e-300, 5e-324, 1.7976931348623157e308, -2.5e-7, 123456789012345.67]])
+    texts = [_go_float(float(v)) for v in values] + ["NaN", "-Inf", "Inf", "1e3", "1E-5", "0.1e+2", "12"]
+    times = [1_700_000_000 + 15 * i for i in range(len(texts))]
+    times[5], times[9], times[11] = 1_700_000_075.5, 1_700_000_135.123, 1_700_000_165.001
+    raw = _answer(zip(times, texts), extra=',"warnings":["remote store failed"],"infos":["PromQL info: x"]')
+    fast = promapi._fast_range_body(raw)
+    assert fast is not None
+    assert fast["warnings"] == ["remote store failed"] and fast["infos"] == ["PromQL info: x"]
+    (metric, expected), = _slow(raw)
+    got = fast["data"]["result"][0]
+    assert got["metric"] == metric
+    assert _bits(promapi._pairs(got["values"], "v")) == _bits(expected)
+
+
+def test_range_decoder_strings_it_accepts_parse_as_float_does():
+    # Random strings over the characters a number may hold: whenever the fast decoder
+    # accepts one (as a value or as a time), float() accepts it and gives the same bits.
+    rng = random.Random(11)
+    alphabet = "0123456789.eE+-_ naifINFtyx"
+    accepted = 0
+    for n in range(4000):
+        text = "".join(rng.choice(alphabet[:14] if n % 2 else alphabet) for _ in range(rng.randint(1, 8 if n % 4 else 30)))
+        for raw in (_answer([(1_700_000_000, text)]), _answer([(json.dumps(text), "1")])):
+            fast = promapi._fast_range_body(raw)
+            if fast is None:
+                continue
+            accepted += 1
+            assert _bits(fast["data"]["result"][0]["values"]) == _bits(_slow(raw)[0][1])
+    assert accepted > 100  # the comparison did happen
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"+Inf"]]}]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"2"],[2,"-0"]]}]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[["-0","1"]]}]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[["NaN","1"]]}]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[["Inf","1"]]}]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[true,"1"]]}]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"abc"]]}]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1",2]]}]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":null}]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":1},"values":[]}]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"histograms":[[1,{}]]}]}}',
+    b'{"status":"success","data":{"resultType":"vector","result":[]}}',
+    b'{"status":"success","data":{"resultType":"matrix"}}',
+    b'{"status":"success","data":null}',
+    b'{"status":"error","errorType":"bad_data","error":"parse error"}',
+    b'{"status":"success","warnings":"x","data":{"resultType":"matrix","result":[]}}',
+    b'{"status":"success","data":{"resultType":"matrix","result":[]}',
+    b'\xef\xbb\xbf{"status":"success","data":{"resultType":"matrix","result":[]}}',
+    b'<html><title>login</title></html>',
+    b'',
+])
+def test_range_decoder_leaves_everything_else_to_the_validating_path(raw):
+    assert promapi._fast_range_body(raw) is None

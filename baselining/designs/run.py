@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -245,6 +246,11 @@ def demand_query(spec: Spec, wc: WorkloadClass) -> str:
 #: The load context reads each period on at most this many instants (a share of states
 #: and a mean demand need no more; a 30-day baseline stays a few small queries).
 LOAD_POINTS = 500
+#: The load context's queries (8 per period, independent and small) run this many at a
+#: time: a verify waits for the slowest, not for their sum (Prometheus itself runs up to
+#: ``--query.max-concurrency``, default 20, and queues the rest).
+LOAD_CONCURRENCY = 8
+_DEMAND = "__demand__"
 
 
 def period_load(spec: Spec, client, wc: WorkloadClass, name: str, start: float, end: float, step: float) -> demand.PeriodLoad:
@@ -253,18 +259,51 @@ def period_load(spec: Spec, client, wc: WorkloadClass, name: str, start: float, 
     The period is read at ``step`` or coarser (:data:`LOAD_POINTS` instants at most). The
     context is best effort: a query Prometheus refuses leaves that input out (unknown),
     it never costs the verdict (the error is kept in the context's notes)."""
-    try:
-        return _period_load(spec, client, wc, name, start, end, step)
-    except (PrometheusUnavailable, UsageError) as exc:
-        return demand.PeriodLoad(name, None, None, None, note=f"{name}: load context not read ({exc})")
+    return period_loads(spec, client, wc, [(name, start, end)], step)[0]
 
 
-def _period_load(spec: Spec, client, wc: WorkloadClass, name: str, start: float, end: float, step: float) -> demand.PeriodLoad:
-    step = max(step, math.ceil((end - start) / LOAD_POINTS / step) * step) if end > start else step
+def period_loads(spec: Spec, client, wc: WorkloadClass, periods: list[tuple[str, float, float]], step: float) -> list[demand.PeriodLoad]:
+    """:func:`period_load` of each ``(name, start, end)`` period, all their queries issued
+    concurrently (:data:`LOAD_CONCURRENCY` at a time) on the client's one session.
+
+    A period with a failed query (Prometheus unavailable or refusing it) gets the first
+    such error, in query order, as its note; the other periods are unaffected."""
+    plans = []
+    for name, start, end in periods:
+        p_step = max(step, math.ceil((end - start) / LOAD_POINTS / step) * step) if end > start else step
+        exprs = {**saturation.inputs(spec, wc), _DEMAND: demand_query(spec, wc)}
+        plans.append((name, start, end, p_step, exprs))
+    calls = [(i, key, expr) for i, (_, start, end, p_step, exprs) in enumerate(plans) for key, expr in exprs.items()]
+
+    def fetch(call):
+        i, _, expr = call
+        _, start, end, p_step, _ = plans[i]
+        try:
+            return _range(client, expr, start, end, p_step)
+        except (PrometheusUnavailable, UsageError) as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=min(LOAD_CONCURRENCY, len(calls)), thread_name_prefix="obsctl-load") as pool:
+        got = list(pool.map(fetch, calls))
+    answers: list[dict] = [{} for _ in plans]
+    for (i, key, _), value in zip(calls, got):
+        answers[i][key] = value
+    out = []
+    for (name, *_), answer in zip(plans, answers):
+        failed = next((v for v in answer.values() if isinstance(v, Exception)), None)
+        if failed is not None:
+            out.append(demand.PeriodLoad(name, None, None, None, note=f"{name}: load context not read ({failed})"))
+            continue
+        offered = answer.pop(_DEMAND)
+        out.append(_period_of(spec, wc, name, answer, offered))
+    return out
+
+
+def _period_of(spec: Spec, wc: WorkloadClass, name: str, inputs: dict[str, list[tuple[float, float]]],
+               offered: list[tuple[float, float]]) -> demand.PeriodLoad:
     values = {}
     grid_ms = None
-    for key, expr in saturation.inputs(spec, wc).items():
-        got = _range(client, expr, start, end, step)
+    for key, got in inputs.items():
         if got:
             ms, v = align.as_arrays(got)
             values[key] = dict(zip(ms.tolist(), v.tolist()))
@@ -273,8 +312,7 @@ def _period_load(spec: Spec, client, wc: WorkloadClass, name: str, start: float,
     if grid_ms is not None:
         aligned = {k: [d.get(int(t)) for t in grid_ms] for k, d in values.items()}
         states = demand.states_of(aligned, saturation.Thresholds.for_class(spec, wc.name))
-    offered = [v for _, v in _range(client, demand_query(spec, wc), start, end, step)]
-    return demand.period_load(name, offered or None, states)
+    return demand.period_load(name, [v for _, v in offered] or None, states)
 
 
 def _effect_context(e: Effect) -> dict:
@@ -388,21 +426,18 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         ta, ca = window_samples, _range(client, q_c, s, e, step)
         hist = _log_ratio_history(client, q_t, q_c, bs, _history_span(start_at, end_at), b_step)
         effect = control.effect(tb, cb, ta, ca, level, history=hist)
-        load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
-                             category, signal)
+        load = demand.assess(*period_loads(spec, client, wc, [("baseline", bs, be), ("window", s, e)], step), category, signal)
         notes.append(f"control class {cwc.name}")
     elif design == "seasonal":
         seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
         effect = seasonal.effect(baseline.samples, window_samples, spec.comparison.seasonal_cycle, level, spec.comparison.timezone)
-        load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
-                             category, signal)
+        load = demand.assess(*period_loads(spec, client, wc, [("baseline", bs, be), ("window", s, e)], step), category, signal)
     else:
         effect = None
         # The cycle fit is the baseline's own, stored at initiative start (start_checks).
         stored = getattr(initiative, "baseline_cycle", None) if baseline.id == getattr(initiative, "baseline_id", None) else None
         cyc = cycle.detect(baseline.samples, cfg.min_effect_ratio, stored)
-        load = demand.assess(period_load(spec, client, wc, "baseline", bs, be, step), period_load(spec, client, wc, "window", s, e, step),
-                             category, signal)
+        load = demand.assess(*period_loads(spec, client, wc, [("baseline", bs, be), ("window", s, e)], step), category, signal)
         if cc.mix:
             try:
                 dec, why = mix_decomposition(spec, client, wc, signal, cc.mix[0], (bs, be), (s, e), step)

@@ -79,12 +79,15 @@ class FaultProxy:
 
     Attributes:
         mode: one of :data:`MODES` (changeable between requests).
+        only: None (the mode applies to every request) or a predicate on the request path
+            with its query string: requests it refuses pass through unchanged.
         seen: per request ``(path, headers dict, client certificate subject CN or None)``.
     """
 
     def __init__(self, upstream: str, tls: tuple[Path, Path, Path] | None = None, required_headers: dict[str, str] | None = None):
         self.upstream = urllib.parse.urlsplit(upstream)
         self.mode = "pass"
+        self.only = None
         self.required_headers = dict(required_headers or {})
         self.seen: list[tuple[str, dict[str, str], str | None]] = []
         self.stopping = threading.Event()
@@ -145,7 +148,7 @@ class FaultProxy:
                 status = 401 if name.lower() == "authorization" else 403
                 return self._send(h, status, "text/plain", f"{'Unauthorized' if status == 401 else 'Forbidden'}\n".encode(),
                                   {"WWW-Authenticate": 'Bearer realm="prometheus"'} if status == 401 else None)
-        mode = self.mode
+        mode = self.mode if self.only is None or self.only(h.path) else "pass"
         if mode == "pass":
             return self._send(h, *self._upstream(h.path))
         if mode == "5xx":

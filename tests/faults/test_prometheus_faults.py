@@ -4,10 +4,12 @@ stderr (no traceback) and leaves the store byte-for-byte unchanged."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
 
 import pytest
 import yaml
@@ -126,6 +128,28 @@ def test_verify_fault_mode_keeps_the_store(mode, proxy, fault_spec, fault_histor
     assert tree_digest(tmp_path / "store") == before
     proxy.mode = "pass"  # and the same command works once the fault is gone
     assert run(verify, ["--spec", fault_spec, "--class", "steady", "--end", fault_history.iso(2)]).exit_code == 0
+
+
+def test_a_failed_load_context_query_costs_its_own_period_only(proxy, fault_spec, fault_history):
+    """The load context's queries run concurrently (designs.run.period_loads): HTTP 503 on
+    the baseline period's CPU query leaves that period's load unknown, with the error in
+    the notes; the window's load, the verdict and its save are unaffected."""
+    t1 = fault_history.at(1)
+
+    def baseline_cpu(path: str) -> bool:
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+        return "process_cpu_seconds_total" in query.get("query", [""])[0] and float(query.get("start", ["inf"])[0]) < t1
+
+    proxy.mode, proxy.only = "5xx", baseline_cpu
+    result = run(verify, ["--spec", fault_spec, "--class", "steady", "--end", fault_history.iso(2), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    res = json.loads(result.stdout)
+    notes = res["design_context"]["notes"]
+    assert any(n.startswith("baseline: load context not read (cannot reach Prometheus at") and "HTTP 503" in n for n in notes), notes
+    assert not any(n.startswith("window: load context not read") for n in notes), notes
+    load = res["design_context"]["load"]
+    assert load["before"]["state"] is None and load["after"]["name"] == "window"
+    assert sum(baseline_cpu(path) for path, _, _ in proxy.seen) >= 2  # retried like any request
 
 
 def test_a_secret_echoed_in_a_header_is_scrubbed_before_it_is_cut(proxy, fault_spec, fault_history, tmp_path):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from obsctl.baselining import coverage, stats
 from obsctl.baselining.designs import run as designs
@@ -44,6 +45,10 @@ from obsctl.errors import StoreError, UsageError
 from obsctl.spec import Spec, escape_label_value
 
 #: ``obsctl verify`` exit code per verdict.
+#: Worker threads of one verify for the guards and the alerts query (the primary runs on
+#: the calling thread; the load context has its own, designs.run.LOAD_CONCURRENCY).
+VERIFY_CONCURRENCY = 2
+
 VERDICT_EXIT_CODES: dict[str, int] = {"IMPROVED": 0, "NO_CHANGE": 10, "INCONCLUSIVE": 11, "REGRESSED": 12, "NO_DATA": 13}
 
 
@@ -131,8 +136,8 @@ def alerts_fired(client: PrometheusClient, workload_class: str, start: dt.dateti
     return sorted(names)
 
 
-def guard_baselines(spec: Spec, store: Store, initiative: Initiative) -> list[Baseline]:
-    """The guard signals' baselines: every signal chosen by ``verification.guards``
+def guard_ids(spec: Spec, store: Store, initiative: Initiative) -> list[str]:
+    """The guard signals' baseline ids: every signal chosen by ``verification.guards``
     (categories or names; default quality and cost) other than the primary that has a
     baseline for the initiative's class, sorted by signal name.
 
@@ -150,8 +155,13 @@ def guard_baselines(spec: Spec, store: Store, initiative: Initiative) -> list[Ba
             continue
         baseline_id = initiative.guard_baseline_ids.get(sig) or current.get(sig)
         if baseline_id:
-            out.append(store.baseline(baseline_id))
+            out.append(baseline_id)
     return out
+
+
+def guard_baselines(spec: Spec, store: Store, initiative: Initiative) -> list[Baseline]:
+    """The baselines of :func:`guard_ids`, in its order."""
+    return [store.baseline(baseline_id) for baseline_id in guard_ids(spec, store, initiative)]
 
 
 def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime, step: float,
@@ -346,10 +356,15 @@ def verify(
     initiative = resolve_initiative(store, initiative_id, workload_class)
     if initiative.status not in ("open", "verified"):
         raise StoreError(f"initiative {initiative.id!r} is {initiative.status}; only open or verified initiatives can be verified")
-    baseline = store.baseline(initiative.baseline_id) if initiative.baseline_id else None
     cfg = spec.verification
     step = parse_duration(cfg.step, "verification.step")
-    planned = planned_seconds(spec, initiative, baseline)
+    # The planned length was fixed at start; older initiatives re-plan from the baseline.
+    baseline = None
+    if initiative.planned_window_seconds:
+        planned = initiative.planned_window_seconds
+    else:
+        baseline = store.baseline(initiative.baseline_id) if initiative.baseline_id else None
+        planned = planned_seconds(spec, initiative, baseline)
     if window is None and start is None:
         # A look is the cumulative window from the initiative's start, up to the planned length.
         cap = initiative.started_at + dt.timedelta(seconds=planned)
@@ -357,6 +372,33 @@ def verify(
         start_at, end_at = verification_window(initiative, step, f"{planned:.0f}s", None, end, now, allow_before_start)
     else:
         start_at, end_at = verification_window(initiative, step, window or cfg.window, start, end, now, allow_before_start)
+    # The guards and the alerts query do not depend on the primary: they run on worker
+    # threads (the client's one session) while the primary is measured and judged here.
+    # Errors surface in the sequential order: the primary's, then each guard's, then the alerts'.
+    chosen = guard_ids(spec, store, initiative) if guards else []
+    with ThreadPoolExecutor(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
+        pending = [pool.submit(_guard, spec, client, store, gid, start_at, end_at, step, initiative, planned, len(chosen)) for gid in chosen]
+        pending.append(pool.submit(alerts_fired, client, initiative.workload_class, start_at, end_at))
+        try:
+            return _verify_primary(spec, client, store, initiative, baseline, start_at, end_at, step, planned, guards, save, pending)
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str, start_at: dt.datetime, end_at: dt.datetime, step: float,
+           initiative: Initiative, planned: float, guards: int) -> GuardResult:
+    b = store.baseline(baseline_id)
+    return evaluate_guard(spec, client, b, start_at, end_at, step, look_context(spec, initiative, b.signal, planned), guards)
+
+
+def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiative: Initiative, baseline: Baseline | None,
+                    start_at: dt.datetime, end_at: dt.datetime, step: float, planned: float, guards: bool, save: bool,
+                    pending: list[Future]) -> tuple[Initiative, VerificationResult]:
+    # verify()'s primary signal, its verdict with the guards' (``pending``: guard results, then the alerts), and the save.
+    cfg = spec.verification
+    if baseline is None and initiative.baseline_id:
+        baseline = store.baseline(initiative.baseline_id)
     if baseline is None:  # a canary started without a baseline: its control group's window stands in (designs.run)
         baseline = designs.control_group_baseline(spec, client, store, initiative, start_at, end_at, step)
     # A canary's window is its treatment group's (designs.run.window_query): promote makes it the baseline.
@@ -376,10 +418,8 @@ def verify(
     if design.verdict and verdict != "NO_DATA":
         verdict, reason = coverage.cap_verdict(design.verdict, design.reason, m, baseline, cfg.min_coverage_ratio)
     estimate = design.as_estimate(estimate)
-    chosen = guard_baselines(spec, store, initiative) if guards else []
-    guard_results = [evaluate_guard(spec, client, b, start_at, end_at, step, look_context(spec, initiative, b.signal, planned), len(chosen)) for b in chosen]
+    *guard_results, fired = [future.result() for future in pending]
     overall, overall_reason = overall_verdict(verdict, reason, guard_results, cfg.confidence, cfg.optional_guards)
-    fired = alerts_fired(client, initiative.workload_class, start_at, end_at)
     result = VerificationResult(
         verdict=overall,
         primary_verdict=verdict,

@@ -60,6 +60,8 @@ RESERVED_HEADERS = frozenset(h.lower() for h in (
 ))
 #: Largest secret file read (a token or password is bytes to a few KiB).
 MAX_SECRET_BYTES = 64 * 1024
+#: Connections kept per host by a session (requests' default is 10).
+POOL_MAXSIZE = 16
 SECRET_PLACEHOLDER = "<secret>"
 
 
@@ -478,7 +480,9 @@ def session_for(cfg: HTTPClientConfig, base_dir: str | os.PathLike[str] | None =
     resolve = _resolver(base_dir)
     session = ConfiguredSession()
     session.trust_env = cfg.proxy_from_environment
-    adapter = TransportAdapter(server_name=cfg.tls_config.server_name)
+    # verify runs up to ~10 queries at once (the load context and the guards); a larger
+    # pool keeps their connections instead of urllib3 discarding them with a warning.
+    adapter = TransportAdapter(server_name=cfg.tls_config.server_name, pool_maxsize=POOL_MAXSIZE)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     tls = cfg.tls_config

@@ -42,3 +42,4 @@ def test_prefetch_loads_scipy_special_in_the_background_and_exits_cleanly():
     assert out.returncode == 0 and out.stderr == ""
     once, t = out.stdout.split()
     assert once == "True" and float(t) == pytest.approx(2.2281388519649385, rel=1e-9)  # t(10) 97.5 % quantile (R: qt(0.975, 10))
+

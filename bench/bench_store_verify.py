@@ -48,6 +48,10 @@ STEP = 60
 DAY = 86400
 CLASSES = [f"c{i}" for i in range(5)]
 TOKENS = "bench_tokens_per_second"
+#: The CLI processes run as from an installed package: bytecode cached (pip compiles it at
+#: install), so PYTHONDONTWRITEBYTECODE (set in some sandboxes and CI images) is dropped;
+#: the first, recorded verify writes the cache for the timed ones.
+CLI_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 QUALITY = "bench_quality_ratio"
 
 from obsctl.baselining.initiative import start_initiative
@@ -227,7 +231,7 @@ def bench_verify(work: Path, prom_url: str, proxy: RecordingProxy, base_store: P
     args = ["verify", "--class", "c0", "--end", iso(end), "--window", window, "--output", "json"]
 
     def run(spec_file: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([OBSCTL, *args, "--spec", str(spec_file)], capture_output=True, text=True, timeout=600, check=False)
+        return subprocess.run([OBSCTL, *args, "--spec", str(spec_file)], capture_output=True, text=True, timeout=600, check=False, env=CLI_ENV)
 
     rec = work / "verify-rec"
     shutil.copytree(base, rec)
@@ -240,13 +244,14 @@ def bench_verify(work: Path, prom_url: str, proxy: RecordingProxy, base_store: P
         shutil.copytree(base, store)
         spec_file = write_spec(work / f"verify-{n}.yaml", prom_url, store, window)
         t_verify = timed(lambda spec_file=spec_file: run(spec_file))
-        t_version = timed(lambda: subprocess.run([OBSCTL, "--version"], capture_output=True, timeout=60, check=True))
+        t_version = timed(lambda: subprocess.run([OBSCTL, "--version"], capture_output=True, timeout=60, check=True, env=CLI_ENV))
         t_plain = plain(prom_url, paths)
         runs.append((t_verify, t_version, t_plain))
     t_verify, t_version, t_plain = (statistics.median(r[i] for r in runs) for i in range(3))
     probe = ("import time; t = time.perf_counter(); import obsctl.cli, obsctl.baselining.cli, obsctl.baselining.verify; "
              "print(time.perf_counter() - t)")
-    t_import = statistics.median(float(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout)
+    t_import = statistics.median(float(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+                                                      env=CLI_ENV).stdout)
                                  for _ in range(repeats))
     print(f"verify: {window_days}-day window at {STEP} s vs a 30-day baseline, 1 guard: {verdict['verdict']} "
           f"{verdict['change_ratio'] * 100:+.1f} %, {len(paths)} HTTP requests, coverage {verdict['coverage']['ratio'] * 100:.1f} %")

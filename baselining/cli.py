@@ -333,13 +333,18 @@ def initiative_list(spec_path, workload_class, status, output):
 @spec_option
 @click.option("--initiative", "initiative_id", required=True, metavar="ID")
 @click.option("--note", default="", help="Why it is closed without promotion.")
+@output_option
 @wrap_errors
-def initiative_close(spec_path, initiative_id, note):
-    """Close an initiative without promoting it (frees its class)."""
+def initiative_close(spec_path, initiative_id, note, output):
+    """Close an initiative without promoting it (frees its class). Exit 1 for an unknown
+    id or an initiative already promoted or closed."""
     from obsctl.baselining.initiative import close_initiative
 
     i = close_initiative(_store(load(spec_path)), initiative_id, note)
-    click.echo(f"closed initiative {i.id}")
+    if output == "json":
+        emit_json(i.model_dump(mode="json", exclude={"verifications"}) | {"verifications": len(i.verifications)})
+    else:
+        click.echo(f"closed initiative {i.id}")
 
 
 def _initiative_plan(spec, i) -> dict | None:

@@ -64,13 +64,21 @@ def generate(spec_path: str, out: Path, check_only: bool, empty_store: bool, out
 
 @rules.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@output_option
 @wrap_errors
-def check(directory: Path) -> None:
-    """Run promtool check rules on every *.rules.yaml / *.yml file in DIRECTORY."""
+def check(directory: Path, output: str) -> None:
+    """Run promtool check rules on every *.rules.yaml / *.yml file in DIRECTORY.
+
+    Exit 0 when promtool accepts every file, 1 when it refuses one (its report is printed;
+    with --output json: {directory, files, ok, promtool}), 2 when DIRECTORY has no rule files."""
     paths = sorted(p for p in directory.glob("*") if p.suffix in (".yaml", ".yml"))
     if not paths:
         raise UsageError(f"{directory}: no rule files (*.yaml, *.yml) found")
     result = check_rules(paths)
-    click.echo((result.stdout + result.stderr).strip())
+    report = (result.stdout + result.stderr).strip()
+    if output == "json":
+        emit_json({"directory": str(directory), "files": [str(p) for p in paths], "ok": result.returncode == 0, "promtool": report})
+    else:
+        click.echo(report)
     if result.returncode != 0:
         raise ObsctlError(f"promtool check rules failed on {directory}")

@@ -107,8 +107,12 @@ def test_initiative_rules(history, loop_spec):
     assert bad_lever.exit_code == 2
     listed = run(initiative, ["list", "--spec", loop_spec, "--output", "json"])
     (only,) = json.loads(listed.stdout)
-    closed = run(initiative, ["close", "--spec", loop_spec, "--initiative", only["id"]])
-    assert closed.exit_code == 0
+    closed = run(initiative, ["close", "--spec", loop_spec, "--initiative", only["id"], "--note", "superseded", "-o", "json"])
+    assert closed.exit_code == 0, closed.output
+    record = json.loads(closed.stdout)
+    assert record["id"] == only["id"] and record["status"] == "closed" and record["notes"].endswith("superseded")
+    again = run(initiative, ["close", "--spec", loop_spec, "--initiative", only["id"], "-o", "json"])
+    assert again.exit_code == 1 and "already closed" in again.output and again.stdout == ""
     assert run(initiative, ["start", "--spec", loop_spec, "--name", "quantize", "--lever", "quantization",
                             "--class", "steady", "--signal", "tokens_per_second"]).exit_code == 0
 

@@ -171,3 +171,23 @@ def test_generated_rules_with_baselines_pass_promtool_check(tmp_path, generated)
     paths = gen.write(tmp_path / "out", generated)
     result = promtool.check_rules(paths)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rules_check_command_reports_promtool_in_json(tmp_path, generated):
+    import json
+
+    from click.testing import CliRunner
+    from obsctl.rules.cli import rules
+
+    out = tmp_path / "out"
+    gen.write(out, generated)
+    good = CliRunner().invoke(rules, ["check", str(out), "-o", "json"])
+    assert good.exit_code == 0, good.output
+    report = json.loads(good.stdout)
+    assert report["ok"] is True and len(report["files"]) == len(list(out.glob("*.yaml"))) and "SUCCESS" in report["promtool"]
+    (out / "broken.yaml").write_text("groups:\n- name: x\n  rules:\n  - record: 'not a name'\n    expr: up\n")
+    bad = CliRunner().invoke(rules, ["check", str(out), "-o", "json"])
+    assert bad.exit_code == 1
+    report = json.loads(bad.stdout)
+    assert report["ok"] is False and "broken.yaml" in report["promtool"]
+    assert "promtool check rules failed" in bad.stderr

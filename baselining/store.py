@@ -307,9 +307,18 @@ class Store:
         return _load_model(path, Initiative)
 
     def open_initiative(self, workload_class: str) -> Initiative | None:
-        """The class's active initiative (status ``open`` or ``verified``), or None."""
-        active = [i for i in self.initiatives(workload_class) if i.status in ACTIVE_STATUSES]
-        return self.initiative(active[-1].id) if active else None
+        """The class's active initiative (status ``open`` or ``verified``), or None.
+
+        Chosen from the index (class, status, start), so only that one record is parsed,
+        however many initiatives the class has had."""
+        index = self.initiative_index()
+        active = sorted((e["started_at"], iid) for iid, e in index.items()
+                        if e["workload_class"] == workload_class and e["status"] in ACTIVE_STATUSES)
+        for _, iid in reversed(active):
+            record = self.initiative(iid)
+            if record.workload_class == workload_class and record.status in ACTIVE_STATUSES:  # the index is a cache
+                return record
+        return None
 
     def add_initiative(self, initiative: Initiative) -> Initiative:
         """Record a new initiative, refusing a second active one on the same class.

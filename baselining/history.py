@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from operator import itemgetter
+
+import numpy as np
 
 from obsctl.baselining.models import Memory
 from obsctl.baselining.promapi import PrometheusClient
@@ -38,6 +41,9 @@ def history_memory(client: PrometheusClient, query: str, window_start: dt.dateti
                    baseline_samples: list[tuple[float, float]]) -> Memory | None:
     """Fit the memory model to the history before ``window_start`` and the baseline's samples.
 
+    :func:`read_history` then :func:`fit_history` (``snapshot-baseline`` calls them apart,
+    so that one pair's fit overlaps the next pair's requests).
+
     Args:
         query: the signal's PromQL (selector filled in), a single series.
         window_start: start of the baseline window (UTC).
@@ -50,18 +56,44 @@ def history_memory(client: PrometheusClient, query: str, window_start: dt.dateti
     Raises:
         PrometheusUnavailable: as :meth:`PrometheusClient.query_range`.
     """
+    history = read_history(client, query, window_start, step_seconds, history_seconds)
+    return fit_history(history, history_step(history_seconds, step_seconds), step_seconds, baseline_samples)
+
+
+def read_history(client: PrometheusClient, query: str, window_start: dt.datetime, step_seconds: float,
+                 history_seconds: float) -> list[tuple[float, float]]:
+    """The signal's finite ``(t, value)`` samples over ``history_seconds`` before
+    ``window_start``, at :func:`history_step` (one range query; ``[]`` when there is
+    nothing to read or the query returns no single series).
+
+    Raises:
+        PrometheusUnavailable: as :meth:`PrometheusClient.query_range`.
+    """
     hist_step = history_step(history_seconds, step_seconds)
     end = align_down(window_start, hist_step).timestamp()
     start = max(0.0, end - history_seconds)
-    history: list[tuple[float, float]] = []
     if history_seconds > 0 and end - start >= hist_step:
         result = client.query_range(query, start + hist_step, end, hist_step)
         if len(result) == 1:
-            history = [(t, v) for t, v in result[0].values if math.isfinite(v) and t < window_start.timestamp()]
+            return [(t, v) for t, v in result[0].values if math.isfinite(v) and t < window_start.timestamp()]
+    return []
+
+
+def fit_history(history: list[tuple[float, float]], hist_step: float, step_seconds: float,
+                baseline_samples: list[tuple[float, float]]) -> Memory | None:
+    """The memory model of :func:`history_memory` from :func:`read_history`'s samples
+    (taken at ``hist_step``) and the baseline window's samples (at ``step_seconds``)."""
     model = None
     if len(history) >= MIN_HISTORY_SAMPLES:
         points = history + list(baseline_samples) if math.isclose(hist_step, step_seconds) else history
-        model = fit_memory([t for t, _ in points], [v for _, v in points], hist_step, source="history")
+        model = fit_memory(*_columns(points), hist_step, source="history")
     if model is None and len(baseline_samples) >= 20:
-        model = fit_memory([t for t, _ in baseline_samples], [v for _, v in baseline_samples], step_seconds, source="windows")
+        model = fit_memory(*_columns(baseline_samples), step_seconds, source="windows")
     return Memory(**model.as_dict()) if model is not None else None
+
+
+def _columns(points: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    # The times and values as float64 arrays (fit_memory's np.asarray of the same floats).
+    times = np.fromiter(map(itemgetter(0), points), dtype=np.float64, count=len(points))
+    values = np.fromiter(map(itemgetter(1), points), dtype=np.float64, count=len(points))
+    return times, values

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Callable
@@ -33,7 +34,7 @@ import numpy as np
 
 from obsctl.baselining import coverage as cov
 from obsctl.baselining import stats
-from obsctl.baselining.history import history_memory
+from obsctl.baselining.history import fit_history, history_step, read_history
 from obsctl.baselining.models import Baseline, Coverage, Population, Statistics, Window
 from obsctl.baselining.promapi import PrometheusClient, QueryResult
 from obsctl.baselining.store import Store
@@ -252,38 +253,91 @@ def snapshot(
     check_window_points(start_at, end_at, step, "--window")
     wcs = [spec.workload_class(n) for n in classes] if classes else list(spec.workload_classes)
     sigs = [spec.signal(n) for n in signals] if signals else list(spec.signals)
+    history_seconds = parse_duration(cfg.memory_history, "verification.memory_history")
     # Fail before any query when the store cannot be written (read-only, bad .lock).
     with store.locked():
         pass
     report = SnapshotReport()
-    total, created = len(wcs) * len(sigs), utcnow()
-    for i, (wc, sig) in enumerate(((w, s) for w in wcs for s in sigs), start=1):
+    pairs = [(w, s) for w in wcs for s in sigs]
+    total, created = len(pairs), utcnow()
+
+    def collect(wc, sig) -> tuple[str, Measurement, str, str, list[tuple[float, float]]]:
+        # Every request of one pair, in the order the sequential loop made them.
         query = spec.query_for(sig, wc)
         m = measure(client, query, start_at, end_at, step, cfg.batches, what=f"{wc.name}/{sig.name}", on_change=sig.name in cfg.fresh_on_change)
-        n = len(m.samples)
-        notes = {"dropped": m.dropped, "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial}
         status, reason = refusal(m, cfg.batches, cfg.min_coverage_ratio, allow_partial)
-        if status:
-            progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {'NO DATA' if status == 'no_data' else 'REFUSED'} ({reason})")
-            report.outcomes.append(SnapshotOutcome(wc.name, sig.name, status, n, reason=reason, **notes))
-            continue
-        baseline = Baseline(
-            id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}",
-            workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
-            window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot",
-            coverage=m.coverage, warnings=m.warnings, partial=m.partial,
-            # The signal's memory from the days before the window (H7S, baselining/history.py).
-            memory=history_memory(client, query, start_at, step, parse_duration(cfg.memory_history, "verification.memory_history"), m.samples),
-        )
-        # The samples are the client's (float, float) tuples, already checked: set them
-        # without pydantic's per-pair re-validation (~8 ms per 43,200 pairs).
-        baseline = baseline.model_copy(update={"samples": m.samples})
-        stored = store.save_baseline(baseline, make_current=True)
+        history = [] if status else read_history(client, query, start_at, step, history_seconds)
+        return query, m, status, reason, history
+
+    # One pair's requests run in a worker thread while this thread fits and stores the
+    # pair before it (module doc: "Overlap"); requests stay one at a time, in order.
+    ahead = _Ahead(collect, *pairs[0]) if pairs else None
+    for i, (wc, sig) in enumerate(pairs, start=1):
+        query, m, status, reason, history = ahead.result()
+        ahead = _Ahead(collect, *pairs[i]) if i < total else None
+        try:
+            n = len(m.samples)
+            notes = {"dropped": m.dropped, "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial}
+            if status:
+                progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {'NO DATA' if status == 'no_data' else 'REFUSED'} ({reason})")
+                report.outcomes.append(SnapshotOutcome(wc.name, sig.name, status, n, reason=reason, **notes))
+                continue
+            stored = _store_pair(store, wc, sig, query, m, created, history, history_step(history_seconds, step), step)
+        except Exception:
+            if ahead is not None:
+                ahead.wait()  # no request of this snapshot outlives it (bounded by the client's deadline)
+            raise
         dropped = f" ({m.dropped} NaN/Inf dropped)" if m.dropped else ""
         progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples{dropped}, mean {m.stats.mean:.6g} {sig.unit}, "
                  f"{m.population.series_count} input series, {cov.describe(m.coverage)}")
         report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "stored", n, baseline=stored, **notes))
     return report
+
+
+class _Ahead:
+    """``fn(*args)`` run at once in a daemon thread; :meth:`result` waits for it and
+    returns its value or raises its exception (a daemon, so an interrupted snapshot
+    does not wait at exit for a request in flight)."""
+
+    def __init__(self, fn, *args):
+        self._value = self._error = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name="obsctl-snapshot-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, args) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller of result()
+            self._error = exc
+
+    def wait(self) -> None:
+        """Wait until ``fn`` has returned or raised."""
+        self._thread.join()
+
+    def result(self):
+        """``fn``'s value, or its exception raised here."""
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._value
+
+
+def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.datetime, history: list[tuple[float, float]],
+                hist_step: float, step: float) -> Baseline:
+    """Fit the memory model and store one pair's baseline as current (returns it as stored)."""
+    baseline = Baseline(
+        id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}",
+        workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
+        window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot",
+        coverage=m.coverage, warnings=m.warnings, partial=m.partial,
+        # The signal's memory from the days before the window (H7S, baselining/history.py).
+        memory=fit_history(history, hist_step, step, m.samples),
+    )
+    # The samples are the client's (float, float) tuples, already checked: set them
+    # without pydantic's per-pair re-validation (~8 ms per 43,200 pairs).
+    baseline = baseline.model_copy(update={"samples": m.samples})
+    return store.save_baseline(baseline, make_current=True)
 
 
 def refusal(m: Measurement, batches: int, min_coverage_ratio: float, allow_partial: bool = False) -> tuple[str, str]:

@@ -103,3 +103,26 @@ def test_range_decoder_strings_it_accepts_parse_as_float_does():
 ])
 def test_range_decoder_leaves_everything_else_to_the_validating_path(raw):
     assert promapi._fast_range_body(raw) is None
+
+
+def test_fit_history_columns_equal_the_lists_fit_memory_had():
+    # history.fit_history hands fit_memory float64 columns (fromiter) instead of Python
+    # lists; the model must be the same to the last bit (with holes and with history).
+    from obsctl.baselining.history import MIN_HISTORY_SAMPLES, fit_history
+    from obsctl.baselining.models import Memory
+    from obsctl.baselining.statistics.memory import fit_memory
+
+    rng = np.random.default_rng(3)
+    x = np.zeros(6000)
+    for i in range(1, x.size):
+        x[i] = 0.9 * x[i - 1] + rng.normal()
+    t = 1_700_000_000 + 60.0 * np.arange(x.size)
+    keep = rng.random(x.size) > 0.05  # 5 % holes
+    samples = list(zip(t[keep].tolist(), (1000 + x[keep]).tolist()))
+    history, window = samples[:1500], samples[1500:]
+    assert len(history) >= MIN_HISTORY_SAMPLES
+    for hist, step in ((history, 60.0), ([], 60.0), (history[::2], 120.0)):
+        points = hist + window if step == 60.0 and hist else (hist or window)
+        source = "history" if hist else "windows"
+        old = fit_memory([p for p, _ in points], [v for _, v in points], step, source=source)
+        assert fit_history(hist, step, 60.0, window) == Memory(**old.as_dict())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 
 import click
 
@@ -127,6 +128,8 @@ def check(spec_path: str, output: str) -> None:
             click.echo(f"  {name}: source {about['source']}{queue}: catalogue signals {', '.join(about['signals']) or 'none'}")
 
 
+#: Thread-count variables of the BLAS builds numpy ships with or may use (OpenBLAS, MKL, OpenMP).
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
 #: Allocations between young-generation collections in a CLI process (CPython's default: 700).
 CLI_GC_THRESHOLD = 50_000
 
@@ -143,4 +146,9 @@ def main(argv: list[str] | None = None) -> None:
     defaults."""
     gc.freeze()
     gc.set_threshold(CLI_GC_THRESHOLD, *gc.get_threshold()[1:])
+    # Before numpy loads (the loop commands import it lazily): obsctl's linear algebra is
+    # small, and OpenBLAS' worker threads spin after each call, taking ~0.3 s of a second
+    # core per verify from Prometheus on the same machine. A value the user set is kept.
+    for variable in BLAS_THREAD_VARIABLES:
+        os.environ.setdefault(variable, "1")
     run_main(cli, argv)

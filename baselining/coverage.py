@@ -168,6 +168,8 @@ def measure_coverage(client: PrometheusClient, selectors: list[str], start: floa
                      on_change: bool = False, answers: QueryResult | None = None) -> Judgement | None:
     """Query and judge the coverage of a signal whose inputs are ``selectors`` over ``(start, end]``.
 
+    :func:`read_legs` (the requests) then :func:`judge`.
+
     Args:
         start, end: unix seconds; the window grid is ``start + step, ..., end``
             (``end - start`` a multiple of ``step``, as :func:`obsctl.baselining.snapshot.measure` uses).
@@ -180,6 +182,14 @@ def measure_coverage(client: PrometheusClient, selectors: list[str], start: floa
     Raises:
         PrometheusUnavailable, UsageError: as :meth:`PrometheusClient.query_range`.
     """
+    legs = read_legs(client, selectors, start, end, step, on_change, answers)
+    return None if legs is None else judge(legs, len(selectors), start, end, step, on_change)
+
+
+def read_legs(client: PrometheusClient, selectors: list[str], start: float, end: float, step: float,
+              on_change: bool = False, answers: QueryResult | None = None) -> Legs | None:
+    """The coverage requests of :func:`measure_coverage` (two, three with ``on_change``),
+    parsed; None when there is no selector. Arguments and errors as there."""
     if not selectors:
         return None
     first = start - lead(step) + step
@@ -196,7 +206,7 @@ def measure_coverage(client: PrometheusClient, selectors: list[str], start: floa
         changes = client.query_range(change_query(selectors, step + interval), first, end, step)
         answers.add_notes(changes.warnings, changes.infos)
         Legs.parse(changes, legs)
-    return judge(legs, len(selectors), start, end, step, on_change)
+    return legs
 
 
 def _lead_grid(start: float, end: float, step: float) -> np.ndarray:

@@ -19,6 +19,19 @@ batch means are taken over equal stretches of *time* (holes leave a stretch thin
 empty, never shift the others). A baseline whose coverage is below
 ``verification.min_coverage_ratio``, or whose answer Prometheus marked partial, is
 refused (``--allow-partial`` stores a partial one, marked ``partial``).
+
+Overlap: one worker thread (:class:`_Reader`) makes the requests while the calling
+thread judges coverage, summarizes, fits the memory model and stores, so the CPU work of
+one pair runs while Prometheus evaluates the next pair's queries. Prometheus sees the
+same requests as without it, **one at a time** (never two queries at once): per pair the
+range, coverage and series queries of :func:`read_answers` in that order, read up to
+:data:`READ_AHEAD` pairs ahead, and a stored pair's history query
+(:func:`obsctl.baselining.history.read_history`) as soon as the pair is judged (so it may
+come after the next pair's queries). Each request keeps its own timeout, retries and
+deadline (``prometheus.timeout_seconds``, ``overall_deadline_seconds``); an error is
+raised at the pair that asked, after the pairs before it are stored, with the same
+message, and no later pair is read; when a pair fails to store, the request in flight
+is awaited, so none outlives the call.
 """
 
 from __future__ import annotations
@@ -44,6 +57,10 @@ from obsctl.spec import Spec
 
 #: At most this many label sets are kept in a Population (the count is always exact).
 MAX_LABEL_SETS = 200
+
+#: How many pairs' answers ``snapshot`` reads ahead of the pair it judges and stores
+#: (each holds one window of samples in memory until judged).
+READ_AHEAD = 2
 
 # A vector selector: optional metric name, then {matchers} where values are quoted strings
 # that may hold braces or escaped quotes.
@@ -175,6 +192,8 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     ``verification.fresh_on_change``) and summarize them, batch means over equal
     stretches of time (:func:`obsctl.baselining.coverage.time_batch_means`).
 
+    :func:`read_answers` (every request) then :func:`summarize_answers` (no request).
+
     Raises:
         UsageError: the query returns more than one series (a signal must aggregate to one).
         PrometheusUnavailable: as :meth:`PrometheusClient.query_range`.
@@ -183,20 +202,51 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     field is discarded (``stats`` None, ``reason`` says why), so it is never stored or
     judged.
     """
-    window = Window(start=start, end=end, step_seconds=step_seconds)
+    return summarize_answers(read_answers(client, query, start, end, step_seconds, what, on_change), batches)
+
+
+@dataclass
+class Answers:
+    """What :func:`measure` asked Prometheus, before any judgement: the signal's range
+    answer (the coverage and series answers' warnings added), the parsed coverage legs
+    (None: the query has no selector) and the population."""
+
+    query: str
+    start: dt.datetime
+    end: dt.datetime
+    step_seconds: float
+    on_change: bool
+    result: QueryResult
+    legs: cov.Legs | None
+    population: Population
+
+
+def read_answers(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float,
+                 what: str = "query", on_change: bool = False) -> Answers:
+    """The requests of :func:`measure`, in its order: the range query, the coverage
+    queries (:func:`obsctl.baselining.coverage.read_legs`), the series query. Errors as there."""
     result = client.query_range(query, start.timestamp() + step_seconds, end.timestamp(), step_seconds)
     if len(result) > 1:
         labels = ", ".join(str(s.metric) for s in result[:3])
         raise UsageError(f"{what}: the query returns {len(result)} series ({labels}...), a signal must return one; aggregate with sum(...) or similar: {query}")
+    legs = cov.read_legs(client, selectors_of(query), start.timestamp(), end.timestamp(), step_seconds, on_change, result)
+    population = population_of(client, query, start, end, result)
+    return Answers(query, start, end, step_seconds, on_change, result, legs, population)
+
+
+def summarize_answers(a: Answers, batches: int) -> Measurement:
+    """The :class:`Measurement` of :func:`read_answers`' answers (coverage judged, fresh
+    finite samples kept and summarized); no request."""
+    start, end, step_seconds, result = a.start, a.end, a.step_seconds, a.result
+    window = Window(start=start, end=end, step_seconds=step_seconds)
     raw = result[0].values if result else []
-    judgement = cov.measure_coverage(client, selectors_of(query), start.timestamp(), end.timestamp(), step_seconds, on_change, result)
+    judgement = None if a.legs is None else cov.judge(a.legs, len(selectors_of(a.query)), start.timestamp(), end.timestamp(), step_seconds, a.on_change)
     fresh = cov.fresh_samples(raw, judgement)
     # One array of the values for the finite filter and the summary (the same floats).
     values = np.fromiter(map(itemgetter(1), fresh), dtype=np.float64, count=len(fresh))
     finite = np.isfinite(values)
     samples = list(fresh) if finite.all() else [fresh[i] for i in np.flatnonzero(finite).tolist()]
     dropped, stale = len(fresh) - len(samples), len(raw) - len(fresh)
-    population = population_of(client, query, start, end, result)
     summary = stats.summarize(values[finite].tolist(), batches) if samples else None
     if summary is not None:
         summary = summary.model_copy(update={"batch_means": cov.time_batch_means(samples, start.timestamp(), end.timestamp(), batches)})
@@ -205,7 +255,7 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     if bad:
         reason = f"the {', '.join(bad)} of {len(samples)} samples {'is' if len(bad) == 1 else 'are'} not finite (values overflow the float range)"
         summary = None
-    return Measurement(query, window, samples, population, summary, dropped, reason, list(result.warnings), result.partial,
+    return Measurement(a.query, window, samples, a.population, summary, dropped, reason, list(result.warnings), result.partial,
                        judgement.coverage if judgement else None, stale)
 
 
@@ -261,66 +311,116 @@ def snapshot(
     pairs = [(w, s) for w in wcs for s in sigs]
     total, created = len(pairs), utcnow()
 
-    def collect(wc, sig) -> tuple[str, Measurement, str, str, list[tuple[float, float]]]:
-        # Every request of one pair, in the order the sequential loop made them.
-        query = spec.query_for(sig, wc)
-        m = measure(client, query, start_at, end_at, step, cfg.batches, what=f"{wc.name}/{sig.name}", on_change=sig.name in cfg.fresh_on_change)
-        status, reason = refusal(m, cfg.batches, cfg.min_coverage_ratio, allow_partial)
-        history = [] if status else read_history(client, query, start_at, step, history_seconds)
-        return query, m, status, reason, history
-
-    # One pair's requests run in a worker thread while this thread fits and stores the
-    # pair before it (module doc: "Overlap"); requests stay one at a time, in order.
-    ahead = _Ahead(collect, *pairs[0]) if pairs else None
-    for i, (wc, sig) in enumerate(pairs, start=1):
-        query, m, status, reason, history = ahead.result()
-        ahead = _Ahead(collect, *pairs[i]) if i < total else None
-        try:
+    # One worker thread makes the requests, one at a time, while this thread judges, fits
+    # and stores (module doc: "Overlap").
+    reader = _Reader([(read_answers, (client, spec.query_for(s, w), start_at, end_at, step, f"{w.name}/{s.name}",
+                                      s.name in cfg.fresh_on_change)) for w, s in pairs])
+    try:
+        for i, (wc, sig) in enumerate(pairs, start=1):
+            m = summarize_answers(reader.take(i - 1), cfg.batches)
             n = len(m.samples)
             notes = {"dropped": m.dropped, "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial}
+            status, reason = refusal(m, cfg.batches, cfg.min_coverage_ratio, allow_partial)
             if status:
                 progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {'NO DATA' if status == 'no_data' else 'REFUSED'} ({reason})")
                 report.outcomes.append(SnapshotOutcome(wc.name, sig.name, status, n, reason=reason, **notes))
                 continue
-            stored = _store_pair(store, wc, sig, query, m, created, history, history_step(history_seconds, step), step)
-        except Exception:
-            if ahead is not None:
-                ahead.wait()  # no request of this snapshot outlives it (bounded by the client's deadline)
-            raise
-        dropped = f" ({m.dropped} NaN/Inf dropped)" if m.dropped else ""
-        progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples{dropped}, mean {m.stats.mean:.6g} {sig.unit}, "
-                 f"{m.population.series_count} input series, {cov.describe(m.coverage)}")
-        report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "stored", n, baseline=stored, **notes))
+            history = reader.ask(read_history, client, m.query, start_at, step, history_seconds)
+            stored = _store_pair(store, wc, sig, m.query, m, created, history, history_step(history_seconds, step), step)
+            dropped = f" ({m.dropped} NaN/Inf dropped)" if m.dropped else ""
+            progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples{dropped}, mean {m.stats.mean:.6g} {sig.unit}, "
+                     f"{m.population.series_count} input series, {cov.describe(m.coverage)}")
+            report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "stored", n, baseline=stored, **notes))
+    except Exception:
+        reader.close(wait=True)  # no request of this snapshot outlives it (bounded by the client's deadline)
+        raise
+    except BaseException:
+        reader.close(wait=False)  # interrupted: the daemon worker dies with the process
+        raise
+    reader.close(wait=True)
     return report
 
 
-class _Ahead:
-    """``fn(*args)`` run at once in a daemon thread; :meth:`result` waits for it and
-    returns its value or raises its exception (a daemon, so an interrupted snapshot
-    does not wait at exit for a request in flight)."""
+class _Reader:
+    """One worker thread that makes a snapshot's requests, one at a time.
 
-    def __init__(self, fn, *args):
-        self._value = self._error = None
-        self._thread = threading.Thread(target=self._run, args=(fn, args), name="obsctl-snapshot-ahead", daemon=True)
+    ``jobs`` (``(fn, args)``, one per class x signal: its :func:`read_answers`) run in
+    order, at most :data:`READ_AHEAD` ahead of the one :meth:`take` last returned; a job
+    that raises stops the later ones (the sequential loop would not have reached them).
+    :meth:`ask` runs one more request (a stored pair's history) before the next job, so
+    it waits for at most the request in flight. Values and exceptions are handed to the
+    calling thread by :meth:`take` / :meth:`ask`, in the calling thread.
+    """
+
+    def __init__(self, jobs: list[tuple]):
+        self._jobs = jobs
+        self._done: dict[int, tuple[bool, object]] = {}
+        self._asked: list[tuple] = []
+        self._answer: tuple[bool, object] | None = None
+        self._taken = 0  # jobs handed out by take()
+        self._next = 0  # next job to start
+        self._stopped = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="obsctl-snapshot-reader", daemon=True)
         self._thread.start()
 
-    def _run(self, fn, args) -> None:
-        try:
-            self._value = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller of result()
-            self._error = exc
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._stopped or self._asked or
+                           (self._next < len(self._jobs) and self._next < self._taken + READ_AHEAD)):
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                asked = self._asked.pop(0) if self._asked else None
+                if asked is None:
+                    index, (fn, args) = self._next, self._jobs[self._next]
+                    self._next += 1
+            try:
+                outcome = (True, (asked[0] if asked else fn)(*(asked[1] if asked else args)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+                outcome = (False, exc)
+            with self._cond:
+                if asked is not None:
+                    self._answer = outcome
+                else:
+                    self._done[index] = outcome
+                    if not outcome[0]:
+                        self._next = len(self._jobs)  # later pairs are never asked for
+                self._cond.notify_all()
 
-    def wait(self) -> None:
-        """Wait until ``fn`` has returned or raised."""
-        self._thread.join()
+    def _hand(self, outcome: tuple[bool, object]):
+        ok, value = outcome
+        if not ok:
+            raise value
+        return value
 
-    def result(self):
-        """``fn``'s value, or its exception raised here."""
-        self._thread.join()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        return self._value
+    def take(self, index: int):
+        """Job ``index``'s value (jobs are taken in order), or its exception raised here."""
+        with self._cond:
+            self._taken = index + 1
+            self._cond.notify_all()
+            while index not in self._done:
+                self._cond.wait()
+            return self._hand(self._done.pop(index))
+
+    def ask(self, fn, *args):
+        """``fn(*args)`` run by the worker before its next job: its value, or its exception raised here."""
+        with self._cond:
+            self._asked.append((fn, args))
+            self._cond.notify_all()
+            while self._answer is None:
+                self._cond.wait()
+            outcome, self._answer = self._answer, None
+        return self._hand(outcome)
+
+    def close(self, wait: bool = True) -> None:
+        """Start no further request; ``wait``: until the one in flight (if any) has ended."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if wait:
+            self._thread.join()
 
 
 def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.datetime, history: list[tuple[float, float]],

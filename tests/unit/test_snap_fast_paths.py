@@ -126,3 +126,72 @@ def test_fit_history_columns_equal_the_lists_fit_memory_had():
         source = "history" if hist else "windows"
         old = fit_memory([p for p, _ in points], [v for _, v in points], step, source=source)
         assert fit_history(hist, step, 60.0, window) == Memory(**old.as_dict())
+
+
+# --- snapshot's reader thread (the requests overlap the judging and storing) -------------
+
+
+def test_reader_runs_jobs_one_at_a_time_in_order_and_at_most_read_ahead():
+    import threading
+    import time
+
+    from obsctl.baselining.snapshot import READ_AHEAD, _Reader
+
+    log, running, lock = [], [], threading.Lock()
+
+    def job(n):
+        with lock:
+            running.append(n)
+            assert len(running) == 1  # never two requests at once
+        time.sleep(0.005)
+        with lock:
+            running.remove(n)
+            log.append(n)
+        return n * 10
+
+    reader = _Reader([(job, (n,)) for n in range(6)])
+    time.sleep(0.1)
+    assert log == list(range(READ_AHEAD))  # nothing taken yet: only READ_AHEAD read
+    got = []
+    for n in range(6):
+        got.append(reader.take(n))
+        got.append(reader.ask(job, 100 + n))
+    reader.close()
+    assert got == [v for n in range(6) for v in (n * 10, (100 + n) * 10)]
+    assert sorted(log) == sorted(list(range(6)) + [100 + n for n in range(6)])
+    assert [x for x in log if x < 100] == list(range(6))
+
+
+def test_reader_failure_is_raised_at_its_pair_and_stops_later_jobs():
+    from obsctl.baselining.snapshot import _Reader
+    from obsctl.errors import PrometheusUnavailable
+
+    started = []
+
+    def job(n):
+        started.append(n)
+        if n == 1:
+            raise PrometheusUnavailable("cannot reach Prometheus at http://127.0.0.1:1: connection refused")
+        return n
+
+    reader = _Reader([(job, (n,)) for n in range(5)])
+    assert reader.take(0) == 0
+    assert reader.ask(lambda: "history of 0") == "history of 0"  # still served after job 1 failed
+    with pytest.raises(PrometheusUnavailable, match="connection refused"):
+        reader.take(1)
+    reader.close()
+    assert started == [0, 1]  # the pairs after the failure are never asked for
+
+
+def test_reader_ask_failure_is_raised_to_the_caller():
+    from obsctl.baselining.snapshot import _Reader
+
+    def boom():
+        raise ValueError("history request failed")
+
+    reader = _Reader([(lambda: 1, ())])
+    assert reader.take(0) == 1
+    with pytest.raises(ValueError, match="history request failed"):
+        reader.ask(boom)
+    reader.close()
+    assert not reader._thread.is_alive()

@@ -376,10 +376,15 @@ def time_batch_means(samples: list[tuple[float, float]], start: float, end: floa
     Without holes on a grid whose point count is a multiple of ``k`` this equals the
     count-based batch means. Returns ``[]`` for no sample.
     """
-    if not samples or batches < 1 or end <= start:
-        return []
     times = np.fromiter(map(itemgetter(0), samples), dtype=np.float64, count=len(samples))
     values = np.fromiter(map(itemgetter(1), samples), dtype=np.float64, count=len(samples))
+    return time_batch_means_of(times, values, start, end, batches)
+
+
+def time_batch_means_of(times: np.ndarray, values: np.ndarray, start: float, end: float, batches: int) -> list[float]:
+    """:func:`time_batch_means` of samples given as two float64 arrays, shape ``(n,)`` each."""
+    if not times.size or batches < 1 or end <= start:
+        return []
     width = (end - start) / batches
     # (start + j*w, start + (j+1)*w] -> index j; a tiny epsilon keeps grid points on an edge in the earlier stretch.
     index = np.clip(np.ceil((times - start) / width - 1e-9).astype(int) - 1, 0, batches - 1)

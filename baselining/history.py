@@ -80,15 +80,20 @@ def read_history(client: PrometheusClient, query: str, window_start: dt.datetime
 
 
 def fit_history(history: list[tuple[float, float]], hist_step: float, step_seconds: float,
-                baseline_samples: list[tuple[float, float]]) -> Memory | None:
+                baseline_samples: list[tuple[float, float]], baseline_columns: tuple[np.ndarray, np.ndarray] | None = None) -> Memory | None:
     """The memory model of :func:`history_memory` from :func:`read_history`'s samples
-    (taken at ``hist_step``) and the baseline window's samples (at ``step_seconds``)."""
+    (taken at ``hist_step``) and the baseline window's samples (at ``step_seconds``;
+    ``baseline_columns``: the same samples as ``(times, values)`` float64 arrays)."""
     model = None
+    window = baseline_columns if baseline_columns is not None else _columns(baseline_samples)
     if len(history) >= MIN_HISTORY_SAMPLES:
-        points = history + list(baseline_samples) if math.isclose(hist_step, step_seconds) else history
-        model = fit_memory(*_columns(points), hist_step, source="history")
+        if math.isclose(hist_step, step_seconds):
+            past = _columns(history)
+            model = fit_memory(np.concatenate((past[0], window[0])), np.concatenate((past[1], window[1])), hist_step, source="history")
+        else:
+            model = fit_memory(*_columns(history), hist_step, source="history")
     if model is None and len(baseline_samples) >= 20:
-        model = fit_memory(*_columns(baseline_samples), step_seconds, source="windows")
+        model = fit_memory(*window, step_seconds, source="windows")
     return Memory(**model.as_dict()) if model is not None else None
 
 

@@ -92,11 +92,25 @@ def _parse_path(text: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in text.split("."))
 
 
+class Columns(list):
+    """A sample list with its columns already as float64 arrays ``times``, ``values``
+    (the same floats; :func:`encode` uses them instead of converting the tuples)."""
+
+    def __init__(self, samples: list, times: np.ndarray, values: np.ndarray):
+        super().__init__(samples)
+        if times.shape != (len(samples),) or values.shape != (len(samples),):
+            raise ValueError("columns do not match the samples")
+        self.times, self.values = times, values
+
+
 def encode(samples: list) -> dict[str, np.ndarray]:
     """Arrays of one sample list (see module doc), keys without the ``e<n>_`` prefix."""
-    # fromiter per column: ~4x faster than asarray of a list of tuples (the same floats).
-    times = np.fromiter(map(itemgetter(0), samples), dtype=np.float64, count=len(samples))
-    values = np.fromiter(map(itemgetter(1), samples), dtype=np.float64, count=len(samples))
+    if isinstance(samples, Columns):
+        times, values = np.asarray(samples.times, dtype=np.float64), np.asarray(samples.values, dtype=np.float64)
+    else:
+        # fromiter per column: ~4x faster than asarray of a list of tuples (the same floats).
+        times = np.fromiter(map(itemgetter(0), samples), dtype=np.float64, count=len(samples))
+        values = np.fromiter(map(itemgetter(1), samples), dtype=np.float64, count=len(samples))
     out: dict[str, np.ndarray] = {"values": values}
     if times.size >= 2:
         diffs = np.diff(times)

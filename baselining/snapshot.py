@@ -83,6 +83,8 @@ class Measurement:
         partial: a warning says the data may be incomplete.
         coverage: real-sample coverage of the window (None: the query has no selector).
         stale: evaluation points dropped because their input was not fresh (lookback copies).
+        columns: ``samples`` as two float64 arrays ``(times, values)``, shape ``(n,)``
+            each (the same floats; for the memory fit and the store), or None.
     """
 
     query: str
@@ -96,6 +98,7 @@ class Measurement:
     partial: bool = False
     coverage: Coverage | None = None
     stale: int = 0
+    columns: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     def no_data_reason(self, batches: int) -> str:
         """Why this measurement is NO DATA (fewer finite samples than ``batches``, or a
@@ -242,21 +245,27 @@ def summarize_answers(a: Answers, batches: int) -> Measurement:
     raw = result[0].values if result else []
     judgement = None if a.legs is None else cov.judge(a.legs, len(selectors_of(a.query)), start.timestamp(), end.timestamp(), step_seconds, a.on_change)
     fresh = cov.fresh_samples(raw, judgement)
-    # One array of the values for the finite filter and the summary (the same floats).
+    # One pair of arrays for the finite filter, the summary, the batch means, the memory
+    # fit and the store (the same floats as the tuples).
+    times = np.fromiter(map(itemgetter(0), fresh), dtype=np.float64, count=len(fresh))
     values = np.fromiter(map(itemgetter(1), fresh), dtype=np.float64, count=len(fresh))
     finite = np.isfinite(values)
-    samples = list(fresh) if finite.all() else [fresh[i] for i in np.flatnonzero(finite).tolist()]
+    if finite.all():
+        samples = list(fresh)
+    else:
+        samples = [fresh[i] for i in np.flatnonzero(finite).tolist()]
+        times, values = times[finite], values[finite]
     dropped, stale = len(fresh) - len(samples), len(raw) - len(fresh)
-    summary = stats.summarize(values[finite].tolist(), batches) if samples else None
+    summary = stats.summarize(values.tolist(), batches) if samples else None
     if summary is not None:
-        summary = summary.model_copy(update={"batch_means": cov.time_batch_means(samples, start.timestamp(), end.timestamp(), batches)})
+        summary = summary.model_copy(update={"batch_means": cov.time_batch_means_of(times, values, start.timestamp(), end.timestamp(), batches)})
     reason = f"{dropped} samples, all NaN/Inf" if fresh and not samples else ""
     bad = stats.non_finite_fields(summary) if summary is not None else []
     if bad:
         reason = f"the {', '.join(bad)} of {len(samples)} samples {'is' if len(bad) == 1 else 'are'} not finite (values overflow the float range)"
         summary = None
     return Measurement(a.query, window, samples, a.population, summary, dropped, reason, list(result.warnings), result.partial,
-                       judgement.coverage if judgement else None, stale)
+                       judgement.coverage if judgement else None, stale, (times, values))
 
 
 def snapshot(
@@ -432,12 +441,12 @@ def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.d
         window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot",
         coverage=m.coverage, warnings=m.warnings, partial=m.partial,
         # The signal's memory from the days before the window (H7S, baselining/history.py).
-        memory=fit_history(history, hist_step, step, m.samples),
+        memory=fit_history(history, hist_step, step, m.samples, m.columns),
     )
     # The samples are the client's (float, float) tuples, already checked: set them
     # without pydantic's per-pair re-validation (~8 ms per 43,200 pairs).
     baseline = baseline.model_copy(update={"samples": m.samples})
-    return store.save_baseline(baseline, make_current=True)
+    return store.save_baseline(baseline, make_current=True, columns=m.columns)
 
 
 def refusal(m: Measurement, batches: int, min_coverage_ratio: float, allow_partial: bool = False) -> tuple[str, str]:

@@ -189,7 +189,7 @@ class Store:
         records = [_load_model(p, Baseline, samples) for p in sorted((self.path / "baselines").glob("*/*/*.yaml"))]
         return sorted(records, key=lambda b: (b.workload_class, b.signal, b.created_at, b.id))
 
-    def save_baseline(self, baseline: Baseline, make_current: bool = True) -> Baseline:
+    def save_baseline(self, baseline: Baseline, make_current: bool = True, columns: tuple | None = None) -> Baseline:
         """Write a baseline record and, by default, make it current for its class and signal.
 
         If the id is taken (two snapshots in the same second) ``-2``, ``-3``... is
@@ -198,6 +198,9 @@ class Store:
         ``current.yaml`` is read and validated *before* the record is written, and the
         record is removed again if the new ``current.yaml`` cannot be written, so a
         failure leaves no orphan record in the history.
+
+        ``columns``: ``baseline.samples`` as two float64 arrays ``(times, values)`` (the
+        same floats), so the sidecar is encoded without converting the tuples again.
 
         Returns:
             The baseline as stored (its id possibly suffixed).
@@ -213,7 +216,10 @@ class Store:
                 n += 1
                 stored = baseline.model_copy(update={"id": f"{baseline.id}-{n}"})
             record = self.baseline_file(stored.workload_class, stored.signal, stored.id)
-            side = _write_record(record, *sidecar.dump(stored))
+            data, raw = sidecar.dump(stored)
+            if columns is not None:
+                raw = [(path, sidecar.Columns(samples, *columns)) if path == ("samples",) else (path, samples) for path, samples in raw]
+            side = _write_record(record, data, raw)
             if index is not None:
                 index.setdefault(stored.workload_class, {})[stored.signal] = stored.id
                 try:

@@ -195,3 +195,53 @@ def test_reader_ask_failure_is_raised_to_the_caller():
         reader.ask(boom)
     reader.close()
     assert not reader._thread.is_alive()
+
+
+def _samples_with_holes(n=5000, seed=5):
+    rng = np.random.default_rng(seed)
+    t = 1_700_000_000 + 60.0 * np.arange(n)
+    keep = rng.random(n) > 0.03
+    return list(zip(t[keep].tolist(), rng.normal(1000, 20, n)[keep].tolist()))
+
+
+def test_columns_give_the_batch_means_memory_and_sidecar_the_tuples_give():
+    from obsctl.baselining import coverage, sidecar
+    from obsctl.baselining.history import fit_history
+
+    samples = _samples_with_holes()
+    times = np.fromiter((t for t, _ in samples), dtype=np.float64)
+    values = np.fromiter((v for _, v in samples), dtype=np.float64)
+    start, end = samples[0][0] - 60.0, samples[-1][0]
+    assert coverage.time_batch_means_of(times, values, start, end, 10) == coverage.time_batch_means(samples, start, end, 10)
+    history = _samples_with_holes(1200, seed=6)
+    history = [(t - 1200 * 60.0, v) for t, v in history]
+    for hist, hist_step in ((history, 60.0), ([], 60.0), (history[::2], 120.0)):
+        assert fit_history(hist, hist_step, 60.0, samples, (times, values)) == fit_history(hist, hist_step, 60.0, samples)
+    by_columns = sidecar.encode(sidecar.Columns(samples, times, values))
+    by_tuples = sidecar.encode(samples)
+    assert by_columns.keys() == by_tuples.keys()
+    assert all(np.array_equal(by_columns[k], by_tuples[k]) and by_columns[k].dtype == by_tuples[k].dtype for k in by_tuples)
+    with pytest.raises(ValueError):
+        sidecar.Columns(samples, times[:-1], values)
+
+
+def test_summarize_answers_columns_are_the_samples():
+    # NaN/Inf dropped and stale points left out: the columns still match the kept tuples.
+    import datetime as dt
+
+    from obsctl.baselining import coverage
+    from obsctl.baselining.promapi import QueryResult, RangeSeries
+    from obsctl.baselining.snapshot import Answers, summarize_answers
+    from obsctl.baselining.models import Population
+
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    t0 = start.timestamp()
+    pairs = [(t0 + 60.0 * (i + 1), float("nan") if i % 97 == 0 else 1000.0 + i % 13) for i in range(2000)]
+    end = start + dt.timedelta(seconds=60 * 2000)
+    legs = coverage.Legs({0: {"gap": {t0 + 60.0 * (i + 1): 1.0 for i in range(500, 540)}, "real": {0: 1960.0}}})
+    answers = Answers('up{job="x"}', start, end, 60.0, False, QueryResult([RangeSeries({}, pairs)]), legs, Population(series_count=1))
+    m = summarize_answers(answers, 10)
+    assert m.dropped > 0 and m.stale > 0
+    times, values = m.columns
+    assert list(zip(times.tolist(), values.tolist())) == m.samples
+    assert m.stats.batch_means == coverage.time_batch_means(m.samples, t0, end.timestamp(), 10)

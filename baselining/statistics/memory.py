@@ -156,8 +156,14 @@ def _lagged_products(a: np.ndarray, b: np.ndarray, lags: int) -> np.ndarray:
     return res
 
 
-def autocovariance(times: np.ndarray, values: np.ndarray, step_seconds: float, lags: int) -> tuple[np.ndarray, np.ndarray, float]:
+def autocovariance(times: np.ndarray, values: np.ndarray, step_seconds: float, lags: int,
+                   zero_filled: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
     """Sample autocovariances at lags ``0..lags-1`` over present pairs.
+
+    Args:
+        zero_filled: ``sum / n`` with the holes' deviations taken as 0 instead of the pair
+            means: the autocovariance of one finite sequence, positive semi-definite with
+            holes too (the pair means need not be), biased towards 0 by the holes.
 
     Returns:
         ``(gamma, pairs, mean)``: ``gamma_k`` = mean of ``(x_i - m)(x_{i+k} - m)`` over
@@ -178,6 +184,8 @@ def autocovariance(times: np.ndarray, values: np.ndarray, step_seconds: float, l
     n = x.size
     # Parzen's pair means, tapered by (1 - k/n): the biased, positive-definite form when
     # there are no holes (sum / n), the same taper with holes.
+    if zero_filled:
+        return sums / n, pairs, mean
     taper = np.clip(1.0 - np.arange(lags) / n, 0.0, 1.0)
     gamma = np.where(pairs > 0.5, sums / np.maximum(pairs, 1.0), 0.0) * taper
     return gamma, pairs, mean
@@ -259,7 +267,17 @@ def fit_memory(times: np.ndarray, values: np.ndarray, step_seconds: float, sourc
     if not (math.isfinite(mean) and np.all(np.isfinite(gamma)) and gamma[0] > 0):
         return None
     r = gamma / gamma[0]
-    fits = levinson_durbin(r, min(max_order, r.size - 1))
+    order = min(max_order, r.size - 1)
+    fits = levinson_durbin(r, order)
+    if len(fits) <= order:
+        # The recursion stopped (a partial autocorrelation >= 1): with holes the pair means
+        # are not always positive definite (a trend or a near-unit root next to one hole
+        # gives r_1 > 1), and stopping there would read as no memory at all, the
+        # anti-conservative error. The zero-filled estimate is positive semi-definite.
+        with np.errstate(all="ignore"):
+            gamma, _pairs, mean = autocovariance(t, x, step_seconds, max_order + 1, zero_filled=True)
+        r = gamma / gamma[0]
+        fits = levinson_durbin(r, order)
     n = x.size
     aic = [n * math.log(v) + 2 * len(a) for a, v in fits]
     a, _v = fits[int(np.argmin(aic))]

@@ -187,3 +187,22 @@ def test_looks_spend_alpha_and_report_the_boundary():
     assert j1.boundary > j2.boundary > sps.norm.ppf(0.975)
     assert j2.boundary == pytest.approx(sequential.boundaries([j1.fraction, 1.0], 0.05)[-1])
     assert j1.confidence > j2.confidence > 0.95
+
+
+def test_a_hole_next_to_a_trend_keeps_the_memory_long():
+    # 25 h of a +-30 % daily cycle at 15 s with one missing step: the pair-mean
+    # autocorrelation at lag 1 exceeds 1 there (not positive definite), which used to stop
+    # Levinson-Durbin at AR(0), "no memory" (the designs test that failed at 13:15 UTC).
+    # The zero-filled estimate keeps the memory as long as without the hole.
+    from obsctl.baselining.statistics.memory import autocovariance, fit_memory
+
+    rng = np.random.default_rng(12)
+    t = 1_796_036_895.0 + 15.0 * np.arange(6001)
+    y = 1000 * (1 + 0.3 * np.sin(2 * np.pi * t / 86400)) * np.exp(rng.normal(0, 1e-4, t.size))
+    holed = np.delete(np.arange(t.size), 5760)
+    gamma, _, _ = autocovariance(t[holed], y[holed], 15.0, 3)
+    assert gamma[1] > gamma[0]  # the case: r_1 > 1
+    whole = fit_memory(t, y, 15.0)
+    gap = fit_memory(t[holed], y[holed], 15.0)
+    assert len(gap.coefficients) >= 1 and gap.tau_seconds > 86400
+    assert 0.5 < gap.tau_seconds / whole.tau_seconds < 2

@@ -299,27 +299,30 @@ def pooled_memory(sides: list[tuple[np.ndarray, np.ndarray]], step_seconds: floa
     """A memory model from several short stretches (each demeaned on its own), for
     baselines stored without history: autocovariances are pooled over the stretches.
     The result has ``source="windows"`` and is a lower bound on long memory."""
-    gammas, weights, n_total, span = [], [], 0, 0.0
-    for times, values in sides:
-        t, x = np.asarray(times, dtype=float), np.asarray(values, dtype=float)
-        if x.size < 20:
-            continue
-        with np.errstate(all="ignore"):
-            g, _p, _m = autocovariance(t, x, step_seconds, min(MAX_ORDER, x.size // 10) + 1)
-        if not np.all(np.isfinite(g)):
-            continue
-        gammas.append(g[: MAX_ORDER + 1])
-        weights.append(x.size)
-        n_total += x.size
-        span += float(t[-1] - t[0])
-    if not gammas:
-        return None
-    length = min(g.size for g in gammas)
-    gamma = sum(w * g[:length] for w, g in zip(weights, gammas)) / n_total
-    if not gamma[0] > 0:
-        return None
-    r = gamma / gamma[0]
-    fits = levinson_durbin(r, length - 1)
+    for zero_filled in (False, True):  # zero-filled: as in fit_memory, when the pair means are not positive definite
+        gammas, weights, n_total, span = [], [], 0, 0.0
+        for times, values in sides:
+            t, x = np.asarray(times, dtype=float), np.asarray(values, dtype=float)
+            if x.size < 20:
+                continue
+            with np.errstate(all="ignore"):
+                g, _p, _m = autocovariance(t, x, step_seconds, min(MAX_ORDER, x.size // 10) + 1, zero_filled=zero_filled)
+            if not np.all(np.isfinite(g)):
+                continue
+            gammas.append(g[: MAX_ORDER + 1])
+            weights.append(x.size)
+            n_total += x.size
+            span += float(t[-1] - t[0])
+        if not gammas:
+            return None
+        length = min(g.size for g in gammas)
+        gamma = sum(w * g[:length] for w, g in zip(weights, gammas)) / n_total
+        if not gamma[0] > 0:
+            return None
+        r = gamma / gamma[0]
+        fits = levinson_durbin(r, length - 1)
+        if len(fits) >= length:
+            break
     aic = [n_total * math.log(v) + 2 * len(a) for a, v in fits]
     a, _v = fits[int(np.argmin(aic))]
     return MemoryModel(step_seconds, tuple(float(c) for c in a), tuple(float(c) for c in r[: a.size + 1]), float(gamma[0]), 0.0,

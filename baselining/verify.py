@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from operator import itemgetter
 
 import numpy as np
@@ -43,6 +43,7 @@ from obsctl.baselining.promapi import PrometheusClient
 from obsctl.baselining.snapshot import measure
 from obsctl.baselining.store import Store
 from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, parse_duration, rfc3339, utcnow
+from obsctl.baselining.workers import DaemonPool
 from obsctl.errors import StoreError, UsageError
 from obsctl.spec import Spec, escape_label_value
 
@@ -379,7 +380,9 @@ def verify(
     # threads (the client's one session) while the primary is measured and judged here.
     # Errors surface in the sequential order: the primary's, then each guard's, then the alerts'.
     chosen = guard_ids(spec, store, initiative) if guards else []
-    with ThreadPoolExecutor(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
+    # Daemon workers (baselining.workers): an error or Ctrl-C here ends the command without
+    # waiting for the calls still in flight.
+    with DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
         pending = [pool.submit(_guard, spec, client, store, gid, start_at, end_at, step, initiative, planned, len(chosen)) for gid in chosen]
         pending.append(pool.submit(alerts_fired, client, initiative.workload_class, start_at, end_at))
         try:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +37,7 @@ from obsctl.baselining.designs import (
     seasonal,
 )
 from obsctl.baselining.designs.effect import Effect
+from obsctl.baselining.workers import DaemonPool
 from obsctl.rules import canonical, saturation
 
 from obsctl.errors import PrometheusUnavailable, StoreError, UsageError
@@ -283,7 +283,8 @@ def period_loads(spec: Spec, client, wc: WorkloadClass, periods: list[tuple[str,
         except (PrometheusUnavailable, UsageError) as exc:
             return exc
 
-    with ThreadPoolExecutor(max_workers=min(LOAD_CONCURRENCY, len(calls)), thread_name_prefix="obsctl-load") as pool:
+    # Daemon workers (baselining.workers): Ctrl-C does not wait for the queries in flight.
+    with DaemonPool(max_workers=min(LOAD_CONCURRENCY, len(calls)), thread_name_prefix="obsctl-load") as pool:
         got = list(pool.map(fetch, calls))
     answers: list[dict] = [{} for _ in plans]
     for (i, key, _), value in zip(calls, got):

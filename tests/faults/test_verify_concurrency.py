@@ -1,0 +1,348 @@
+"""``obsctl verify``'s concurrent Prometheus calls under faults (baselining/verify.py: the
+primary's window, the guards and the alerts query on worker threads; designs/run.py: the
+load context's queries 8 at a time), against a real Prometheus through the fault proxy
+with a per-request fault (``proxy.only``).
+
+Each fault on one kind of request must read as it did when the calls ran one after the
+other: one ``obsctl: error:`` line (the primary's error first, then each guard's, then the
+alerts'), its exit code, no traceback or log line from a worker thread, the store byte
+for byte unchanged; and the command must not outlive the failure by waiting for requests
+still in flight (an error, or Ctrl-C, ends it at once)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from faultkit import helpers, tree_digest, write_fault_spec
+from faultproxy import FaultProxy, wait_until
+
+from obsctl.baselining.cli import initiative, snapshot_baseline, verify
+from obsctl.stack import free_port
+
+pytestmark = pytest.mark.integration
+
+METRIC, QUALITY, LATENCY = helpers.METRIC, helpers.QUALITY, helpers.LATENCY
+#: Six guard signals of the steady class (quality and saturation categories), sorted by name.
+GUARDS = [
+    {"name": "quality_min", "category": "quality", "query": f"min({QUALITY}{{$selector}})", "unit": "ratio", "direction": "higher_is_better"},
+    {"name": "quality_ratio", "category": "quality", "query": f"avg({QUALITY}{{$selector}})", "unit": "ratio", "direction": "higher_is_better"},
+    {"name": "request_seconds", "category": "saturation", "query": f"avg({LATENCY}{{$selector}})", "unit": "s", "direction": "lower_is_better"},
+    {"name": "request_seconds_max", "category": "saturation", "query": f"max({LATENCY}{{$selector}})", "unit": "s", "direction": "lower_is_better"},
+    {"name": "request_seconds_min", "category": "saturation", "query": f"min({LATENCY}{{$selector}})", "unit": "s", "direction": "lower_is_better"},
+    {"name": "request_seconds_sum", "category": "saturation", "query": f"sum({LATENCY}{{$selector}})", "unit": "s", "direction": "lower_is_better"},
+]
+CONSOLE = [sys.executable, "-c", "from obsctl.cli import main; main()"]
+
+
+def run(cmd, args):
+    return CliRunner().invoke(cmd, [str(a) for a in args])
+
+
+def promql(path: str) -> str:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(path).query).get("query", [""])[0]
+
+
+def is_guard(path: str) -> bool:
+    return QUALITY in promql(path) or LATENCY in promql(path)
+
+
+def is_one_guard(path: str) -> bool:  # request_seconds_max only
+    return promql(path).startswith(f"max({LATENCY}")
+
+
+def is_alerts(path: str) -> bool:
+    return promql(path).startswith("count_over_time(ALERTS")
+
+
+def is_primary(path: str) -> bool:
+    return promql(path).startswith(f"sum({METRIC}")
+
+
+def write_guard_spec(path, url, store, guards=GUARDS, **prometheus):
+    write_fault_spec(path, url, store, **prometheus)
+    spec = yaml.safe_load(path.read_text())
+    spec["signals"] += guards
+    spec["verification"]["guards"] = ["quality", "saturation"]
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def guard_store(tmp_path_factory, fault_history):
+    """A store with baselines of the primary and the six guards (steady) and an open
+    initiative, made once through a pass-through proxy; each test works on a copy."""
+    work = tmp_path_factory.mktemp("guard-seeded")
+    with FaultProxy(fault_history.prometheus_url) as proxy:
+        spec = write_guard_spec(work / "obsctl.yaml", proxy.url, work / "store")
+        first = run(snapshot_baseline, ["--spec", spec, "--class", "steady", "--window", "1h", "--end", fault_history.iso(1)])
+        assert first.exit_code == 0, first.output
+        started = run(initiative, ["start", "--spec", spec, "--name", "tune", "--lever", "batch-size", "--class", "steady",
+                                   "--signal", "tokens_per_second", "--started-at", fault_history.iso(1)])
+        assert started.exit_code == 0, started.output
+    return work / "store"
+
+
+@pytest.fixture
+def store(tmp_path, guard_store):
+    shutil.copytree(guard_store, tmp_path / "store")
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def gspec(tmp_path, proxy, store):
+    """The guard spec through the proxy (timeout 1 s, deadline 2 s) on a copy of the store."""
+    return write_guard_spec(tmp_path / "obsctl.yaml", proxy.url, store)
+
+
+def verify_args(spec, history, *extra):
+    return ["--spec", spec, "--class", "steady", "--end", history.iso(2), *extra]
+
+
+def one_line(stderr: str, proxy_url: str | None = None) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr and "Connection pool is full" not in stderr
+    line = lines[0].replace(proxy_url, "URL") if proxy_url else lines[0]
+    assert line.startswith("obsctl: error: "), line
+    return line
+
+
+# --- one kind of request faulted --------------------------------------------------------
+
+GUARD_MODES = [
+    ("5xx", 3, r"HTTP 503 from /api/v1/query_range"),
+    ("trickle", 3, r"no complete answer within 1s \(after 2 attempts in [\d.]+s; deadline 2s\)$"),
+    ("deep", 3, r"JSON nested too deeply"),
+    ("401", 3, r"HTTP 401 from /api/v1/query_range: the server asks for credentials"),
+    ("reset_mid", 3, r"connection reset by the server in the middle of the answer"),
+    ("bad_data400", 2, r"Prometheus rejected the query 'max\(obsctl_synthetic_request_seconds"),
+]
+
+
+@pytest.mark.parametrize(("mode", "code", "pattern"), GUARD_MODES, ids=[m[0] for m in GUARD_MODES])
+def test_a_fault_on_one_guard_is_one_line_and_keeps_the_store(mode, code, pattern, proxy, gspec, store, fault_history):
+    before = tree_digest(store)
+    proxy.mode, proxy.only = mode, is_one_guard
+    result = run(verify, verify_args(gspec, fault_history, "-o", "json"))
+    assert result.exit_code == code, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert re.search(pattern, one_line(result.stderr, proxy.url)), result.stderr
+    assert result.stdout == ""
+    assert tree_digest(store) == before
+    assert any(is_one_guard(p) for p, _, _ in proxy.seen)
+
+
+def test_a_fault_on_the_alerts_query_is_one_line(proxy, gspec, store, fault_history):
+    before = tree_digest(store)
+    proxy.mode, proxy.only = "5xx", is_alerts
+    result = run(verify, verify_args(gspec, fault_history))
+    assert result.exit_code == 3, result.output
+    line = one_line(result.stderr, proxy.url)
+    assert "HTTP 503 from /api/v1/query:" in line, line  # an instant query: the alerts'
+    assert tree_digest(store) == before
+
+
+def test_the_primarys_error_comes_before_the_guards(proxy, gspec, store, fault_history):
+    """Primary 503, every guard 401 at the same time: the primary's error is the one shown."""
+    before = tree_digest(store)
+
+    proxy.only = lambda path: is_primary(path) or is_guard(path)
+    mode_of = {True: "5xx", False: "401"}
+    original = proxy._handle
+
+    def handle(h):  # per-request mode: 503 for the primary, 401 for the guards
+        proxy.mode = mode_of[is_primary(h.path)]
+        return original(h)
+
+    proxy._handle = handle
+    result = run(verify, verify_args(gspec, fault_history))
+    assert result.exit_code == 3, result.output
+    line = one_line(result.stderr, proxy.url)
+    assert "HTTP 503 from /api/v1/query_range" in line and "401" not in line, line
+    assert tree_digest(store) == before
+
+
+def test_a_guard_error_comes_before_the_alerts_error(proxy, gspec, store, fault_history):
+    original = proxy._handle
+
+    def handle(h):
+        proxy.mode = "401" if is_one_guard(h.path) else "5xx"
+        return original(h)
+
+    proxy.only = lambda path: is_one_guard(path) or is_alerts(path)
+    proxy._handle = handle
+    result = run(verify, verify_args(gspec, fault_history))
+    assert result.exit_code == 3, result.output
+    line = one_line(result.stderr, proxy.url)
+    assert "HTTP 401 from /api/v1/query_range" in line, line  # the guard's, not the alerts' 503
+
+
+def test_no_guards_sends_no_guard_query(proxy, gspec, store, fault_history):
+    proxy.mode, proxy.only = "5xx", is_guard
+    result = run(verify, verify_args(gspec, fault_history, "--no-guards", "-o", "json"))
+    assert result.exit_code == 0, result.output
+    res = json.loads(result.stdout)
+    assert res["guards_evaluated"] is False and res["guards"] == []
+    assert not any(is_guard(p) for p, _, _ in proxy.seen)
+
+
+@pytest.mark.parametrize("mode", ["deep", "bad_data400", "trickle", "reset_mid"])
+def test_a_load_context_fault_costs_its_period_only(mode, proxy, gspec, fault_history):
+    t1 = fault_history.at(1)
+
+    def baseline_load(path: str) -> bool:
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+        return "process_cpu_seconds_total" in q.get("query", [""])[0] and float(q.get("start", ["inf"])[0]) < t1
+
+    proxy.mode, proxy.only = mode, baseline_load
+    result = run(verify, verify_args(gspec, fault_history, "--no-guards", "-o", "json"))
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    notes = json.loads(result.stdout)["design_context"]["notes"]
+    assert any(n.startswith("baseline: load context not read (") for n in notes), notes
+    assert not any(n.startswith("window: load context not read") for n in notes), notes
+
+
+# --- many guards: same results, same order as one at a time ----------------------------
+
+def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, fault_history):
+    from obsctl.baselining.promapi import PrometheusClient
+    from obsctl.baselining.store import Store
+    from obsctl.baselining.verify import evaluate_guard, guard_baselines, look_context
+    from obsctl.spec import load_spec as load
+
+    result = run(verify, verify_args(gspec, fault_history, "-o", "json"))
+    assert result.exit_code in (0, 10, 11), result.output
+    assert "Connection pool is full" not in result.stderr
+    got = json.loads(result.stdout)
+    assert [g["signal"] for g in got["guards"]] == [g["name"] for g in GUARDS]
+    # One guard at a time, through the library, on the same window.
+    spec = load(str(gspec))
+    st = Store(store)
+    i = st.initiatives()[0]
+    client = PrometheusClient.from_spec(spec)
+    w = got["window"]
+    import datetime as dt
+    start, end = dt.datetime.fromisoformat(w["start"]), dt.datetime.fromisoformat(w["end"])
+    planned = i.planned_window_seconds
+    chosen = guard_baselines(spec, st, i)
+    expected = [evaluate_guard(spec, client, b, start, end, w["step_seconds"], look_context(spec, i, b.signal, planned), len(chosen))
+                for b in chosen]
+    for g, e in zip(got["guards"], expected):
+        assert (g["signal"], g["verdict"], g["baseline_id"]) == (e.signal, e.verdict, e.baseline_id)
+        assert g["window_mean"] == pytest.approx(e.window_mean, rel=1e-12, abs=0)
+        assert (g["change_ratio"] is None) == (e.change_ratio is None)
+        if e.change_ratio is not None:
+            assert g["change_ratio"] == pytest.approx(e.change_ratio, rel=1e-9, abs=1e-15)
+
+
+# --- the real process: prompt exit ------------------------------------------------------
+
+def console(args, **kw):
+    return subprocess.run([*CONSOLE, *map(str, args)], capture_output=True, text=True, timeout=60, **kw)
+
+
+def test_console_script_early_spec_error_exits_at_once(tmp_path):
+    t0 = time.monotonic()
+    done = console(["verify", "--spec", tmp_path / "missing.yaml", "--class", "steady"])
+    took = time.monotonic() - t0
+    assert done.returncode == 2, done.stderr
+    one_line(done.stderr)
+    assert took < 20  # the prefetch thread does not hold the process
+
+
+def test_console_script_refused_prometheus(tmp_path, store, fault_history):
+    spec = write_guard_spec(tmp_path / "refused.yaml", f"http://127.0.0.1:{free_port()}", store)
+    before = tree_digest(store)
+    done = console(["verify", *verify_args(spec, fault_history)])
+    assert done.returncode == 3, done.stderr
+    assert "connection refused" in one_line(done.stderr)
+    assert tree_digest(store) == before
+
+
+@pytest.fixture
+def slow_spec(tmp_path, proxy, store):
+    """Like ``gspec`` with a 10 s deadline (timeout 5 s): a request in flight can hold a
+    process that waits for it for seconds."""
+    return write_guard_spec(tmp_path / "slow.yaml", proxy.url, store, timeout_seconds=5, deadline_seconds=10)
+
+
+def test_a_failed_primary_does_not_wait_for_slow_guards(proxy, slow_spec, store, fault_history):
+    """Primary 503 (fails in about a second with its retries); the guards' answers take 30 s.
+    Run one at a time, verify stopped at the primary's error; it must not now wait for the
+    guards' 10 s deadline before exiting."""
+    original = proxy._handle
+
+    def handle(h):
+        proxy.mode = "5xx" if is_primary(h.path) else "slow"
+        return original(h)
+
+    proxy.only = lambda path: is_primary(path) or is_guard(path)
+    proxy._handle = handle
+    before = tree_digest(store)
+    t0 = time.monotonic()
+    done = console(["verify", *verify_args(slow_spec, fault_history)])
+    took = time.monotonic() - t0
+    assert done.returncode == 3, done.stderr
+    assert "HTTP 503" in one_line(done.stderr, proxy.url)
+    assert tree_digest(store) == before
+    assert took < 8, f"verify took {took:.1f}s after the primary failed (guard deadline 10 s)"
+
+
+def test_sigint_during_slow_queries_exits_promptly(proxy, slow_spec, store, fault_history):
+    proxy.mode, proxy.only = "slow", lambda path: is_primary(path) or is_guard(path)
+    before = tree_digest(store)
+    p = subprocess.Popen([*CONSOLE, "verify", *map(str, verify_args(slow_spec, fault_history))], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: sum(proxy.only(path) for path, _, _ in proxy.seen) >= 3, 20), proxy.seen
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, err
+    assert re.fullmatch(r"obsctl: (interrupted|aborted)", err.strip()), err
+    assert tree_digest(store) == before
+    assert took < 3, f"verify took {took:.1f}s to exit after SIGINT"
+
+
+# --- a tampered stored cycle fit --------------------------------------------------------
+
+TAMPERED = [
+    ("unknown cycle", [{"cycle": "month", "p_value": 0.01, "amplitude": 0.2, "peak_hour": 3.0}]),
+    ("p_value text", [{"cycle": "day", "p_value": "small", "amplitude": 0.2, "peak_hour": 3.0}]),
+    ("not a list", {"cycle": "day", "p_value": 0.01, "amplitude": 0.2, "peak_hour": 3.0}),
+    ("list of numbers", [1, 2]),
+    ("missing field", [{"cycle": "day", "p_value": 0.01}]),
+    ("extra field", [{"cycle": "day", "p_value": 0.01, "amplitude": 0.2, "peak_hour": 3.0, "x": 1}]),
+]
+
+
+@pytest.mark.parametrize(("case", "value"), TAMPERED, ids=[t[0] for t in TAMPERED])
+def test_a_tampered_baseline_cycle_is_one_corrupt_store_line(case, value, proxy, gspec, store, fault_history):
+    (path,) = (store / "initiatives").glob("*.yaml")
+    record = yaml.safe_load(path.read_text())
+    record["baseline_cycle"] = value
+    path.write_text(yaml.safe_dump(record, sort_keys=False))
+    before = tree_digest(store)
+    result = run(verify, verify_args(gspec, fault_history))
+    assert result.exit_code == 1, result.output
+    line = one_line(result.stderr)
+    assert "corrupt store file" in line and "baseline_cycle" in line, line
+    assert tree_digest(store) == before

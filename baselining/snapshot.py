@@ -404,13 +404,19 @@ class _Reader:
             raise value
         return value
 
+    def _wait(self) -> None:
+        # Under the condition's lock. A worker that died outside a job would leave the caller waiting for ever.
+        if not self._thread.is_alive():
+            raise RuntimeError("obsctl snapshot: the request thread stopped unexpectedly")
+        self._cond.wait(1.0)
+
     def take(self, index: int):
         """Job ``index``'s value (jobs are taken in order), or its exception raised here."""
         with self._cond:
             self._taken = index + 1
             self._cond.notify_all()
             while index not in self._done:
-                self._cond.wait()
+                self._wait()
             return self._hand(self._done.pop(index))
 
     def ask(self, fn, *args):
@@ -419,7 +425,7 @@ class _Reader:
             self._asked.append((fn, args))
             self._cond.notify_all()
             while self._answer is None:
-                self._cond.wait()
+                self._wait()
             outcome, self._answer = self._answer, None
         return self._hand(outcome)
 

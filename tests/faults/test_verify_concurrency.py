@@ -356,3 +356,30 @@ def test_a_tampered_baseline_cycle_is_one_corrupt_store_line(case, value, proxy,
     line = one_line(result.stderr)
     assert "corrupt store file" in line and "baseline_cycle" in line, line
     assert tree_digest(store) == before
+
+
+def test_sigint_during_the_load_context_exits_promptly(proxy, slow_spec, store, fault_history):
+    """Ctrl-C while the load context's queries (designs.run.period_loads) hang."""
+    def is_load(path: str) -> bool:
+        q = promql(path)  # saturation inputs and demand (rules/saturation.py inputs, designs.run.demand_query)
+        return not is_alerts(path) and ("process_cpu_seconds_total" in q or "workload_class" in q)
+
+    proxy.mode, proxy.only = "slow", is_load
+    before = tree_digest(store)
+    p = subprocess.Popen([*CONSOLE, "verify", *map(str, verify_args(slow_spec, fault_history, "--no-guards"))], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: sum(is_load(path) for path, _, _ in proxy.seen) >= 4, 20), proxy.seen
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, err
+    assert re.fullmatch(r"obsctl: (interrupted|aborted)", err.strip()), err
+    assert out == "" and tree_digest(store) == before
+    assert took < 3, f"verify took {took:.1f}s to exit after SIGINT"

@@ -128,9 +128,11 @@ class CycleFit(_Record):
     function of the baseline, so ``initiative start`` stores it for ``verify``."""
 
     cycle: Literal["day", "week"]
-    p_value: float
-    amplitude: float
-    peak_hour: float
+    # Strict, finite and in range: a tampered value (text, a boolean, NaN) would otherwise
+    # read as "no cycle" and silently lift the before-after confound.
+    p_value: float = Field(strict=True, ge=0, le=1, allow_inf_nan=False)
+    amplitude: float = Field(strict=True, ge=0, le=1, allow_inf_nan=False)
+    peak_hour: float = Field(strict=True, ge=0, le=168, allow_inf_nan=False)
 
 
 class Assessment(_Record):

@@ -332,10 +332,9 @@ TAMPERED = [
     ("missing field", [{"cycle": "day", "p_value": 0.01}]),
     ("extra field", [{"cycle": "day", "p_value": 0.01, "amplitude": 0.2, "peak_hour": 3.0, "x": 1}]),
 ]
-#: Accepted today (models.CycleFit: lax floats, no range, NaN allowed): a NaN or boolean
-#: p-value reads as "no cycle", so a tampered record silently lifts the cycle confound.
-LAX = "models.CycleFit accepts it (lax float coercion, no range or finiteness check): BREAK report, lead's file"
-TAMPERED += [pytest.param(case, value, marks=pytest.mark.xfail(strict=True, reason=LAX), id=case) for case, value in [
+#: Refused since models.CycleFit is strict (was: lax floats, no range, NaN allowed: a NaN or
+#: boolean p-value read as "no cycle", so a tampered record silently lifted the cycle confound).
+TAMPERED += [pytest.param(case, value, id=case) for case, value in [
     ("p_value numeric text", [{"cycle": "day", "p_value": "0.001", "amplitude": 0.2, "peak_hour": 3.0}]),
     ("p_value NaN", [{"cycle": "day", "p_value": float("nan"), "amplitude": 0.2, "peak_hour": 3.0}]),
     ("p_value above 1", [{"cycle": "day", "p_value": 5.0, "amplitude": 0.2, "peak_hour": 3.0}]),

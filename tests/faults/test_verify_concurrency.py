@@ -382,3 +382,36 @@ def test_sigint_during_the_load_context_exits_promptly(proxy, slow_spec, store, 
     assert re.fullmatch(r"obsctl: (interrupted|aborted)", err.strip()), err
     assert out == "" and tree_digest(store) == before
     assert took < 3, f"verify took {took:.1f}s to exit after SIGINT"
+
+
+def test_guard_errors_come_in_guard_order_not_in_time_order(proxy, gspec, store, fault_history):
+    """quality_min (first guard by name) fails slowly (trickle: its 2 s deadline), request_seconds_max
+    fails at once (503): the error shown is quality_min's, as when the guards ran one after the other."""
+    original = proxy._handle
+
+    def first_guard(path: str) -> bool:
+        return promql(path).startswith(f"min({QUALITY}")
+
+    def handle(h):
+        proxy.mode = "trickle" if first_guard(h.path) else "5xx"
+        return original(h)
+
+    proxy.only = lambda path: first_guard(path) or is_one_guard(path)
+    proxy._handle = handle
+    before = tree_digest(store)
+    result = run(verify, verify_args(gspec, fault_history))
+    assert result.exit_code == 3, result.output
+    line = one_line(result.stderr, proxy.url)
+    assert "no complete answer within 1s" in line and "503" not in line, line
+    assert tree_digest(store) == before
+
+
+@pytest.mark.parametrize("mode", ["reset_mid", "trickle", "not_http"])
+def test_every_guard_faulted_at_once_is_still_one_line(mode, proxy, gspec, store, fault_history):
+    """Six guards failing together on the verify's worker threads: one line (the first guard's), no log noise."""
+    proxy.mode, proxy.only = mode, is_guard
+    before = tree_digest(store)
+    result = run(verify, verify_args(gspec, fault_history))
+    assert result.exit_code == 3, result.output
+    one_line(result.stderr, proxy.url)
+    assert tree_digest(store) == before

@@ -415,3 +415,22 @@ def test_every_guard_faulted_at_once_is_still_one_line(mode, proxy, gspec, store
     assert result.exit_code == 3, result.output
     one_line(result.stderr, proxy.url)
     assert tree_digest(store) == before
+
+
+@pytest.mark.parametrize("damage", ["yaml", "samples"])
+def test_a_corrupt_guard_baseline_read_on_a_worker_is_one_line(damage, proxy, gspec, store, fault_history):
+    """The guards' baselines are read on the worker threads (verify._guard): a damaged record or
+    samples file is one ``corrupt store file`` line naming it, exit 1, nothing written."""
+    folder = store / "baselines" / "steady" / "request_seconds_max"
+    if damage == "yaml":
+        (path,) = folder.glob("*.yaml")
+        path.write_text("id: [unclosed\n")
+    else:
+        (path,) = folder.glob("*.npz")
+        path.write_bytes(b"PK\x03\x04 not a zip")
+    before = tree_digest(store)
+    result = run(verify, verify_args(gspec, fault_history))
+    assert result.exit_code == 1, result.output
+    line = one_line(result.stderr)
+    assert "request_seconds_max" in line and "corrupt" in line, line
+    assert tree_digest(store) == before

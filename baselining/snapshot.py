@@ -44,6 +44,7 @@ from operator import itemgetter
 from typing import Callable
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from obsctl.baselining import coverage as cov
 from obsctl.baselining import stats
@@ -441,13 +442,18 @@ class _Reader:
 def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.datetime, history: list[tuple[float, float]],
                 hist_step: float, step: float) -> Baseline:
     """Fit the memory model and store one pair's baseline as current (returns it as stored)."""
+    # One BLAS thread for the fit: OpenBLAS splits its 43,200-element dot products over
+    # every core and its threads then spin-wait, ~0.06 s of CPU per pair taken from
+    # Prometheus on a small machine; the sums differ only in rounding order (~1e-16).
+    with threadpool_limits(limits=1, user_api="blas"):
+        memory = fit_history(history, hist_step, step, m.samples, m.columns)
     baseline = Baseline(
         id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}",
         workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
         window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot",
         coverage=m.coverage, warnings=m.warnings, partial=m.partial,
         # The signal's memory from the days before the window (H7S, baselining/history.py).
-        memory=fit_history(history, hist_step, step, m.samples, m.columns),
+        memory=memory,
     )
     # The samples are the client's (float, float) tuples, already checked: set them
     # without pydantic's per-pair re-validation (~8 ms per 43,200 pairs).

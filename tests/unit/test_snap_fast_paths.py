@@ -245,3 +245,24 @@ def test_summarize_answers_columns_are_the_samples():
     times, values = m.columns
     assert list(zip(times.tolist(), values.tolist())) == m.samples
     assert m.stats.batch_means == coverage.time_batch_means(m.samples, t0, end.timestamp(), 10)
+
+
+def test_memory_fit_with_one_blas_thread_equals_the_default_to_rounding():
+    # snapshot fits under threadpool_limits(1, "blas"): OpenBLAS then sums its dot
+    # products in one thread instead of per-thread partial sums; the model is the same
+    # up to that rounding order.
+    from threadpoolctl import threadpool_limits
+
+    from obsctl.baselining.history import fit_history
+
+    samples = _samples_with_holes(43_200, seed=8)
+    default = fit_history([], 60.0, 60.0, samples)
+    with threadpool_limits(limits=1, user_api="blas"):
+        single = fit_history([], 60.0, 60.0, samples)
+    a, b = default.model_dump(), single.model_dump()
+    assert a.keys() == b.keys()
+    for key in a:
+        if isinstance(a[key], (int, float, list)) and a[key] not in (None, []):
+            assert np.allclose(np.asarray(a[key], dtype=float), np.asarray(b[key], dtype=float), rtol=1e-12, atol=0), key
+        else:
+            assert a[key] == b[key], key

@@ -434,3 +434,24 @@ def test_a_corrupt_guard_baseline_read_on_a_worker_is_one_line(damage, proxy, gs
     line = one_line(result.stderr)
     assert "request_seconds_max" in line and "corrupt" in line, line
     assert tree_digest(store) == before
+
+
+PLANNED_LAX = ("models.Initiative.planned_window_seconds has no finiteness or range check: NaN / inf / 1e300 escape as "
+               "ValueError / OverflowError tracebacks, <= 0 as a usage error naming --window (BREAK report, lead's file)")
+
+
+@pytest.mark.parametrize("value", [pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=PLANNED_LAX), id=str(v))
+                                   for v in (float("nan"), float("inf"), 1e300, -3600.0, 0.001)] + [pytest.param("1h", id="text")])
+def test_a_tampered_planned_length_is_one_corrupt_store_line(value, proxy, gspec, store, fault_history):
+    """The planned length stored at initiative start (verify uses it, no re-plan)."""
+    (path,) = (store / "initiatives").glob("*.yaml")
+    record = yaml.safe_load(path.read_text())
+    record["planned_window_seconds"] = value
+    path.write_text(yaml.safe_dump(record, sort_keys=False))
+    before = tree_digest(store)
+    result = run(verify, ["--spec", gspec, "--class", "steady"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 1, result.output
+    line = one_line(result.stderr)
+    assert "corrupt store file" in line and "planned_window_seconds" in line, line
+    assert tree_digest(store) == before

@@ -455,3 +455,25 @@ def test_a_tampered_planned_length_is_one_corrupt_store_line(value, proxy, gspec
     line = one_line(result.stderr)
     assert "corrupt store file" in line and "planned_window_seconds" in line, line
     assert tree_digest(store) == before
+
+
+FRACTION_LAX = ("models.Assessment.information_fraction accepts NaN / inf / out of [0, 1]: a NaN from an earlier look makes the next "
+                "look's boundary z = 0 (IMPROVED at '0 % CI', exit 0) (BREAK report, lead's file)")
+
+
+@pytest.mark.parametrize("value", [pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=FRACTION_LAX), id=str(v))
+                                   for v in (float("nan"), float("inf"), -1.0, 5.0)] + [pytest.param("half", id="text")])
+def test_a_tampered_earlier_look_is_one_corrupt_store_line(value, proxy, gspec, store, fault_history):
+    """An earlier look's information fraction sets this look's boundary (verify.look_context)."""
+    first = run(verify, ["--spec", gspec, "--class", "steady", "--end", fault_history.iso(1.5)])
+    assert first.exit_code in (0, 10, 11), first.output
+    (path,) = (store / "initiatives").glob("*.yaml")
+    record = yaml.safe_load(path.read_text())
+    record["verifications"][0]["assessment"]["information_fraction"] = value
+    path.write_text(yaml.safe_dump(record, sort_keys=False))
+    before = tree_digest(store)
+    result = run(verify, verify_args(gspec, fault_history))
+    assert result.exit_code == 1, result.output
+    line = one_line(result.stderr)
+    assert "corrupt store file" in line and "information_fraction" in line, line
+    assert tree_digest(store) == before

@@ -477,3 +477,27 @@ def test_a_tampered_earlier_look_is_one_corrupt_store_line(value, proxy, gspec, 
     line = one_line(result.stderr)
     assert "corrupt store file" in line and "information_fraction" in line, line
     assert tree_digest(store) == before
+
+
+MEMORY_LAX = ("models.Memory accepts NaN coefficients / rho (an INCONCLUSIVE with 'memory 1736.1 d', 'nan / nan effective samples') and "
+              "any step_seconds > 0 (1e-9 s: the judge allocates span/step points, MemoryError traceback) (BREAK report, lead's file)")
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    pytest.param("step_seconds", 1e-9, marks=pytest.mark.xfail(strict=True, reason=MEMORY_LAX), id="step 1e-9"),
+    pytest.param("coefficients", [float("nan")], marks=pytest.mark.xfail(strict=True, reason=MEMORY_LAX), id="coefficient NaN"),
+    pytest.param("rho", [1.0, float("nan")], marks=pytest.mark.xfail(strict=True, reason=MEMORY_LAX), id="rho NaN"),
+    pytest.param("step_seconds", "fast", id="step text"),
+])
+def test_a_tampered_baseline_memory_is_one_corrupt_store_line(field, value, proxy, gspec, store, fault_history):
+    (path,) = (store / "baselines" / "steady" / "tokens_per_second").glob("*.yaml")
+    record = yaml.safe_load(path.read_text())
+    record["memory"][field] = value
+    path.write_text(yaml.safe_dump(record, sort_keys=False))
+    before = tree_digest(store)
+    result = run(verify, verify_args(gspec, fault_history))
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 1, result.output
+    line = one_line(result.stderr)
+    assert "corrupt store file" in line and f"memory.{field}" in line, line
+    assert tree_digest(store) == before

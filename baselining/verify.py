@@ -48,9 +48,10 @@ from obsctl.errors import StoreError, UsageError
 from obsctl.spec import Spec, escape_label_value
 
 #: ``obsctl verify`` exit code per verdict.
-#: Worker threads of one verify for the guards and the alerts query (the primary runs on
-#: the calling thread; the load context has its own, designs.run.LOAD_CONCURRENCY).
-VERIFY_CONCURRENCY = 2
+#: Worker threads of one verify for the primary's window, the guards and the alerts query
+#: (the calling thread loads the baseline and judges; the load context has its own pool,
+#: designs.run.LOAD_CONCURRENCY).
+VERIFY_CONCURRENCY = 3
 
 VERDICT_EXIT_CODES: dict[str, int] = {"IMPROVED": 0, "NO_CHANGE": 10, "INCONCLUSIVE": 11, "REGRESSED": 12, "NO_DATA": 13}
 
@@ -376,20 +377,32 @@ def verify(
         start_at, end_at = verification_window(initiative, step, f"{planned:.0f}s", None, end, now, allow_before_start)
     else:
         start_at, end_at = verification_window(initiative, step, window or cfg.window, start, end, now, allow_before_start)
-    # The guards and the alerts query do not depend on the primary: they run on worker
-    # threads (the client's one session) while the primary is measured and judged here.
+    # The Prometheus calls run on worker threads (the client's one session): the primary's
+    # window (when its query is known from the baseline's record alone: not a canary without
+    # a baseline) while its baseline's samples load here, the guards, the alerts query.
     # Errors surface in the sequential order: the primary's, then each guard's, then the alerts'.
     chosen = guard_ids(spec, store, initiative) if guards else []
+    head = baseline or (store.baseline(initiative.baseline_id, samples=False) if initiative.baseline_id else None)
     # Daemon workers (baselining.workers): an error or Ctrl-C here ends the command without
     # waiting for the calls still in flight.
     with DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
+        measured = None if head is None else pool.submit(_measure_primary, spec, client, initiative, head, start_at, end_at, step)
         pending = [pool.submit(_guard, spec, client, store, gid, start_at, end_at, step, initiative, planned, len(chosen)) for gid in chosen]
         pending.append(pool.submit(alerts_fired, client, initiative.workload_class, start_at, end_at))
         try:
-            return _verify_primary(spec, client, store, initiative, baseline, start_at, end_at, step, planned, guards, save, pending)
+            return _verify_primary(spec, client, store, initiative, baseline, start_at, end_at, step, planned, guards, save, measured, pending)
         finally:
-            for future in pending:
-                future.cancel()
+            for future in [measured, *pending]:
+                if future is not None:
+                    future.cancel()
+
+
+def _measure_primary(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline, start_at: dt.datetime,
+                     end_at: dt.datetime, step: float):
+    # A canary's window is its treatment group's (designs.run.window_query): promote makes it the baseline.
+    return measure(client, designs.window_query(spec, initiative, baseline), start_at, end_at, step, spec.verification.batches,
+                   what=f"{initiative.workload_class}/{initiative.primary_signal}",
+                   on_change=baseline.signal in spec.verification.fresh_on_change)
 
 
 def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str, start_at: dt.datetime, end_at: dt.datetime, step: float,
@@ -400,17 +413,15 @@ def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str,
 
 def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiative: Initiative, baseline: Baseline | None,
                     start_at: dt.datetime, end_at: dt.datetime, step: float, planned: float, guards: bool, save: bool,
-                    pending: list[Future]) -> tuple[Initiative, VerificationResult]:
-    # verify()'s primary signal, its verdict with the guards' (``pending``: guard results, then the alerts), and the save.
+                    measured: Future | None, pending: list[Future]) -> tuple[Initiative, VerificationResult]:
+    # verify()'s primary signal (``measured``: its window's measurement under way, or None), its verdict
+    # with the guards' (``pending``: guard results, then the alerts), and the save.
     cfg = spec.verification
     if baseline is None and initiative.baseline_id:
         baseline = store.baseline(initiative.baseline_id)
     if baseline is None:  # a canary started without a baseline: its control group's window stands in (designs.run)
         baseline = designs.control_group_baseline(spec, client, store, initiative, start_at, end_at, step)
-    # A canary's window is its treatment group's (designs.run.window_query): promote makes it the baseline.
-    m = measure(client, designs.window_query(spec, initiative, baseline), start_at, end_at, step, cfg.batches,
-                what=f"{initiative.workload_class}/{initiative.primary_signal}",
-                on_change=baseline.signal in cfg.fresh_on_change)
+    m = measured.result() if measured is not None else _measure_primary(spec, client, initiative, baseline, start_at, end_at, step)
     verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look_context(spec, initiative, planned=planned))
     reason = _window_reason(m, cfg.batches, verdict, reason)
     # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).

@@ -10,11 +10,13 @@ All timestamps are timezone-aware UTC datetimes; all values are in the signal's 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Verdict = Literal["IMPROVED", "REGRESSED", "NO_CHANGE", "INCONCLUSIVE", "NO_DATA"]
+#: A finite float (no NaN, no infinity): for stored values a verdict is computed from.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class _Record(BaseModel):
@@ -109,9 +111,9 @@ class Memory(_Record):
     integrated autocorrelation time; ``variance`` (unit squared) and ``dof`` the scale."""
 
     method: str = "ar-yule-walker-aic"
-    step_seconds: float = Field(gt=0)
-    coefficients: list[float]
-    rho: list[float]
+    step_seconds: float = Field(ge=0.001, allow_inf_nan=False)  # Prometheus' finest step; no smaller than the window's (Baseline)
+    coefficients: list[Finite]
+    rho: list[Finite]
     variance: float
     mean: float
     samples: int = Field(ge=0)
@@ -146,7 +148,7 @@ class Assessment(_Record):
     n_eff_window: float | None = None
     dof: float | None = None
     look: int | None = None
-    information_fraction: float | None = None
+    information_fraction: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
     boundary_z: float | None = None
     interval_confidence: float | None = None
     planned_seconds: float | None = None
@@ -193,6 +195,14 @@ class Baseline(_Record):
     warnings: list[str] = Field(default_factory=list)
     partial: bool = False
     memory: Memory | None = None
+
+    @model_validator(mode="after")
+    def _memory_step(self) -> Baseline:
+        # The memory model is fitted at the window's step or a multiple of it (history);
+        # a finer one (a tampered record) would make every verify build a huge grid.
+        if self.memory is not None and self.memory.step_seconds < self.window.step_seconds * (1 - 1e-9):
+            raise ValueError(f"memory.step_seconds {self.memory.step_seconds:g} is below the window's step {self.window.step_seconds:g}")
+        return self
 
 
 class GuardResult(_Record):
@@ -311,7 +321,8 @@ class Initiative(_Record):
     status: Literal["open", "verified", "promoted", "closed"] = "open"
     guard_baseline_ids: dict[str, str] = Field(default_factory=dict)
     verifications: list[VerificationResult] = Field(default_factory=list)
-    planned_window_seconds: float | None = None
+    #: At least 1 s, at most the longest duration a spec may give (timeutil.MAX_DURATION_SECONDS, 100 years).
+    planned_window_seconds: float | None = Field(None, ge=1, le=100 * 31_536_000, allow_inf_nan=False)
     #: Comparison design (``before-after`` | ``control`` | ``canary`` | ``seasonal``), the
     #: control class (``control``), the canary's ``{label, control, treatment}``; a canary
     #: may start without a baseline (``baseline_id`` is then ``""``).

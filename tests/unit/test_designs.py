@@ -123,7 +123,7 @@ def test_cycle_detected_with_its_amplitude_and_not_in_noise():
     assert cyc.checked and cyc.detected and cyc.amplitude == pytest.approx(0.30, abs=0.04)
     assert "--design seasonal" in cyc.reason and "+-3" in cyc.reason
     flat = cycle.detect(_s(t, 1000 * np.exp(noise)), 0.02)
-    assert flat.checked and not flat.detected
+    assert flat.checked and not flat.detected and flat.reason.startswith("no daily cycle past +-1.0% in the baseline")
     short = cycle.detect(_s(t[:480], 1000 * np.exp(noise[:480])), 0.02)
     assert not short.checked and "less than a day" in short.reason
 

@@ -116,6 +116,11 @@ def start_initiative(
         started_at=started,
         notes=notes,
     )
+    # The baselines' sides of every verdict, fixed now like the cycle fit (verify.stored_side).
+    from obsctl.baselining.verify import stored_side
+
+    sides = [stored_side(spec, b) for b in ([baseline] if baseline is not None else []) + [store.baseline(g) for g in guards.values()]]
+    initiative = initiative.model_copy(update={"baseline_sides": [s for s in sides if s is not None]})
     if initiative.planned_window_seconds is None:
         # The planned length is fixed now (repeated looks, docs/verification.md); every
         # verify reads it instead of re-planning.

@@ -10,6 +10,7 @@ All timestamps are timezone-aware UTC datetimes; all values are in the signal's 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -135,6 +136,35 @@ class CycleFit(_Record):
     p_value: float = Field(strict=True, ge=0, le=1, allow_inf_nan=False)
     amplitude: float = Field(strict=True, ge=0, le=1, allow_inf_nan=False)
     peak_hour: float = Field(strict=True, ge=0, le=168, allow_inf_nan=False)
+
+
+class BaselineSide(_Record):
+    """A baseline's side of every verdict (``statistics.verdict.BaselineSide``: its mean and
+    the variance of that mean under its memory model, at ``step_seconds``), a pure function
+    of the baseline, so ``initiative start`` stores it and ``verify`` need not read the
+    baseline's samples. ``var_mean`` is NaN when the baseline is too short for its memory,
+    ``dof`` infinite when the scale is known."""
+
+    baseline_id: str
+    step_seconds: float = Field(ge=0.001, allow_inf_nan=False)
+    constant: bool
+    mean: Finite
+    var_mean: float
+    dof: float
+    n: int = Field(ge=0)
+    n_eff: float = Field(ge=0, allow_inf_nan=False)
+    span_seconds: float = Field(ge=0, allow_inf_nan=False)
+    sd: float
+    scale_source: Literal["history", "own"]
+    own_sd: float
+
+    @model_validator(mode="after")
+    def _ranges(self) -> BaselineSide:
+        if not (math.isnan(self.var_mean) or 0 <= self.var_mean < math.inf):
+            raise ValueError(f"var_mean {self.var_mean!r} is neither NaN (too short) nor a finite variance")
+        if not self.dof > 0:
+            raise ValueError(f"dof {self.dof!r} is not positive")
+        return self
 
 
 class Assessment(_Record):
@@ -330,6 +360,10 @@ class Initiative(_Record):
     control_class: str | None = None
     variant: dict[str, str] = Field(default_factory=dict)
     #: The before-after design's cycle tests of the baseline (``baseline_id``), computed
-    #: at start; None: not computed (a record from before, or the baseline spans < 1 day).
+    #: at start; ``[]``: the baseline spans < 1 day (nothing to test); None: not computed
+    #: (a record from before, or another design).
     baseline_cycle: list[CycleFit] | None = None
+    #: The primary's and the guards' baseline sides at the verification step, computed at
+    #: start (``BaselineSide``); verify judges them without reading the baselines' samples.
+    baseline_sides: list[BaselineSide] = Field(default_factory=list)
     notes: str = ""

@@ -27,6 +27,7 @@ IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from concurrent.futures import Future
@@ -36,8 +37,9 @@ import numpy as np
 from obsctl.baselining import coverage, stats
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.planner import planned_seconds
-from obsctl.baselining.models import Assessment, Baseline, GuardResult, Initiative, Verdict, VerificationResult
+from obsctl.baselining.models import Assessment, Baseline, BaselineSide, GuardResult, Initiative, Verdict, VerificationResult
 from obsctl.baselining.statistics import verdict as decision
+from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.statistics.memory import MemoryModel
 from obsctl.baselining.promapi import PrometheusClient
 from obsctl.baselining.snapshot import measure
@@ -169,10 +171,11 @@ def guard_baselines(spec: Spec, store: Store, initiative: Initiative) -> list[Ba
 
 
 def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime, step: float,
-                   look: decision.LookContext | None = None, guards: int = 1) -> GuardResult:
+                   look: decision.LookContext | None = None, guards: int = 1, side: BaselineSide | None = None) -> GuardResult:
     """Measure one guard signal over ``(start_at, end_at]`` with its baseline's PromQL and
     judge it as a non-inferiority test (margin: the signal's ``tolerance_ratio``) at its
-    Bonferroni share ``2 (1 - confidence) / guards`` of the two-sided error.
+    Bonferroni share ``2 (1 - confidence) / guards`` of the two-sided error. ``side``: the
+    baseline's stored side (:func:`stored_side`), which spares its samples.
 
     Raises:
         PrometheusUnavailable: as :func:`obsctl.baselining.snapshot.measure`.
@@ -182,7 +185,8 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
                 on_change=baseline.signal in cfg.fresh_on_change)
     sig = next((s for s in spec.signals if s.name == baseline.signal), None)
     tolerance = sig.tolerance_ratio if sig is not None else 0.10
-    verdict, reason, est, j = judge_signal(spec, baseline, m, look, guard_tolerance=tolerance, guard_alpha=2 * (1 - cfg.confidence) / max(guards, 1))
+    verdict, reason, est, j = judge_signal(spec, baseline, m, look, guard_tolerance=tolerance, guard_alpha=2 * (1 - cfg.confidence) / max(guards, 1),
+                                           side=side)
     reason = _window_reason(m, cfg.batches, verdict, reason)
     # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).
     verdict, reason = coverage.cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
@@ -196,6 +200,28 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
         exact=bool(est and est.exact), window_stats=m.stats, population=m.population, samples=m.samples,
         coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=_assessment(j),
     )
+
+
+def columns(samples: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(times, values)`` float64 columns of ``(t, v)`` samples (fromiter: no Python loop per sample)."""
+    return (np.fromiter(map(itemgetter(0), samples), float, len(samples)), np.fromiter(map(itemgetter(1), samples), float, len(samples)))
+
+
+def stored_side(spec: Spec, baseline: Baseline) -> BaselineSide | None:
+    """The baseline's side of every verdict at the spec's verification step, for
+    ``initiative start`` to store (:class:`~obsctl.baselining.models.BaselineSide`); None
+    without a memory model or with fewer than 2 samples (verify then reads the samples)."""
+    memory = memory_of(baseline)
+    if memory is None or len(baseline.samples) < 2:
+        return None
+    step = parse_duration(spec.verification.step, "verification.step")
+    b = decision.baseline_side(*columns(baseline.samples), step, memory)
+    return BaselineSide(baseline_id=baseline.id, step_seconds=step, constant=b.constant, **dataclasses.asdict(b.side))
+
+
+def side_for(initiative: Initiative, baseline_id: str) -> BaselineSide | None:
+    """The side stored for ``baseline_id`` on the initiative, or None."""
+    return next((s for s in getattr(initiative, "baseline_sides", ()) if s.baseline_id == baseline_id), None)
 
 
 def memory_of(baseline: Baseline) -> MemoryModel | None:
@@ -218,23 +244,27 @@ def look_context(spec: Spec, initiative: Initiative, guard: str | None = None, p
 
 
 def judge_signal(spec: Spec, baseline: Baseline, m, look: decision.LookContext | None, guard_tolerance: float | None = None,
-                 guard_alpha: float | None = None):
+                 guard_alpha: float | None = None, side: BaselineSide | None = None):
     """``(verdict, reason, estimate or None, judgement or None)`` of a measurement against its baseline.
 
     :func:`obsctl.baselining.statistics.verdict.judge` on the two sides' samples with the
-    baseline's memory model; a baseline stored without samples (older stores) falls back
-    to the batch-means rule (:func:`obsctl.baselining.stats.assess`)."""
+    baseline's memory model (the baseline's side from ``side``, stored at initiative
+    start, when it was computed at the window's step: then ``baseline`` may come without
+    samples); a baseline stored without samples (older stores) falls back to the
+    batch-means rule (:func:`obsctl.baselining.stats.assess`)."""
     cfg = spec.verification
     if m.stats is None or len(m.samples) < 2:
         verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
         return "NO_DATA", reason, None, None
-    if len(baseline.samples) < 2:
+    memory = memory_of(baseline)
+    usable = side is not None and memory is not None and math.isclose(side.step_seconds, m.window.step_seconds)
+    if not usable and len(baseline.samples) < 2:
         verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
         return verdict, f"{reason} (baseline stored without samples: batch-means rule)", est, None
     step = m.window.step_seconds
-    def side(samples):  # (times, values) columns; fromiter over itemgetter skips a Python loop per sample
-        return (np.fromiter(map(itemgetter(0), samples), float, len(samples)), np.fromiter(map(itemgetter(1), samples), float, len(samples)))
-    j = decision.judge(side(baseline.samples), side(m.samples), step, memory_of(baseline), cfg.confidence, baseline.direction,
+    base = decision.BaselineSide(Side(**side.model_dump(exclude={"baseline_id", "step_seconds", "constant"})), side.constant,
+                                 side.step_seconds) if usable else columns(baseline.samples)
+    j = decision.judge(base, columns(m.samples), step, memory, cfg.confidence, baseline.direction,
                        cfg.min_effect_ratio, look, guard_tolerance, guard_alpha)
     est = stats.ChangeEstimate(j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
                                j.window_mean if j.window_mean is not None else m.stats.mean, j.change, j.low, j.high,
@@ -407,8 +437,9 @@ def _measure_primary(spec: Spec, client: PrometheusClient, initiative: Initiativ
 
 def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str, start_at: dt.datetime, end_at: dt.datetime, step: float,
            initiative: Initiative, planned: float, guards: int) -> GuardResult:
-    b = store.baseline(baseline_id)
-    return evaluate_guard(spec, client, b, start_at, end_at, step, look_context(spec, initiative, b.signal, planned), guards)
+    side = side_for(initiative, baseline_id)
+    b = store.baseline(baseline_id, samples=side is None)  # the stored side spares the samples
+    return evaluate_guard(spec, client, b, start_at, end_at, step, look_context(spec, initiative, b.signal, planned), guards, side)
 
 
 def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiative: Initiative, baseline: Baseline | None,
@@ -417,12 +448,16 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
     # verify()'s primary signal (``measured``: its window's measurement under way, or None), its verdict
     # with the guards' (``pending``: guard results, then the alerts), and the save.
     cfg = spec.verification
+    side = side_for(initiative, initiative.baseline_id) if initiative.baseline_id else None
     if baseline is None and initiative.baseline_id:
-        baseline = store.baseline(initiative.baseline_id)
+        # Before-after with the baseline's side and cycle fit stored at start needs no samples.
+        needs_samples = side is None or initiative.design != "before-after" or initiative.baseline_cycle is None
+        baseline = store.baseline(initiative.baseline_id, samples=needs_samples)
     if baseline is None:  # a canary started without a baseline: its control group's window stands in (designs.run)
         baseline = designs.control_group_baseline(spec, client, store, initiative, start_at, end_at, step)
     m = measured.result() if measured is not None else _measure_primary(spec, client, initiative, baseline, start_at, end_at, step)
-    verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look_context(spec, initiative, planned=planned))
+    verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look_context(spec, initiative, planned=planned),
+                                                        side=side if side is not None and side.baseline_id == baseline.id else None)
     reason = _window_reason(m, cfg.batches, verdict, reason)
     # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).
     verdict, reason = coverage.cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)

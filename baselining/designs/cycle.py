@@ -231,14 +231,16 @@ def assess(fits: list[CycleFit], min_effect_ratio: float) -> CycleCheck:
     return last
 
 
-def detect(samples: Iterable[tuple[float, float]], min_effect_ratio: float, fits: list[CycleFit] | None = None) -> CycleCheck:
+def detect(samples: Iterable[tuple[float, float]], min_effect_ratio: float, fits: list[CycleFit] | None = None,
+           span_seconds: float | None = None) -> CycleCheck:
     """Detect a daily (and, on two weeks or more, weekly) cycle in a baseline's samples.
 
     Args:
         samples: the baseline's ``(unix seconds, value)`` samples (positive values are used).
         min_effect_ratio: the spec's minimum effect; sets the relevance threshold.
         fits: the baseline's stored :func:`fit` (``Initiative.baseline_cycle``), which
-            saves refitting; None: fitted here.
+            saves refitting; ``[]``: stored as too short to test (the span then comes from
+            the samples, or ``span_seconds`` when they were not read); None: fitted here.
 
     Returns:
         :class:`CycleCheck` (``checked=False`` when the baseline spans less than a day).
@@ -246,9 +248,10 @@ def detect(samples: Iterable[tuple[float, float]], min_effect_ratio: float, fits
     if fits:
         return assess(fits, min_effect_ratio)
     samples = samples if isinstance(samples, list) else list(samples)
-    fits = fit(samples)
     if fits is None:
-        hours = _span(samples)[3] / 3600
+        fits = fit(samples)
+    if not fits:
+        hours = (_span(samples)[3] if samples or span_seconds is None else span_seconds) / 3600
         return CycleCheck(False, False, "day", None, None, None,
                           f"the baseline spans {hours:.1f} h, less than a day: a daily cycle cannot be checked")
     return assess(fits, min_effect_ratio)

@@ -98,14 +98,15 @@ def check_start(spec: Spec, store, workload_class: str, choice: Choice, baseline
 
 def start_checks(choice: Choice, baseline) -> list | None:
     """What ``initiative start`` stores for ``verify`` about the baseline: before-after's
-    cycle tests (:func:`obsctl.baselining.designs.cycle.fit`; None for other designs, no
-    baseline, or a baseline shorter than a day)."""
+    cycle tests (:func:`obsctl.baselining.designs.cycle.fit`; ``[]`` for a baseline shorter
+    than a day, which cannot be tested; None for other designs or no baseline)."""
     if choice.design != "before-after" or baseline is None:
         return None
     try:
-        return cycle.fit(baseline.samples)
+        fits = cycle.fit(baseline.samples)
     except ValueError:  # a test without a finite p-value or profile (pydantic's ValidationError): verify refits as before
         return None
+    return [] if fits is None else fits
 
 
 def planned_window(spec: Spec, workload_class: str, choice: Choice, baseline, expected_impact: float | None, store=None) -> float | None:
@@ -440,7 +441,7 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         effect = None
         # The cycle fit is the baseline's own, stored at initiative start (start_checks).
         stored = getattr(initiative, "baseline_cycle", None) if baseline.id == getattr(initiative, "baseline_id", None) else None
-        cyc = cycle.detect(baseline.samples, cfg.min_effect_ratio, stored)
+        cyc = cycle.detect(baseline.samples, cfg.min_effect_ratio, stored, (baseline.window.end - baseline.window.start).total_seconds())
         load = demand.assess(*period_loads(spec, client, wc, [("baseline", bs, be), ("window", s, e)], step), category, signal)
         if cc.mix:
             try:

@@ -106,13 +106,35 @@ def _white(step: float) -> MemoryModel:
     return MemoryModel(step, (), (1.0,), 0.0, 0.0, 0, 0.0, "windows")
 
 
-def judge(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.ndarray, np.ndarray], step_seconds: float,
+@dataclass(frozen=True)
+class BaselineSide:
+    """A baseline's side of every verdict, computed once: :func:`side_estimate` of its
+    samples under its memory model at ``step_seconds``, and whether they are constant
+    (``initiative start`` stores it; :func:`baseline_side` makes it)."""
+
+    side: Side
+    constant: bool
+    step_seconds: float
+
+
+def baseline_side(times, values, step_seconds: float, memory: MemoryModel) -> BaselineSide:
+    """The :class:`BaselineSide` of a baseline's ``(times s, values)`` finite samples."""
+    from obsctl.baselining import stats
+
+    x = np.asarray(values, dtype=float)
+    return BaselineSide(side_estimate(np.asarray(times, dtype=float), x, step_seconds, memory), bool(stats.is_constant(x)), step_seconds)
+
+
+def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[np.ndarray, np.ndarray], step_seconds: float,
           memory: MemoryModel | None, confidence: float, direction: str, min_effect: float,
           look: LookContext | None = None, guard_tolerance: float | None = None, guard_alpha: float | None = None) -> Judgement:
     """The verdict of ``window`` against ``baseline``.
 
     Args:
-        baseline, window: ``(times s, values)`` of finite samples on the step grid.
+        baseline, window: ``(times s, values)`` of finite samples on the step grid; the
+            baseline may instead be its precomputed :class:`BaselineSide` (at this step,
+            under ``memory``, which must then be given): the same judgement without its
+            samples.
         step_seconds: the grid step (s).
         memory: the baseline's memory model (None: estimated from the two sides).
         confidence: two-sided level over all looks (spec ``verification.confidence``).
@@ -124,20 +146,27 @@ def judge(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.ndarray, np.
     """
     from obsctl.baselining import stats  # the exact (constant) rule lives there
 
-    tx, x = (np.asarray(a, dtype=float) for a in baseline)
+    stored = baseline if isinstance(baseline, BaselineSide) else None
+    if stored is not None and (memory is None or not math.isclose(stored.step_seconds, step_seconds)):
+        raise ValueError("a precomputed baseline side needs its memory model and the step it was computed at")
+    if stored is None:
+        tx, x = (np.asarray(a, dtype=float) for a in baseline)
+        x_n, x_constant = x.size, x.size >= 2 and stats.is_constant(x)
+    else:
+        x_n, x_constant = stored.side.n, stored.constant
     ty, y = (np.asarray(a, dtype=float) for a in window)
     if y.size < 2:
         return Judgement("NO_DATA", f"the window has {y.size} sample(s), needs at least 2")
-    if x.size < 2:
-        return Judgement("NO_DATA", f"the baseline has {x.size} sample(s), needs at least 2")
-    if stats.is_constant(x) and stats.is_constant(y):
-        est = stats._exact_change(float(x.mean()), float(y.mean()), confidence)
+    if x_n < 2:
+        return Judgement("NO_DATA", f"the baseline has {x_n} sample(s), needs at least 2")
+    if x_constant and stats.is_constant(y):
+        est = stats._exact_change(stored.side.mean if stored else float(x.mean()), float(y.mean()), confidence)
         verdict, reason = stats.decide(est, direction, min_effect)
         return Judgement(verdict, reason, est.baseline_mean, est.window_mean, est.change_ratio, est.ci_low, est.ci_high, confidence, exact=True)
     if memory is None:
         memory = pooled_memory([(tx, x), (ty, y)], step_seconds) or _white(step_seconds)
     look = look or LookContext()
-    sx = side_estimate(tx, x, step_seconds, memory)
+    sx = stored.side if stored is not None else side_estimate(tx, x, step_seconds, memory)
     sy = side_estimate(ty, y, step_seconds, memory)
     j = Judgement("INCONCLUSIVE", "", sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
                   n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, planned_seconds=look.planned_seconds)

@@ -50,10 +50,10 @@ from obsctl.errors import StoreError, UsageError
 from obsctl.spec import Spec, escape_label_value
 
 #: ``obsctl verify`` exit code per verdict.
-#: Worker threads of one verify for the primary's window, the guards and the alerts query
+#: Worker threads of one verify for the primary's window, its load context, the guards and the alerts query
 #: (the calling thread loads the baseline and judges; the load context has its own pool,
 #: designs.run.LOAD_CONCURRENCY).
-VERIFY_CONCURRENCY = 3
+VERIFY_CONCURRENCY = 4
 
 VERDICT_EXIT_CODES: dict[str, int] = {"IMPROVED": 0, "NO_CHANGE": 10, "INCONCLUSIVE": 11, "REGRESSED": 12, "NO_DATA": 13}
 
@@ -417,12 +417,16 @@ def verify(
     # waiting for the calls still in flight.
     with DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
         measured = None if head is None else pool.submit(_measure_primary, spec, client, initiative, head, start_at, end_at, step)
+        periods = designs.context_periods(initiative, head, start_at, end_at)
+        loads = None if periods is None else pool.submit(designs.period_loads, spec, client, spec.workload_class(initiative.workload_class),
+                                                         periods, step)
         pending = [pool.submit(_guard, spec, client, store, gid, start_at, end_at, step, initiative, planned, len(chosen)) for gid in chosen]
         pending.append(pool.submit(alerts_fired, client, initiative.workload_class, start_at, end_at))
         try:
-            return _verify_primary(spec, client, store, initiative, baseline, start_at, end_at, step, planned, guards, save, measured, pending)
+            return _verify_primary(spec, client, store, initiative, baseline, start_at, end_at, step, planned, guards, save, measured, pending,
+                                   loads)
         finally:
-            for future in [measured, *pending]:
+            for future in [measured, loads, *pending]:
                 if future is not None:
                     future.cancel()
 
@@ -444,9 +448,10 @@ def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str,
 
 def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiative: Initiative, baseline: Baseline | None,
                     start_at: dt.datetime, end_at: dt.datetime, step: float, planned: float, guards: bool, save: bool,
-                    measured: Future | None, pending: list[Future]) -> tuple[Initiative, VerificationResult]:
-    # verify()'s primary signal (``measured``: its window's measurement under way, or None), its verdict
-    # with the guards' (``pending``: guard results, then the alerts), and the save.
+                    measured: Future | None, pending: list[Future], loads: Future | None = None) -> tuple[Initiative, VerificationResult]:
+    # verify()'s primary signal (``measured``: its window's measurement under way, or None; ``loads``:
+    # the design's load context under way, or None), its verdict with the guards' (``pending``:
+    # guard results, then the alerts), and the save.
     cfg = spec.verification
     side = side_for(initiative, initiative.baseline_id) if initiative.baseline_id else None
     if baseline is None and initiative.baseline_id:
@@ -466,7 +471,8 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
     design = designs.primary(spec, client, initiative, baseline, m.samples, start_at, end_at, step,
                              sig.category if sig else "unknown", baseline.direction,
-                             confidence=judgement.confidence if judgement is not None and judgement.confidence else None)
+                             confidence=judgement.confidence if judgement is not None and judgement.confidence else None,
+                             loads=loads.result if loads is not None and baseline is not None and baseline.id == initiative.baseline_id else None)
     if design.verdict and verdict != "NO_DATA":
         verdict, reason = coverage.cap_verdict(design.verdict, design.reason, m, baseline, cfg.min_coverage_ratio)
     estimate = design.as_estimate(estimate)

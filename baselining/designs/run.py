@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -379,8 +380,19 @@ def mix_decomposition(spec: Spec, client, wc: WorkloadClass, signal: str, dimens
     return dec, ""
 
 
+def context_periods(initiative, baseline, start_at: dt.datetime, end_at: dt.datetime) -> list[tuple[str, float, float]] | None:
+    """The ``(name, start, end)`` periods whose demand and saturation :func:`primary` reads
+    (:func:`period_loads`): the baseline period and the window; None for a canary (its
+    whole class over the window, after its groups) or without a baseline."""
+    if (getattr(initiative, "design", None) or "before-after") == "canary" or baseline is None:
+        return None
+    return [("baseline", baseline.window.start.timestamp(), baseline.window.end.timestamp()),
+            ("window", start_at.timestamp(), end_at.timestamp())]
+
+
 def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple[float, float]], start_at: dt.datetime,
-            end_at: dt.datetime, step: float, category: str, direction: str, confidence: float | None = None) -> Outcome:
+            end_at: dt.datetime, step: float, category: str, direction: str, confidence: float | None = None,
+            loads: Callable[[], list[demand.PeriodLoad]] | None = None) -> Outcome:
     """Run the initiative's design on its primary signal over the verification window.
 
     Args:
@@ -390,6 +402,8 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         category, direction: the primary signal's (spec).
         confidence: the look's interval level (the statistics package's repeated-confidence
             level for this look, so repeated verifies stay safe); default the spec's.
+        loads: the :func:`period_loads` of :func:`context_periods`, already asked for
+            (``verify`` issues them with its other calls); None: read here.
 
     Returns:
         :class:`Outcome`. For before-after the verdict is None unless a confound makes it
@@ -431,18 +445,21 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         ta, ca = window_samples, _range(client, q_c, s, e, step)
         hist = _log_ratio_history(client, q_t, q_c, bs, _history_span(start_at, end_at), b_step)
         effect = control.effect(tb, cb, ta, ca, level, history=hist)
-        load = demand.assess(*period_loads(spec, client, wc, [("baseline", bs, be), ("window", s, e)], step), category, signal)
+        load = demand.assess(*(loads() if loads else period_loads(spec, client, wc, context_periods(initiative, baseline, start_at, end_at), step)),
+                             category, signal)
         notes.append(f"control class {cwc.name}")
     elif design == "seasonal":
         seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
         effect = seasonal.effect(baseline.samples, window_samples, spec.comparison.seasonal_cycle, level, spec.comparison.timezone)
-        load = demand.assess(*period_loads(spec, client, wc, [("baseline", bs, be), ("window", s, e)], step), category, signal)
+        load = demand.assess(*(loads() if loads else period_loads(spec, client, wc, context_periods(initiative, baseline, start_at, end_at), step)),
+                             category, signal)
     else:
         effect = None
         # The cycle fit is the baseline's own, stored at initiative start (start_checks).
         stored = getattr(initiative, "baseline_cycle", None) if baseline.id == getattr(initiative, "baseline_id", None) else None
         cyc = cycle.detect(baseline.samples, cfg.min_effect_ratio, stored, (baseline.window.end - baseline.window.start).total_seconds())
-        load = demand.assess(*period_loads(spec, client, wc, [("baseline", bs, be), ("window", s, e)], step), category, signal)
+        load = demand.assess(*(loads() if loads else period_loads(spec, client, wc, context_periods(initiative, baseline, start_at, end_at), step)),
+                             category, signal)
         if cc.mix:
             try:
                 dec, why = mix_decomposition(spec, client, wc, signal, cc.mix[0], (bs, be), (s, e), step)

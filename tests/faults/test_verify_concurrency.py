@@ -109,6 +109,23 @@ def verify_args(spec, history, *extra):
     return ["--spec", spec, "--class", "steady", "--end", history.iso(2), *extra]
 
 
+def interrupt(args: list, ready, proxy) -> tuple[subprocess.Popen, str, str, float]:
+    """Run the console script's ``verify ARGS``, send SIGINT once ``ready()`` holds (its
+    calls hang in the proxy), and return ``(process, stdout, stderr, seconds to exit)``."""
+    p = subprocess.Popen([*CONSOLE, "verify", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(ready, 20), proxy.seen
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        return p, out, err, time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def one_line(stderr: str, proxy_url: str | None = None) -> str:
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr
@@ -303,19 +320,7 @@ def test_a_failed_primary_does_not_wait_for_slow_guards(proxy, slow_spec, store,
 def test_sigint_during_slow_queries_exits_promptly(proxy, slow_spec, store, fault_history):
     proxy.mode, proxy.only = "slow", lambda path: is_primary(path) or is_guard(path)
     before = tree_digest(store)
-    p = subprocess.Popen([*CONSOLE, "verify", *map(str, verify_args(slow_spec, fault_history))], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        assert wait_until(lambda: sum(proxy.only(path) for path, _, _ in proxy.seen) >= 3, 20), proxy.seen
-        time.sleep(0.3)
-        t0 = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
-        took = time.monotonic() - t0
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    p, out, err, took = interrupt(verify_args(slow_spec, fault_history), lambda: sum(proxy.only(path) for path, _, _ in proxy.seen) >= 3, proxy)
     assert p.returncode == 130, err
     assert re.fullmatch(r"obsctl: (interrupted|aborted)", err.strip()), err
     assert tree_digest(store) == before
@@ -365,19 +370,7 @@ def test_sigint_during_the_load_context_exits_promptly(proxy, slow_spec, store, 
 
     proxy.mode, proxy.only = "slow", is_load
     before = tree_digest(store)
-    p = subprocess.Popen([*CONSOLE, "verify", *map(str, verify_args(slow_spec, fault_history, "--no-guards"))], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        assert wait_until(lambda: sum(is_load(path) for path, _, _ in proxy.seen) >= 4, 20), proxy.seen
-        time.sleep(0.3)
-        t0 = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
-        took = time.monotonic() - t0
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    p, out, err, took = interrupt(verify_args(slow_spec, fault_history, "--no-guards"), lambda: sum(is_load(path) for path, _, _ in proxy.seen) >= 4, proxy)
     assert p.returncode == 130, err
     assert re.fullmatch(r"obsctl: (interrupted|aborted)", err.strip()), err
     assert out == "" and tree_digest(store) == before

@@ -81,6 +81,9 @@ class FaultProxy:
         mode: one of :data:`MODES` (changeable between requests).
         only: None (the mode applies to every request) or a predicate on the request path
             with its query string: requests it refuses pass through unchanged.
+        route: None, or the mode of each request from its path (None: pass through); it
+            replaces ``mode`` and ``only``, per request, so concurrent requests never see
+            each other's mode.
         seen: per request ``(path, headers dict, client certificate subject CN or None)``.
     """
 
@@ -88,6 +91,7 @@ class FaultProxy:
         self.upstream = urllib.parse.urlsplit(upstream)
         self.mode = "pass"
         self.only = None
+        self.route = None
         self.required_headers = dict(required_headers or {})
         self.seen: list[tuple[str, dict[str, str], str | None]] = []
         self.stopping = threading.Event()
@@ -148,7 +152,10 @@ class FaultProxy:
                 status = 401 if name.lower() == "authorization" else 403
                 return self._send(h, status, "text/plain", f"{'Unauthorized' if status == 401 else 'Forbidden'}\n".encode(),
                                   {"WWW-Authenticate": 'Bearer realm="prometheus"'} if status == 401 else None)
-        mode = self.mode if self.only is None or self.only(h.path) else "pass"
+        if self.route is not None:
+            mode = self.route(h.path) or "pass"
+        else:
+            mode = self.mode if self.only is None or self.only(h.path) else "pass"
         if mode == "pass":
             return self._send(h, *self._upstream(h.path))
         if mode == "5xx":

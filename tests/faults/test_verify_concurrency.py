@@ -174,15 +174,7 @@ def test_the_primarys_error_comes_before_the_guards(proxy, gspec, store, fault_h
     """Primary 503, every guard 401 at the same time: the primary's error is the one shown."""
     before = tree_digest(store)
 
-    proxy.only = lambda path: is_primary(path) or is_guard(path)
-    mode_of = {True: "5xx", False: "401"}
-    original = proxy._handle
-
-    def handle(h):  # per-request mode: 503 for the primary, 401 for the guards
-        proxy.mode = mode_of[is_primary(h.path)]
-        return original(h)
-
-    proxy._handle = handle
+    proxy.route = lambda path: "5xx" if is_primary(path) else "401" if is_guard(path) else None
     result = run(verify, verify_args(gspec, fault_history))
     assert result.exit_code == 3, result.output
     line = one_line(result.stderr, proxy.url)
@@ -191,14 +183,7 @@ def test_the_primarys_error_comes_before_the_guards(proxy, gspec, store, fault_h
 
 
 def test_a_guard_error_comes_before_the_alerts_error(proxy, gspec, store, fault_history):
-    original = proxy._handle
-
-    def handle(h):
-        proxy.mode = "401" if is_one_guard(h.path) else "5xx"
-        return original(h)
-
-    proxy.only = lambda path: is_one_guard(path) or is_alerts(path)
-    proxy._handle = handle
+    proxy.route = lambda path: "401" if is_one_guard(path) else "5xx" if is_alerts(path) else None
     result = run(verify, verify_args(gspec, fault_history))
     assert result.exit_code == 3, result.output
     line = one_line(result.stderr, proxy.url)
@@ -299,14 +284,7 @@ def test_a_failed_primary_does_not_wait_for_slow_guards(proxy, slow_spec, store,
     """Primary 503 (fails in about a second with its retries); the guards' answers take 30 s.
     Run one at a time, verify stopped at the primary's error; it must not now wait for the
     guards' 10 s deadline before exiting."""
-    original = proxy._handle
-
-    def handle(h):
-        proxy.mode = "5xx" if is_primary(h.path) else "slow"
-        return original(h)
-
-    proxy.only = lambda path: is_primary(path) or is_guard(path)
-    proxy._handle = handle
+    proxy.route = lambda path: "5xx" if is_primary(path) else "slow" if is_guard(path) else None
     before = tree_digest(store)
     t0 = time.monotonic()
     done = console(["verify", *verify_args(slow_spec, fault_history)])
@@ -380,17 +358,10 @@ def test_sigint_during_the_load_context_exits_promptly(proxy, slow_spec, store, 
 def test_guard_errors_come_in_guard_order_not_in_time_order(proxy, gspec, store, fault_history):
     """quality_min (first guard by name) fails slowly (trickle: its 2 s deadline), request_seconds_max
     fails at once (503): the error shown is quality_min's, as when the guards ran one after the other."""
-    original = proxy._handle
-
     def first_guard(path: str) -> bool:
         return promql(path).startswith(f"min({QUALITY}")
 
-    def handle(h):
-        proxy.mode = "trickle" if first_guard(h.path) else "5xx"
-        return original(h)
-
-    proxy.only = lambda path: first_guard(path) or is_one_guard(path)
-    proxy._handle = handle
+    proxy.route = lambda path: "trickle" if first_guard(path) else "5xx" if is_one_guard(path) else None
     before = tree_digest(store)
     result = run(verify, verify_args(gspec, fault_history))
     assert result.exit_code == 3, result.output

@@ -44,3 +44,25 @@ def tree_digest(root: Path) -> str:
             if p.is_file():
                 digest.update(p.read_bytes())
     return digest.hexdigest()
+
+
+def seed_store(work: Path, history, write_spec) -> Path:
+    """A store under ``work`` with the ``steady`` class's baselines (1 h ending at hour 1)
+    and an open initiative started at hour 1, made through a pass-through proxy with the
+    spec ``write_spec(path, url, store)`` writes; returns the store directory."""
+    from click.testing import CliRunner
+    from faultproxy import FaultProxy
+
+    from obsctl.baselining.cli import initiative, snapshot_baseline
+
+    def run(cmd, args):
+        return CliRunner().invoke(cmd, [str(a) for a in args])
+
+    with FaultProxy(history.prometheus_url) as proxy:
+        spec = write_spec(work / "obsctl.yaml", proxy.url, work / "store")
+        first = run(snapshot_baseline, ["--spec", spec, "--class", "steady", "--window", "1h", "--end", history.iso(1)])
+        assert first.exit_code == 0, first.output
+        started = run(initiative, ["start", "--spec", spec, "--name", "tune", "--lever", "batch-size", "--class", "steady",
+                                   "--signal", "tokens_per_second", "--started-at", history.iso(1)])
+        assert started.exit_code == 0, started.output
+    return work / "store"

@@ -14,7 +14,7 @@ import urllib.parse
 import pytest
 import yaml
 from click.testing import CliRunner
-from faultkit import tree_digest, write_fault_spec
+from faultkit import seed_store, tree_digest, write_fault_spec
 from faultproxy import HUGE_BYTES, FaultProxy
 
 from obsctl.baselining.cli import initiative, snapshot_baseline, verify
@@ -67,15 +67,7 @@ def snap(spec, history):
 def seeded_store(tmp_path_factory, fault_history):
     """A store holding one baseline (steady) and an open initiative, made once through a
     pass-through proxy; each test works on its own copy."""
-    work = tmp_path_factory.mktemp("seeded")
-    with FaultProxy(fault_history.prometheus_url) as proxy:
-        spec = write_fault_spec(work / "obsctl.yaml", proxy.url, work / "store")
-        first = snap(spec, fault_history)
-        assert first.exit_code == 0, first.output
-        started = run(initiative, ["start", "--spec", spec, "--name", "tune", "--lever", "batch-size", "--class", "steady",
-                                   "--signal", "tokens_per_second", "--started-at", fault_history.iso(1)])
-        assert started.exit_code == 0, started.output
-    return work / "store"
+    return seed_store(tmp_path_factory.mktemp("seeded"), fault_history, write_fault_spec)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import urllib.parse
 import pytest
 import yaml
 from click.testing import CliRunner
-from faultkit import helpers, tree_digest, write_fault_spec
+from faultkit import helpers, seed_store, tree_digest, write_fault_spec
 from faultproxy import FaultProxy, wait_until
 
 from obsctl.baselining.cli import initiative, snapshot_baseline, verify
@@ -82,15 +82,7 @@ def write_guard_spec(path, url, store, guards=GUARDS, **prometheus):
 def guard_store(tmp_path_factory, fault_history):
     """A store with baselines of the primary and the six guards (steady) and an open
     initiative, made once through a pass-through proxy; each test works on a copy."""
-    work = tmp_path_factory.mktemp("guard-seeded")
-    with FaultProxy(fault_history.prometheus_url) as proxy:
-        spec = write_guard_spec(work / "obsctl.yaml", proxy.url, work / "store")
-        first = run(snapshot_baseline, ["--spec", spec, "--class", "steady", "--window", "1h", "--end", fault_history.iso(1)])
-        assert first.exit_code == 0, first.output
-        started = run(initiative, ["start", "--spec", spec, "--name", "tune", "--lever", "batch-size", "--class", "steady",
-                                   "--signal", "tokens_per_second", "--started-at", fault_history.iso(1)])
-        assert started.exit_code == 0, started.output
-    return work / "store"
+    return seed_store(tmp_path_factory.mktemp("guard-seeded"), fault_history, write_guard_spec)
 
 
 @pytest.fixture

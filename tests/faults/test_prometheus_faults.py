@@ -15,9 +15,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from faultkit import seed_store, tree_digest, write_fault_spec
-from faultproxy import HUGE_BYTES, FaultProxy
+from faultproxy import HUGE_BYTES
 
-from obsctl.baselining.cli import initiative, snapshot_baseline, verify
+from obsctl.baselining.cli import snapshot_baseline, verify
 from obsctl.stack import free_port
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,6 @@ still in flight (an error, or Ctrl-C, ends it at once)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -25,9 +24,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from faultkit import helpers, seed_store, tree_digest, write_fault_spec
-from faultproxy import FaultProxy, wait_until
+from faultproxy import wait_until
 
-from obsctl.baselining.cli import initiative, snapshot_baseline, verify
+from obsctl.baselining.cli import verify
 from obsctl.stack import free_port
 
 pytestmark = pytest.mark.integration

@@ -273,16 +273,14 @@ def period_loads(spec: Spec, client, wc: WorkloadClass, periods: list[tuple[str,
 
     A period with a failed query (Prometheus unavailable or refusing it) gets the first
     such error, in query order, as its note; the other periods are unaffected."""
-    plans = []
-    for name, start, end in periods:
-        p_step = max(step, math.ceil((end - start) / LOAD_POINTS / step) * step) if end > start else step
-        exprs = {**saturation.inputs(spec, wc), _DEMAND: demand_query(spec, wc)}
-        plans.append((name, start, end, p_step, exprs))
-    calls = [(i, key, expr) for i, (_, start, end, p_step, exprs) in enumerate(plans) for key, expr in exprs.items()]
+    exprs = {**saturation.inputs(spec, wc), _DEMAND: demand_query(spec, wc)}  # the same for every period
+    plans = [(name, start, end, max(step, math.ceil((end - start) / LOAD_POINTS / step) * step) if end > start else step)
+             for name, start, end in periods]
+    calls = [(i, key, expr) for i in range(len(plans)) for key, expr in exprs.items()]
 
     def fetch(call):
         i, _, expr = call
-        _, start, end, p_step, _ = plans[i]
+        _, start, end, p_step = plans[i]
         try:
             return _range(client, expr, start, end, p_step)
         except (PrometheusUnavailable, UsageError) as exc:

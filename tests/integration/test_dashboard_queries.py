@@ -252,12 +252,15 @@ def test_saturation_from_raw_inputs_matches_recorded_state(prometheus, raw):
     prom, spec, ready = prometheus
     states = {}
     for wc in spec.workload_classes:
+        got = _run(prom.url, f'{C.SATURATION_STATE}{{workload_class="{wc.name}"}} == 1', True, ready)["data"]["result"]
+        # The inputs at the instant the rule recorded that state (not at `ready`: a queue
+        # series that first appeared in between would compare two different moments).
+        at = float(got[0]["value"][0]) if got else ready
         values = {}
         for name, expr in S.inputs(spec, wc, raw=raw).items():
-            result = _run(prom.url, expr, True, ready)["data"]["result"]
+            result = _run(prom.url, expr, True, at)["data"]["result"]
             values[name] = [float(result[0]["value"][1])] if result else [None]
         want = S.classify_inputs(values, S.Thresholds.for_class(spec, wc.name))[0]
-        got = _run(prom.url, f'{C.SATURATION_STATE}{{workload_class="{wc.name}"}} == 1', True, ready)["data"]["result"]
         assert want is not None and [r["metric"]["state"] for r in got] == [want], (wc.name, values)
         states[wc.name] = want
     # the fixture's design: embed-online queues (3 waiting) on a 0.6-busy GPU, finetune-batch does not queue

@@ -24,6 +24,7 @@ from pydantic import ValidationInfo
 
 from obsctl import yamlio
 from obsctl.errors import SpecError
+from obsctl.escape import promql_string
 from obsctl.httpconfig import HTTPClientConfig, validate_url
 
 DEFAULT_SPEC_PATH = "obsctl.yaml"
@@ -728,13 +729,8 @@ def _canonical_names() -> frozenset[str]:
     return frozenset(v for k, v in vars(canonical).items() if k.isupper() and isinstance(v, str) and v.startswith("workload_class:"))
 
 
-def escape_label_value(value: str) -> str:
-    """Escape a string for use inside a double-quoted PromQL label value.
-
-    PromQL string literals follow Go's escaping; backslash, double quote and newline are
-    the characters that can break out of or corrupt the literal.
-    """
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+#: A value for inside a double-quoted PromQL label matcher (:func:`obsctl.escape.promql_string`).
+escape_label_value = promql_string
 
 
 def promql_matchers(selector: dict[str, str]) -> str:

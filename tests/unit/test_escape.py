@@ -1,0 +1,129 @@
+"""obsctl.escape: known answers per output context, and what each output means to a real
+parser of that context (PyYAML, html.parser, Go templates through promtool elsewhere)."""
+
+from __future__ import annotations
+
+import html.parser
+
+import pytest
+import yaml
+
+from obsctl import escape
+from obsctl.spec import escape_label_value
+
+HOSTILE = ["", "plain", "## Verdict: IMPROVED", "a | b", "<script>alert(1)</script>", "[x](javascript:alert(1))",
+           "line\nbreak", "cr\rlf", "tab\there", "esc\x1b[31m", "nul\x00", "del\x7f", "c1\x85", "sep\u2028x",
+           '"quoted" \\back', "{{ query \"up\" }}", "{", "}}", "a: b", "- item", "&amp;", "    code", "ünï ✓"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("## Verdict: IMPROVED", r"\#\# Verdict\: IMPROVED"),
+    ("a | b", r"a \| b"),
+    ("<img src=x onerror=alert(1)>", r"\<img src\=x onerror\=alert\(1\)\>"),
+    ("[x](javascript:alert(1))", r"\[x\]\(javascript\:alert\(1\)\)"),
+    ("line\nbreak\r\n  # h", r"line break \# h"),
+    ("    indented", "indented"),
+    ("1. item", r"1\. item"),
+    ("&amp;", r"\&amp\;"),
+    ("a_b*c`d~e", r"a\_b\*c\`d\~e"),
+    ("ünï ✓", "ünï ✓"),
+])
+def test_markdown_text(text, expected):
+    assert escape.markdown_text(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('<a href="x">&\'', "&lt;a href=&quot;x&quot;&gt;&amp;&#x27;"),
+    ("bell\x07", "bell\\x07"),
+])
+def test_html_text(text, expected):
+    assert escape.html_text(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('svc "a"\\b', 'svc \\"a\\"\\\\b'),
+    ("a\nb\rc\td", "a\\nb\\rc\\td"),
+    ("ünï", "ünï"),
+])
+def test_promql_string(text, expected):
+    assert escape.promql_string(text) == expected
+    assert escape_label_value(text) == expected  # the spec's name for it is the same function
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("tokens/s", "tokens/s"),
+    ('{{ query "up" }}', '{{ "{{" }} query "up" }}'),
+    ("a {", 'a {{ "{" }}'),
+    ("{{{", '{{ "{{{" }}'),
+    ("}} x", "}} x"),
+    ("nl\n", "nl\\n"),
+])
+def test_go_template_text(text, expected):
+    assert escape.go_template_text(text) == expected
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_yaml_scalar_round_trips_on_one_line(text):
+    out = escape.yaml_scalar(text)
+    assert "\n" not in out and out.startswith('"') and out.endswith('"')
+    assert yaml.safe_load(f"key: {out}\nother: 1\n") == {"key": text, "other": 1}
+
+
+def test_yaml_scalar_known_answers():
+    assert escape.yaml_scalar("a: b") == '"a: b"'
+    assert escape.yaml_scalar("x\ny") == '"x\\ny"'
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_yaml_comment_stays_a_comment(text):
+    assert yaml.safe_load(f"# {escape.yaml_comment(text)}\nkey: 1\n") == {"key": 1}
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('say "hi"\\', 'say \\"hi\\"\\\\'),
+    ("forged\nts=1 level=error", "forged\\nts=1 level=error"),
+    ("\x1b[2J", "\\x1b[2J"),
+    ("\u2028", "\\u2028"),
+])
+def test_logfmt_value(text, expected):
+    assert escape.logfmt_value(text) == expected
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_every_escaper_gives_one_line_without_control_characters(text):
+    for fn in (escape.markdown_text, escape.html_text, escape.promql_string, escape.go_template_text,
+               escape.yaml_comment, escape.logfmt_value):
+        out = fn(text)
+        assert not any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f or c in "\u2028\u2029" for c in out), (fn, out)
+
+
+class _Tags(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.text = ""
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_data(self, data):
+        self.text += data
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_html_text_never_makes_a_tag(text):
+    parser = _Tags()
+    parser.feed(f"<p>{escape.html_text(text)}</p>")
+    parser.close()
+    assert parser.tags == ["p"]
+
+
+def test_promql_string_parses_in_promtool(tmp_path):
+    """Every hostile value, escaped, is one valid label matcher to the real PromQL parser."""
+    from obsctl.rules import promtool
+
+    rules = [{"record": f"x:y{i}:z", "expr": f'up{{a="{escape.promql_string(t)}"}}'} for i, t in enumerate(HOSTILE)]
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": rules}]}))
+    result = promtool.check_rules([path])
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -630,6 +630,21 @@ class Spec(_Model):
     path: Path | None = Field(None, exclude=True)
     _lines: dict = PrivateAttr(default_factory=dict)
 
+    @field_validator("runbook_base_url")
+    @classmethod
+    def _runbook_base_url(cls, value: str) -> str:
+        # Alertmanager receivers (Slack, e-mail, PagerDuty) render it as a link: only a web
+        # address or a relative path, never javascript:, data: or file: links.
+        scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", value)
+        if scheme and scheme.group(1).lower() not in ("http", "https"):
+            raise ValueError(f"scheme {scheme.group(1)!r} is not allowed: use an http(s) URL such as "
+                             "https://wiki.example.com/obsctl/runbooks, or a relative path such as docs/runbooks.md")
+        if not value.strip() or not value.isprintable() or any(c.isspace() for c in value):
+            raise ValueError("must be an http(s) URL or a relative path, without spaces or control characters")
+        if scheme:
+            validate_url(value, "runbook")
+        return value
+
     @field_validator("alertmanager_url")
     @classmethod
     def _alertmanager_url(cls, value: str | None) -> str | None:

@@ -3,12 +3,17 @@ signal, and a passed target deadline.
 
 Alert names are PascalCase with the ``Obsctl`` prefix; every alert carries ``severity``
 (warning|critical) and the annotations ``summary``, ``description``, ``runbook_url``.
+
+Annotations are Go templates that Prometheus expands at alert time: text taken from the
+spec (a signal's unit, a target's driver) goes in through
+:func:`obsctl.escape.go_template_text`, so it is shown as written and never run.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
+from obsctl.escape import go_template_text as literal
 from obsctl.rules.series import BASELINE_VALUE, JOIN, TARGET_VALUE, number, runbook_url, selector
 from obsctl.spec import Signal, Spec, Target
 
@@ -45,7 +50,7 @@ def regression_rule(sig: Signal) -> dict:
     return _alert(
         "ObsctlSignalRegression", expr, sig.alert_for, "warning", {"signal": sig.name},
         f"{sig.name} of {{{{ $labels.workload_class }}}} regressed past its baseline",
-        f"{sig.name} ({sig.unit}, {sig.direction}) of workload class {{{{ $labels.workload_class }}}} is "
+        f"{sig.name} ({literal(sig.unit)}, {sig.direction}) of workload class {{{{ $labels.workload_class }}}} is "
         f"{{{{ $value | printf \"%.4g\" }}}}, more than {pct} % {word} its baseline for {sig.alert_for}.",
     )
 
@@ -86,7 +91,7 @@ def deadline_rule(target: Target, sig: Signal) -> dict:
     return _alert(
         "ObsctlTargetDeadlinePassed", expr, DEADLINE_FOR, "warning", identity,
         f"Target for {target.signal} of {target.workload_class} missed its deadline {target.deadline.isoformat()}",
-        f"The target ({target.driver}) was due on {target.deadline.isoformat()}; {target.signal} is "
+        f"The target ({literal(target.driver)}) was due on {target.deadline.isoformat()}; {target.signal} is "
         f"{{{{ $value | printf \"%.4g\" }}}} and does not meet it.",
     )
 

@@ -19,6 +19,7 @@ from obsctl.rules.baselines import baseline_groups, select_baselines, target_gro
 from obsctl.rules.gpu import gpu_groups
 from obsctl.rules.cost import cost_groups
 from obsctl.rules.saturation import saturation_groups
+from obsctl.escape import go_template_text
 from obsctl.generated import regenerate_main, stale_files, write_files
 from obsctl.rules.render import dump_rule_file
 from obsctl.rules.signals import signal_groups
@@ -70,7 +71,7 @@ def _set_runbook_base(groups: list[dict], base: str) -> None:
             annotations = rule.get("annotations", {})
             if "runbook_url" in annotations:
                 anchor = annotations["runbook_url"].partition("#")[2]
-                annotations["runbook_url"] = f"{base}#{anchor}"
+                annotations["runbook_url"] = go_template_text(f"{base}#{anchor}")  # annotations are templates
 
 
 def write(out: Path, files: dict[str, str]) -> list[Path]:

@@ -1,7 +1,7 @@
 """Soak benchmark: the exporter's RSS while its dcgm-exporter source fails, scrape after scrape.
 
 For each mode one real ``obsctl-exporter`` process (``--gpu.source=dcgm --dcgm.timeout=0.5s``,
-all collectors on) reads a fault-injecting dcgm-exporter stand-in (tests/dcgm_standin.py, its own
+all collectors on) reads a fault-injecting dcgm-exporter stand-in (tests/support/dcgm_standin.py, its own
 process) and is scraped back to back over one kept-alive HTTP connection, as Prometheus does
 (``Accept-Encoding: gzip``, ``X-Prometheus-Scrape-Timeout-Seconds``). The exporter's VmRSS
 (``/proc/<pid>/status``) is read after a warm-up of 1,000 scrapes and every 5,000 after.
@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from dcgm_standin import refused_url  # noqa: E402
+from support.dcgm_standin import refused_url  # noqa: E402
 from obsctl.stack import free_port  # noqa: E402
 
 FIXTURE = ROOT.parent / "shared" / "fixtures" / "dcgm" / "datadog-t4.txt"
@@ -65,7 +65,7 @@ def vm_rss_mib(pid: int) -> float:
 def _start_standin(mode: str) -> tuple[subprocess.Popen | None, str]:
     if mode == "down":
         return None, refused_url()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "dcgm_standin.py"), str(FIXTURE),
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "dcgm_standin.py"), str(FIXTURE),
                              "--mode", STANDIN_MODE[mode], "--over-cap-bytes", str(OVER_CAP_BYTES),
                              "--slow-seconds", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     return proc, proc.stdout.readline().strip()

@@ -26,9 +26,9 @@ from pathlib import Path
 from prometheus_client import generate_latest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "nvml_stub"))
+sys.path.insert(0, str(ROOT / "tests"))
 
-import stubnvml  # noqa: E402
+from support import stubnvml  # noqa: E402
 from obsctl.exporters.exposition import TextRenderer  # noqa: E402
 from obsctl.exporters.gpu.nvml import NvmlSource  # noqa: E402
 

@@ -9,6 +9,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The stand-in NVML's fixtures (``nvml_env``, ``stub_so``) for every tier.
+pytest_plugins = ["support.nvml_fixtures"]
+
 
 def shared_fixtures_dir() -> Path:
     """``../shared/fixtures`` beside the checkout (CI lays shared/ beside the clone)."""
@@ -57,3 +60,4 @@ def pytest_sessionfinish(session, exitstatus):
         lines = "\n".join(f"  pid {pid}: {cmd[:160]}" for pid, cmd in leaked)
         print(f"\nTests left these processes running:\n{lines}")
         session.exitstatus = 1
+

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from faultkit import helpers  # noqa: E402
 from faultproxy import FaultProxy  # noqa: E402
-from openssl_certs import SERVER_NAME, make_pki  # noqa: E402
+from support.openssl_certs import SERVER_NAME, make_pki  # noqa: E402
 
 from obsctl.stack import Prometheus, create_blocks_from_openmetrics  # noqa: E402
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from openssl_certs import SERVER_NAME
+from support.openssl_certs import SERVER_NAME
 from faultkit import write_fault_spec
 from faultproxy import FaultProxy
 

@@ -1,6 +1,6 @@
 """obsctl behind an authenticating TLS gateway in front of a real Prometheus: private CA,
 server name override, client certificate, bearer token file, tenant header, basic auth;
-certificates made with openssl at test time (tests/openssl_certs.py). The gateway (faultproxy.FaultProxy)
+certificates made with openssl at test time (tests/support/openssl_certs.py). The gateway (faultproxy.FaultProxy)
 checks the client certificate, the credentials and the tenant header itself."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import shutil
 import pytest
 import yaml
 from click.testing import CliRunner
-from openssl_certs import SERVER_NAME
+from support.openssl_certs import SERVER_NAME
 from faultkit import write_fault_spec
 from faultproxy import FaultProxy
 

@@ -10,7 +10,7 @@
 * Clean logs: a half-sent request is not served as a scrape; a client that resets the
   connection is at most one logfmt debug line, never a traceback.
 
-Certificates are made with openssl per test (tests/openssl_certs.py).
+Certificates are made with openssl per test (tests/support/openssl_certs.py).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ import requests
 
 from obsctl.stack import Prometheus, free_port
 
-from dcgm_standin import DcgmStandIn
-from openssl_certs import Pki, issue, make_pki
+from support.dcgm_standin import DcgmStandIn
+from support.openssl_certs import Pki, issue, make_pki
 
 pytestmark = pytest.mark.integration
 

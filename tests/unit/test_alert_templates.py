@@ -12,7 +12,7 @@ import yaml
 from obsctl.errors import SpecError
 from obsctl.rules import generate as gen
 from obsctl.rules import promtool
-from rules_fixtures import SPEC, TRICKY, baseline, write_spec
+from support.rules_fixtures import SPEC, TRICKY, baseline, write_spec
 
 pytestmark = pytest.mark.integration
 

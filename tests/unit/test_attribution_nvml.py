@@ -5,19 +5,12 @@ resolves the child's OBSCTL_WORKLOAD_CLASS; the scrape itself only reads the sna
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nvml_stub"))
-
-import stubnvml  # noqa: E402
-from nvml_fixtures import *  # noqa: E402,F401,F403
-
-from obsctl.exporters.app import Exporter  # noqa: E402
-from obsctl.exporters.gpu.attribution import AttributionCollector  # noqa: E402
-from obsctl.exporters.gpu.collector import GpuCollector  # noqa: E402
+from obsctl.exporters.app import Exporter
+from obsctl.exporters.gpu.attribution import AttributionCollector
+from obsctl.exporters.gpu.collector import GpuCollector
+from support import stubnvml
 
 
 @pytest.fixture()

@@ -24,7 +24,7 @@ from obsctl.rules import canonical as C
 from obsctl.rules import cost as K
 from obsctl.rules import promtool
 from obsctl.rules.generate import generate
-from rules_fixtures import write_spec
+from support.rules_fixtures import write_spec
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from obsctl.dashboards import build as builder
 from obsctl.dashboards import grafana
 from obsctl.dashboards.cli import dashboards
-from rules_fixtures import write_spec
+from support.rules_fixtures import write_spec
 
 from obsctl.spec import load_spec
 

@@ -16,10 +16,10 @@ from obsctl.exporters.gpu.dcgm import DcgmSource
 from obsctl.exporters.gpu.errors import GpuSourceError
 from obsctl.stack import free_port
 
-from dcgm_standin import DcgmStandIn
+from support.dcgm_standin import DcgmStandIn
 
 
-FakeDcgm = DcgmStandIn  # the shared fault-injecting stand-in (tests/dcgm_standin.py)
+FakeDcgm = DcgmStandIn  # the shared fault-injecting stand-in (tests/support/dcgm_standin.py)
 
 
 @pytest.fixture()

@@ -8,9 +8,7 @@ families and the awkward cases (escaping, special floats, timestamps, _created, 
 from __future__ import annotations
 
 import math
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from obsctl.exporters.app import Exporter
@@ -40,11 +38,7 @@ from prometheus_client.openmetrics.exposition import (
 from prometheus_client.openmetrics.exposition import (
     generate_latest as om_generate_latest,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nvml_stub"))
-
-import stubnvml
-from nvml_fixtures import *
+from support import stubnvml
 
 
 class _Fams:

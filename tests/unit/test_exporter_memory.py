@@ -23,7 +23,7 @@ from obsctl.exporters.gpu.collector import GpuCollector
 from obsctl.exporters.gpu.dcgm import DcgmSource
 from obsctl.exporters.gpu.errors import GpuSourceError
 
-from dcgm_standin import DcgmStandIn, refused_url
+from support.dcgm_standin import DcgmStandIn, refused_url
 
 CAP = 1 * 2**20  # a small cap keeps the over-cap mode fast; the stand-in sends twice that
 GROWTH_LIMIT = 512 * 1024  # bytes; the leak grew ~27 KiB per failed scrape (4 MiB over 150)

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nvml_stub"))
-
-import stubnvml  # noqa: E402
-from nvml_fixtures import *  # noqa: E402,F401,F403
-
-from obsctl.exporters.gpu.errors import GpuSourceError  # noqa: E402
+from obsctl.exporters.gpu.errors import GpuSourceError
+from support import stubnvml
+from support.nvml_fixtures import Scrape
 
 
 def _g(i: int) -> dict[str, str]:

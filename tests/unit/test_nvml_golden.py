@@ -8,15 +8,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nvml_stub"))
-
-import stubnvml  # noqa: E402
-from nvml_fixtures import *  # noqa: E402,F401,F403
+from support import stubnvml
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 SCENARIOS = {

@@ -9,14 +9,9 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nvml_stub"))
-
-import stubnvml  # noqa: E402
-from nvml_fixtures import *  # noqa: E402,F401,F403
-
-from obsctl.exporters.gpu.catalogue import CLOCK_EVENT_REASONS  # noqa: E402
+from obsctl.exporters.gpu.catalogue import CLOCK_EVENT_REASONS
+from support import stubnvml
 
 
 def _g(i: int) -> dict[str, str]:

@@ -11,7 +11,7 @@ from obsctl.rules import generate as gen
 from obsctl.rules.cli import rules
 from obsctl.rules.series import BASELINE_INFO, BASELINE_VALUE, TARGET_GAP, TARGET_VALUE
 from obsctl.spec import load_spec
-from rules_fixtures import SPEC, baseline, write_spec
+from support.rules_fixtures import SPEC, baseline, write_spec
 
 
 def _rules(files: dict[str, str], name: str) -> list[dict]:

@@ -15,7 +15,7 @@ import yaml
 
 from obsctl.rules import generate as gen
 from obsctl.rules import promtool
-from rules_fixtures import TRICKY, baseline, write_spec
+from support.rules_fixtures import TRICKY, baseline, write_spec
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from obsctl.rules import canonical as C
 from obsctl.rules import promtool
 from obsctl.rules import saturation as S
 from obsctl.rules.generate import generate
-from rules_fixtures import write_spec
+from support.rules_fixtures import write_spec
 
 STEP = 15
 N = 60  # samples of each input series (15 min)

@@ -20,7 +20,7 @@ from obsctl.rules import canonical as c
 from obsctl.rules import promtool
 from obsctl.rules.render import dump_rule_file
 from obsctl.rules.sources import source_groups
-from rules_fixtures import write_spec
+from support.rules_fixtures import write_spec
 
 pytestmark = pytest.mark.integration
 

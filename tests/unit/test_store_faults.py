@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from obsctl.baselining.store import Store
-from obsctl.errors import StoreError
+from support.store_records import make_baseline, make_initiative
 
-from test_store import make_baseline, make_initiative  # noqa: E402  (tests/unit is on sys.path)
+from obsctl.errors import StoreError
 
 
 def test_lock_path_is_a_directory(tmp_path):

@@ -14,7 +14,7 @@ from obsctl.rules import canonical as C
 from obsctl.rules import promtool
 from obsctl.rules.render import dump_rule_file
 from obsctl.rules.training import MODEL_FLOPS, PEAK_FLOPS, training_groups
-from rules_fixtures import write_spec
+from support.rules_fixtures import write_spec
 
 pytestmark = pytest.mark.integration
 

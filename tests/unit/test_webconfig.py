@@ -18,7 +18,7 @@ from obsctl.errors import UsageError
 from obsctl.exporters.webconfig import load_web_config
 from obsctl.stack import require_binary
 
-from openssl_certs import Pki, make_pki
+from support.openssl_certs import Pki, make_pki
 
 HASH = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()
 TLS = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"

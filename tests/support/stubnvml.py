@@ -34,7 +34,7 @@ def build(out_dir: Path) -> Path:
     """
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
-        raise RuntimeError("gcc not found: the NVML stand-in is built from tests/nvml_stub/nvml_stub.c")
+        raise RuntimeError("gcc not found: the NVML stand-in is built from tests/support/nvml_stub.c")
     out_dir.mkdir(parents=True, exist_ok=True)
     so = out_dir / "libnvidia-ml.so.1"
     proc = subprocess.run([gcc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(so), str(SOURCE), "-lpthread"],

@@ -1,4 +1,4 @@
-"""pytest fixtures for the stand-in NVML (import with ``from nvml_fixtures import *``)."""
+"""pytest fixtures for the stand-in NVML (a plugin of tests/conftest.py: ``nvml_env``, ``stub_so``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from obsctl.exporters.gpu.nvml import NvmlSource
 from prometheus_client import CollectorRegistry, generate_latest
 
-import stubnvml
-from obsctl.exporters.gpu.nvml import NvmlSource
+from support import stubnvml
 
 __all__ = ["stub_so", "nvml_env", "NvmlEnv", "Scrape"]
 

@@ -146,7 +146,7 @@ class DcgmStandIn:
 
 
 def main() -> None:
-    """``python tests/dcgm_standin.py BODY_FILE --mode M [--over-cap-bytes N] [--slow-seconds S]``:
+    """``python tests/support/dcgm_standin.py BODY_FILE --mode M [--over-cap-bytes N] [--slow-seconds S]``:
     serve in this process (prints the URL on stdout) until stdin closes or SIGTERM; the soak
     benchmark runs the stand-in this way so it does not share the scraper's interpreter."""
     import argparse

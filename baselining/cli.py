@@ -18,13 +18,6 @@ from obsctl.errors import EXIT_FAILURE
 from obsctl.spec import LEVERS
 
 
-def _warn_batches(spec) -> None:
-    # verification.batches is public (the demo set it): it still loads, deprecated, one line.
-    if "batches" in spec.verification.model_fields_set:
-        click.echo("obsctl: warning: verification.batches is deprecated and ignored by verdicts (the interval comes from the signal's "
-                   "memory, docs/verification.md); it only sets the batch means drawn in reports", err=True)
-
-
 def _prefetch_statistics() -> None:
     # scipy.special's import (~0.27 s) overlaps the store reads and Prometheus requests
     # of the commands that judge or plan (statistics.distributions).
@@ -78,8 +71,8 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, o
 
     Stores the PromQL, the window (UTC), the population (input series), mean, median,
     p5, p95, stddev, sample count, the batch means and the raw samples. A class x signal
-    with fewer finite samples than verification.batches (default 10; deprecated for
-    verdicts, still this minimum) is reported as NO DATA and not stored. Only real
+    with fewer finite samples than verification.min_samples (default 10) is reported
+    as NO DATA and not stored. Only real
     samples count (lookback copies of a stopped series do not): each line shows the
     window's coverage, and one below verification.min_coverage_ratio, or a partial
     answer (Prometheus warnings; see --allow-partial), is REFUSED and not stored.
@@ -350,7 +343,7 @@ def initiative_close(spec_path, initiative_id, note, output):
 def _initiative_plan(spec, i) -> dict | None:
     # The planned length and the planner's figures (obsctl.baselining.planner); None without a baseline.
     from obsctl.baselining.planner import plan_lines, planned_seconds
-    from obsctl.baselining.statistics.verdict import duration_text
+    from obsctl.durations import format_duration
     from obsctl.errors import UsageError
 
     b = _store(spec).baseline(i.baseline_id) if getattr(i, "baseline_id", None) else None
@@ -361,8 +354,8 @@ def _initiative_plan(spec, i) -> dict | None:
         p = _design_plan(spec, b, i.expected_impact_ratio or 0.05, i.workload_class, getattr(i, "design", "before-after"),
                          getattr(i, "control_class", None))
     except UsageError as exc:
-        return {"planned_seconds": planned, "planned_text": duration_text(planned), "lines": ["", str(exc)]}
-    return {"planned_seconds": planned, "planned_text": duration_text(planned), **p.as_dict(),
+        return {"planned_seconds": planned, "planned_text": format_duration(planned), "lines": ["", str(exc)]}
+    return {"planned_seconds": planned, "planned_text": format_duration(planned), **p.as_dict(),
             "lines": plan_lines(p, f"{i.workload_class}/{i.primary_signal}")}
 
 
@@ -467,7 +460,6 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved, guards_line, statistics_line, verify as run_verify, verdict_line
 
     spec = load(spec_path)
-    _warn_batches(spec)
     not_saved = None
     try:
         initiative_, result = run_verify(

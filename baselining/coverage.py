@@ -66,7 +66,8 @@ from operator import itemgetter
 import numpy as np
 from obsctl.baselining.models import Baseline, Coverage, Hole, Verdict
 from obsctl.baselining.promapi import PrometheusClient, QueryResult
-from obsctl.baselining.timeutil import human_duration, rfc3339
+from obsctl.baselining.timeutil import rfc3339
+from obsctl.durations import format_duration
 
 #: A grid point is fresh when its latest real sample is younger than this many own intervals.
 FRESH_INTERVALS = 1.5
@@ -401,13 +402,13 @@ def describe(c: Coverage | None, step: float | None = None) -> str:
     largest hole 2026-01-05T05:00:00Z .. 05:20:00Z (20 min)``; ``coverage not measured`` for None."""
     if c is None:
         return "coverage not measured"
-    every = f" every {human_duration(c.input_interval_seconds)}" if c.input_interval_seconds else ""
+    every = f" every {format_duration(c.input_interval_seconds)}" if c.input_interval_seconds else ""
     text = f"coverage {c.ratio * 100:.1f} % ({c.fresh_points}/{c.grid_points} steps fresh, {c.real_samples} real samples{every}, {c.method})"
     if c.stopped and c.last_real_sample is not None:
         text += f"; no fresh samples after {rfc3339(c.last_real_sample)}"
     elif c.holes:
         h = c.holes[0]
-        text += f"; largest hole {rfc3339(h.start)} .. {rfc3339(h.end)} ({human_duration((h.end - h.start).total_seconds())})"
+        text += f"; largest hole {rfc3339(h.start)} .. {rfc3339(h.end)} ({format_duration((h.end - h.start).total_seconds())})"
     if c.series_at_start is not None and (c.series_at_start != c.series_at_end or c.series_min != c.series_max):
         text += f"; input series {c.series_at_start} at start, {c.series_at_end} at end ({c.series_min}-{c.series_max}: population change)"
     return text

@@ -20,8 +20,7 @@ from obsctl.baselining.models import Baseline, Initiative
 from obsctl.baselining.statistics import planner as stats_planner
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
-from obsctl.baselining.statistics.verdict import duration_text
-from obsctl.baselining.timeutil import parse_duration
+from obsctl.durations import format_duration, parse_duration
 
 from obsctl.errors import UsageError
 from obsctl.spec import Spec
@@ -72,7 +71,7 @@ def planned_seconds(spec: Spec, initiative: Initiative, baseline: Baseline | Non
 
 def plan_lines(plan: stats_planner.Plan, label: str) -> list[str]:
     """Readable lines of a plan for ``label`` (``class/signal``)."""
-    dur = duration_text
+    dur = format_duration
     src = "from the windows only: a lower bound" if plan.memory_source == "windows" else "from history"
     lines = [f"{label}: memory {dur(plan.tau_seconds)} ({src}); a window can decide from {dur(plan.min_window_seconds) if plan.min_window_seconds else 'n/a'}"]
     if plan.window_seconds:

@@ -26,7 +26,8 @@ from obsctl.baselining.coverage import describe  # noqa: E402
 from obsctl.baselining.designs.run import report_lines as design_lines  # noqa: E402
 from obsctl.baselining.models import Baseline, Initiative, Population, VerificationResult  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
-from obsctl.baselining.timeutil import human_duration, rfc3339  # noqa: E402
+from obsctl.baselining.timeutil import rfc3339  # noqa: E402
+from obsctl.durations import format_duration
 from obsctl.baselining.verify import confidence_text, format_number, format_percent, guards_line, statistics_line, verdict_line  # noqa: E402
 from obsctl.errors import StoreError  # noqa: E402
 
@@ -175,8 +176,8 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         "| | baseline | verification window |",
         "|---|---|---|",
         row("id / source", f"`{baseline.id}` ({baseline.source})", f"initiative `{initiative.id}`"),
-        row("window (UTC)", f"{rfc3339(baseline.window.start)} .. {rfc3339(baseline.window.end)} ({human_duration((baseline.window.end - baseline.window.start).total_seconds())})",
-            f"{rfc3339(result.window.start)} .. {rfc3339(result.window.end)} ({human_duration((result.window.end - result.window.start).total_seconds())})"),
+        row("window (UTC)", f"{rfc3339(baseline.window.start)} .. {rfc3339(baseline.window.end)} ({format_duration((baseline.window.end - baseline.window.start).total_seconds())})",
+            f"{rfc3339(result.window.start)} .. {rfc3339(result.window.end)} ({format_duration((result.window.end - result.window.start).total_seconds())})"),
         row("step", f"{baseline.window.step_seconds:g}s", f"{result.window.step_seconds:g}s"),
         row("samples", baseline.stats.sample_count, ws.sample_count if ws else 0),
         row("mean", format_number(baseline.stats.mean), format_number(ws.mean if ws else None)),

@@ -4,7 +4,7 @@ For each workload class and signal the signal's PromQL (selector filled in) is
 evaluated with a range query over the window at ``spec.verification.step``. The
 evaluation instants are ``start + step, ..., end`` (``end`` aligned down to a multiple
 of the step), so the window is ``(start, end]`` and back-to-back windows never share a
-sample. The samples are summarized (:func:`obsctl.baselining.stats.summarize`), the
+sample. The samples are summarized (:func:`obsctl.baselining.statistics.summary.summarize`), the
 workload population is recorded, and the baseline is stored as current.
 
 Population method: every vector selector of the rendered query (``name{matchers}``) is
@@ -47,12 +47,13 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from obsctl.baselining import coverage as cov
-from obsctl.baselining import stats
+from obsctl.baselining.statistics import summary as summary_stats
 from obsctl.baselining.history import fit_history, history_step, read_history
 from obsctl.baselining.models import Baseline, Coverage, Population, Statistics, Window
 from obsctl.baselining.promapi import PrometheusClient, QueryResult
 from obsctl.baselining.store import Store
-from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, parse_duration, utcnow
+from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, utcnow
+from obsctl.durations import parse_duration
 from obsctl.errors import UsageError
 from obsctl.spec import Spec
 
@@ -101,16 +102,16 @@ class Measurement:
     stale: int = 0
     columns: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
-    def no_data_reason(self, batches: int) -> str:
-        """Why this measurement is NO DATA (fewer finite samples than ``batches``, or a
+    def no_data_reason(self, min_samples: int) -> str:
+        """Why this measurement is NO DATA (fewer finite samples than ``min_samples``, or a
         non-finite summary); ``""`` when it has enough data."""
         n = len(self.samples)
         if self.reason:
             return self.reason
-        if n >= batches and self.stats is not None:
+        if n >= min_samples and self.stats is not None:
             return ""
         dropped = f" ({self.dropped} NaN/Inf sample(s) dropped)" if self.dropped else ""
-        return f"no samples{dropped}" if n == 0 else f"{n} finite sample(s){dropped}, fewer than the {batches} batches"
+        return f"no samples{dropped}" if n == 0 else f"{n} finite sample(s){dropped}, fewer than the {min_samples} needed (verification.min_samples)"
 
 
 @dataclass
@@ -189,7 +190,7 @@ def population_of(client: PrometheusClient, query: str, start: dt.datetime, end:
     return Population(series_count=len(label_sets), label_sets=label_sets[:MAX_LABEL_SETS])
 
 
-def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float, batches: int,
+def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float, min_samples: int,
             what: str = "query", on_change: bool = False) -> Measurement:
     """Evaluate ``query`` at ``start + step, ..., end``, keep the points with fresh input
     (:func:`obsctl.baselining.coverage.measure_coverage`; ``on_change``: the signal is in
@@ -206,7 +207,7 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     field is discarded (``stats`` None, ``reason`` says why), so it is never stored or
     judged.
     """
-    return summarize_answers(read_answers(client, query, start, end, step_seconds, what, on_change), batches)
+    return summarize_answers(read_answers(client, query, start, end, step_seconds, what, on_change), min_samples)
 
 
 @dataclass
@@ -238,7 +239,7 @@ def read_answers(client: PrometheusClient, query: str, start: dt.datetime, end: 
     return Answers(query, start, end, step_seconds, on_change, result, legs, population)
 
 
-def summarize_answers(a: Answers, batches: int) -> Measurement:
+def summarize_answers(a: Answers, min_samples: int) -> Measurement:
     """The :class:`Measurement` of :func:`read_answers`' answers (coverage judged, fresh
     finite samples kept and summarized); no request."""
     start, end, step_seconds, result = a.start, a.end, a.step_seconds, a.result
@@ -257,11 +258,11 @@ def summarize_answers(a: Answers, batches: int) -> Measurement:
         samples = [fresh[i] for i in np.flatnonzero(finite).tolist()]
         times, values = times[finite], values[finite]
     dropped, stale = len(fresh) - len(samples), len(raw) - len(fresh)
-    summary = stats.summarize(values.tolist(), batches) if samples else None
+    summary = summary_stats.summarize(values.tolist()) if samples else None
     if summary is not None:
-        summary = summary.model_copy(update={"batch_means": cov.time_batch_means_of(times, values, start.timestamp(), end.timestamp(), batches)})
+        summary = summary.model_copy(update={"batch_means": cov.time_batch_means_of(times, values, start.timestamp(), end.timestamp(), summary_stats.SUMMARY_BATCHES)})
     reason = f"{dropped} samples, all NaN/Inf" if fresh and not samples else ""
-    bad = stats.non_finite_fields(summary) if summary is not None else []
+    bad = summary_stats.non_finite_fields(summary) if summary is not None else []
     if bad:
         reason = f"the {', '.join(bad)} of {len(samples)} samples {'is' if len(bad) == 1 else 'are'} not finite (values overflow the float range)"
         summary = None
@@ -282,7 +283,7 @@ def snapshot(
 ) -> SnapshotReport:
     """Snapshot a baseline of every selected class x signal and store it as current.
 
-    A pair with fewer samples than ``spec.verification.batches`` (no data at all
+    A pair with fewer samples than ``spec.verification.min_samples`` (no data at all
     included), or whose inputs had no fresh sample or stopped (coverage NO_DATA), is
     reported as ``no_data``; one with coverage below ``verification.min_coverage_ratio``,
     or a partial answer (without ``allow_partial``), as ``refused``. Neither is stored.
@@ -306,8 +307,9 @@ def snapshot(
     cfg = spec.verification
     step = parse_duration(cfg.step, "verification.step")
     length = parse_duration(window or cfg.window, "--window")
-    if length < step * cfg.batches:
-        raise UsageError(f"--window {window or cfg.window} is shorter than {cfg.batches} batches of one {cfg.step} step")
+    if length < step * cfg.min_samples:
+        raise UsageError(f"--window {window or cfg.window} holds fewer than the {cfg.min_samples} samples of one {cfg.step} step "
+                         "a baseline needs (verification.min_samples)")
     end_at = align_down(end or utcnow(), step)
     start_at = minus_seconds(end_at, length, "--window/--end")
     check_window_points(start_at, end_at, step, "--window")
@@ -327,10 +329,10 @@ def snapshot(
                                       s.name in cfg.fresh_on_change)) for w, s in pairs])
     try:
         for i, (wc, sig) in enumerate(pairs, start=1):
-            m = summarize_answers(reader.take(i - 1), cfg.batches)
+            m = summarize_answers(reader.take(i - 1), cfg.min_samples)
             n = len(m.samples)
             notes = {"dropped": m.dropped, "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial}
-            status, reason = refusal(m, cfg.batches, cfg.min_coverage_ratio, allow_partial)
+            status, reason = refusal(m, cfg.min_samples, cfg.min_coverage_ratio, allow_partial)
             if status:
                 progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {'NO DATA' if status == 'no_data' else 'REFUSED'} ({reason})")
                 report.outcomes.append(SnapshotOutcome(wc.name, sig.name, status, n, reason=reason, **notes))
@@ -461,7 +463,7 @@ def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.d
     return store.save_baseline(baseline, make_current=True, columns=m.columns)
 
 
-def refusal(m: Measurement, batches: int, min_coverage_ratio: float, allow_partial: bool = False) -> tuple[str, str]:
+def refusal(m: Measurement, min_samples: int, min_coverage_ratio: float, allow_partial: bool = False) -> tuple[str, str]:
     """Why a measurement cannot be a baseline: ``("no_data" | "refused", reason)``, or ``("", "")``.
 
     ``no_data``: too few finite samples, or coverage NO_DATA (nothing fresh, or the
@@ -471,7 +473,7 @@ def refusal(m: Measurement, batches: int, min_coverage_ratio: float, allow_parti
     cap, why = cov.coverage_cap(m.coverage, min_coverage_ratio, "baseline")
     if cap == "NO_DATA":
         return "no_data", why
-    reason = m.no_data_reason(batches)
+    reason = m.no_data_reason(min_samples)
     if reason:
         return "no_data", reason
     if cap == "INCONCLUSIVE":

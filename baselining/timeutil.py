@@ -1,4 +1,4 @@
-"""Time helpers of the loop: PromQL durations, RFC 3339 instants, step alignment.
+"""Time helpers of the loop: RFC 3339 instants, step alignment (durations: :mod:`obsctl.durations`).
 
 All instants are timezone-aware UTC datetimes; durations are seconds (float).
 """
@@ -7,39 +7,14 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 
+from obsctl.durations import format_duration
 from obsctl.errors import UsageError
 
-# Units of a Prometheus duration (prometheus/common model.ParseDuration).
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-_PART = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
-_WHOLE = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d|w|y))+$")
-
-#: Longest duration accepted (100 years): beyond it datetime arithmetic overflows, and no
-#: query window is that long (windows are capped further by promapi.MAX_RANGE_POINTS).
-MAX_DURATION_SECONDS = 100 * 31536000
 #: Instants accepted by :func:`parse_instant`: from the Unix epoch to the end of year 9999
 #: (Python's datetime range; Prometheus data before 1970 does not exist in practice).
 EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc)
-
-
-def parse_duration(text: str, what: str = "duration") -> float:
-    """Seconds in a Prometheus duration such as ``15s``, ``1h30m`` or ``7d``.
-
-    Raises:
-        UsageError: not a Prometheus duration, or zero (``what`` names the flag/field).
-    """
-    text = str(text).strip()
-    if not _WHOLE.match(text):
-        raise UsageError(f"{what}: {text!r} is not a Prometheus duration such as 15s, 30m, 1h or 7d")
-    seconds = sum(int(n) * _UNITS[u] for n, u in _PART.findall(text))
-    if seconds <= 0:
-        raise UsageError(f"{what}: {text!r} must be longer than zero")
-    if seconds > MAX_DURATION_SECONDS:
-        raise UsageError(f"{what}: {text!r} is too long (at most {MAX_DURATION_SECONDS // 31536000} years)")
-    return float(seconds)
 
 
 def utcnow() -> dt.datetime:
@@ -102,7 +77,7 @@ def check_window_points(start: dt.datetime, end: dt.datetime, step_seconds: floa
 
     points = window_points(start, end, step_seconds)
     if points > MAX_RANGE_POINTS:
-        longest = human_duration(MAX_RANGE_POINTS * step_seconds)
+        longest = format_duration(MAX_RANGE_POINTS * step_seconds)
         raise UsageError(
             f"{what}: too long: the window {rfc3339(start)} .. {rfc3339(end)} has {points:,} points at the {step_seconds:g}s step, "
             f"more than the maximum of {MAX_RANGE_POINTS:,} (about {longest}); use a shorter window or a larger verification.step"
@@ -134,16 +109,3 @@ def to_datetime(seconds: float) -> dt.datetime:
 def rfc3339(instant: dt.datetime) -> str:
     """``2026-01-31T12:00:00Z`` (seconds precision, UTC)."""
     return instant.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def human_duration(seconds: float) -> str:
-    """``3600`` -> ``1h``, ``5400`` -> ``1h30m``, ``90`` -> ``1m30s``."""
-    seconds = int(round(seconds))
-    if seconds <= 0:
-        return "0s"
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    return "".join(parts)

@@ -34,17 +34,19 @@ from concurrent.futures import Future
 from operator import itemgetter
 
 import numpy as np
-from obsctl.baselining import coverage, stats
+from obsctl.baselining import coverage
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.planner import planned_seconds
 from obsctl.baselining.models import Assessment, Baseline, BaselineSide, GuardResult, Initiative, Verdict, VerificationResult
 from obsctl.baselining.statistics import verdict as decision
+from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.statistics.memory import MemoryModel
 from obsctl.baselining.promapi import PrometheusClient
 from obsctl.baselining.snapshot import measure
 from obsctl.baselining.store import Store
-from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, parse_duration, rfc3339, utcnow
+from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, rfc3339, utcnow
+from obsctl.durations import format_duration, parse_duration
 from obsctl.baselining.workers import DaemonPool
 from obsctl.errors import StoreError, UsageError
 from obsctl.spec import Spec, escape_label_value
@@ -181,13 +183,13 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
         PrometheusUnavailable: as :func:`obsctl.baselining.snapshot.measure`.
     """
     cfg = spec.verification
-    m = measure(client, baseline.query, start_at, end_at, step, cfg.batches, what=f"{baseline.workload_class}/{baseline.signal} (guard)",
+    m = measure(client, baseline.query, start_at, end_at, step, cfg.min_samples, what=f"{baseline.workload_class}/{baseline.signal} (guard)",
                 on_change=baseline.signal in cfg.fresh_on_change)
     sig = next((s for s in spec.signals if s.name == baseline.signal), None)
     tolerance = sig.tolerance_ratio if sig is not None else 0.10
     verdict, reason, est, j = judge_signal(spec, baseline, m, look, guard_tolerance=tolerance, guard_alpha=2 * (1 - cfg.confidence) / max(guards, 1),
                                            side=side)
-    reason = _window_reason(m, cfg.batches, verdict, reason)
+    reason = _window_reason(m, cfg.min_samples, verdict, reason)
     # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).
     verdict, reason = coverage.cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
     category = next((s.category for s in spec.signals if s.name == baseline.signal), "unknown")
@@ -196,7 +198,7 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
         baseline_id=baseline.id, query=baseline.query, verdict=verdict, reason=reason,
         baseline_mean=est.baseline_mean if est else baseline.stats.mean,
         window_mean=est.window_mean if est else (m.stats.mean if m.stats else None),
-        change_ratio=est.change_ratio if est else None, ci_low=est.ci_low if est else None, ci_high=est.ci_high if est else None,
+        change_ratio=est.change if est else None, ci_low=est.low if est else None, ci_high=est.high if est else None,
         exact=bool(est and est.exact), window_stats=m.stats, population=m.population, samples=m.samples,
         coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=_assessment(j),
     )
@@ -248,27 +250,22 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: decision.LookContext |
     """``(verdict, reason, estimate or None, judgement or None)`` of a measurement against its baseline.
 
     :func:`obsctl.baselining.statistics.verdict.judge` on the two sides' samples with the
-    baseline's memory model (the baseline's side from ``side``, stored at initiative
-    start, when it was computed at the window's step: then ``baseline`` may come without
-    samples); a baseline stored without samples (older stores) falls back to the
-    batch-means rule (:func:`obsctl.baselining.stats.assess`)."""
+    baseline's memory model; the baseline's side comes from ``side`` (stored at initiative
+    start) when it was computed at the window's step, and then ``baseline`` may come
+    without samples."""
     cfg = spec.verification
     if m.stats is None or len(m.samples) < 2:
-        verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
-        return "NO_DATA", reason, None, None
+        return "NO_DATA", f"the window has {len(m.samples)} sample(s), needs at least 2", None, None
     memory = memory_of(baseline)
     usable = side is not None and memory is not None and math.isclose(side.step_seconds, m.window.step_seconds)
-    if not usable and len(baseline.samples) < 2:
-        verdict, reason, est = stats.assess(baseline.stats, m.stats, cfg.batches, cfg.confidence, baseline.direction, cfg.min_effect_ratio)
-        return verdict, f"{reason} (baseline stored without samples: batch-means rule)", est, None
     step = m.window.step_seconds
     base = decision.BaselineSide(Side(**side.model_dump(exclude={"baseline_id", "step_seconds", "constant"})), side.constant,
                                  side.step_seconds) if usable else columns(baseline.samples)
     j = decision.judge(base, columns(m.samples), step, memory, cfg.confidence, baseline.direction,
                        cfg.min_effect_ratio, look, guard_tolerance, guard_alpha)
-    est = stats.ChangeEstimate(j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
-                               j.window_mean if j.window_mean is not None else m.stats.mean, j.change, j.low, j.high,
-                               j.confidence or cfg.confidence, j.dof, j.reason, j.exact)
+    est = Estimate(j.change, j.low, j.high, j.confidence or cfg.confidence, j.dof, j.exact,
+                   j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
+                   j.window_mean if j.window_mean is not None else m.stats.mean, j.reason)
     return j.verdict, j.reason, est, j
 
 
@@ -276,10 +273,10 @@ def _assessment(j) -> Assessment | None:
     return Assessment(**j.details()) if j is not None else None
 
 
-def _window_reason(m, batches: int, verdict: Verdict, reason: str) -> str:
+def _window_reason(m, min_samples: int, verdict: Verdict, reason: str) -> str:
     # A NO_DATA window says why in the measurement's words ("240 samples, all NaN/Inf").
-    if verdict == "NO_DATA" and m.no_data_reason(batches):
-        return f"window: {m.no_data_reason(batches)}"
+    if verdict == "NO_DATA" and m.no_data_reason(min_samples):
+        return f"window: {m.no_data_reason(min_samples)}"
     return reason
 
 
@@ -338,7 +335,7 @@ def statistics_line(result: VerificationResult) -> str:
     a = result.assessment
     if a is None:
         return ""
-    dur = decision.duration_text
+    dur = format_duration
     parts = []
     if a.look is not None:
         bound = f", boundary z = {a.boundary_z:.2f}" if a.boundary_z is not None else ""
@@ -434,7 +431,7 @@ def verify(
 def _measure_primary(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline, start_at: dt.datetime,
                      end_at: dt.datetime, step: float):
     # A canary's window is its treatment group's (designs.run.window_query): promote makes it the baseline.
-    return measure(client, designs.window_query(spec, initiative, baseline), start_at, end_at, step, spec.verification.batches,
+    return measure(client, designs.window_query(spec, initiative, baseline), start_at, end_at, step, spec.verification.min_samples,
                    what=f"{initiative.workload_class}/{initiative.primary_signal}",
                    on_change=baseline.signal in spec.verification.fresh_on_change)
 
@@ -463,7 +460,7 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
     m = measured.result() if measured is not None else _measure_primary(spec, client, initiative, baseline, start_at, end_at, step)
     verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look_context(spec, initiative, planned=planned),
                                                         side=side if side is not None and side.baseline_id == baseline.id else None)
-    reason = _window_reason(m, cfg.batches, verdict, reason)
+    reason = _window_reason(m, cfg.min_samples, verdict, reason)
     # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).
     verdict, reason = coverage.cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
     # The comparison design (issue 9, designs.run): control / canary / seasonal replace the
@@ -488,9 +485,9 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
         window=m.window,
         baseline_mean=estimate.baseline_mean if estimate else baseline.stats.mean,
         window_mean=estimate.window_mean if estimate else (m.stats.mean if m.stats else None),
-        change_ratio=estimate.change_ratio if estimate else None,
-        ci_low=estimate.ci_low if estimate else None,
-        ci_high=estimate.ci_high if estimate else None,
+        change_ratio=estimate.change if estimate else None,
+        ci_low=estimate.low if estimate else None,
+        ci_high=estimate.high if estimate else None,
         confidence=judgement.confidence if judgement is not None and judgement.confidence else cfg.confidence,
         alerts_fired=fired,
         window_stats=m.stats,

@@ -150,7 +150,7 @@ def write_spec(path: Path, url: str, store: Path, window: str) -> Path:
             {"name": "quality_ratio", "category": "quality", "query": f"avg({QUALITY}{{$selector}})", "unit": "ratio",
              "direction": "higher_is_better"},
         ],
-        "verification": {"window": window, "step": f"{STEP}s", "batches": 10, "confidence": 0.95, "min_effect_ratio": 0.02},
+        "verification": {"window": window, "step": f"{STEP}s", "confidence": 0.95, "min_effect_ratio": 0.02},
     }
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import signal
 import sys
 import threading
 import time
 
 from obsctl import __version__
+from obsctl.durations import parse_duration
 from obsctl.errors import EXIT_FAILURE, ObsctlError, UsageError
 
 DEFAULT_LISTEN = ":9847"
@@ -27,16 +27,7 @@ COLLECTORS = {  # name -> (enabled by default, what it publishes)
     "pricing": (True, "obsctl_node_price_usd_per_hour, obsctl_accelerator_price_usd_per_hour{gpu_model}"),
     "attribution": (True, "obsctl_gpu_attribution_info / _status: GPU -> workload class and owner"),
 }
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)?$")
 log = logging.getLogger("obsctl.exporter")
-
-
-def parse_duration(text: str, flag: str) -> float:
-    """``500ms`` / ``5s`` / ``1m`` / ``5`` -> seconds; raises UsageError naming the flag."""
-    match = _DURATION.match(text.strip())
-    if not match or float(match.group(1)) <= 0:
-        raise UsageError(f"{flag} {text!r}: expected a positive duration such as 500ms, 5s or 1m")
-    return float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[match.group(2)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,4 +195,4 @@ if __name__ == "__main__":  # pragma: no cover
     main()
 
 
-__all__ = ["main", "build_parser", "parse_duration"]
+__all__ = ["main", "build_parser"]

@@ -23,6 +23,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, 
 from pydantic import ValidationInfo
 
 from obsctl import yamlio
+from obsctl.durations import is_duration
 from obsctl.errors import SpecError
 from obsctl.escape import promql_string
 from obsctl.httpconfig import HTTPClientConfig, validate_url
@@ -35,7 +36,6 @@ SPEC_ENV = "OBSCTL_SPEC"
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _IDENT = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 # Prometheus durations: units in descending order, each at most once (model.ParseDuration).
-_DURATION = re.compile(r"^(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 _PLACEHOLDER = re.compile(r"\$(node_selector|selector|class)\b")
 
 Category = Literal["utilization", "throughput", "cost", "quality", "saturation"]
@@ -63,7 +63,7 @@ class _Numbers(_Model):
 
 
 def _positive_duration(value: str) -> str:
-    if not _DURATION.match(value) or not re.search(r"[1-9]", value):
+    if not isinstance(value, str) or not is_duration(value):
         raise ValueError("must be a positive Prometheus duration such as 15s, 5m, 1h30m (units in descending order)")
     return value
 
@@ -566,9 +566,8 @@ class Verification(_Model):
     Attributes:
         window: default window for ``snapshot-baseline`` and ``verify`` (PromQL duration).
         step: query resolution step (PromQL duration).
-        batches: deprecated: no longer used by any verdict (the interval comes from
-            the signal's memory, docs/verification.md); only the number of batch means
-            drawn in the report's chart. Setting it prints one warning line.
+        min_samples: fewest finite samples a side (baseline or window) needs to be
+            stored or judged; fewer is NO_DATA.
         confidence: two-sided confidence level of the interval, 0-1 (over all looks).
         min_effect_ratio: smallest relative change that counts as IMPROVED/REGRESSED,
             and the equivalence margin of NO_CHANGE.
@@ -589,7 +588,7 @@ class Verification(_Model):
 
     window: str = "1h"
     step: str = "15s"
-    batches: int = Field(10, ge=4, le=200)
+    min_samples: int = Field(10, ge=2, le=100000)
     confidence: float = Field(0.95, gt=0.5, lt=1)
     min_effect_ratio: float = Field(0.02, ge=0, lt=1)
     min_coverage_ratio: float = Field(0.9, gt=0, le=1)
@@ -604,6 +603,14 @@ class Verification(_Model):
     @classmethod
     def _duration(cls, value: str) -> str:
         return _positive_duration(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_batches(cls, data: object) -> object:
+        if isinstance(data, dict) and "batches" in data:
+            raise ValueError("'batches' was removed: verdicts size their interval from the signal's memory; "
+                             "use min_samples for the fewest samples a window needs")
+        return data
 
 
 class Spec(_Model):

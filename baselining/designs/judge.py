@@ -1,9 +1,9 @@
 """The verdict of a design's comparison, read top to bottom like docs/verification-designs.md.
 
 1. The effect is undefined -> NO_DATA when a side has no samples, else INCONCLUSIVE.
-2. The interval of the effect against the margin ``min_effect_ratio``, by the same rules
-   as every verdict (:func:`obsctl.baselining.stats.decide`: NO_CHANGE inside the
-   margin, IMPROVED / REGRESSED past it, INCONCLUSIVE otherwise).
+2. The interval of the effect against the margin ``min_effect_ratio``, by the one
+   decision rule (:func:`obsctl.baselining.statistics.decision.decide`: NO_CHANGE inside
+   the margin, IMPROVED / REGRESSED past it, INCONCLUSIVE otherwise).
 3. The confounds the design cannot remove make the verdict INCONCLUSIVE with their
    reason (which names the better design or signal), whatever the interval said:
    - ``before-after`` on a baseline with a daily or weekly cycle (:mod:`.cycle`);
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from obsctl.baselining import stats
 from obsctl.baselining.designs.cycle import CycleCheck
 from obsctl.baselining.designs.demand import LoadContext
 from obsctl.baselining.designs.effect import Effect
 from obsctl.baselining.designs.mix import MixDecomposition
+from obsctl.baselining.statistics.decision import Estimate, decide
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,9 @@ class Judgement:
     notes: list[str] = field(default_factory=list)
 
 
-def as_change_estimate(e: Effect) -> stats.ChangeEstimate:
-    """The effect in the shape :func:`obsctl.baselining.stats.decide` reads."""
-    base = e.context.get("baseline_mean") or e.context.get("control_mean") or 1.0
-    return stats.ChangeEstimate(float(base), float(base) * (1 + (e.ratio or 0.0)), e.ratio, e.ci_low, e.ci_high, e.confidence, e.dof,
-                                e.reason)
+def as_estimate(e: Effect) -> Estimate:
+    """The effect as the :class:`~obsctl.baselining.statistics.decision.Estimate` the decision rule reads."""
+    return Estimate(e.ratio, e.ci_low, e.ci_high, e.confidence, e.dof, reason=e.reason)
 
 
 def judge(effect: Effect, direction: str, min_effect_ratio: float, *, cycle: CycleCheck | None = None,
@@ -65,7 +63,7 @@ def judge(effect: Effect, direction: str, min_effect_ratio: float, *, cycle: Cyc
     if effect.ratio is None or effect.ci_low is None:
         verdict = "NO_DATA" if not effect.samples and "no samples" in effect.reason else "INCONCLUSIVE"
         return Judgement(verdict, effect.reason, verdict, effect, cycle, load, mix, notes)
-    verdict, reason = stats.decide(as_change_estimate(effect), direction, min_effect_ratio)  # type: ignore[arg-type]
+    verdict, reason = decide(as_estimate(effect), direction, min_effect_ratio)  # type: ignore[arg-type]
     first = verdict
     override, why = confounds(effect.design, cycle, load, mix, min_effect_ratio)
     if override and verdict != "NO_DATA":

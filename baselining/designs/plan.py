@@ -29,7 +29,7 @@ import dataclasses
 from obsctl.baselining import planner
 from obsctl.baselining.statistics import planner as stats_planner
 from obsctl.baselining.statistics.lrv import side_estimate
-from obsctl.baselining.timeutil import parse_duration
+from obsctl.durations import parse_duration
 
 from obsctl.errors import UsageError
 

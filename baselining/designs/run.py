@@ -38,6 +38,7 @@ from obsctl.baselining.designs import (
     seasonal,
 )
 from obsctl.baselining.designs.effect import Effect
+from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.workers import DaemonPool
 from obsctl.rules import canonical, saturation
 
@@ -116,7 +117,7 @@ def planned_window(spec: Spec, workload_class: str, choice: Choice, baseline, ex
     if choice.design not in ("control", "canary") or baseline is None or not expected_impact:
         return None
     from obsctl.baselining.designs.plan import design_plan
-    from obsctl.baselining.timeutil import parse_duration
+    from obsctl.durations import parse_duration
 
     cc = spec.comparison.for_class(workload_class)
     control_baseline = store.current_baseline(choice.control_class, baseline.signal) if store is not None and choice.control_class else None
@@ -172,27 +173,15 @@ class Outcome:
     context: dict = field(default_factory=dict)
     treatment: list[tuple[float, float]] = field(default_factory=list)
 
-    def as_estimate(self, before_after):
-        """The estimate ``verify`` records: the design's effect, or ``before_after``'s (kept for before-after).
-
-        Returns an object with ``baseline_mean``, ``window_mean``, ``change_ratio``,
-        ``ci_low``, ``ci_high`` (the fields of :class:`obsctl.baselining.stats.ChangeEstimate`).
-        """
+    def as_estimate(self, before_after: Estimate | None) -> Estimate | None:
+        """The estimate ``verify`` records: the design's effect, or ``before_after``'s (kept for before-after)."""
         if self.design == "before-after" or self.change_ratio is None and before_after is not None and self.verdict is None:
             return before_after
         eff = self.context.get("effect", {})
         base = eff.get("control_mean") if self.design == "canary" else (before_after.baseline_mean if before_after else None)
         win = eff.get("treatment_mean") if self.design == "canary" else (before_after.window_mean if before_after else None)
-        return _Estimate(base, win, self.change_ratio, self.ci_low, self.ci_high)
-
-
-@dataclass(frozen=True)
-class _Estimate:
-    baseline_mean: float | None
-    window_mean: float | None
-    change_ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
+        return Estimate(self.change_ratio, self.ci_low, self.ci_high, eff.get("confidence") or (before_after.confidence if before_after else 0.0),
+                        baseline_mean=base, window_mean=win)
 
 
 def _with(wc: WorkloadClass, **labels: str) -> WorkloadClass:
@@ -559,11 +548,11 @@ def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.d
     wc = spec.workload_class(initiative.workload_class)
     sig = spec.signal(initiative.primary_signal)
     v = initiative.variant
-    m = measure(client, spec.query_for(sig, _with(wc, **{v["label"]: v["control"]})), start_at, end_at, step, spec.verification.batches,
+    m = measure(client, spec.query_for(sig, _with(wc, **{v["label"]: v["control"]})), start_at, end_at, step, spec.verification.min_samples,
                 what=f"{wc.name}/{sig.name} (canary control group)")
     if m.stats is None or not m.samples:
         raise StoreError(f"initiative {initiative.id}: the canary's control group {v['label']}={v['control']} has no data in the window "
-                         f"({m.no_data_reason(spec.verification.batches) or 'no samples'})")
+                         f"({m.no_data_reason(spec.verification.min_samples) or 'no samples'})")
     created = utcnow()
     record = Baseline(id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}-canary-control", workload_class=wc.name,
                       signal=sig.name, unit=sig.unit, direction=sig.direction, query=spec.query_for(sig, wc), window=m.window,

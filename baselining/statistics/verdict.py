@@ -2,7 +2,7 @@
 
 1. NO_DATA: a side has fewer than 2 finite samples.
 2. Exact: both sides constant (no sampling error): judged on the change itself
-   (:func:`obsctl.baselining.stats.relative_change` / ``decide``).
+   (:func:`.decision.exact_change`).
 3. Memory: the baseline's model fitted to history (:mod:`.memory`); without one, a
    model pooled from the two sides (a lower bound: one window underestimates long memory).
 4. Window too short: a side with fewer than ``N_EFF_MIN`` effective samples is
@@ -10,8 +10,8 @@
    needed.
 5. Interval: Fieller (:mod:`.ratio`) on the two sides' means and long-run variances
    (:mod:`.lrv`) at the look's repeated-confidence level (:mod:`.sequential`).
-6. Rules: :mod:`.equivalence` (IMPROVED, REGRESSED, NO_CHANGE, INCONCLUSIVE); a guard is a
-   non-inferiority test at its Bonferroni share of the error.
+6. Rules: the one decision rule, :func:`.decision.decide`; a guard is a non-inferiority
+   test at its Bonferroni share of the error.
 7. A window shorter than planned says so in the reason.
 """
 
@@ -21,11 +21,14 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from obsctl.baselining.statistics import equivalence, sequential
+from obsctl.baselining.statistics import sequential
+from obsctl.baselining.statistics.decision import Estimate, decide, exact_change
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, pooled_memory
 from obsctl.baselining.statistics.planner import N_EFF_MIN, shortest_window_seconds
 from obsctl.baselining.statistics.ratio import estimate_ratio
+from obsctl.baselining.statistics.summary import is_constant
+from obsctl.durations import format_duration
 
 METHOD = "AR memory + long-run variance, Fieller interval, O'Brien-Fleming alpha spending"
 
@@ -88,20 +91,6 @@ def _finite(x):
     return x if x is None or math.isfinite(x) else None
 
 
-def duration_text(seconds: float) -> str:
-    """``930`` -> ``16 min``; ``21600`` -> ``6 h``; ``1.3e5`` -> ``1.5 d``."""
-    if not math.isfinite(seconds):
-        return "unbounded"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        h = seconds / 3600
-        return f"{h:.0f} h" if h >= 10 or abs(h - round(h)) < 0.05 else f"{h:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
 def _white(step: float) -> MemoryModel:
     return MemoryModel(step, (), (1.0,), 0.0, 0.0, 0, 0.0, "windows")
 
@@ -119,10 +108,8 @@ class BaselineSide:
 
 def baseline_side(times, values, step_seconds: float, memory: MemoryModel) -> BaselineSide:
     """The :class:`BaselineSide` of a baseline's ``(times s, values)`` finite samples."""
-    from obsctl.baselining import stats
-
     x = np.asarray(values, dtype=float)
-    return BaselineSide(side_estimate(np.asarray(times, dtype=float), x, step_seconds, memory), bool(stats.is_constant(x)), step_seconds)
+    return BaselineSide(side_estimate(np.asarray(times, dtype=float), x, step_seconds, memory), bool(is_constant(x)), step_seconds)
 
 
 def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[np.ndarray, np.ndarray], step_seconds: float,
@@ -144,14 +131,12 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         guard_tolerance: judge as a guard with this non-inferiority margin (ratio).
         guard_alpha: the guard's two-sided level (its Bonferroni share), default ``1 - confidence``.
     """
-    from obsctl.baselining import stats  # the exact (constant) rule lives there
-
     stored = baseline if isinstance(baseline, BaselineSide) else None
     if stored is not None and (memory is None or not math.isclose(stored.step_seconds, step_seconds)):
         raise ValueError("a precomputed baseline side needs its memory model and the step it was computed at")
     if stored is None:
         tx, x = (np.asarray(a, dtype=float) for a in baseline)
-        x_n, x_constant = x.size, x.size >= 2 and stats.is_constant(x)
+        x_n, x_constant = x.size, x.size >= 2 and is_constant(x)
     else:
         x_n, x_constant = stored.side.n, stored.constant
     ty, y = (np.asarray(a, dtype=float) for a in window)
@@ -159,10 +144,10 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         return Judgement("NO_DATA", f"the window has {y.size} sample(s), needs at least 2")
     if x_n < 2:
         return Judgement("NO_DATA", f"the baseline has {x_n} sample(s), needs at least 2")
-    if x_constant and stats.is_constant(y):
-        est = stats._exact_change(stored.side.mean if stored else float(x.mean()), float(y.mean()), confidence)
-        verdict, reason = stats.decide(est, direction, min_effect)
-        return Judgement(verdict, reason, est.baseline_mean, est.window_mean, est.change_ratio, est.ci_low, est.ci_high, confidence, exact=True)
+    if x_constant and is_constant(y):
+        est = exact_change(stored.side.mean if stored else float(x.mean()), float(y.mean()), confidence)
+        verdict, reason = decide(est, direction, min_effect)
+        return Judgement(verdict, reason, est.baseline_mean, est.window_mean, est.change, est.low, est.high, confidence, exact=True)
     if memory is None:
         memory = pooled_memory([(tx, x), (ty, y)], step_seconds) or _white(step_seconds)
     look = look or LookContext()
@@ -197,30 +182,16 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
                     else "the baseline varies too much to tell its mean from 0 (Fieller interval unbounded)")
         return j
     j.low, j.high = interval
-    sign = 1.0 if direction == "higher_is_better" else -1.0
-    gain = sign * j.change
-    low, high = sorted((sign * j.low, sign * j.high))
+    estimate = Estimate(j.change, j.low, j.high, j.confidence, j.dof, baseline_mean=sx.mean, window_mean=sy.mean)
+    j.verdict, j.reason = decide(estimate, direction, min_effect, guard_tolerance)
     if guard_tolerance is not None:
-        j.guard = equivalence.non_inferiority(low, high, guard_tolerance)
-        j.verdict, j.reason = _guard_verdict(j.guard, low, high, gain, min_effect, guard_tolerance, j.confidence)
-    else:
-        j.verdict, j.reason = equivalence.superiority_equivalence(low, high, gain, min_effect, j.confidence)
+        j.guard = {"NO_CHANGE": "pass", "IMPROVED": "pass", "REGRESSED": "regressed"}.get(j.verdict, "undecided")
     if sy.scale_source == "own" and memory.source == "history":
         j.notes.append(f"the window's spread (sd {sy.own_sd:.4g}) differs from the history's (sd {math.sqrt(memory.variance):.4g}): its own scale was used")
     if look.planned_seconds and sy.span_seconds < look.planned_seconds * 0.999 and j.verdict in ("INCONCLUSIVE", "NO_CHANGE"):
-        j.reason += (f"; the window ({duration_text(sy.span_seconds)}) is shorter than the planned {duration_text(look.planned_seconds)}"
+        j.reason += (f"; the window ({format_duration(sy.span_seconds)}) is shorter than the planned {format_duration(look.planned_seconds)}"
                      f" (look {look.number}, boundary z = {crit:.2f})")
     return j
-
-
-def _guard_verdict(outcome: str, low: float, high: float, gain: float, d: float, tol: float, conf: float) -> tuple[str, str]:
-    if outcome == "regressed":
-        return "REGRESSED", f"worse than baseline at {conf:.1%} confidence and not shown within the {tol:.0%} tolerance (lower bound {low:+.1%})"
-    if outcome == "undecided":
-        return "INCONCLUSIVE", f"not shown within the {tol:.0%} tolerance (lower bound {low:+.1%}) nor worse than baseline"
-    if low > 0 and gain >= d:
-        return "IMPROVED", f"better than baseline at {conf:.1%} confidence (non-inferior within {tol:.0%})"
-    return "NO_CHANGE", f"non-inferior: not worse than -{tol:.0%} at {conf:.1%} confidence (lower bound {low:+.1%})"
 
 
 def _too_short(sx: Side, sy: Side, memory: MemoryModel, step_seconds: float) -> str:
@@ -230,10 +201,10 @@ def _too_short(sx: Side, sy: Side, memory: MemoryModel, step_seconds: float) -> 
         tau = memory.tau_seconds
         bound = "at least" if memory.source == "windows" else "about"
         need = shortest_window_seconds(memory, step_seconds)
-        need_text = duration_text(need) if need is not None else "more than the 173-day query limit"
+        need_text = format_duration(need) if need is not None else "more than the 173-day query limit"
         fix = "re-snapshot the baseline with --window" if name == "baseline" else "use a window of"
-        return (f"{name} too short for the signal's memory: the memory is {bound} {duration_text(tau)}"
-                f" (integrated autocorrelation time, from {'the windows only' if memory.source == 'windows' else duration_text(memory.span_seconds) + ' of history'});"
-                f" the {duration_text(side.span_seconds)} {name} holds about {side.n_eff:.1f} independent samples, fewer than {N_EFF_MIN:.0f};"
+        return (f"{name} too short for the signal's memory: the memory is {bound} {format_duration(tau)}"
+                f" (integrated autocorrelation time, from {'the windows only' if memory.source == 'windows' else format_duration(memory.span_seconds) + ' of history'});"
+                f" the {format_duration(side.span_seconds)} {name} holds about {side.n_eff:.1f} independent samples, fewer than {N_EFF_MIN:.0f};"
                 f" {fix} at least {need_text}")
     return ""

@@ -30,7 +30,6 @@ def write_fault_spec(path: Path, url: str, store: Path, **prometheus) -> Path:
     helpers.write_spec(path, url, store)
     spec = yaml.safe_load(path.read_text())
     spec["prometheus"] = {"url": url, "timeout_seconds": 1, "deadline_seconds": 2, **prometheus}
-    spec["verification"].pop("batches", None)  # deprecated (a warning line on every verify)
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 

@@ -149,7 +149,7 @@ def write_spec(tmp_path, url: str, store=None):
             {"name": "score", "category": "quality", "query": f"max({PUSHED}{{$selector}})", "unit": "ratio",
              "direction": "higher_is_better"},
         ],
-        "verification": {"window": "1h", "step": "15s", "batches": 10, "confidence": 0.95, "min_effect_ratio": 0.02},
+        "verification": {"window": "1h", "step": "15s", "confidence": 0.95, "min_effect_ratio": 0.02},
     }
     path = tmp_path / "obsctl.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))

@@ -197,7 +197,7 @@ def test_judge_turns_a_cyclic_before_after_into_inconclusive():
 
 
 def _baseline(rng, hours=2):
-    from obsctl.baselining import stats
+    from obsctl.baselining.statistics import summary as stats
     from obsctl.baselining.models import Baseline, Population, Window
 
     t = _grid(T0, hours * 3600)

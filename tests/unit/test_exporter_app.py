@@ -17,7 +17,8 @@ from obsctl.exporters.app import Exporter
 from obsctl.exporters.config import load_exporter_config
 from obsctl.exporters.gpu.collector import AutoSource, GpuCollector, make_source
 from obsctl.exporters.gpu.errors import GpuSourceError
-from obsctl.exporters.main import build, build_parser, parse_duration
+from obsctl.durations import parse_duration
+from obsctl.exporters.main import build, build_parser
 from obsctl.exporters.pricing import PricingCollector
 from obsctl.exporters.server import ExporterServer, landing_page, parse_listen_address
 from obsctl.spec import Pricing
@@ -139,7 +140,7 @@ def test_bad_spec_as_config(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv, fragment", [
     (["--dcgm.timeout=9s", "--scrape.timeout=8s"], "must be below --scrape.timeout"),
-    (["--scrape.timeout=soon"], "--scrape.timeout 'soon'"),
+    (["--scrape.timeout=soon"], "--scrape.timeout: 'soon' is not a Prometheus duration"),
     (["--dcgm.url=localhost:9400"], "--dcgm.url"),
     (["--web.listen-address=nowhere"], "--web.listen-address"),
     (["--web.telemetry-path=metrics"], "--web.telemetry-path"),
@@ -158,7 +159,7 @@ def test_unknown_flag_exits_2() -> None:
 def test_flags_and_durations() -> None:
     args = build_parser().parse_args(["--no-collector.gpu", "--web.listen-address=127.0.0.1:0"])
     assert args.collector_gpu is False and args.collector_pricing is True
-    assert parse_duration("500ms", "x") == 0.5 and parse_duration("1m", "x") == 60 and parse_duration("5", "x") == 5
+    assert parse_duration("500ms", "x") == 0.5 and parse_duration("1m", "x") == 60
     assert parse_listen_address(":9847") == ("0.0.0.0", 9847)
     assert parse_listen_address("[::1]:9847") == ("::1", 9847)
 

@@ -53,7 +53,7 @@ def test_defaults_and_store_relative_to_spec(tmp_path):
     spec = load_spec(write(tmp_path, VALID))
     assert spec.prometheus.url == "http://127.0.0.1:9090"
     assert spec.store_path() == tmp_path.resolve() / ".obsctl-store"
-    assert spec.verification.batches == 10
+    assert spec.verification.min_samples == 10
     assert spec.signal("tokens_per_second").record_name == "workload_class:obsctl_tokens_per_second:value"
 
 
@@ -78,7 +78,8 @@ def test_env_var_names_the_spec(tmp_path, monkeypatch):
          ":12: targets[0].workload_class: 'nope' is not one of: embed"),
         (VALID + "targets:\n  - {workload_class: embed, signal: tokens_per_second, relative: 0.1, absolute: 5, driver: d, deadline: 2027-01-01}\n",
          "give exactly one of 'relative'"),
-        (VALID + "verification: {batches: two}\n", "verification.batches: Input should be a valid integer"),
+        (VALID + "verification: {min_samples: two}\n", "verification.min_samples: Input should be a valid integer"),
+        (VALID + "verification: {batches: 10}\n", "verification: 'batches' was removed: verdicts size their interval from the signal's memory; use min_samples"),
         (VALID + "prometheus: {url: localhost:9090}\n", "prometheus.url: must be an http:// or https:// URL"),
         (VALID.replace("    unit: tokens/s\n", "    unit: tokens/s\n    record: obsctl_tokens:rate5m\n"),
          ":10: signals[0].record: workload_class:obsctl_tokens:rate5m is a canonical series the source rules publish"),

@@ -1,105 +1,17 @@
-"""Guard signals without Prometheus: the zero-variance (constant series) rule of the
-change estimate with known answers, the overall verdict precedence, the guards line,
-the report's guard table and loading store records written before guards existed."""
+"""Guard signals without Prometheus: the overall verdict precedence, the guards line and
+the report's guard table."""
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 
-import numpy as np
 import pytest
-from scipy import stats as sps
 
-from obsctl.baselining import stats
 from obsctl.baselining.models import GuardResult, Initiative, VerificationResult, Window
 from obsctl.baselining.report import _guard_table
 from obsctl.baselining.verify import guards_line, overall_verdict, verdict_line
 
 UTC = dt.timezone.utc
-
-
-def verdict(x, y, direction="higher_is_better", d=0.02):
-    return stats.decide(stats.relative_change(x, y, 0.95), direction, d)[0]
-
-
-# --- constant series: the exact rule -----------------------------------------------------
-
-
-def test_equal_constants_are_no_change_exactly():
-    est = stats.relative_change([1.0] * 10, [1.0] * 10, 0.95)
-    assert est.exact and (est.change_ratio, est.ci_low, est.ci_high) == (0.0, 0.0, 0.0)
-    for direction in ("higher_is_better", "lower_is_better"):
-        for d in (0.0, 0.02):
-            assert verdict([1.0] * 10, [1.0] * 10, direction, d) == "NO_CHANGE"
-
-
-def test_zero_and_zero_is_no_change():
-    # e.g. an error ratio that is 0 before and after: equal, not "baseline mean 0".
-    est = stats.relative_change([0.0] * 10, [0.0] * 10, 0.95)
-    assert est.exact and est.change_ratio == 0.0
-    assert verdict([0.0] * 10, [0.0] * 10, "lower_is_better") == "NO_CHANGE"
-
-
-def test_float_rounding_of_a_constant_is_no_change_even_with_zero_margin():
-    # Batch means of a constant 0.1 series and a constant computed differently differ in
-    # the last ulp; that is not an effect.
-    x = stats.summarize([0.1] * 100, 10).batch_means
-    y = [0.3 / 3] * 10
-    assert 0.3 / 3 != 0.1
-    assert verdict(x, y, "higher_is_better", 0.0) == "NO_CHANGE"
-    assert verdict(x, y, "lower_is_better", 0.0) == "NO_CHANGE"
-
-
-@pytest.mark.parametrize(
-    ("base", "window", "direction", "d", "expected"),
-    [
-        (1.0, 0.97, "higher_is_better", 0.02, "REGRESSED"),  # -3 %, past the margin
-        (1.0, 0.97, "lower_is_better", 0.02, "IMPROVED"),
-        (1.0, 1.03, "higher_is_better", 0.02, "IMPROVED"),
-        (1.0, 0.99, "higher_is_better", 0.02, "NO_CHANGE"),  # -1 %: exact but below the margin
-        (1.0, 0.99, "higher_is_better", 0.0, "REGRESSED"),  # no margin: any exact change counts
-        (100.0, 102.0, "higher_is_better", 0.02, "IMPROVED"),  # exactly the margin: >= d
-        (0.0, 0.05, "lower_is_better", 0.02, "REGRESSED"),  # from 0: undefined ratio, sign exact
-        (0.0, 0.05, "higher_is_better", 0.02, "IMPROVED"),
-    ],
-)
-def test_different_constants_have_an_exact_verdict(base, window, direction, d, expected):
-    assert verdict([base] * 10, [window] * 10, direction, d) == expected
-
-
-def test_different_constants_known_change():
-    est = stats.relative_change([0.95] * 10, [0.855] * 12, 0.95)
-    assert est.exact and est.dof is None
-    assert est.change_ratio == pytest.approx(-0.1, abs=1e-12)
-    assert est.ci_low == est.ci_high == est.change_ratio
-    from_zero = stats.relative_change([0.0] * 10, [0.05] * 10, 0.95)
-    assert from_zero.exact and from_zero.change_ratio is None and "undefined" in from_zero.reason
-
-
-def test_constant_baseline_noisy_window_is_a_t_interval():
-    # v_x = 0 -> g = 0, dof = k_y - 1: the interval is ybar/xbar -+ t * s_y / (sqrt(k_y) xbar), minus 1.
-    y = np.array([10.2, 9.9, 10.4, 10.1, 9.8, 10.3, 10.0, 10.2, 9.9, 10.2])
-    est = stats.relative_change([10.0] * 10, y, 0.95)
-    assert not est.exact and est.dof == pytest.approx(9)
-    half = sps.t.ppf(0.975, 9) * y.std(ddof=1) / math.sqrt(10) / 10.0
-    assert est.change_ratio == pytest.approx(y.mean() / 10 - 1)
-    assert est.ci_low == pytest.approx(y.mean() / 10 - 1 - half)
-    assert est.ci_high == pytest.approx(y.mean() / 10 - 1 + half)
-
-
-def test_noisy_baseline_constant_window_is_finite():
-    x = [10.2, 9.9, 10.4, 10.1, 9.8, 10.3, 10.0, 10.2, 9.9, 10.2]
-    est = stats.relative_change(x, [10.05] * 10, 0.95)
-    assert not est.exact
-    assert all(math.isfinite(v) for v in (est.change_ratio, est.ci_low, est.ci_high, est.dof))
-    assert est.ci_low < est.change_ratio < est.ci_high
-
-
-def test_is_constant():
-    assert stats.is_constant([3.0, 3.0]) and stats.is_constant([0.0, 0.0])
-    assert stats.is_constant([1.0, 1.0 + 1e-12])
-    assert not stats.is_constant([1.0, 1.0 + 1e-6]) and not stats.is_constant([])
 
 
 # --- overall verdict -----------------------------------------------------------------------

@@ -9,7 +9,8 @@ import pytest
 from obsctl.baselining.models import Initiative, VerificationResult, Window
 from obsctl.baselining.promapi import plan_chunks
 from obsctl.baselining.snapshot import selectors_of
-from obsctl.baselining.timeutil import align_down, parse_duration, parse_instant
+from obsctl.baselining.timeutil import align_down, parse_instant
+from obsctl.durations import parse_duration
 from obsctl.baselining.verify import (
     VERDICT_EXIT_CODES,
     verdict_line,
@@ -135,7 +136,7 @@ def test_verdict_line_and_exit_codes():
 def _guard_store(tmp_path, categories):
     # A real store with one baseline per signal of the class (values irrelevant here).
     import yaml
-    from obsctl.baselining import stats
+    from obsctl.baselining.statistics import summary as stats
     from obsctl.baselining.models import Baseline, Population
     from obsctl.baselining.store import Store
 

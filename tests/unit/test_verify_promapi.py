@@ -119,7 +119,7 @@ def write_spec(path: Path, url: str, store: Path, targets: list | None = None) -
         "workload_classes": [{"name": "a", "kind": "inference", "selector": {"job": "w", "workload": "a"}}],
         "signals": [{"name": "tokens", "category": "throughput", "query": "sum(bt_tokens{$selector})", "unit": "tokens/s",
                      "direction": "higher_is_better"}],
-        "verification": {"window": "1h", "step": "15s", "batches": 10, "confidence": 0.95, "min_effect_ratio": 0.02},
+        "verification": {"window": "1h", "step": "15s", "confidence": 0.95, "min_effect_ratio": 0.02},
     }
     if targets:
         spec["targets"] = targets
@@ -289,9 +289,7 @@ def test_verify_prints_verdict_when_it_cannot_be_saved(fake, spec, tmp_path):
     r = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END)])
     assert r.exit_code == 1
     assert r.stdout.startswith("IMPROVED: tokens +100.0 %")
-    # The spec sets the deprecated verification.batches: one warning line comes first.
-    warning, error = r.stderr.strip().splitlines()
-    assert warning.startswith("obsctl: warning: verification.batches is deprecated")
+    (error,) = r.stderr.strip().splitlines()
     assert error == f"obsctl: error: verdict IMPROVED not saved: {lock}: cannot take the store lock: Is a directory"
     js = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "-o", "json"])
     doc = _strict(js.stdout)

@@ -12,7 +12,7 @@ import sys
 import click
 
 from obsctl.baselining.store import Store
-from obsctl.baselining.timeutil import parse_instant, rfc3339
+from obsctl.timeutil import parse_instant, rfc3339
 from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
 from obsctl.errors import EXIT_FAILURE
 from obsctl.spec import LEVERS
@@ -36,7 +36,7 @@ def _store(spec) -> Store:
 
 
 def _client(spec):
-    from obsctl.baselining.promapi import PrometheusClient
+    from obsctl.promapi import PrometheusClient
 
     return PrometheusClient.from_spec(spec)
 
@@ -99,7 +99,7 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, o
                            + (" PARTIAL" if b.partial else ""))
             else:
                 click.echo(f"{o.workload_class}/{o.signal}: {'NO DATA' if o.status == 'no_data' else 'REFUSED'} ({o.reason}); not stored")
-            from obsctl.baselining.coverage import output_lines
+            from obsctl.baselining.measure.coverage import output_lines
 
             for line in output_lines(o.coverage, o.warnings):
                 click.echo(f"  {line}")
@@ -341,8 +341,8 @@ def initiative_close(spec_path, initiative_id, note, output):
 
 
 def _initiative_plan(spec, i) -> dict | None:
-    # The planned length and the planner's figures (obsctl.baselining.planner); None without a baseline.
-    from obsctl.baselining.planner import plan_lines, planned_seconds
+    # The planned length and the planner's figures (obsctl.baselining.plan); None without a baseline.
+    from obsctl.baselining.plan import plan_lines, planned_seconds
     from obsctl.durations import format_duration
     from obsctl.errors import UsageError
 
@@ -393,7 +393,7 @@ def plan(spec_path, workload_class, signal, effect, design, output):
     window). Method: docs/verification.md. Exit 1 without a current baseline.
     """
     _prefetch_statistics()
-    from obsctl.baselining.planner import baseline_plan, plan_lines
+    from obsctl.baselining.plan import baseline_plan, plan_lines
     from obsctl.errors import StoreError
 
     spec = load(spec_path)
@@ -456,7 +456,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     recorded, so promote would refuse it).
     """
     _prefetch_statistics()
-    from obsctl.baselining.coverage import verification_lines
+    from obsctl.baselining.measure.coverage import verification_lines
     from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved, guards_line, statistics_line, verify as run_verify, verdict_line
 
     spec = load(spec_path)

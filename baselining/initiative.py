@@ -12,9 +12,9 @@ import datetime as dt
 import math
 import re
 
-from obsctl.baselining.models import Initiative
+from obsctl.records import Initiative
 from obsctl.baselining.store import Store
-from obsctl.baselining.timeutil import utcnow
+from obsctl.timeutil import utcnow
 from obsctl.errors import StoreError, UsageError
 from obsctl.spec import LEVERS, Spec
 
@@ -124,7 +124,7 @@ def start_initiative(
     if initiative.planned_window_seconds is None:
         # The planned length is fixed now (repeated looks, docs/verification.md); every
         # verify reads it instead of re-planning.
-        from obsctl.baselining.planner import planned_seconds
+        from obsctl.baselining.plan import planned_seconds
 
         initiative = initiative.model_copy(update={"planned_window_seconds": planned_seconds(spec, initiative, baseline)})
     with store.locked():

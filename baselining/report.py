@@ -5,7 +5,7 @@ impact, baseline vs window (windows, means, sample and batch counts, population)
 the change with its interval, the verdict and why, the guard signals (one row each:
 signal, category, baseline mean, window mean, change, interval, verdict), the
 real-sample coverage of baseline, window and guards with Prometheus' warnings
-(:mod:`obsctl.baselining.coverage`), the alerts that fired, and the PromQL. The figure (matplotlib, Agg backend, no display needed) draws the baseline and
+(:mod:`obsctl.baselining.measure.coverage`), the alerts that fired, and the PromQL. The figure (matplotlib, Agg backend, no display needed) draws the baseline and
 verification series on a common "minutes into the window" axis, their batch means as
 steps, and the interval of the change as a band around the baseline mean.
 Both files are written atomically.
@@ -22,11 +22,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
-from obsctl.baselining.coverage import describe  # noqa: E402
+from obsctl.baselining.measure.coverage import describe  # noqa: E402
 from obsctl.baselining.designs.run import report_lines as design_lines  # noqa: E402
-from obsctl.baselining.models import Baseline, Initiative, Population, VerificationResult  # noqa: E402
+from obsctl.records import Baseline, Initiative, Population, VerificationResult  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
-from obsctl.baselining.timeutil import rfc3339  # noqa: E402
+from obsctl.timeutil import rfc3339  # noqa: E402
 from obsctl.durations import format_duration
 from obsctl.baselining.verify import confidence_text, format_number, format_percent, guards_line, statistics_line, verdict_line  # noqa: E402
 from obsctl.errors import StoreError  # noqa: E402

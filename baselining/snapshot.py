@@ -13,7 +13,7 @@ returned label sets is the population (the input series the signal aggregated), 
 the per-pod token counters behind ``sum(rate(obsctl_tokens_total{...}[1m]))``.
 
 Real samples only: one more batched range query per signal judges which grid points had
-fresh input (:mod:`obsctl.baselining.coverage`); the samples kept, summarized and stored
+fresh input (:mod:`obsctl.baselining.measure.coverage`); the samples kept, summarized and stored
 are those points only (stale lookback copies are dropped), with their times, and the
 batch means are taken over equal stretches of *time* (holes leave a stretch thinner or
 empty, never shift the others). A baseline whose coverage is below
@@ -26,7 +26,7 @@ one pair runs while Prometheus evaluates the next pair's queries. Prometheus see
 same requests as without it, **one at a time** (never two queries at once): per pair the
 range, coverage and series queries of :func:`read_answers` in that order, read up to
 :data:`READ_AHEAD` pairs ahead, and a stored pair's history query
-(:func:`obsctl.baselining.history.read_history`) as soon as the pair is judged (so it may
+(:func:`obsctl.baselining.measure.history.read_history`) as soon as the pair is judged (so it may
 come after the next pair's queries). Each request keeps its own timeout, retries and
 deadline (``prometheus.timeout_seconds``, ``overall_deadline_seconds``); an error is
 raised at the pair that asked, after the pairs before it are stored, with the same
@@ -46,13 +46,13 @@ from typing import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from obsctl.baselining import coverage as cov
+from obsctl.baselining.measure import coverage as cov
 from obsctl.baselining.statistics import summary as summary_stats
-from obsctl.baselining.history import fit_history, history_step, read_history
-from obsctl.baselining.models import Baseline, Coverage, Population, Statistics, Window
-from obsctl.baselining.promapi import PrometheusClient, QueryResult
+from obsctl.baselining.measure.history import fit_history, history_step, read_history
+from obsctl.records import Baseline, Coverage, Population, Statistics, Window
+from obsctl.promapi import PrometheusClient, QueryResult
 from obsctl.baselining.store import Store
-from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, utcnow
+from obsctl.timeutil import align_down, check_window_points, minus_seconds, utcnow
 from obsctl.durations import parse_duration
 from obsctl.errors import UsageError
 from obsctl.spec import Spec
@@ -81,7 +81,7 @@ class Measurement:
         dropped: samples Prometheus returned as NaN or +-Inf (dropped, not in ``samples``).
         reason: why ``stats`` is None (``""`` otherwise), e.g. ``240 samples, all NaN/Inf``.
         warnings: Prometheus' warnings on the range and series answers
-            (:class:`obsctl.baselining.promapi.QueryResult`).
+            (:class:`obsctl.promapi.QueryResult`).
         partial: a warning says the data may be incomplete.
         coverage: real-sample coverage of the window (None: the query has no selector).
         stale: evaluation points dropped because their input was not fresh (lookback copies).
@@ -131,7 +131,7 @@ class SnapshotOutcome:
 
     def as_dict(self) -> dict:
         """JSON-ready summary (``dropped``: NaN/Inf samples left out; ``coverage``: see
-        :class:`obsctl.baselining.models.Coverage`; ``warnings``: Prometheus' warnings)."""
+        :class:`obsctl.records.Coverage`; ``warnings``: Prometheus' warnings)."""
         out = {"workload_class": self.workload_class, "signal": self.signal, "status": self.status, "sample_count": self.sample_count,
                "reason": self.reason, "dropped_non_finite": self.dropped,
                "coverage": self.coverage.model_dump(mode="json") if self.coverage else None,
@@ -193,9 +193,9 @@ def population_of(client: PrometheusClient, query: str, start: dt.datetime, end:
 def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float, min_samples: int,
             what: str = "query", on_change: bool = False) -> Measurement:
     """Evaluate ``query`` at ``start + step, ..., end``, keep the points with fresh input
-    (:func:`obsctl.baselining.coverage.measure_coverage`; ``on_change``: the signal is in
+    (:func:`obsctl.baselining.measure.coverage.measure_coverage`; ``on_change``: the signal is in
     ``verification.fresh_on_change``) and summarize them, batch means over equal
-    stretches of time (:func:`obsctl.baselining.coverage.time_batch_means`).
+    stretches of time (:func:`obsctl.baselining.measure.coverage.time_batch_means`).
 
     :func:`read_answers` (every request) then :func:`summarize_answers` (no request).
 
@@ -229,7 +229,7 @@ class Answers:
 def read_answers(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float,
                  what: str = "query", on_change: bool = False) -> Answers:
     """The requests of :func:`measure`, in its order: the range query, the coverage
-    queries (:func:`obsctl.baselining.coverage.read_legs`), the series query. Errors as there."""
+    queries (:func:`obsctl.baselining.measure.coverage.read_legs`), the series query. Errors as there."""
     result = client.query_range(query, start.timestamp() + step_seconds, end.timestamp(), step_seconds)
     if len(result) > 1:
         labels = ", ".join(str(s.metric) for s in result[:3])
@@ -454,7 +454,7 @@ def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.d
         workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
         window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot",
         coverage=m.coverage, warnings=m.warnings, partial=m.partial,
-        # The signal's memory from the days before the window (H7S, baselining/history.py).
+        # The signal's memory from the days before the window (measure.history).
         memory=memory,
     )
     # The samples are the client's (float, float) tuples, already checked: set them

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ValidationError
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_yaml
 from obsctl.baselining import sidecar
-from obsctl.baselining.models import Baseline, Initiative
+from obsctl.records import Baseline, Initiative
 from obsctl.errors import ObsctlError, StoreError
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

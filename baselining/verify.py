@@ -2,7 +2,7 @@
 
 The initiative's primary signal is measured over the verification window with the
 baseline's PromQL (so both sides are the same expression) and judged against the
-baseline's samples by :func:`obsctl.baselining.statistics.verdict.judge`
+baseline's samples by :func:`obsctl.baselining.statistics.comparison.judge`
 (docs/verification.md): the baseline's memory model (estimated at snapshot time from
 the days before it), the long-run variance of each side's mean, Fieller's interval of
 the relative change at the look's repeated-confidence level (Lan-DeMets alpha spending
@@ -11,7 +11,7 @@ The regression alerts of the class that fired in the window are read from Promet
 ``ALERTS`` series. The result is appended to the initiative (status ``verified``).
 
 Default window: cumulative from the initiative's start to now, capped at the planned
-length (:func:`obsctl.baselining.planner.planned_seconds`).
+length (:func:`obsctl.baselining.plan.planned_seconds`).
 
 Guard signals (``verification.guards``: categories or names, default quality and cost):
 each is measured over the same window with its own baseline's PromQL and judged as a
@@ -34,18 +34,18 @@ from concurrent.futures import Future
 from operator import itemgetter
 
 import numpy as np
-from obsctl.baselining import coverage
+from obsctl.baselining.measure import coverage
 from obsctl.baselining.designs import run as designs
-from obsctl.baselining.planner import planned_seconds
-from obsctl.baselining.models import Assessment, Baseline, BaselineSide, GuardResult, Initiative, Verdict, VerificationResult
-from obsctl.baselining.statistics import verdict as decision
+from obsctl.baselining.plan import planned_seconds
+from obsctl.records import Assessment, Baseline, BaselineSide, GuardResult, Initiative, Verdict, VerificationResult
+from obsctl.baselining.statistics import comparison as decision
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.statistics.memory import MemoryModel
-from obsctl.baselining.promapi import PrometheusClient
+from obsctl.promapi import PrometheusClient
 from obsctl.baselining.snapshot import measure
 from obsctl.baselining.store import Store
-from obsctl.baselining.timeutil import align_down, check_window_points, minus_seconds, rfc3339, utcnow
+from obsctl.timeutil import align_down, check_window_points, minus_seconds, rfc3339, utcnow
 from obsctl.durations import format_duration, parse_duration
 from obsctl.baselining.workers import DaemonPool
 from obsctl.errors import StoreError, UsageError
@@ -211,7 +211,7 @@ def columns(samples: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]
 
 def stored_side(spec: Spec, baseline: Baseline) -> BaselineSide | None:
     """The baseline's side of every verdict at the spec's verification step, for
-    ``initiative start`` to store (:class:`~obsctl.baselining.models.BaselineSide`); None
+    ``initiative start`` to store (:class:`~obsctl.records.BaselineSide`); None
     without a memory model or with fewer than 2 samples (verify then reads the samples)."""
     memory = memory_of(baseline)
     if memory is None or len(baseline.samples) < 2:
@@ -249,7 +249,7 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: decision.LookContext |
                  guard_alpha: float | None = None, side: BaselineSide | None = None):
     """``(verdict, reason, estimate or None, judgement or None)`` of a measurement against its baseline.
 
-    :func:`obsctl.baselining.statistics.verdict.judge` on the two sides' samples with the
+    :func:`obsctl.baselining.statistics.comparison.judge` on the two sides' samples with the
     baseline's memory model; the baseline's side comes from ``side`` (stored at initiative
     start) when it was computed at the window's step, and then ``baseline`` may come
     without samples."""

@@ -5,7 +5,7 @@ start, 5 % sd, 15 s step), three days of history before the baseline (the memory
 fitted on history + baseline, as ``snapshot-baseline`` does), a baseline and a window
 that follows it; the window is multiplied by ``1 + effect``. Every replicate goes
 through the same in-process functions as ``obsctl verify``
-(:func:`obsctl.baselining.statistics.verdict.judge`, ``fit_memory``, the planner).
+(:func:`obsctl.baselining.statistics.comparison.judge`, ``fit_memory``, the planner).
 
 Cells: null and +5 % / +10 % / -10 % for phi in {0, 0.9, 0.95, 0.99, 0.995} at 1 h vs
 1 h, and phi = 0.99 at 6 h vs 6 h; NO_CHANGE at the planner's equal-length window
@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from obsctl.baselining.statistics import planner
+from obsctl.baselining.statistics import power as planner
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
-from obsctl.baselining.statistics.verdict import LookContext, judge
+from obsctl.baselining.statistics.comparison import LookContext, judge
 from scipy import signal as spsignal
 from scipy import stats as sps
 

@@ -55,8 +55,8 @@ CLI_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"
 QUALITY = "bench_quality_ratio"
 
 from obsctl.baselining.initiative import start_initiative
-from obsctl.baselining.models import Initiative, VerificationResult, Window
-from obsctl.baselining.promapi import PrometheusClient
+from obsctl.records import Initiative, VerificationResult, Window
+from obsctl.promapi import PrometheusClient
 from obsctl.baselining.snapshot import snapshot
 from obsctl.baselining.store import Store
 

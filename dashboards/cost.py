@@ -4,10 +4,10 @@ idle waste, unattributed accelerators and the top wasters (series of ``obsctl.ru
 from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
-from obsctl.dashboards.classes import CLASS, by_class, class_variable
+from obsctl.dashboards.per_class import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
 from obsctl.rules.cost import GPU_COST, GPU_COST_SHARE
-from obsctl.rules.series import number
+from obsctl.rules.loop_series import number
 
 from obsctl.spec import Spec
 

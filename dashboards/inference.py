@@ -7,7 +7,7 @@ whichever server (vLLM, TGI, Triton, SGLang, llama.cpp, Ray Serve, the SDK) fill
 from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
-from obsctl.dashboards.classes import CLASS, by_class, class_variable
+from obsctl.dashboards.per_class import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
 
 from obsctl.spec import Spec

@@ -2,13 +2,13 @@
 current value against its baseline, the regression threshold and its target, a stat of
 the current value and the gap to target, then the class's baselines and firing alerts.
 
-Queries read the series the generated rules publish (see obsctl.rules.series).
+Queries read the series the generated rules publish (see obsctl.rules.loop_series).
 """
 
 from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
-from obsctl.rules.series import (
+from obsctl.rules.loop_series import (
     BASELINE_INFO,
     BASELINE_VALUE,
     TARGET_GAP,

@@ -4,7 +4,7 @@ accelerator use and cost per sample and per run (canonical series only)."""
 from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
-from obsctl.dashboards.classes import CLASS, by_class, class_variable
+from obsctl.dashboards.per_class import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
 from obsctl.rules.cost import run_cost_usd_query
 

@@ -19,16 +19,16 @@ Per class (``$workload_class``) and primary signal (``$signal``, the spec's sign
   by replica and get no canary panel.
 
 Only series that exist are drawn: canonical per-class series (:mod:`obsctl.rules.canonical`),
-the signal recordings and baselines (:mod:`obsctl.rules.series`), and for canaries the
+the signal recordings and baselines (:mod:`obsctl.rules.loop_series`), and for canaries the
 signal's own PromQL with the variant label added, as ``verify`` runs it.
 """
 
 from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
-from obsctl.dashboards.classes import CLASS, by_class, class_variable
+from obsctl.dashboards.per_class import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
-from obsctl.rules.series import BASELINE_VALUE, JOIN
+from obsctl.rules.loop_series import BASELINE_VALUE, JOIN
 
 from obsctl.spec import Spec, WorkloadClass, escape_label_value
 

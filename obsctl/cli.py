@@ -100,7 +100,7 @@ def check(spec_path: str, output: str) -> None:
     try:  # secret and TLS files may exist only where the loop runs: a warning, not an error
         check_files(spec.prometheus, spec.path.parent, "prometheus")
     except SecretFileError as exc:
-        from obsctl.baselining.promapi import spec_located
+        from obsctl.promapi import spec_located
 
         click.echo(f"obsctl: warning: {spec_located(spec, exc)}", err=True)
     summary = {

@@ -580,7 +580,7 @@ class Verification(_Model):
         power: power the planner aims at (``obsctl plan``, ``initiative start``).
         planned_looks: looks the planner assumes (saved verifies up to the planned length).
         min_coverage_ratio: least fraction of the window's step grid with fresh input
-            (real samples, ``obsctl.baselining.coverage``); below it a verdict is
+            (real samples, ``obsctl.baselining.measure.coverage``); below it a verdict is
             INCONCLUSIVE (NO_DATA when the signal stopped) and a baseline is refused.
         fresh_on_change: signals whose inputs re-serve their last value ("latest
             score" gauges): a sample counts as fresh only when the value changes.

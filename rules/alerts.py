@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 
 from obsctl.escape import go_template_text as literal
-from obsctl.rules.series import BASELINE_VALUE, JOIN, TARGET_VALUE, number, runbook_url, selector
+from obsctl.rules.loop_series import BASELINE_VALUE, JOIN, TARGET_VALUE, number, runbook_url, selector
 from obsctl.spec import Signal, Spec, Target
 
 #: How long a (class, signal) may lack a baseline / data before the alert fires.

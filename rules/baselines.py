@@ -15,8 +15,8 @@ import datetime as dt
 import math
 from collections.abc import Iterable
 
-from obsctl.baselining.models import Baseline
-from obsctl.rules.series import (
+from obsctl.records import Baseline
+from obsctl.rules.loop_series import (
     BASELINE_INFO, BASELINE_VALUE, JOIN, TARGET_GAP, TARGET_INFO, TARGET_VALUE, number, selector,
 )
 from obsctl.spec import Spec

@@ -30,7 +30,7 @@ counters with a positive rate); a run's total is :func:`run_cost_usd_query`.
 from __future__ import annotations
 
 from obsctl.rules import canonical as C
-from obsctl.rules.series import number, selector
+from obsctl.rules.loop_series import number, selector
 from obsctl.spec import Spec, WorkloadClass, promql_matchers
 
 #: Per GPU (label ``uuid``): USD per hour, OpenCost or spec price.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from obsctl.baselining.models import Baseline
+from obsctl.records import Baseline
 from obsctl.rules.alerts import alert_groups
 from obsctl.rules.baselines import baseline_groups, select_baselines, target_groups
 from obsctl.rules.gpu import gpu_groups

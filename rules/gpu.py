@@ -6,7 +6,7 @@ and would count a GPU's memory twice. Ratios are ratios of sums.
 
 from __future__ import annotations
 
-from obsctl.rules.series import runbook_url
+from obsctl.rules.loop_series import runbook_url
 
 _WHOLE = '{gpu_instance=""}'
 

@@ -43,7 +43,7 @@ from typing import Literal
 
 from obsctl.errors import SpecError
 from obsctl.rules import canonical as C
-from obsctl.rules.series import number, selector
+from obsctl.rules.loop_series import number, selector
 from obsctl.spec import Spec, WorkloadClass, promql_matchers
 
 State = Literal["saturated", "constrained", "idle", "healthy"]

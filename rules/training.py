@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from obsctl.exporters.training.peaks import DENSE_PEAK_FLOPS
 from obsctl.rules import canonical as C
-from obsctl.rules.series import number, selector
+from obsctl.rules.loop_series import number, selector
 from obsctl.spec import Spec, WorkloadClass, promql_matchers
 
 #: Dense peak FLOP/s of one GPU, labels ``model`` (NVML name) and ``dtype``.

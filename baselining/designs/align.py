@@ -1,7 +1,7 @@
 """Time alignment of sample series: the designs compare values taken at the same instants.
 
 Range queries at one step are evaluated on the grid ``start + i * step`` with ``end``
-aligned to a multiple of the step (``obsctl.baselining.timeutil.align_down``), so the
+aligned to a multiple of the step (``obsctl.timeutil.align_down``), so the
 treated and the control series of one window share their timestamps exactly, and a
 baseline taken whole days earlier holds the same instants shifted by the period.
 Timestamps are matched at millisecond resolution (Prometheus' own).

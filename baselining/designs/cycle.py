@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from obsctl.baselining.designs import align, estimator
-from obsctl.baselining.models import CycleFit
+from obsctl.records import CycleFit
 from obsctl.baselining.statistics import distributions as special
 
 HARMONICS = 2
@@ -196,7 +196,7 @@ def fit(samples: Iterable[tuple[float, float]]) -> list[CycleFit] | None:
         samples: the baseline's ``(unix seconds, value)`` samples (positive values are used).
 
     Returns:
-        One :class:`~obsctl.baselining.models.CycleFit` per period tested, or None when
+        One :class:`~obsctl.records.CycleFit` per period tested, or None when
         the baseline spans less than a day (nothing can be tested). A pure function of the
         samples: ``initiative start`` stores it on the initiative, :func:`assess` judges it.
     """

@@ -1,6 +1,6 @@
 """The planner for each design: how the compared windows add up (issue 9).
 
-The statistics package's planner (:func:`obsctl.baselining.statistics.planner.plan`)
+The statistics package's planner (:func:`obsctl.baselining.statistics.power.plan`)
 takes the baseline's memory model and scale and finds the window that detects an
 effect with the spec's power over the planned looks. What differs by design is which
 variances add up in the log effect:
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from obsctl.baselining import planner
-from obsctl.baselining.statistics import planner as stats_planner
+from obsctl.baselining import plan as planner
+from obsctl.baselining.statistics import power as stats_planner
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.durations import parse_duration
 
@@ -76,7 +76,7 @@ def design_plan(spec, baseline, effect: float, design: str, traffic_share: float
     itself (its memory and scale), else by the variance factors of :func:`factors`.
 
     Raises:
-        UsageError: as :func:`obsctl.baselining.planner.baseline_plan`.
+        UsageError: as :func:`obsctl.baselining.plan.baseline_plan`.
     """
     if design in ("before-after", "seasonal"):
         return planner.baseline_plan(spec, baseline, effect)

@@ -205,7 +205,7 @@ def _history_span(start: dt.datetime, end: dt.datetime) -> float:
 
 def _history(client, query: str, before: float, span: float, step: float) -> list[tuple[float, float]]:
     # The memory model's stretch before ``before``: within the point cap, best effort (none is a lower bound, not an error).
-    from obsctl.baselining.promapi import MAX_RANGE_POINTS
+    from obsctl.promapi import MAX_RANGE_POINTS
 
     span = min(span, (MAX_RANGE_POINTS - 1) * step)
     try:
@@ -541,9 +541,9 @@ def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.d
     Raises:
         StoreError: the control group has no data in the window, or the store refuses the write.
     """
-    from obsctl.baselining.models import Baseline
+    from obsctl.records import Baseline
     from obsctl.baselining.snapshot import measure
-    from obsctl.baselining.timeutil import utcnow
+    from obsctl.timeutil import utcnow
 
     wc = spec.workload_class(initiative.workload_class)
     sig = spec.signal(initiative.primary_signal)

@@ -12,7 +12,7 @@ import math
 from typing import Iterable
 
 import numpy as np
-from obsctl.baselining.models import Statistics
+from obsctl.records import Statistics
 from obsctl.baselining.statistics.decision import CONSTANT_RTOL
 
 #: Batches of the stored summary's ``batch_means`` (the report's figure draws them).

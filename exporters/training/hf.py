@@ -28,7 +28,7 @@ import time
 from transformers import TrainerCallback
 
 from obsctl.exporters.sdk import Workload
-from obsctl.exporters.training._batches import batch_samples, batch_tokens
+from obsctl.exporters.training.minibatch import batch_samples, batch_tokens
 
 
 class ObsctlTrainerCallback(TrainerCallback):

@@ -11,7 +11,7 @@ Example::
 What is counted, per process (each data-parallel rank counts its own batches):
 
 * samples: every training batch's size, from ``batch_size(batch)`` (default: the first
-  dimension of the batch's first tensor, :func:`obsctl.exporters.training._batches.batch_samples`);
+  dimension of the batch's first tensor, :func:`obsctl.exporters.training.minibatch.batch_samples`);
 * tokens: ``tokens(batch)`` (default: the batch's non-padding ``attention_mask`` sum or
   ``input_ids`` size when it is a mapping, else nothing), summed on the device and read
   once per optimizer step (one device sync per step, not per batch);
@@ -35,7 +35,7 @@ except ImportError:  # the older standalone package
     from pytorch_lightning.callbacks import Callback
 
 from obsctl.exporters.sdk import Workload
-from obsctl.exporters.training._batches import batch_samples, batch_tokens
+from obsctl.exporters.training.minibatch import batch_samples, batch_tokens
 
 
 class ObsctlCallback(Callback):

@@ -22,7 +22,7 @@ import pytest
 import requests
 import yaml
 
-from obsctl.baselining.models import Baseline, Population, Statistics, Window
+from obsctl.records import Baseline, Population, Statistics, Window
 from obsctl.baselining.store import Store
 from obsctl.exporters.sdk import Workload
 from obsctl.stack import Alertmanager, Prometheus, free_port, spawn, wait_ready

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from obsctl.baselining.cli import snapshot_baseline
-from obsctl.baselining.promapi import PrometheusClient
+from obsctl.promapi import PrometheusClient
 from obsctl.baselining.store import Store
 from obsctl.errors import PrometheusUnavailable, UsageError
 from obsctl.stack import free_port

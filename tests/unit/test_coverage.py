@@ -1,4 +1,4 @@
-"""Coverage judgement (baselining/coverage.py) on coverage answers built the way Prometheus
+"""Coverage judgement (baselining/measure/coverage.py) on coverage answers built the way Prometheus
 answers the batched queries (gaps: steps without a stored sample, from ``count_over_time``;
 latest push time; both from 5 min before the window); the real-Prometheus path
 is tests/integration/test_coverage_live.py."""
@@ -9,8 +9,8 @@ import datetime as dt
 
 import numpy as np
 import pytest
-from obsctl.baselining import coverage as cov
-from obsctl.baselining.timeutil import rfc3339
+from obsctl.baselining.measure import coverage as cov
+from obsctl.timeutil import rfc3339
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 HOUR = 3600.0

@@ -29,7 +29,7 @@ def test_verification_dashboard_shows_design_context(built):
     """Saturation, demand, the primary signal against its baseline and treated vs control; canary rows only
     for classes with a variant, and only for signals the variant label can split ($selector queries)."""
     from obsctl.rules import canonical as C
-    from obsctl.rules.series import BASELINE_VALUE
+    from obsctl.rules.loop_series import BASELINE_VALUE
 
     from obsctl.spec import ClassComparison, Comparison, Variant
 

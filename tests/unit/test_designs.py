@@ -198,7 +198,7 @@ def test_judge_turns_a_cyclic_before_after_into_inconclusive():
 
 def _baseline(rng, hours=2):
     from obsctl.baselining.statistics import summary as stats
-    from obsctl.baselining.models import Baseline, Population, Window
+    from obsctl.records import Baseline, Population, Window
 
     t = _grid(T0, hours * 3600)
     v = 1000 * np.exp(_ar1(rng, t.size, 0.05, 0.9))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import optimize, signal, stats
 
-from obsctl.baselining import promapi
+from obsctl import promapi
 from obsctl.baselining.statistics import sequential
 from obsctl.baselining.statistics.memory import ar_continue
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from obsctl.rules import generate as gen
 from obsctl.rules.cli import rules
-from obsctl.rules.series import BASELINE_INFO, BASELINE_VALUE, TARGET_GAP, TARGET_VALUE
+from obsctl.rules.loop_series import BASELINE_INFO, BASELINE_VALUE, TARGET_GAP, TARGET_VALUE
 from obsctl.spec import load_spec
 from support.rules_fixtures import SPEC, baseline, write_spec
 

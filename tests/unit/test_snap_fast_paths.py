@@ -15,7 +15,7 @@ import struct
 import numpy as np
 import pytest
 
-from obsctl.baselining import promapi
+from obsctl import promapi
 
 
 def _bits(pairs):
@@ -108,8 +108,8 @@ def test_range_decoder_leaves_everything_else_to_the_validating_path(raw):
 def test_fit_history_columns_equal_the_lists_fit_memory_had():
     # history.fit_history hands fit_memory float64 columns (fromiter) instead of Python
     # lists; the model must be the same to the last bit (with holes and with history).
-    from obsctl.baselining.history import MIN_HISTORY_SAMPLES, fit_history
-    from obsctl.baselining.models import Memory
+    from obsctl.baselining.measure.history import MIN_HISTORY_SAMPLES, fit_history
+    from obsctl.records import Memory
     from obsctl.baselining.statistics.memory import fit_memory
 
     rng = np.random.default_rng(3)
@@ -205,8 +205,9 @@ def _samples_with_holes(n=5000, seed=5):
 
 
 def test_columns_give_the_batch_means_memory_and_sidecar_the_tuples_give():
-    from obsctl.baselining import coverage, sidecar
-    from obsctl.baselining.history import fit_history
+    from obsctl.baselining import sidecar
+    from obsctl.baselining.measure import coverage
+    from obsctl.baselining.measure.history import fit_history
 
     samples = _samples_with_holes()
     times = np.fromiter((t for t, _ in samples), dtype=np.float64)
@@ -229,10 +230,10 @@ def test_summarize_answers_columns_are_the_samples():
     # NaN/Inf dropped and stale points left out: the columns still match the kept tuples.
     import datetime as dt
 
-    from obsctl.baselining import coverage
-    from obsctl.baselining.promapi import QueryResult, RangeSeries
+    from obsctl.baselining.measure import coverage
+    from obsctl.promapi import QueryResult, RangeSeries
     from obsctl.baselining.snapshot import Answers, summarize_answers
-    from obsctl.baselining.models import Population
+    from obsctl.records import Population
 
     start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     t0 = start.timestamp()
@@ -253,7 +254,7 @@ def test_memory_fit_with_one_blas_thread_equals_the_default_to_rounding():
     # up to that rounding order.
     from threadpoolctl import threadpool_limits
 
-    from obsctl.baselining.history import fit_history
+    from obsctl.baselining.measure.history import fit_history
 
     samples = _samples_with_holes(43_200, seed=8)
     default = fit_history([], 60.0, 60.0, samples)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from obsctl.baselining.statistics import planner, sequential
+from obsctl.baselining.statistics import power as planner, sequential
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
 from obsctl.baselining.statistics.memory import (
     MemoryModel,
@@ -22,7 +22,7 @@ from obsctl.baselining.statistics.ratio import (
     estimate_ratio,
     fieller,
 )
-from obsctl.baselining.statistics.verdict import LookContext, judge
+from obsctl.baselining.statistics.comparison import LookContext, judge
 from scipy import signal as spsignal
 from scipy import stats as sps
 

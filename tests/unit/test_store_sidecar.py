@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from obsctl.baselining import sidecar
 from obsctl.baselining import store as store_module
-from obsctl.baselining.models import (
+from obsctl.records import (
     Baseline,
     Initiative,
     Population,

@@ -109,7 +109,7 @@ def test_trainer_callback_counts_samples_steps_tokens_and_step_time(tmp_path):
     ({"input_ids": torch.zeros(3, 2), "attention_mask": [[1, 1], [1, 0], [0, 0]]}, 3, 6),
 ])
 def test_batch_shapes(batch, samples, tokens):
-    from obsctl.exporters.training._batches import batch_samples, batch_tokens
+    from obsctl.exporters.training.minibatch import batch_samples, batch_tokens
 
     assert batch_samples(batch) == samples
     got = batch_tokens(batch)

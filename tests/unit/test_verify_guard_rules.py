@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from obsctl.baselining.models import GuardResult, Initiative, VerificationResult, Window
+from obsctl.records import GuardResult, Initiative, VerificationResult, Window
 from obsctl.baselining.report import _guard_table
 from obsctl.baselining.verify import guards_line, overall_verdict, verdict_line
 

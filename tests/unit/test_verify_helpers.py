@@ -6,10 +6,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from obsctl.baselining.models import Initiative, VerificationResult, Window
-from obsctl.baselining.promapi import plan_chunks
+from obsctl.records import Initiative, VerificationResult, Window
+from obsctl.promapi import plan_chunks
 from obsctl.baselining.snapshot import selectors_of
-from obsctl.baselining.timeutil import align_down, parse_instant
+from obsctl.timeutil import align_down, parse_instant
 from obsctl.durations import parse_duration
 from obsctl.baselining.verify import (
     VERDICT_EXIT_CODES,
@@ -137,7 +137,7 @@ def _guard_store(tmp_path, categories):
     # A real store with one baseline per signal of the class (values irrelevant here).
     import yaml
     from obsctl.baselining.statistics import summary as stats
-    from obsctl.baselining.models import Baseline, Population
+    from obsctl.records import Baseline, Population
     from obsctl.baselining.store import Store
 
     from obsctl.spec import load_spec

@@ -19,7 +19,7 @@ import yaml
 from click.testing import CliRunner
 
 from obsctl.baselining.cli import baseline, initiative, snapshot_baseline, target, verify
-from obsctl.baselining.promapi import PrometheusClient
+from obsctl.promapi import PrometheusClient
 from obsctl.baselining.store import Store
 from obsctl.errors import PrometheusUnavailable
 
@@ -79,7 +79,7 @@ class FakePrometheus:
         if self.mode == "redirect":
             return 302, {"Location": "http://127.0.0.1:1/elsewhere"}, b""
         if "/api/v1/query_range" in path and "obsctl_leg" in q["query"][0]:
-            # The coverage query (baselining/coverage.py) of a series scraped at every step: no gap, no push.
+            # The coverage query (baselining/measure/coverage.py) of a series scraped at every step: no gap, no push.
             return 200, js, b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
         if "/api/v1/query_range" in path:
             start, end, step = float(q["start"][0]), float(q["end"][0]), float(q["step"][0])

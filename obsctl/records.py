@@ -71,7 +71,7 @@ class Hole(_Record):
 
 
 class Coverage(_Record):
-    """Real-sample coverage of one signal over one window (``obsctl.baselining.coverage``).
+    """Real-sample coverage of one signal over one window (``obsctl.baselining.measure.coverage``).
 
     Attributes:
         ratio: fresh step-grid points / grid points (0-1), at the signal level.

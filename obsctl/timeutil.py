@@ -73,7 +73,7 @@ def check_window_points(start: dt.datetime, end: dt.datetime, step_seconds: floa
     Raises:
         UsageError: naming ``what`` (the flag(s) that set the window), the points and the maximum.
     """
-    from obsctl.baselining.promapi import MAX_RANGE_POINTS
+    from obsctl.promapi import MAX_RANGE_POINTS
 
     points = window_points(start, end, step_seconds)
     if points > MAX_RANGE_POINTS:

@@ -1,7 +1,7 @@
 """``obsctl plan`` and the planned window of an initiative.
 
 From a class x signal's current baseline (its memory model and scale,
-docs/verification.md) :func:`obsctl.baselining.statistics.planner.plan` gives the window
+docs/verification.md) :func:`obsctl.baselining.statistics.power.plan` gives the window
 needed to detect an effect with ``verification.power`` at ``verification.confidence``
 over ``verification.planned_looks`` looks, the smallest effect the default window can
 detect, and the window that reaches NO_CHANGE at ``min_effect_ratio``.
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from obsctl.baselining.models import Baseline, Initiative
-from obsctl.baselining.statistics import planner as stats_planner
+from obsctl.records import Baseline, Initiative
+from obsctl.baselining.statistics import power as stats_planner
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 from obsctl.durations import format_duration, parse_duration

@@ -25,7 +25,7 @@ from obsctl.baselining.statistics import sequential
 from obsctl.baselining.statistics.decision import Estimate, decide, exact_change
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, pooled_memory
-from obsctl.baselining.statistics.planner import N_EFF_MIN, shortest_window_seconds
+from obsctl.baselining.statistics.power import N_EFF_MIN, shortest_window_seconds
 from obsctl.baselining.statistics.ratio import estimate_ratio
 from obsctl.baselining.statistics.summary import is_constant
 from obsctl.durations import format_duration

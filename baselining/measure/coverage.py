@@ -64,9 +64,9 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 import numpy as np
-from obsctl.baselining.models import Baseline, Coverage, Hole, Verdict
-from obsctl.baselining.promapi import PrometheusClient, QueryResult
-from obsctl.baselining.timeutil import rfc3339
+from obsctl.records import Baseline, Coverage, Hole, Verdict
+from obsctl.promapi import PrometheusClient, QueryResult
+from obsctl.timeutil import rfc3339
 from obsctl.durations import format_duration
 
 #: A grid point is fresh when its latest real sample is younger than this many own intervals.
@@ -442,7 +442,7 @@ def partial_cap(warnings: list[str], partial: bool, side: str = "window") -> tup
 
 
 def _is_partial(text: str) -> bool:
-    from obsctl.baselining.promapi import is_partial_warning
+    from obsctl.promapi import is_partial_warning
 
     return is_partial_warning(text)
 
@@ -481,7 +481,7 @@ def output_lines(c: Coverage | None, warnings: list[str]) -> list[str]:
 
 
 def verification_lines(result) -> list[str]:
-    """Text lines of a :class:`obsctl.baselining.models.VerificationResult`: the window's
+    """Text lines of a :class:`obsctl.records.VerificationResult`: the window's
     coverage and warnings, then each guard's (``guard <signal>: coverage ...``)."""
     lines = [f"window {line}" if not line.startswith("warning") else line for line in output_lines(result.coverage, result.warnings)]
     if result.partial:

@@ -20,10 +20,10 @@ from operator import itemgetter
 
 import numpy as np
 
-from obsctl.baselining.models import Memory
-from obsctl.baselining.promapi import PrometheusClient
+from obsctl.records import Memory
+from obsctl.promapi import PrometheusClient
 from obsctl.baselining.statistics.memory import fit_memory
-from obsctl.baselining.timeutil import align_down
+from obsctl.timeutil import align_down
 
 #: Most points the history query may return (two range requests of 11,000 at most).
 MAX_HISTORY_POINTS = 20_000

@@ -122,7 +122,7 @@ def _guard_table(result: VerificationResult) -> list[str]:
 
 
 def _statistics_lines(result: VerificationResult) -> list[str]:
-    """The "Statistics" section (H7S): method, memory, effective samples, look and boundary, planned window."""
+    """The "Statistics" section: method, memory, effective samples, look and boundary, planned window."""
     a = result.assessment
     if a is None:
         return []

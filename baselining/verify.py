@@ -190,7 +190,7 @@ def evaluate_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, sta
     verdict, reason, est, j = judge_signal(spec, baseline, m, look, guard_tolerance=tolerance, guard_alpha=2 * (1 - cfg.confidence) / max(guards, 1),
                                            side=side)
     reason = _window_reason(m, cfg.min_samples, verdict, reason)
-    # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).
+    # Coverage, partial answers and a partial baseline cap the verdict (measure.coverage).
     verdict, reason = coverage.cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
     category = next((s.category for s in spec.signals if s.name == baseline.signal), "unknown")
     return GuardResult(
@@ -461,9 +461,9 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
     verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look_context(spec, initiative, planned=planned),
                                                         side=side if side is not None and side.baseline_id == baseline.id else None)
     reason = _window_reason(m, cfg.min_samples, verdict, reason)
-    # Coverage, partial answers and a partial baseline cap the verdict (H7D, coverage.py).
+    # Coverage, partial answers and a partial baseline cap the verdict (measure.coverage).
     verdict, reason = coverage.cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
-    # The comparison design (issue 9, designs.run): control / canary / seasonal replace the
+    # The comparison design (designs.run): control / canary / seasonal replace the
     # before-after effect; every design adds the demand, saturation, cycle and mix context.
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
     design = designs.primary(spec, client, initiative, baseline, m.samples, start_at, end_at, step,

@@ -1,4 +1,4 @@
-"""Calibration of the comparison designs (issue 9): seeded simulation, Wilson intervals.
+"""Calibration of the comparison designs: seeded simulation, Wilson intervals.
 
 Every cell simulates ``--replicates`` independent pairs of periods where the truth is
 known and judges each through the code ``obsctl verify`` runs: the design's ``effect()``

@@ -9,7 +9,7 @@ process) and is scraped back to back over one kept-alive HTTP connection, as Pro
 Modes: ``healthy`` (the public T4 dump), ``down`` (connection refused), ``html`` (200 login
 page), ``garbage`` (200 non-UTF-8 bytes), ``http500``, ``over-cap`` (a 20 MiB body without
 Content-Length, cut off at the 16 MiB cap while streaming), ``slow`` (no answer within the 0.5 s
-dcgm timeout). Goal (issue 6): RSS growth after the warm-up < 5 MiB in every mode.
+dcgm timeout). Goal: RSS growth after the warm-up < 5 MiB in every mode.
 
     python bench/bench_exporter_soak.py                       # 50,000 scrapes per fast mode, 2,000 slow
     python bench/bench_exporter_soak.py --scrapes 3000 --slow-scrapes 300 --modes down,over-cap

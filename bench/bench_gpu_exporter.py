@@ -10,7 +10,7 @@ pynvml calls, and RSS over 10,000 scrapes of 8 GPUs with checkpoints.
 
 "Time inside pynvml calls" is the wall time of each pynvml function call (its Python wrapper,
 ctypes marshalling and the C function); against the stub the C part is near zero, so on a real driver
-(where calls take tens of microseconds) NVML time is larger and the ratio smaller. Goals (issue 3):
+(where calls take tens of microseconds) NVML time is larger and the ratio smaller. Goals:
 p50 < 5 ms for 8 GPUs, RSS < 60 MiB and flat, own-time ratio < 1.0.
 """
 

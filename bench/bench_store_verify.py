@@ -1,4 +1,4 @@
-"""Benchmark of snapshot-baseline, verify and the store on long windows (issue 7, item 8).
+"""Benchmark of snapshot-baseline, verify and the store on long windows.
 
 Prints figures and ratios measured in the same run (not a test):
 

@@ -3,7 +3,7 @@
 Why this exists (measured, bench/bench_gpu_exporter.py, 2 vCPU shared machine, 2026-11-30):
 prometheus_client 0.26's ``generate_latest`` took 4.7-5.4 ms for the 8-GPU scrape (~420 samples,
 ~12 us a sample, most of it sorting, validating and escaping every label on every scrape), which alone
-breaks issue 3's p50 < 5 ms goal. The sample lines' ``name{labels} `` prefixes repeat from scrape to
+breaks the exporter's scrape-latency goal (docs/benchmarks-gpu.md). The sample lines' ``name{labels} `` prefixes repeat from scrape to
 scrape, so this renderer builds each prefix once with prometheus_client's own escaping functions and
 reuses it; a value is formatted (as prometheus_client's ``floatToGoString`` does) only when it changed
 since the last render of that series. Measured for the 8-GPU scrape (bench, reference loop 76 ms):

@@ -320,7 +320,7 @@ class VerificationResult(_Record):
     warnings: list[str] = Field(default_factory=list)
     partial: bool = False
     assessment: Assessment | None = None
-    #: Comparison design (issue 9) and its context: the control's own movement, demand
+    #: Comparison design and its context: the control's own movement, demand
     #: and saturation per period, the mix decomposition, the cycle check (``designs.run``).
     design: str = "before-after"
     design_context: dict = Field(default_factory=dict)

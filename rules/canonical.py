@@ -135,7 +135,7 @@ CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
     "prefix_cache_hit_ratio": (PREFIX_CACHE_HIT, "", "utilization", "ratio", "higher_is_better"),
     "preemptions_per_second": (PREEMPTIONS, "", "saturation", "preemptions/s", "lower_is_better"),
     # Efficiency and cost per unit of work (rules/cost.py, ratios of sums): primaries that
-    # do not measure demand (issue 9; category utilization, so the demand-bound rule for
+    # do not measure demand (category utilization, so the demand-bound rule for
     # throughput does not apply).
     "tokens_per_gpu_busy_second": (TOKENS_PER_GPU_BUSY_SECOND, "", "utilization", "tokens/GPU-s", "higher_is_better"),
     "tokens_per_gpu_allocated_second": (TOKENS_PER_GPU_ALLOCATED_SECOND, "", "utilization", "tokens/GPU-s", "higher_is_better"),

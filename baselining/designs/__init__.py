@@ -1,4 +1,4 @@
-"""Comparison designs (issue 9): which windows and which series a verdict compares.
+"""Comparison designs: which windows and which series a verdict compares.
 
 One module per design, each with one ``effect(...)`` function returning an
 :class:`~obsctl.baselining.designs.effect.Effect` (a ratio with its interval, by the one

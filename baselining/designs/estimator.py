@@ -1,4 +1,4 @@
-"""The one call from the comparison designs into the statistics package (issue 7).
+"""The one call from the comparison designs into the statistics package.
 
 Every design reduces its comparison to means of **log series** on the step grid (the
 treated/control log ratio at the same instants, or one period's level) and needs the

@@ -1,4 +1,4 @@
-"""The planner for each design: how the compared windows add up (issue 9).
+"""The planner for each design: how the compared windows add up.
 
 The statistics package's planner (:func:`obsctl.baselining.statistics.power.plan`)
 takes the baseline's memory model and scale and finds the window that detects an

@@ -3,7 +3,7 @@
 Why: Prometheus' lookback repeats a series' last sample for 5 minutes at every
 evaluation instant, and backfilled, remote-written or pushed data has no staleness
 markers, so a range query of a signal that stopped still returns values. Judging those
-copies as data gives directions to a signal that stopped (issue 7). This module counts
+copies as data gives directions to a signal that stopped. This module counts
 what Prometheus really has for the signal's *input* series.
 
 Method (two extra requests per signal, each batching every vector selector ``s`` of

@@ -1,4 +1,4 @@
-"""Dependence-robust statistics of the loop (issue 7), one concern per module.
+"""Dependence-robust statistics of the loop, one concern per module.
 
 ``memory``      the signal's memory: an AR(p) model fitted to history (integrated
                 autocorrelation time, the autocorrelation function at any lag).
@@ -11,7 +11,7 @@
 ``planner``     window lengths for a given power, smallest detectable effect.
 ``verdict``     the verdict of one signal, read top to bottom like docs/verification.md.
 
-The functional API other designs build on (issue 9: control, canary, seasonal):
+The functional API other designs build on (control, canary, seasonal):
 ``side_estimate(times, values, step, memory) -> Side`` and
 ``estimate_ratio(baseline_side, window_side) -> RatioEstimate`` (point, se, dof,
 ``interval(confidence)``), ``estimate_log_ratio(a, b) -> Estimate``.

@@ -10,7 +10,7 @@ Welch-Satterthwaite degrees of freedom of ``v_y + R^2 v_x`` (Welch, Biometrika 3
 1947), each side's variance carrying the dof of :func:`.lrv.side_estimate`.
 
 ``estimate_log_ratio`` gives ``log(ybar/xbar)`` with its delta-method standard error,
-a symmetric scale other designs (control/canary differences, issue 9) can combine.
+a symmetric scale other designs (control/canary differences) can combine.
 """
 
 from __future__ import annotations

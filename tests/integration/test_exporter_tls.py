@@ -1,4 +1,4 @@
-"""obsctl-exporter with --web.config.file, as a process, against real clients (issue 6).
+"""obsctl-exporter with --web.config.file, as a process, against real clients.
 
 * TLS with a client certificate and TLS with basic auth, scraped by a real Prometheus whose
   scrape configs carry the matching ``tls_config`` / ``basic_auth``: ``up == 1`` and a price

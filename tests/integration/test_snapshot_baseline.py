@@ -94,7 +94,7 @@ def test_bad_promql_and_unreachable(history):
 
 
 def test_all_non_finite_query_is_no_data_with_reason(history, loop_spec):
-    # BREAKER 15/11: sum(x)/0 is +Inf at every instant on a real Prometheus.
+    # sum(x)/0 is +Inf at every instant on a real Prometheus.
     import yaml
 
     spec = yaml.safe_load(loop_spec.read_text())

@@ -118,7 +118,7 @@ def test_initiative_rules(history, loop_spec):
 
 
 def test_window_before_initiative_start_is_refused(history, loop_spec):
-    # BREAKER 10: the baseline's own window measured as the initiative's effect.
+    # The baseline's own window measured as the initiative's effect.
     iid = start(history, loop_spec, "noisy")
     before = run(verify, ["--spec", loop_spec, "--initiative", iid, "--start", history.iso(0), "--end", history.iso(1)])
     assert before.exit_code == 2

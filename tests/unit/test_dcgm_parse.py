@@ -277,7 +277,7 @@ def test_is_blank_boundaries() -> None:
     ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "obsctl_gpu_energy_joules_total", 1000),
 ])
 def test_unit_conversion_is_the_exact_decimal(field: str, canonical: str, divisor: int) -> None:
-    """57 % is published as 0.57, not 0.5700000000000001 (issue 6): each value's exposition text
+    """57 % is published as 0.57, not 0.5700000000000001: each value's exposition text
     is the Go-style shortest form of the decimal quotient, computed here with Decimal."""
     from decimal import Decimal
 

@@ -1,4 +1,4 @@
-"""The exporter's memory stays flat while its dcgm source fails (issue 6, item 1).
+"""The exporter's memory stays flat while its dcgm source fails.
 
 Before the fix every failed scrape kept all earlier ones alive (the scrape thread's frame in the
 error's traceback named the previous job, whose error named the one before): 27 KiB per scrape

@@ -1,4 +1,4 @@
-"""The speed-ups of issue 7 item 8 give what the code they replace gives.
+"""The verify fast paths give what the code they replace gives.
 
 Each fast path is checked against the library routine or validating code it stands in
 for, computed independently here: scipy.signal.lfilter for the AR autocorrelation's

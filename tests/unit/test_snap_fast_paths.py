@@ -1,4 +1,4 @@
-"""The snapshot speed-ups (issue 7 item 8) give exactly what the code they replace gives.
+"""The snapshot fast paths give exactly what the code they replace gives.
 
 - promapi's msgspec decoder of range answers against json.loads + the validating
   ``_pair`` path: the same floats for Prometheus-formatted values, and "no fast answer"

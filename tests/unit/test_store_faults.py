@@ -1,4 +1,4 @@
-"""Store faults (BREAKER 3, 9, 14): an unusable lock or store path is one StoreError line
+"""Store faults: an unusable lock or store path is one StoreError line
 naming the path; a corrupt current.yaml leaves no orphan baseline record; a store path
 or directory that is a file is an error, not an empty store."""
 

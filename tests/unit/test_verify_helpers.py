@@ -80,7 +80,7 @@ def test_verification_window_defaults_and_cap():
 
 
 def test_verification_window_before_initiative_start_refused():
-    # BREAKER 10: a window starting before started_at measures the old state as the effect.
+    # A window starting before started_at measures the old state as the effect.
     now = dt.datetime(2026, 1, 1, 12, 0, 7, tzinfo=UTC)
     started = dt.datetime(2026, 1, 1, 11, 0, tzinfo=UTC)
     early = dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
@@ -94,7 +94,7 @@ def test_verification_window_before_initiative_start_refused():
 
 
 def test_verification_window_point_cap_and_overflow():
-    # BREAKER 5: --start 0 or a huge --window must be refused, not hang or overflow.
+    # --start 0 or a huge --window must be refused, not hang or overflow.
     now = dt.datetime(2026, 1, 1, 12, tzinfo=UTC)
     epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
     with pytest.raises(UsageError, match=r"--start: too long: .* more than the maximum of 1,000,000"):

@@ -1,11 +1,15 @@
 """Fixtures shared by every test: paths to the repository, the example spec and the
-public metric dumps in ../shared/fixtures (read-only)."""
+public metric dumps in ../shared/fixtures (read-only), and the session's Prometheus serving
+the synthetic history of :mod:`support.history` (started on first use)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
+from support.history import History, build_history, openmetrics
+from support.prometheus import served_history
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,6 +38,16 @@ def fixtures_dir() -> Path:
 @pytest.fixture(scope="session")
 def example_spec_path() -> Path:
     return REPO / "examples" / "obsctl.yaml"
+
+
+@pytest.fixture(scope="session")
+def history(tmp_path_factory) -> History:
+    """A real Prometheus (stopped at session end) serving the backfilled synthetic history;
+    the values written are on the returned :class:`History`."""
+    hist = build_history(time.time())
+    with served_history(tmp_path_factory.mktemp("history-prometheus"), openmetrics(hist)) as served:
+        hist.prometheus_url = served.url
+        yield hist
 
 
 def _child_processes() -> list[tuple[int, str]]:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.faultkit import write_fault_spec
+from support.faultproxy import FaultProxy
 from support.openssl_certs import SERVER_NAME
-from faultkit import write_fault_spec
-from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration
 
@@ -77,22 +77,22 @@ def secret_files(tmp_path):
     return folder
 
 
-def test_no_secret_in_any_output_store_or_report(tmp_path, fault_history, pki, secret_files):
+def test_no_secret_in_any_output_store_or_report(tmp_path, history, pki, secret_files):
     tls = {"ca_file": str(pki.ca[0]), "cert_file": str(pki.client[0]), "key_file": str(pki.client[1]), "server_name": SERVER_NAME}
     headers = {"X-Scope-OrgID": {"values": [TENANT]}, "X-Api-Key": {"files": [str(secret_files / "api-key")]}}
     required = {"Authorization": f"Bearer {TOKEN}", "X-Scope-OrgID": TENANT, "X-Api-Key": HEADER_SECRET}
     store, reports = tmp_path / "store", tmp_path / "reports"
-    with FaultProxy(fault_history.prometheus_url, tls=(pki.server[0], pki.server[1], pki.ca[0]), required_headers=required) as gw:
+    with FaultProxy(history.prometheus_url, tls=(pki.server[0], pki.server[1], pki.ca[0]), required_headers=required) as gw:
         bearer = write_fault_spec(tmp_path / "bearer.yaml", gw.url, store, tls_config=tls, http_headers=headers,
                                   authorization={"credentials_file": str(secret_files / "token")})
         spec = str(bearer)
         # 1. the loop, every command with a secret on the wire
         out, err, codes = run_commands([
             ["check", "--spec", spec], ["check", "--spec", spec, "-o", "json"],
-            ["snapshot-baseline", "--spec", spec, "--class", "steady", "--window", "1h", "--end", fault_history.iso(1), "-o", "json"],
+            ["snapshot-baseline", "--spec", spec, "--class", "steady", "--window", "1h", "--end", history.iso(1), "-o", "json"],
             ["initiative", "start", "--spec", spec, "--name", "tune", "--lever", "batch-size", "--class", "steady",
-             "--signal", "tokens_per_second", "--started-at", fault_history.iso(1), "-o", "json"],
-            ["verify", "--spec", spec, "--class", "steady", "--end", fault_history.iso(2), "-o", "json"],
+             "--signal", "tokens_per_second", "--started-at", history.iso(1), "-o", "json"],
+            ["verify", "--spec", spec, "--class", "steady", "--end", history.iso(2), "-o", "json"],
         ])
         assert codes[:4] == [0, 0, 0, 0], out + err
         assert codes[4] in (0, 10, 11, 12, 13, 14), out + err  # a verdict, whichever
@@ -104,7 +104,7 @@ def test_no_secret_in_any_output_store_or_report(tmp_path, fault_history, pki, s
         SECRETS.append("tok-SECRET-not-the-right-one")
         out2, err2, codes2 = run_commands([
             ["report", "--spec", spec, "--initiative", initiative_id, "--out", str(reports)],
-            ["snapshot-baseline", "--spec", spec, "--class", "steady", "--window", "1h", "--end", fault_history.iso(1)],
+            ["snapshot-baseline", "--spec", spec, "--class", "steady", "--window", "1h", "--end", history.iso(1)],
         ])
         assert codes2 == [0, 3], out2 + err2
         assert "the credentials were refused: check prometheus.authorization" in err2
@@ -117,8 +117,8 @@ def test_no_secret_in_any_output_store_or_report(tmp_path, fault_history, pki, s
         userinfo["prometheus"] = {"url": f"https://obsctl:{URL_PASSWORD}@{SERVER_NAME}:9090"}
         (tmp_path / "userinfo.yaml").write_text(yaml.safe_dump(userinfo, sort_keys=False))
         out3, err3, codes3 = run_commands([
-            ["snapshot-baseline", "--spec", spec, "--class", "steady", "--window", "1h", "--end", fault_history.iso(1)],
-            ["verify", "--spec", str(basic), "--class", "steady", "--end", fault_history.iso(2), "-o", "json"],
+            ["snapshot-baseline", "--spec", spec, "--class", "steady", "--window", "1h", "--end", history.iso(1)],
+            ["verify", "--spec", str(basic), "--class", "steady", "--end", history.iso(2), "-o", "json"],
             ["check", "--spec", str(tmp_path / "userinfo.yaml")], ["check", "--spec", str(tmp_path / "userinfo.yaml"), "-o", "json"],
             ["snapshot-baseline", "--spec", str(tmp_path / "userinfo.yaml")],
         ])

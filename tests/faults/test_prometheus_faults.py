@@ -14,10 +14,10 @@ import urllib.parse
 import pytest
 import yaml
 from click.testing import CliRunner
-from faultkit import seed_store, tree_digest, write_fault_spec
-from faultproxy import HUGE_BYTES
-
 from obsctl.baselining.cli import snapshot_baseline, verify
+from support.faultkit import seed_store, tree_digest, write_fault_spec
+from support.faultproxy import HUGE_BYTES
+
 from obsctl.stack import free_port
 
 pytestmark = pytest.mark.integration
@@ -64,10 +64,10 @@ def snap(spec, history):
 
 
 @pytest.fixture(scope="module")
-def seeded_store(tmp_path_factory, fault_history):
+def seeded_store(tmp_path_factory, history):
     """A store holding one baseline (steady) and an open initiative, made once through a
     pass-through proxy; each test works on its own copy."""
-    return seed_store(tmp_path_factory.mktemp("seeded"), fault_history, write_fault_spec)
+    return seed_store(tmp_path_factory.mktemp("seeded"), history, write_fault_spec)
 
 
 @pytest.fixture
@@ -94,14 +94,14 @@ def one_error_line(result, proxy, pattern: str) -> re.Match:
 
 
 @pytest.mark.parametrize(("mode", "code", "pattern"), CASES, ids=[c[0] for c in CASES])
-def test_snapshot_fault_mode(mode, code, pattern, proxy, fault_spec, fault_history, tmp_path):
+def test_snapshot_fault_mode(mode, code, pattern, proxy, fault_spec, history, tmp_path):
     if mode in SPEC_CHANGES:
         spec = yaml.safe_load(fault_spec.read_text())
         spec["prometheus"].update(SPEC_CHANGES[mode])
         fault_spec.write_text(yaml.safe_dump(spec, sort_keys=False))
     before = tree_digest(tmp_path / "store")
     proxy.mode = mode
-    result = snap(fault_spec, fault_history)
+    result = snap(fault_spec, history)
     assert result.exit_code == code, result.output
     match = one_error_line(result, proxy, pattern)
     if "took" in match.groupdict():  # all attempts together stay under deadline_seconds (2)
@@ -110,30 +110,30 @@ def test_snapshot_fault_mode(mode, code, pattern, proxy, fault_spec, fault_histo
 
 
 @pytest.mark.parametrize("mode", ["trickle", "deep", "login200", "401", "5xx"])
-def test_verify_fault_mode_keeps_the_store(mode, proxy, fault_spec, fault_history, tmp_path):
+def test_verify_fault_mode_keeps_the_store(mode, proxy, fault_spec, history, tmp_path):
     before = tree_digest(tmp_path / "store")
     proxy.mode = mode
-    result = run(verify, ["--spec", fault_spec, "--class", "steady", "--end", fault_history.iso(2), "-o", "json"])
+    result = run(verify, ["--spec", fault_spec, "--class", "steady", "--end", history.iso(2), "-o", "json"])
     code, pattern = next((c, p) for m, c, p in CASES if m == mode)
     assert result.exit_code == code, result.output
     one_error_line(result, proxy, pattern.replace(API, API))
     assert tree_digest(tmp_path / "store") == before
     proxy.mode = "pass"  # and the same command works once the fault is gone
-    assert run(verify, ["--spec", fault_spec, "--class", "steady", "--end", fault_history.iso(2)]).exit_code == 0
+    assert run(verify, ["--spec", fault_spec, "--class", "steady", "--end", history.iso(2)]).exit_code == 0
 
 
-def test_a_failed_load_context_query_costs_its_own_period_only(proxy, fault_spec, fault_history):
+def test_a_failed_load_context_query_costs_its_own_period_only(proxy, fault_spec, history):
     """The load context's queries run concurrently (designs.run.period_loads): HTTP 503 on
     the baseline period's CPU query leaves that period's load unknown, with the error in
     the notes; the window's load, the verdict and its save are unaffected."""
-    t1 = fault_history.at(1)
+    t1 = history.at(1)
 
     def baseline_cpu(path: str) -> bool:
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
         return "process_cpu_seconds_total" in query.get("query", [""])[0] and float(query.get("start", ["inf"])[0]) < t1
 
     proxy.mode, proxy.only = "5xx", baseline_cpu
-    result = run(verify, ["--spec", fault_spec, "--class", "steady", "--end", fault_history.iso(2), "-o", "json"])
+    result = run(verify, ["--spec", fault_spec, "--class", "steady", "--end", history.iso(2), "-o", "json"])
     assert result.exit_code == 0, result.output
     res = json.loads(result.stdout)
     notes = res["design_context"]["notes"]
@@ -144,29 +144,29 @@ def test_a_failed_load_context_query_costs_its_own_period_only(proxy, fault_spec
     assert sum(baseline_cpu(path) for path, _, _ in proxy.seen) >= 2  # retried like any request
 
 
-def test_a_secret_echoed_in_a_header_is_scrubbed_before_it_is_cut(proxy, fault_spec, fault_history, tmp_path):
+def test_a_secret_echoed_in_a_header_is_scrubbed_before_it_is_cut(proxy, fault_spec, history, tmp_path):
     """The Content-Type is shown cut to 60 characters: cut first, the token's head leaked."""
     before = tree_digest(tmp_path / "store")
     proxy.mode = "echo_content_type"
-    result = snap(fault_spec, fault_history)
+    result = snap(fault_spec, history)
     assert result.exit_code == 3, result.output
     one_error_line(result, proxy, r"not a Prometheus API answer from .*: not JSON \(text/html; charset=utf-8; echo=Authorization: Bearer <secre")
     assert "fault-t" not in result.output and "test-token" not in result.output
     assert tree_digest(tmp_path / "store") == before
 
 
-def test_http10_answer_without_content_length_is_read_to_the_close(proxy, fault_spec, fault_history, tmp_path):
+def test_http10_answer_without_content_length_is_read_to_the_close(proxy, fault_spec, history, tmp_path):
     proxy.mode = "http10_nolength"
-    result = snap(fault_spec, fault_history)
+    result = snap(fault_spec, history)
     assert result.exit_code == 0, result.output
 
 
-def test_refused_connection(fault_spec, fault_history, tmp_path):
+def test_refused_connection(fault_spec, history, tmp_path):
     spec = yaml.safe_load(fault_spec.read_text())
     spec["prometheus"]["url"] = f"http://127.0.0.1:{free_port()}"
     fault_spec.write_text(yaml.safe_dump(spec, sort_keys=False))
     before = tree_digest(tmp_path / "store")
-    result = snap(fault_spec, fault_history)
+    result = snap(fault_spec, history)
     assert result.exit_code == 3
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and re.fullmatch(r"obsctl: error: cannot reach Prometheus at http://127\.0\.0\.1:\d+: connection refused "
@@ -174,21 +174,21 @@ def test_refused_connection(fault_spec, fault_history, tmp_path):
     assert tree_digest(tmp_path / "store") == before
 
 
-def test_deep_json_through_the_console_script(proxy, fault_spec, fault_history):
+def test_deep_json_through_the_console_script(proxy, fault_spec, history):
     """The real entry point (run_main): a RecursionError-sized answer is one line, exit 3."""
     proxy.mode = "deep"
     done = subprocess.run([sys.executable, "-c", "from obsctl.cli import main; main()", "snapshot-baseline", "--spec", str(fault_spec),
-                           "--class", "steady", "--window", "1h", "--end", fault_history.iso(1)], capture_output=True, text=True, timeout=60)
+                           "--class", "steady", "--window", "1h", "--end", history.iso(1)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 3, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "JSON nested too deeply" in lines[0], done.stderr
 
 
-def test_proxy_url_carries_every_request(proxy, fault_spec, fault_history):
+def test_proxy_url_carries_every_request(proxy, fault_spec, history):
     spec = yaml.safe_load(fault_spec.read_text())
     # A host name that does not resolve: only the proxy can reach "it".
     spec["prometheus"].update(url="http://prometheus.obsctl.invalid:9090", proxy_url=proxy.url)
     fault_spec.write_text(yaml.safe_dump(spec, sort_keys=False))
-    result = snap(fault_spec, fault_history)
+    result = snap(fault_spec, history)
     assert result.exit_code == 0, result.output
     assert proxy.seen and all(path.startswith("http://prometheus.obsctl.invalid:9090/api/v1/") for path, _, _ in proxy.seen)

@@ -11,12 +11,11 @@ import shutil
 import pytest
 import yaml
 from click.testing import CliRunner
-from support.openssl_certs import SERVER_NAME
-from faultkit import write_fault_spec
-from faultproxy import FaultProxy
-
 from obsctl.baselining.cli import snapshot_baseline
 from obsctl.baselining.store import Store
+from support.faultkit import write_fault_spec
+from support.faultproxy import FaultProxy
+from support.openssl_certs import SERVER_NAME
 
 pytestmark = pytest.mark.integration
 
@@ -35,9 +34,9 @@ def tls_config(pki, **changes):
 
 
 @pytest.fixture
-def gateway(fault_history, pki):
+def gateway(history, pki):
     """HTTPS gateway: client certificate from the test CA, ``Bearer TOKEN``, ``X-Scope-OrgID: TENANT``."""
-    with FaultProxy(fault_history.prometheus_url, tls=(pki.server[0], pki.server[1], pki.ca[0]),
+    with FaultProxy(history.prometheus_url, tls=(pki.server[0], pki.server[1], pki.ca[0]),
                     required_headers={"Authorization": f"Bearer {TOKEN}", "X-Scope-OrgID": TENANT}) as proxy:
         yield proxy
 
@@ -57,9 +56,9 @@ def bearer_spec(tmp_path, gateway, pki, token_file, **prometheus):
     return write_fault_spec(tmp_path / "obsctl.yaml", gateway.url, tmp_path / "store", **{k: v for k, v in fields.items() if v is not None})
 
 
-def test_bearer_client_cert_tenant_through_tls(tmp_path, gateway, pki, token_file, fault_history):
+def test_bearer_client_cert_tenant_through_tls(tmp_path, gateway, pki, token_file, history):
     spec = bearer_spec(tmp_path, gateway, pki, token_file)  # credentials_file relative to the spec's folder
-    result = snap(spec, fault_history)
+    result = snap(spec, history)
     assert result.exit_code == 0, result.output
     assert Store(tmp_path / "store").current_baseline("steady", "tokens_per_second") is not None
     assert gateway.seen, "no request reached the gateway"
@@ -69,26 +68,26 @@ def test_bearer_client_cert_tenant_through_tls(tmp_path, gateway, pki, token_fil
         assert client_cn == "prometheus"  # make_pki's client certificate CN
 
 
-def test_rotated_token_is_read_at_use_time(tmp_path, gateway, pki, token_file, fault_history):
+def test_rotated_token_is_read_at_use_time(tmp_path, gateway, pki, token_file, history):
     spec = bearer_spec(tmp_path, gateway, pki, token_file)
-    assert snap(spec, fault_history).exit_code == 0
+    assert snap(spec, history).exit_code == 0
     gateway.required_headers["Authorization"] = "Bearer rotated-token-77"
-    refused = snap(spec, fault_history)
+    refused = snap(spec, history)
     assert refused.exit_code == 3 and "HTTP 401 from /api/v1/query_range: the credentials were refused: check prometheus.authorization" in refused.stderr
     token_file.write_text("rotated-token-77\n")
-    assert snap(spec, fault_history).exit_code == 0
+    assert snap(spec, history).exit_code == 0
 
 
-def test_basic_auth_variant(tmp_path, fault_history, pki):
+def test_basic_auth_variant(tmp_path, history, pki):
     password = tmp_path / "password"
     password.write_text("basic-pw-5c1d\n")
     expected = "Basic " + base64.b64encode(b"obsctl:basic-pw-5c1d").decode()
-    with FaultProxy(fault_history.prometheus_url, tls=(pki.server[0], pki.server[1], pki.ca[0]),
+    with FaultProxy(history.prometheus_url, tls=(pki.server[0], pki.server[1], pki.ca[0]),
                     required_headers={"Authorization": expected, "X-Scope-OrgID": TENANT}) as proxy:
         spec = write_fault_spec(tmp_path / "obsctl.yaml", proxy.url, tmp_path / "store", tls_config=tls_config(pki),
                                 basic_auth={"username": "obsctl", "password_file": str(password)},
                                 http_headers={"X-Scope-OrgID": TENANT})  # the simple header form
-        result = snap(spec, fault_history)
+        result = snap(spec, history)
         assert result.exit_code == 0, result.output
         assert {headers["Authorization"] for _, headers, _ in proxy.seen} == {expected}
 
@@ -100,7 +99,7 @@ def test_basic_auth_variant(tmp_path, fault_history, pki):
     ({"token": "wrong-token"}, r"HTTP 401 from /api/v1/query_range: the credentials were refused: check prometheus.authorization"),
     ({"token": None}, r"prometheus.authorization.credentials_file: .*/secrets/token: file not found"),
 ])
-def test_refusals_are_one_line(change, message, tmp_path, gateway, pki, token_file, fault_history):
+def test_refusals_are_one_line(change, message, tmp_path, gateway, pki, token_file, history):
     import re
 
     fields = {}
@@ -116,16 +115,16 @@ def test_refusals_are_one_line(change, message, tmp_path, gateway, pki, token_fi
             token_file.unlink()
         else:
             token_file.write_text(change["token"])
-    result = snap(spec, fault_history)
+    result = snap(spec, history)
     assert result.exit_code == (2 if change.get("token", "") is None else 3), result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and re.search(message, lines[0]), result.stderr
     assert not (tmp_path / "store" / "baselines").exists()
 
 
-def test_client_certificate_required(tmp_path, gateway, pki, token_file, fault_history):
+def test_client_certificate_required(tmp_path, gateway, pki, token_file, history):
     spec = bearer_spec(tmp_path, gateway, pki, token_file, tls_config=tls_config(pki, cert_file=None, key_file=None))
-    result = snap(spec, fault_history)
+    result = snap(spec, history)
     assert result.exit_code == 3, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "TLS failed: the server closed the connection during the TLS handshake (does it require a client certificate?" in lines[0], result.stderr
@@ -196,14 +195,14 @@ def test_check_warns_about_a_missing_secret_file(tmp_path, example_spec_path):
     assert result.exit_code == 0 and "credentials_file" not in result.stderr and "t0ken-value" not in result.output
 
 
-def test_insecure_skip_verify_and_unusable_pem(tmp_path, gateway, pki, token_file, fault_history):
+def test_insecure_skip_verify_and_unusable_pem(tmp_path, gateway, pki, token_file, history):
     skip = bearer_spec(tmp_path, gateway, pki, token_file, tls_config=tls_config(pki, ca_file=None, server_name=None, insecure_skip_verify=True))
-    result = snap(skip, fault_history)
+    result = snap(skip, history)
     assert result.exit_code == 0 and result.stderr.count("\n") == 1, result.output  # one progress line, no urllib3 warning
     bad = tmp_path / "bad.pem"
     bad.write_text("not a certificate\n")
     for change, message in (({"ca_file": str(bad)}, "TLS failed: ca_file holds no PEM certificate"),
                             ({"cert_file": str(bad), "key_file": str(bad)}, "TLS failed: cannot load the client certificate and key")):
         spec = bearer_spec(tmp_path, gateway, pki, token_file, tls_config=tls_config(pki, **change))
-        result = snap(spec, fault_history)
+        result = snap(spec, history)
         assert result.exit_code == 3 and len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.output

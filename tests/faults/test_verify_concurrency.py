@@ -23,15 +23,15 @@ import urllib.parse
 import pytest
 import yaml
 from click.testing import CliRunner
-from faultkit import helpers, seed_store, tree_digest, write_fault_spec
-from faultproxy import wait_until
-
 from obsctl.baselining.cli import verify
+from support.faultkit import seed_store, tree_digest, write_fault_spec
+from support.history import LATENCY, METRIC, QUALITY
+from support.polling import wait_until
+
 from obsctl.stack import free_port
 
 pytestmark = pytest.mark.integration
 
-METRIC, QUALITY, LATENCY = helpers.METRIC, helpers.QUALITY, helpers.LATENCY
 #: Six guard signals of the steady class (quality and saturation categories), sorted by name.
 GUARDS = [
     {"name": "quality_min", "category": "quality", "query": f"min({QUALITY}{{$selector}})", "unit": "ratio", "direction": "higher_is_better"},
@@ -78,10 +78,10 @@ def write_guard_spec(path, url, store, guards=GUARDS, **prometheus):
 
 
 @pytest.fixture(scope="module")
-def guard_store(tmp_path_factory, fault_history):
+def guard_store(tmp_path_factory, history):
     """A store with baselines of the primary and the six guards (steady) and an open
     initiative, made once through a pass-through proxy; each test works on a copy."""
-    return seed_store(tmp_path_factory.mktemp("guard-seeded"), fault_history, write_guard_spec)
+    return seed_store(tmp_path_factory.mktemp("guard-seeded"), history, write_guard_spec)
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def interrupt(args: list, ready, proxy) -> tuple[subprocess.Popen, str, str, flo
     calls hang in the proxy), and return ``(process, stdout, stderr, seconds to exit)``."""
     p = subprocess.Popen([*CONSOLE, "verify", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_until(ready, 20), proxy.seen
+        wait_until(ready, 20, interval=0.02, what=lambda: f"verify's calls to hang in the proxy (seen: {proxy.seen})")
         time.sleep(0.3)
         t0 = time.monotonic()
         p.send_signal(signal.SIGINT)
@@ -139,10 +139,10 @@ GUARD_MODES = [
 
 
 @pytest.mark.parametrize(("mode", "code", "pattern"), GUARD_MODES, ids=[m[0] for m in GUARD_MODES])
-def test_a_fault_on_one_guard_is_one_line_and_keeps_the_store(mode, code, pattern, proxy, gspec, store, fault_history):
+def test_a_fault_on_one_guard_is_one_line_and_keeps_the_store(mode, code, pattern, proxy, gspec, store, history):
     before = tree_digest(store)
     proxy.mode, proxy.only = mode, is_one_guard
-    result = run(verify, verify_args(gspec, fault_history, "-o", "json"))
+    result = run(verify, verify_args(gspec, history, "-o", "json"))
     assert result.exit_code == code, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert re.search(pattern, one_line(result.stderr, proxy.url)), result.stderr
@@ -151,39 +151,39 @@ def test_a_fault_on_one_guard_is_one_line_and_keeps_the_store(mode, code, patter
     assert any(is_one_guard(p) for p, _, _ in proxy.seen)
 
 
-def test_a_fault_on_the_alerts_query_is_one_line(proxy, gspec, store, fault_history):
+def test_a_fault_on_the_alerts_query_is_one_line(proxy, gspec, store, history):
     before = tree_digest(store)
     proxy.mode, proxy.only = "5xx", is_alerts
-    result = run(verify, verify_args(gspec, fault_history))
+    result = run(verify, verify_args(gspec, history))
     assert result.exit_code == 3, result.output
     line = one_line(result.stderr, proxy.url)
     assert "HTTP 503 from /api/v1/query:" in line, line  # an instant query: the alerts'
     assert tree_digest(store) == before
 
 
-def test_the_primarys_error_comes_before_the_guards(proxy, gspec, store, fault_history):
+def test_the_primarys_error_comes_before_the_guards(proxy, gspec, store, history):
     """Primary 503, every guard 401 at the same time: the primary's error is the one shown."""
     before = tree_digest(store)
 
     proxy.route = lambda path: "5xx" if is_primary(path) else "401" if is_guard(path) else None
-    result = run(verify, verify_args(gspec, fault_history))
+    result = run(verify, verify_args(gspec, history))
     assert result.exit_code == 3, result.output
     line = one_line(result.stderr, proxy.url)
     assert "HTTP 503 from /api/v1/query_range" in line and "401" not in line, line
     assert tree_digest(store) == before
 
 
-def test_a_guard_error_comes_before_the_alerts_error(proxy, gspec, store, fault_history):
+def test_a_guard_error_comes_before_the_alerts_error(proxy, gspec, store, history):
     proxy.route = lambda path: "401" if is_one_guard(path) else "5xx" if is_alerts(path) else None
-    result = run(verify, verify_args(gspec, fault_history))
+    result = run(verify, verify_args(gspec, history))
     assert result.exit_code == 3, result.output
     line = one_line(result.stderr, proxy.url)
     assert "HTTP 401 from /api/v1/query_range" in line, line  # the guard's, not the alerts' 503
 
 
-def test_no_guards_sends_no_guard_query(proxy, gspec, store, fault_history):
+def test_no_guards_sends_no_guard_query(proxy, gspec, store, history):
     proxy.mode, proxy.only = "5xx", is_guard
-    result = run(verify, verify_args(gspec, fault_history, "--no-guards", "-o", "json"))
+    result = run(verify, verify_args(gspec, history, "--no-guards", "-o", "json"))
     assert result.exit_code == 0, result.output
     res = json.loads(result.stdout)
     assert res["guards_evaluated"] is False and res["guards"] == []
@@ -191,15 +191,15 @@ def test_no_guards_sends_no_guard_query(proxy, gspec, store, fault_history):
 
 
 @pytest.mark.parametrize("mode", ["deep", "bad_data400", "trickle", "reset_mid"])
-def test_a_load_context_fault_costs_its_period_only(mode, proxy, gspec, fault_history):
-    t1 = fault_history.at(1)
+def test_a_load_context_fault_costs_its_period_only(mode, proxy, gspec, history):
+    t1 = history.at(1)
 
     def baseline_load(path: str) -> bool:
         q = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
         return "process_cpu_seconds_total" in q.get("query", [""])[0] and float(q.get("start", ["inf"])[0]) < t1
 
     proxy.mode, proxy.only = mode, baseline_load
-    result = run(verify, verify_args(gspec, fault_history, "--no-guards", "-o", "json"))
+    result = run(verify, verify_args(gspec, history, "--no-guards", "-o", "json"))
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     notes = json.loads(result.stdout)["design_context"]["notes"]
@@ -209,13 +209,14 @@ def test_a_load_context_fault_costs_its_period_only(mode, proxy, gspec, fault_hi
 
 # --- many guards: same results, same order as one at a time ----------------------------
 
-def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, fault_history):
-    from obsctl.baselining.promapi import PrometheusClient
+def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history):
     from obsctl.baselining.store import Store
     from obsctl.baselining.verify import evaluate_guard, guard_baselines, look_context
+
+    from obsctl.baselining.promapi import PrometheusClient
     from obsctl.spec import load_spec as load
 
-    result = run(verify, verify_args(gspec, fault_history, "-o", "json"))
+    result = run(verify, verify_args(gspec, history, "-o", "json"))
     assert result.exit_code in (0, 10, 11), result.output
     assert "Connection pool is full" not in result.stderr
     got = json.loads(result.stdout)
@@ -255,10 +256,10 @@ def test_console_script_early_spec_error_exits_at_once(tmp_path):
     assert took < 20  # the prefetch thread does not hold the process
 
 
-def test_console_script_refused_prometheus(tmp_path, store, fault_history):
+def test_console_script_refused_prometheus(tmp_path, store, history):
     spec = write_guard_spec(tmp_path / "refused.yaml", f"http://127.0.0.1:{free_port()}", store)
     before = tree_digest(store)
-    done = console(["verify", *verify_args(spec, fault_history)])
+    done = console(["verify", *verify_args(spec, history)])
     assert done.returncode == 3, done.stderr
     assert "connection refused" in one_line(done.stderr)
     assert tree_digest(store) == before
@@ -271,14 +272,14 @@ def slow_spec(tmp_path, proxy, store):
     return write_guard_spec(tmp_path / "slow.yaml", proxy.url, store, timeout_seconds=5, deadline_seconds=10)
 
 
-def test_a_failed_primary_does_not_wait_for_slow_guards(proxy, slow_spec, store, fault_history):
+def test_a_failed_primary_does_not_wait_for_slow_guards(proxy, slow_spec, store, history):
     """Primary 503 (fails in about a second with its retries); the guards' answers take 30 s.
     Run one at a time, verify stopped at the primary's error; it must not now wait for the
     guards' 10 s deadline before exiting."""
     proxy.route = lambda path: "5xx" if is_primary(path) else "slow" if is_guard(path) else None
     before = tree_digest(store)
     t0 = time.monotonic()
-    done = console(["verify", *verify_args(slow_spec, fault_history)])
+    done = console(["verify", *verify_args(slow_spec, history)])
     took = time.monotonic() - t0
     assert done.returncode == 3, done.stderr
     assert "HTTP 503" in one_line(done.stderr, proxy.url)
@@ -286,10 +287,10 @@ def test_a_failed_primary_does_not_wait_for_slow_guards(proxy, slow_spec, store,
     assert took < 8, f"verify took {took:.1f}s after the primary failed (guard deadline 10 s)"
 
 
-def test_sigint_during_slow_queries_exits_promptly(proxy, slow_spec, store, fault_history):
+def test_sigint_during_slow_queries_exits_promptly(proxy, slow_spec, store, history):
     proxy.mode, proxy.only = "slow", lambda path: is_primary(path) or is_guard(path)
     before = tree_digest(store)
-    p, out, err, took = interrupt(verify_args(slow_spec, fault_history), lambda: sum(proxy.only(path) for path, _, _ in proxy.seen) >= 3, proxy)
+    p, out, err, took = interrupt(verify_args(slow_spec, history), lambda: sum(proxy.only(path) for path, _, _ in proxy.seen) >= 3, proxy)
     assert p.returncode == 130, err
     assert re.fullmatch(r"obsctl: (interrupted|aborted)", err.strip()), err
     assert tree_digest(store) == before
@@ -318,20 +319,20 @@ TAMPERED += [pytest.param(case, value, id=case) for case, value in [
 
 
 @pytest.mark.parametrize(("case", "value"), TAMPERED, ids=[t[0] if isinstance(t, tuple) else t.id for t in TAMPERED])
-def test_a_tampered_baseline_cycle_is_one_corrupt_store_line(case, value, proxy, gspec, store, fault_history):
+def test_a_tampered_baseline_cycle_is_one_corrupt_store_line(case, value, proxy, gspec, store, history):
     (path,) = (store / "initiatives").glob("*.yaml")
     record = yaml.safe_load(path.read_text())
     record["baseline_cycle"] = value
     path.write_text(yaml.safe_dump(record, sort_keys=False))
     before = tree_digest(store)
-    result = run(verify, verify_args(gspec, fault_history))
+    result = run(verify, verify_args(gspec, history))
     assert result.exit_code == 1, result.output
     line = one_line(result.stderr)
     assert "corrupt store file" in line and "baseline_cycle" in line, line
     assert tree_digest(store) == before
 
 
-def test_sigint_during_the_load_context_exits_promptly(proxy, slow_spec, store, fault_history):
+def test_sigint_during_the_load_context_exits_promptly(proxy, slow_spec, store, history):
     """Ctrl-C while the load context's queries (designs.run.period_loads) hang."""
     def is_load(path: str) -> bool:
         q = promql(path)  # saturation inputs and demand (rules/saturation.py inputs, designs.run.demand_query)
@@ -339,14 +340,14 @@ def test_sigint_during_the_load_context_exits_promptly(proxy, slow_spec, store, 
 
     proxy.mode, proxy.only = "slow", is_load
     before = tree_digest(store)
-    p, out, err, took = interrupt(verify_args(slow_spec, fault_history, "--no-guards"), lambda: sum(is_load(path) for path, _, _ in proxy.seen) >= 4, proxy)
+    p, out, err, took = interrupt(verify_args(slow_spec, history, "--no-guards"), lambda: sum(is_load(path) for path, _, _ in proxy.seen) >= 4, proxy)
     assert p.returncode == 130, err
     assert re.fullmatch(r"obsctl: (interrupted|aborted)", err.strip()), err
     assert out == "" and tree_digest(store) == before
     assert took < 3, f"verify took {took:.1f}s to exit after SIGINT"
 
 
-def test_guard_errors_come_in_guard_order_not_in_time_order(proxy, gspec, store, fault_history):
+def test_guard_errors_come_in_guard_order_not_in_time_order(proxy, gspec, store, history):
     """quality_min (first guard by name) fails slowly (trickle: its 2 s deadline), request_seconds_max
     fails at once (503): the error shown is quality_min's, as when the guards ran one after the other."""
     def first_guard(path: str) -> bool:
@@ -354,7 +355,7 @@ def test_guard_errors_come_in_guard_order_not_in_time_order(proxy, gspec, store,
 
     proxy.route = lambda path: "trickle" if first_guard(path) else "5xx" if is_one_guard(path) else None
     before = tree_digest(store)
-    result = run(verify, verify_args(gspec, fault_history))
+    result = run(verify, verify_args(gspec, history))
     assert result.exit_code == 3, result.output
     line = one_line(result.stderr, proxy.url)
     assert "no complete answer within 1s" in line and "503" not in line, line
@@ -362,18 +363,18 @@ def test_guard_errors_come_in_guard_order_not_in_time_order(proxy, gspec, store,
 
 
 @pytest.mark.parametrize("mode", ["reset_mid", "trickle", "not_http"])
-def test_every_guard_faulted_at_once_is_still_one_line(mode, proxy, gspec, store, fault_history):
+def test_every_guard_faulted_at_once_is_still_one_line(mode, proxy, gspec, store, history):
     """Six guards failing together on the verify's worker threads: one line (the first guard's), no log noise."""
     proxy.mode, proxy.only = mode, is_guard
     before = tree_digest(store)
-    result = run(verify, verify_args(gspec, fault_history))
+    result = run(verify, verify_args(gspec, history))
     assert result.exit_code == 3, result.output
     one_line(result.stderr, proxy.url)
     assert tree_digest(store) == before
 
 
 @pytest.mark.parametrize("damage", ["yaml", "samples"])
-def test_a_corrupt_guard_baseline_read_on_a_worker_is_one_line(damage, proxy, gspec, store, fault_history):
+def test_a_corrupt_guard_baseline_read_on_a_worker_is_one_line(damage, proxy, gspec, store, history):
     """The guards' baselines are read on the worker threads (verify._guard): a damaged record or
     samples file is one ``corrupt store file`` line naming it, exit 1, nothing written."""
     folder = store / "baselines" / "steady" / "request_seconds_max"
@@ -386,14 +387,14 @@ def test_a_corrupt_guard_baseline_read_on_a_worker_is_one_line(damage, proxy, gs
         # verify reads a guard's samples only without the side stored at initiative start
         # (as for initiatives started before it): with the side, the sidecar is not read.
         with_sides = tree_digest(store)
-        assert run(verify, [*verify_args(gspec, fault_history), "--output", "json"]).exit_code in (0, 10, 11)
+        assert run(verify, [*verify_args(gspec, history), "--output", "json"]).exit_code in (0, 10, 11)
         assert tree_digest(store) != with_sides  # the look was saved
         (record,) = (store / "initiatives").glob("*.yaml")
         data = yaml.safe_load(record.read_text())
         data["baseline_sides"] = []
         record.write_text(yaml.safe_dump(data, sort_keys=False))
     before = tree_digest(store)
-    result = run(verify, verify_args(gspec, fault_history))
+    result = run(verify, verify_args(gspec, history))
     assert result.exit_code == 1, result.output
     line = one_line(result.stderr)
     assert "request_seconds_max" in line and "corrupt" in line, line
@@ -404,7 +405,7 @@ def test_a_corrupt_guard_baseline_read_on_a_worker_is_one_line(damage, proxy, gs
 
 @pytest.mark.parametrize("value", [pytest.param(v, id=str(v))
                                    for v in (float("nan"), float("inf"), 1e300, -3600.0, 0.001)] + [pytest.param("1h", id="text")])
-def test_a_tampered_planned_length_is_one_corrupt_store_line(value, proxy, gspec, store, fault_history):
+def test_a_tampered_planned_length_is_one_corrupt_store_line(value, proxy, gspec, store, history):
     """The planned length stored at initiative start (verify uses it, no re-plan)."""
     (path,) = (store / "initiatives").glob("*.yaml")
     record = yaml.safe_load(path.read_text())
@@ -423,16 +424,16 @@ def test_a_tampered_planned_length_is_one_corrupt_store_line(value, proxy, gspec
 
 @pytest.mark.parametrize("value", [pytest.param(v, id=str(v))
                                    for v in (float("nan"), float("inf"), -1.0, 5.0)] + [pytest.param("half", id="text")])
-def test_a_tampered_earlier_look_is_one_corrupt_store_line(value, proxy, gspec, store, fault_history):
+def test_a_tampered_earlier_look_is_one_corrupt_store_line(value, proxy, gspec, store, history):
     """An earlier look's information fraction sets this look's boundary (verify.look_context)."""
-    first = run(verify, ["--spec", gspec, "--class", "steady", "--end", fault_history.iso(1.5)])
+    first = run(verify, ["--spec", gspec, "--class", "steady", "--end", history.iso(1.5)])
     assert first.exit_code in (0, 10, 11), first.output
     (path,) = (store / "initiatives").glob("*.yaml")
     record = yaml.safe_load(path.read_text())
     record["verifications"][0]["assessment"]["information_fraction"] = value
     path.write_text(yaml.safe_dump(record, sort_keys=False))
     before = tree_digest(store)
-    result = run(verify, verify_args(gspec, fault_history))
+    result = run(verify, verify_args(gspec, history))
     assert result.exit_code == 1, result.output
     line = one_line(result.stderr)
     assert "corrupt store file" in line and "information_fraction" in line, line
@@ -447,13 +448,13 @@ def test_a_tampered_earlier_look_is_one_corrupt_store_line(value, proxy, gspec, 
     pytest.param("rho", [1.0, float("nan")], id="rho NaN"),
     pytest.param("step_seconds", "fast", id="step text"),
 ])
-def test_a_tampered_baseline_memory_is_one_corrupt_store_line(field, value, proxy, gspec, store, fault_history):
+def test_a_tampered_baseline_memory_is_one_corrupt_store_line(field, value, proxy, gspec, store, history):
     (path,) = (store / "baselines" / "steady" / "tokens_per_second").glob("*.yaml")
     record = yaml.safe_load(path.read_text())
     record["memory"][field] = value
     path.write_text(yaml.safe_dump(record, sort_keys=False))
     before = tree_digest(store)
-    result = run(verify, verify_args(gspec, fault_history))
+    result = run(verify, verify_args(gspec, history))
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert result.exit_code == 1, result.output
     line = one_line(result.stderr)

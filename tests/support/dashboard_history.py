@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from obsctl.baselining.models import Baseline, Population, Statistics, Window
 from obsctl.dashboards import build as builder
 from obsctl.rules import canonical as C
 from obsctl.rules import generate as gen
+
+from obsctl.baselining.models import Baseline, Population, Statistics, Window
 from obsctl.spec import load_spec
 from support import promtool
 

@@ -22,7 +22,6 @@ import socket
 import ssl
 import struct
 import threading
-import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -274,13 +273,3 @@ class FaultProxy:
                     return
         except OSError:
             pass
-
-
-def wait_until(predicate, timeout: float = 5.0) -> bool:
-    """Poll ``predicate`` until true or ``timeout`` seconds pass."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())

@@ -1,33 +1,20 @@
-"""Helpers of the fault, TLS and secret tests (fixtures are in conftest.py)."""
+"""Helpers of the fault, TLS and secret tests (their fixtures are in tests/faults/conftest.py)."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import sys
 from pathlib import Path
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
-
-
-def _integration_helpers():
-    # The integration suite's history and spec builders, so both suites measure the same data.
-    spec = importlib.util.spec_from_file_location("obsctl_integration_history", HERE.parent / "integration" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-helpers = _integration_helpers()
+from support.faultproxy import FaultProxy
+from support.history import write_spec
 
 
 def write_fault_spec(path: Path, url: str, store: Path, **prometheus) -> Path:
     """The integration spec, pointed at ``url``, with short deadlines and extra
     ``prometheus:`` fields (``tls_config=...``, ``authorization=...``)."""
-    helpers.write_spec(path, url, store)
+    write_spec(path, url, store)
     spec = yaml.safe_load(path.read_text())
     spec["prometheus"] = {"url": url, "timeout_seconds": 1, "deadline_seconds": 2, **prometheus}
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -50,8 +37,6 @@ def seed_store(work: Path, history, write_spec) -> Path:
     and an open initiative started at hour 1, made through a pass-through proxy with the
     spec ``write_spec(path, url, store)`` writes; returns the store directory."""
     from click.testing import CliRunner
-    from faultproxy import FaultProxy
-
     from obsctl.baselining.cli import initiative, snapshot_baseline
 
     def run(cmd, args):

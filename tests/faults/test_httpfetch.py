@@ -194,8 +194,8 @@ def test_unusable_secret_file_names_the_spec_line(tmp_path, broken, field):
     """At use (exit 2) and at check (a warning): '<spec>:<line of the option>: <field>: <path>: why'."""
     from click.testing import CliRunner
 
-    from obsctl.baselining.promapi import PrometheusClient
     from obsctl.cli import cli
+    from obsctl.promapi import PrometheusClient
     from obsctl.spec import load_spec
 
     (tmp_path / "tenant").write_text("team-a\n")
@@ -256,8 +256,8 @@ NATIVE_RANGE = (b'{"status":"success","data":{"resultType":"matrix","result":[{"
 
 def test_native_histogram_samples_are_the_query_to_fix_not_a_broken_server(raw):
     """Was "not a Prometheus API answer ... is not a [time, value] pair" (exit 3)."""
-    from obsctl.baselining.promapi import PrometheusClient
     from obsctl.errors import UsageError
+    from obsctl.promapi import PrometheusClient
 
     for body, call in ((NATIVE_INSTANT, lambda c: c.query("w")), (NATIVE_RANGE, lambda c: c.query_range("w", 0, 60, 15))):
         client = PrometheusClient(raw(_answer(body)).url.rstrip("/"), timeout_seconds=5, attempts=1)
@@ -273,8 +273,8 @@ def test_native_histogram_samples_are_the_query_to_fix_not_a_broken_server(raw):
      "data.result[0].values[0] time is inf, not a Unix time"),
 ])
 def test_a_non_finite_sample_time_is_not_a_prometheus_answer(raw, body, expected):
-    from obsctl.baselining.promapi import PrometheusClient
     from obsctl.errors import PrometheusUnavailable
+    from obsctl.promapi import PrometheusClient
 
     client = PrometheusClient(raw(_answer(body)).url.rstrip("/"), timeout_seconds=5, attempts=1)
     with pytest.raises(PrometheusUnavailable, match="not a Prometheus API answer") as info:
@@ -288,7 +288,7 @@ def test_a_flood_of_warnings_is_capped_and_keeps_the_partial_one(raw):
     warning after the cap still marks the answer partial."""
     import json
 
-    from obsctl.baselining.promapi import MAX_NOTES, PrometheusClient
+    from obsctl.promapi import MAX_NOTES, PrometheusClient
 
     notes = [f"PromQL info: metric name x{i} might not be a counter" for i in range(5 * MAX_NOTES)] + ["store-gateway 7 failed"]
     body = json.dumps({"status": "success", "warnings": notes, "infos": notes,

@@ -213,7 +213,7 @@ def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history
     from obsctl.baselining.store import Store
     from obsctl.baselining.verify import evaluate_guard, guard_baselines, look_context
 
-    from obsctl.baselining.promapi import PrometheusClient
+    from obsctl.promapi import PrometheusClient
     from obsctl.spec import load_spec as load
 
     result = run(verify, verify_args(gspec, history, "-o", "json"))

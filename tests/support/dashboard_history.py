@@ -16,7 +16,7 @@ from obsctl.dashboards import build as builder
 from obsctl.rules import canonical as C
 from obsctl.rules import generate as gen
 
-from obsctl.baselining.models import Baseline, Population, Statistics, Window
+from obsctl.records import Baseline, Population, Statistics, Window
 from obsctl.spec import load_spec
 from support import promtool
 

@@ -7,8 +7,8 @@ import datetime as dt
 from pathlib import Path
 
 import yaml
-from obsctl.baselining.models import Baseline, Population, Statistics, Window
 
+from obsctl.records import Baseline, Population, Statistics, Window
 from obsctl.spec import Spec, load_spec
 
 #: A selector value with a double quote and a backslash: must be escaped in PromQL.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from obsctl.baselining.models import (
+from obsctl.records import (
     Baseline,
     Initiative,
     Population,

@@ -50,6 +50,22 @@ def history(tmp_path_factory) -> History:
         yield hist
 
 
+#: Folders are tiers: the marker each folder's tests get (``pytest -m integration`` runs the live tier).
+TIERS = {"integration": "integration", "faults": "integration", "promtool": "promtool"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test with its folder's tier (:data:`TIERS`); tests/unit is unmarked."""
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        try:
+            folder = item.path.resolve().relative_to(tests).parts[0]
+        except ValueError:
+            continue
+        if folder in TIERS:
+            item.add_marker(TIERS[folder])
+
+
 def _child_processes() -> list[tuple[int, str]]:
     """(pid, command line) of live processes whose parent is this pytest process."""
     import os

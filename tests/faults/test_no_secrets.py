@@ -23,8 +23,6 @@ from support.faultkit import write_fault_spec
 from support.faultproxy import FaultProxy
 from support.openssl_certs import SERVER_NAME
 
-pytestmark = pytest.mark.integration
-
 TOKEN = "tok-SECRET-a1b2c3d4e5"
 PASSWORD = "pw-SECRET-f6a7b8c9"
 HEADER_SECRET = "hdr-SECRET-0d1e2f3a"

@@ -20,8 +20,6 @@ from support.faultproxy import HUGE_BYTES
 
 from obsctl.stack import free_port
 
-pytestmark = pytest.mark.integration
-
 API = r"/api/v1/(query_range|query|series)"
 # (mode, exit code, regex the one error line must match after "obsctl: error: ")
 CASES = [

@@ -17,8 +17,6 @@ from support.faultkit import write_fault_spec
 from support.faultproxy import FaultProxy
 from support.openssl_certs import SERVER_NAME
 
-pytestmark = pytest.mark.integration
-
 TOKEN = "tls-test-token-0e8a51"
 TENANT = "team-inference"
 

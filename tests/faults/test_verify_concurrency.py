@@ -30,8 +30,6 @@ from support.polling import wait_until
 
 from obsctl.stack import free_port
 
-pytestmark = pytest.mark.integration
-
 #: Six guard signals of the steady class (quality and saturation categories), sorted by name.
 GUARDS = [
     {"name": "quality_min", "category": "quality", "query": f"min({QUALITY}{{$selector}})", "unit": "ratio", "direction": "higher_is_better"},

@@ -14,7 +14,6 @@ import requests
 
 from obsctl.stack import Prometheus, Pushgateway
 
-pytestmark = pytest.mark.integration
 SCRIPT = Path(__file__).resolve().parent / "batch_job_script.py"
 GROUP = 'job="qa-eval",instance="ci-runner"'
 

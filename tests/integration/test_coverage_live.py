@@ -34,8 +34,6 @@ from obsctl.baselining.store import Store
 
 from obsctl.stack import Prometheus, create_blocks_from_openmetrics
 
-pytestmark = pytest.mark.integration
-
 STEP = 15
 HOUR = 3600
 METRIC = "obsctl_cov_tokens_per_second"

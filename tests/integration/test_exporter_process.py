@@ -18,8 +18,6 @@ import requests
 
 from obsctl.stack import Prometheus, free_port, require_binary, wait_ready
 
-pytestmark = pytest.mark.integration
-
 
 def exporter_argv() -> list[str]:
     script = shutil.which("obsctl-exporter")

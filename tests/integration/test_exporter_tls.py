@@ -39,8 +39,6 @@ from obsctl.stack import Prometheus, free_port
 from support.dcgm_standin import DcgmStandIn
 from support.openssl_certs import Pki, issue, make_pki
 
-pytestmark = pytest.mark.integration
-
 PASSWORD = "hunter2-s3cret-pw"
 HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
 

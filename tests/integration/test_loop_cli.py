@@ -8,9 +8,6 @@ import json
 import subprocess
 import sys
 
-import pytest
-
-pytestmark = pytest.mark.integration
 
 
 def obsctl(*args):

@@ -27,8 +27,6 @@ from obsctl.baselining.store import Store
 from obsctl.exporters.sdk import Workload
 from obsctl.stack import Alertmanager, Prometheus, free_port, spawn, wait_ready
 
-pytestmark = pytest.mark.integration
-
 NODE_PRICE_USD_PER_HOUR = 0.72
 BASELINE_TOKENS_PER_SECOND = 500.0
 TOLERANCE = 0.2

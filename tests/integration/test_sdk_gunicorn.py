@@ -21,7 +21,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from obsctl.stack import ManagedProcess, free_port, wait_ready
 
-pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
 LABELS = {"model": "tiny", "workload": "mp-web"}
 

@@ -16,8 +16,6 @@ from obsctl.baselining.store import Store
 from obsctl.errors import PrometheusUnavailable, UsageError
 from obsctl.stack import free_port
 
-pytestmark = pytest.mark.integration
-
 
 def run(cmd, args):
     return CliRunner().invoke(cmd, [str(a) for a in args])

@@ -41,8 +41,6 @@ from obsctl.rules.sources import source_groups
 from obsctl.spec import load_spec
 from obsctl.stack import Prometheus
 
-pytestmark = pytest.mark.integration
-
 K = 0.25  # per second: a cumulative series with dump value v rises at K * v per second
 WINDOW = "2s"
 COMPOSED = Path(__file__).resolve().parents[1] / "fixtures" / "composed"

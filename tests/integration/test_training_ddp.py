@@ -10,11 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from obsctl.exporters.sdk import multiprocess_registry, prepare_multiprocess_dir
 
-pytestmark = pytest.mark.integration
 SCRIPT = Path(__file__).resolve().parent / "ddp_lightning_script.py"
 
 

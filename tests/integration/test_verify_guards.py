@@ -15,8 +15,6 @@ from click.testing import CliRunner
 from obsctl.baselining.cli import baseline, initiative, report, snapshot_baseline, verify
 from obsctl.baselining.store import Store
 
-pytestmark = pytest.mark.integration
-
 # The guard metrics written by conftest.build_history (not imported: tests/conftest.py
 # shadows the module name ``conftest``).
 QUALITY = "obsctl_synthetic_quality_ratio"

@@ -13,8 +13,6 @@ from click.testing import CliRunner
 from obsctl.baselining.cli import baseline, initiative, report, snapshot_baseline, verify
 from obsctl.baselining.store import Store
 
-pytestmark = pytest.mark.integration
-
 
 def run(cmd, args):
     return CliRunner().invoke(cmd, [str(a) for a in args])

@@ -38,7 +38,6 @@ def test_golden_exposition(nvml_env, name):
     assert text == path.read_text(), f"exposition differs from {path} (OBSCTL_REGEN_GOLDEN=1 to accept)"
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_promtool_check_metrics_clean(nvml_env, name):
     promtool = shutil.which("promtool")

@@ -22,8 +22,6 @@ from obsctl.rules.render import dump_rule_file
 from obsctl.rules.sources import source_groups
 from support.rules_fixtures import write_spec
 
-pytestmark = pytest.mark.integration
-
 STEP = 15  # seconds between input samples
 N = 60  # samples: 15 minutes
 EVAL = "10m"

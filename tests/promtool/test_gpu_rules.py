@@ -8,9 +8,6 @@ import yaml
 
 from obsctl.rules import gpu, promtool
 
-import pytest
-
-pytestmark = pytest.mark.integration
 
 UTIL = {"GPU-a": 0.5, "GPU-b": 1.0}
 MIG_UTIL = 0.25

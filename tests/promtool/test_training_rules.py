@@ -16,8 +16,6 @@ from obsctl.rules.render import dump_rule_file
 from obsctl.rules.training import MODEL_FLOPS, PEAK_FLOPS, training_groups
 from support.rules_fixtures import write_spec
 
-pytestmark = pytest.mark.integration
-
 H100 = "NVIDIA H100 80GB HBM3"
 H100_BF16 = 1979e12 / 2  # datasheet: 1,979 TFLOPS BF16 with sparsity -> dense half
 L4_FP8 = 485e12 / 2  # datasheet: 485 TFLOPS FP8 with sparsity

@@ -17,8 +17,6 @@ from obsctl.rules import generate as gen
 from obsctl.rules import promtool
 from support.rules_fixtures import TRICKY, baseline, write_spec
 
-pytestmark = pytest.mark.integration
-
 STEP = 15  # seconds between input samples
 SVC = 'obsctl_tokens_total{job="w",workload="%s"}' % TRICKY.replace("\\", "\\\\").replace('"', '\\"')
 PRICE = 'obsctl_node_price_usd_per_hour{job="x"}'

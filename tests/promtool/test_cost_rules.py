@@ -26,8 +26,6 @@ from obsctl.rules import promtool
 from obsctl.rules.generate import generate
 from support.rules_fixtures import write_spec
 
-pytestmark = pytest.mark.integration
-
 OPENCOST = Path("/work/shared/fixtures/opencost/opencost-kubecost-scrape.txt")
 STEP, N, EVAL = 15, 60, "10m"
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"

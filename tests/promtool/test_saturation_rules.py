@@ -1,0 +1,79 @@
+"""The saturation rules against Python: for each scenario of :mod:`support.saturation_scenarios`,
+the generated recording rules evaluated by ``promtool test rules`` give the state the
+pure-Python :func:`classify` computes from the same series, 1 for it and 0 for the other
+three; the busy ratio of a CPU class and of MIG instances have known answers."""
+
+from __future__ import annotations
+
+import yaml
+
+from obsctl.rules import canonical as C
+from obsctl.rules import promtool
+from obsctl.rules import saturation as S
+from obsctl.rules.generate import generate
+from support.saturation_scenarios import EVAL, N, SCENARIOS, STEP, input_series, python_state, scenario_spec
+
+
+def test_rules_agree_with_python(tmp_path):
+    spec = scenario_spec(tmp_path)
+    files = generate(spec, [])[0]
+    (tmp_path / "rules").mkdir()
+    for fname, text in files.items():
+        (tmp_path / "rules" / fname).write_text(text)
+    tests = []
+    for name in SCENARIOS:
+        state = python_state(spec, name)
+        exp = [{"labels": f'{C.SATURATION_STATE}{{state="{s}",workload_class="{name}"}}', "value": 1 if s == state else 0}
+               for s in S.STATES]
+        tests.append({"interval": f"{STEP}s", "input_series": input_series(name), "promql_expr_test": [
+            {"expr": f'{C.SATURATION_STATE}{{workload_class="{name}"}}', "eval_time": EVAL, "exp_samples": exp}]})
+    suite = tmp_path / "sat_test.yaml"
+    suite.write_text(yaml.safe_dump({"rule_files": [str(p) for p in sorted((tmp_path / "rules").iterdir())],
+                                     "evaluation_interval": f"{STEP}s", "tests": tests}))
+    result = promtool.test_rules([suite])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+def test_busy_ratio_rule_known_answer(tmp_path):
+    """BUSY_RATIO for a CPU class with cpu_cores 4: 2 x 0.9 cores/s / 4 = 0.45; the harness fails on 0.9."""
+    spec = scenario_spec(tmp_path)
+    files = generate(spec, [])[0]
+    (tmp_path / "rules").mkdir()
+    for fname, text in files.items():
+        (tmp_path / "rules" / fname).write_text(text)
+
+    def run(value: float):
+        test = {"interval": f"{STEP}s", "input_series": input_series("con-cpu"), "promql_expr_test": [
+            {"expr": f'{C.BUSY_RATIO}{{workload_class="con-cpu"}}', "eval_time": EVAL,
+             "exp_samples": [{"labels": f'{C.BUSY_RATIO}{{workload_class="con-cpu"}}', "value": value}]}]}
+        suite = tmp_path / "busy_test.yaml"
+        suite.write_text(yaml.safe_dump({"rule_files": [str(p) for p in sorted((tmp_path / "rules").iterdir())],
+                                         "evaluation_interval": f"{STEP}s", "tests": [test]}))
+        return promtool.test_rules([suite]).returncode
+
+    assert run(2 * 0.9 / 4) == 0
+    assert run(0.9) != 0
+
+def test_mig_instances_join_their_own_utilization(tmp_path):
+    """A class attributed two MIG instances: busy = mean of those instances' utilization; the
+    whole GPU's series (no gpu_instance) must not join."""
+    spec = scenario_spec(tmp_path)
+    files = generate(spec, [])[0]
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "sat.yaml").write_text(files["obsctl-saturation.rules.yaml"])
+    mig = {"1": 0.75, "2": 0.5}
+    base = 'job="x",instance="n1",gpu="0",uuid="GPU-M"'
+    series = [{"series": f"obsctl_gpu_utilization_ratio{{{base}}}", "values": f"0.0625x{N}"}]
+    for gi, util in mig.items():
+        series.append({"series": f'obsctl_gpu_utilization_ratio{{{base},gpu_instance="{gi}"}}', "values": f"{util}x{N}"})
+        series.append({"series": f'obsctl_gpu_attribution_info{{{base},gpu_instance="{gi}",workload_class="ok-gpu",owner="o"}}',
+                       "values": f"1x{N}"})
+    own = 'workload_class="ok-gpu"'
+    checks = {C.GPU_BUSY: sum(mig.values()), C.GPUS_ALLOCATED: len(mig), C.BUSY_RATIO: sum(mig.values()) / len(mig)}
+    tests = [{"interval": f"{STEP}s", "input_series": series, "promql_expr_test": [
+        {"expr": f"{name}{{{own}}}", "eval_time": EVAL, "exp_samples": [{"labels": f"{name}{{{own}}}", "value": v}]}
+        for name, v in checks.items()]}]
+    suite = tmp_path / "mig_test.yaml"
+    suite.write_text(yaml.safe_dump({"rule_files": [str(tmp_path / "rules" / "sat.yaml")], "evaluation_interval": f"{STEP}s",
+                                     "tests": tests}))
+    result = promtool.test_rules([suite])
+    assert result.returncode == 0, result.stdout + result.stderr

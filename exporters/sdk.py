@@ -76,7 +76,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -266,6 +266,8 @@ class Workload:
         labels: extra constant labels (e.g. ``{"model": "..."}``), same on every series.
         registry: a prometheus_client registry; a fresh one by default so the SDK never
             collides with metrics the application registers itself.
+        clock: seconds of a monotonic clock, read at the start and end of ``step()`` and
+            ``request()`` (``time.perf_counter``; tests pass a clock they advance).
 
     In multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set, see the module docstring) the
     values go to the shared directory; ``registry`` then holds only this process's values
@@ -277,7 +279,9 @@ class Workload:
             or naming a path that is not a writable directory.
     """
 
-    def __init__(self, workload: str, labels: dict[str, str] | None = None, registry: CollectorRegistry | None = None):
+    def __init__(self, workload: str, labels: dict[str, str] | None = None, registry: CollectorRegistry | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self._clock = clock
         self.multiprocess = multiprocess_dir() is not None
         if self.multiprocess:
             _require_multiprocess_values()
@@ -370,9 +374,9 @@ class Workload:
         """Time one step (the block): on normal exit the step, its duration and the scope's
         samples and tokens are counted; a block that raises counts nothing."""
         scope = StepScope(samples, tokens)
-        start = time.perf_counter()
+        start = self._clock()
         yield scope
-        self.observe_step(time.perf_counter() - start, scope.samples, scope.tokens)
+        self.observe_step(self._clock() - start, scope.samples, scope.tokens)
 
     def record_request(self, outcome: str = "success", duration_seconds: float | None = None) -> None:
         """Count one finished request and, if given, observe its latency in seconds.
@@ -394,7 +398,7 @@ class Workload:
         """Time a request: outcome ``error`` if the block raises, else ``scope.outcome``;
         ``obsctl_requests_running`` is one higher while the block runs."""
         scope = RequestScope()
-        start = time.perf_counter()
+        start = self._clock()
         self._running.inc()
         try:
             yield scope
@@ -403,7 +407,7 @@ class Workload:
             raise
         finally:
             self._running.dec()
-            self.record_request(scope.outcome, time.perf_counter() - start)
+            self.record_request(scope.outcome, self._clock() - start)
 
     # --- saturation and quality -------------------------------------------------------
 

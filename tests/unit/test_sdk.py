@@ -91,28 +91,59 @@ def test_input_output_tokens_add_to_the_total(wl):
     assert value(wl, "obsctl_tokens_total") == 147
 
 
-def test_step_context_times_and_counts(wl):
-    durations = []
-    for samples in (8, 8, 5):
-        start = time.perf_counter()
+class SteppedClock:
+    """A clock that moves only when the test says (the SDK's ``clock`` argument)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_step_context_times_and_counts():
+    clock = SteppedClock()
+    wl = Workload("embed", labels={"model": "m1"}, clock=clock)
+    took = (0.25, 0.125, 0.0625)  # binary fractions: their sums are exact in any order
+    for samples, seconds in zip((8, 8, 5), took):
         with wl.step(tokens=samples * 16) as scope:
-            time.sleep(0.01)
+            clock.advance(seconds)
             scope.samples = samples
-        durations.append(time.perf_counter() - start)
     with pytest.raises(RuntimeError):
         with wl.step(samples=100):
+            clock.advance(1.0)
             raise RuntimeError("diverged")  # a failed step counts nothing
     wl.observe_step(0.5, samples=2)
     assert value(wl, "obsctl_steps_total") == 4
     assert value(wl, "obsctl_samples_total") == 8 + 8 + 5 + 2
     assert value(wl, "obsctl_tokens_total") == 21 * 16
     assert value(wl, "obsctl_step_duration_seconds_count") == 4
-    total = value(wl, "obsctl_step_duration_seconds_sum")
-    assert sum(durations) - 0.001 <= total - 0.5 <= sum(durations)
-    assert value(wl, "obsctl_step_duration_seconds_bucket", le="0.005") == 0
+    assert value(wl, "obsctl_step_duration_seconds_sum") == sum(took) + 0.5
+    assert value(wl, "obsctl_step_duration_seconds_bucket", le="0.05") == 0
+    assert value(wl, "obsctl_step_duration_seconds_bucket", le="0.1") == 1
+    assert value(wl, "obsctl_step_duration_seconds_bucket", le="0.25") == 3
     assert value(wl, "obsctl_step_duration_seconds_bucket", le="0.5") == 4
     with pytest.raises(ValueError):
         wl.observe_step(-1.0)
+
+
+def test_request_context_times_with_the_clock():
+    clock = SteppedClock()
+    wl = Workload("embed", labels={"model": "m1"}, clock=clock)
+    with wl.request():
+        clock.advance(0.75)
+    with pytest.raises(KeyError):
+        with wl.request():
+            clock.advance(0.125)
+            raise KeyError("lost")  # counted as an error, with its time
+    assert value(wl, "obsctl_request_duration_seconds_sum") == 0.875
+    assert value(wl, "obsctl_request_duration_seconds_bucket", le="0.1") == 0
+    assert value(wl, "obsctl_request_duration_seconds_bucket", le="0.25") == 1
+    assert value(wl, "obsctl_request_duration_seconds_bucket", le="1.0") == 2
+    assert value(wl, "obsctl_requests_total", outcome="error") == 1
 
 
 def test_requests_running_while_in_flight(wl):

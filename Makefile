@@ -46,6 +46,7 @@ bench: system-deps $(VENV)/.installed
 	$(PY) bench/bench_gpu_exporter.py
 	$(PY) bench/bench_exporter_soak.py --jobs 2  # exporter RSS under dcgm faults; long (docs/benchmarks-soak.md)
 	$(PY) bench/bench_exporter_flood.py         # a scrape beside a connection flood, 2 min (docs/benchmarks-soak.md)
+	$(PY) bench/bench_exporter_flood.py         # a scrape beside a connection flood, 2 min (docs/benchmarks-soak.md)
 	$(PY) bench/bench_calibration.py          # verdict calibration (docs/verification.md); ~20 min
 	$(PY) bench/bench_calibration_designs.py  # comparison designs (docs/verification-designs.md)
 	$(PY) bench/bench_store_verify.py         # snapshot/verify/store cost (docs/benchmarks-verify.md)

@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(docs/exporter.md)")
     p.add_argument("--web.telemetry-path", dest="telemetry_path", default="/metrics", metavar="PATH",
                    help="path of the metrics endpoint (default /metrics)")
+    p.add_argument("--web.max-connections", dest="max_connections", type=int, default=None, metavar="N",
+                   help="most connections served at once (default 128, lowered to fit the file descriptor limit); "
+                        "at the cap the connection that has waited longest for a request is closed")
     p.add_argument("--config.file", dest="config_file", default=None, metavar="FILE",
                    help="obsctl spec (only its pricing section is read) or an exporter config with pricing and "
                         "attribution; optional")
@@ -152,7 +155,10 @@ def build(args: argparse.Namespace):
     page = landing_page(__version__, args.telemetry_path,
                         [(n, getattr(args, f"collector_{n}"), d) for n, (_, d) in COLLECTORS.items()],
                         args.gpu_source if args.collector_gpu else "off")
-    server = ExporterServer(exporter.scrape, args.listen, args.telemetry_path, scrape_timeout, page, web)
+    if args.max_connections is not None and args.max_connections < 1:
+        raise UsageError(f"--web.max-connections {args.max_connections}: must be at least 1")
+    server = ExporterServer(exporter.scrape, args.listen, args.telemetry_path, scrape_timeout, page, web,
+                            args.max_connections)
     return exporter, server, config
 
 

@@ -1,0 +1,47 @@
+"""A real obsctl-exporter process limited to 256 file descriptors, flooded for 10 s by 300 idle
+and 20 trickling connections (re-opened as it closes them), keeps answering a concurrent real
+scrape within 1 s every time, with RSS growth under 20 MiB. The two-minute version is
+bench/bench_exporter_flood.py (figures in docs/benchmarks-soak.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from exporter_flood import run_flood, start_exporter
+
+from obsctl.stack import free_port
+
+pytestmark = pytest.mark.integration
+
+NOFILE = 256
+FLOOD_SECONDS = 10.0
+SCRAPE_BOUND_SECONDS = 1.0  # the bound the hardening issue sets for a scrape during the flood
+RSS_GROWTH_MIB = 20.0
+
+
+def test_flood_of_idle_and_trickling_connections_leaves_scrapes_answering(tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "exporter.log"
+    proc = start_exporter(port, log, NOFILE)
+    try:
+        figures = run_flood(proc, port, FLOOD_SECONDS, idle=300, trickle=20)
+        assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
+    finally:
+        proc.terminate()
+        code = proc.wait(timeout=15)
+    out = log.read_text(errors="replace")
+    summary = (f"scrapes {len(figures.scrape_seconds)}, slowest {figures.slowest:.3f}s, failures {figures.failures[:3]}, "
+               f"rss +{figures.rss_growth_mib:.1f} MiB, flood opened {figures.opened}, closed by server "
+               f"{figures.closed_by_server}, cpu {figures.cpu_seconds:.1f}s")
+    print(summary)
+    assert figures.peak_open >= 320 and figures.closed_by_server > 0, summary  # the cap was reached
+    assert not figures.failures, summary
+    assert len(figures.scrape_seconds) >= FLOOD_SECONDS / 0.5 / 2, summary
+    assert figures.slowest < SCRAPE_BOUND_SECONDS, summary
+    assert figures.rss_growth_mib < RSS_GROWTH_MIB, summary
+    assert code == 0
+    assert "Traceback" not in out and "level=error" not in out, out[-2000:]

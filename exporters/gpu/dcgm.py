@@ -35,9 +35,6 @@ from dataclasses import dataclass, field
 
 import requests
 import urllib3
-from prometheus_client.core import Metric
-from prometheus_client.parser import text_string_to_metric_families
-
 from obsctl.exporters.gpu import dcgm_fields as F
 from obsctl.exporters.gpu.catalogue import CLOCK_EVENT_REASONS, FamilySet
 from obsctl.exporters.gpu.errors import (
@@ -48,6 +45,9 @@ from obsctl.exporters.gpu.errors import (
     GpuSourceError,
 )
 from obsctl.exporters.gpu.inventory import GpuRef, PodBinding
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
 from obsctl.httpconfig import redact_url
 
 log = logging.getLogger(__name__)
@@ -72,29 +72,39 @@ def fetch_exposition(url: str, timeout: float, max_bytes: int = DEFAULT_MAX_BYTE
     closed on every path; what was read stays only in ``buffer`` (:class:`DcgmSource` drops a
     buffer that grew large).
 
+    Redirects are not followed (a 3xx is ``dcgm_bad_response`` naming the status): the
+    session's secret headers and the data published as GPU series must not come from
+    whatever host a redirect names. Messages pass through the session's ``scrub`` (a
+    :class:`obsctl.httpconfig.ConfiguredSession` knows the secrets it sent) before they are
+    cut to one line, so no part of a secret is shown.
+
     Raises:
         GpuSourceError: ``dcgm_unreachable`` (connection refused, DNS, bad URL),
             ``dcgm_timeout`` (no answer or body within ``timeout``), ``dcgm_bad_response``
-            (HTTP status not 200, HTML, body over the cap, not UTF-8).
+            (HTTP status not 200, a redirect, HTML, body over the cap, not UTF-8).
     """
     sess = session or requests
+    scrub = getattr(sess, "scrub", str)
     t_end = time.monotonic() + timeout
     shown = redact_url(url)  # messages name the URL without userinfo or query
     try:
-        resp = sess.get(url, timeout=(min(timeout, 3.0), timeout), stream=True,
+        resp = sess.get(url, timeout=(min(timeout, 3.0), timeout), stream=True, allow_redirects=False,
                         headers={"Accept": "text/plain;version=0.0.4"})
     except requests.Timeout as exc:
         raise GpuSourceError(REASON_DCGM_TIMEOUT, f"{shown}: no answer within {timeout:g}s") from exc
     except requests.RequestException as exc:
-        raise GpuSourceError(REASON_DCGM_UNREACHABLE, f"{shown}: {_short(exc)}") from exc
+        raise GpuSourceError(REASON_DCGM_UNREACHABLE, f"{shown}: {_short(exc, scrub)}") from exc
     with resp:
+        if 300 <= resp.status_code < 400:
+            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{shown}: HTTP {resp.status_code} redirect, not followed: "
+                                 "set --dcgm.url (or dcgm.url) to dcgm-exporter's own address")
         if resp.status_code != 200:
             refused = " (credentials refused: check dcgm.basic_auth / dcgm.authorization in --config.file)" \
                 if resp.status_code in (401, 403) else ""
             raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{shown}: HTTP {resp.status_code}{refused}")
         ctype = resp.headers.get("Content-Type", "")
         if "html" in ctype.lower():
-            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{shown}: Content-Type {ctype!r}, expected Prometheus text format")
+            raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{shown}: Content-Type {scrub(ctype)[:80]!r}, expected Prometheus text format")
         length = resp.headers.get("Content-Length", "")
         if length.isdigit() and int(length) > max_bytes:
             raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"{shown}: body of {int(length)} bytes exceeds the {max_bytes}-byte cap")
@@ -104,7 +114,7 @@ def fetch_exposition(url: str, timeout: float, max_bytes: int = DEFAULT_MAX_BYTE
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             timed_out = isinstance(exc, (TimeoutError, urllib3.exceptions.TimeoutError)) or "timed out" in str(exc).lower()
             reason = REASON_DCGM_TIMEOUT if timed_out else REASON_DCGM_UNREACHABLE
-            raise GpuSourceError(reason, f"{shown}: {_short(exc)}") from exc
+            raise GpuSourceError(reason, f"{shown}: {_short(exc, scrub)}") from exc
     try:
         with memoryview(buf) as view, view[:size] as body:
             return str(body, "utf-8")
@@ -161,8 +171,9 @@ def release_heap() -> None:
         _malloc_trim(0)
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+def _short(exc: BaseException, scrub: Callable[[str], str] = str) -> str:
+    """The first line of ``exc``'s message, secrets scrubbed, cut to 200 characters."""
+    text = scrub(str(exc)).splitlines()[0] if str(exc) else type(exc).__name__
     return text[:200]
 
 
@@ -204,13 +215,17 @@ class DcgmSnapshot:
     unlabelled: int = 0
 
 
-def parse_dcgm(text: str) -> DcgmSnapshot:
+def parse_dcgm(text: str, scrub: Callable[[str], str] = str) -> DcgmSnapshot:
     """Parse a dcgm-exporter body into a :class:`DcgmSnapshot`.
 
     Device-scope fields repeated on every MIG instance of a GPU are kept once per GPU (the
     first seen; DCGM reports the same device value on each). Instance-scope fields keep one
     value per GPU instance; a whole-GPU value of an instance-scope field is dropped when the
     same GPU also reports per-instance values, so a sum over instances counts nothing twice.
+
+    Args:
+        text: the body. scrub: applied to the parser's message (which quotes the body)
+            before it is cut to one line.
 
     Raises:
         GpuSourceError: ``dcgm_bad_response`` if the text is not Prometheus text format,
@@ -227,7 +242,7 @@ def parse_dcgm(text: str) -> DcgmSnapshot:
             if hit is not None:
                 rows.setdefault(hit[0], []).extend(fam.samples)  # merges repeated families
     except Exception as exc:  # the parser raises bare ValueError/IndexError/KeyError
-        raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"not Prometheus text format: {_short(exc) or type(exc).__name__}") from None
+        raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, f"not Prometheus text format: {_short(exc, scrub) or type(exc).__name__}") from None
     if not saw_dcgm:
         raise GpuSourceError(REASON_DCGM_BAD_RESPONSE, "no DCGM_* series in the response (is --dcgm.url pointing at dcgm-exporter?)")
 
@@ -428,16 +443,11 @@ class DcgmSource:
             raise GpuSourceError(REASON_DEADLINE_EXCEEDED, "no time left in the scrape for dcgm-exporter")
         try:
             text = fetch_exposition(self.url, budget, self.max_bytes, self._session, self._buffer)
-        except GpuSourceError as exc:
-            scrub = getattr(self._session, "scrub", None)  # a ConfiguredSession knows the secrets it sent
-            if scrub is not None and exc.detail:
-                raise GpuSourceError(exc.reason, scrub(exc.detail)) from None
-            raise
         finally:
             if len(self._buffer) > _KEEP_BYTES:  # an over-cap or unusually large body: hold none of it
                 self._buffer = bytearray()
                 release_heap()
-        snap = parse_dcgm(text)
+        snap = parse_dcgm(text, getattr(self._session, "scrub", str))  # a ConfiguredSession knows its secrets
         families = snapshot_families(snap, self._xids)
         self.pod_bindings = snap.pods
         if snap.blanks:

@@ -4,7 +4,7 @@ One real ``obsctl-exporter`` process (``--gpu.source=none``, its other collector
 with ``RLIMIT_NOFILE`` 256. A flood of 300 idle and 20 trickling connections (one byte of a
 never-ending head every 2 s; closed ones re-opened once a second, as slowloris tools do) is
 kept up for ``--seconds`` while a scraper opens a new connection every 0.5 s and reads
-``/metrics``. Shared code: ``tests/exporter_flood.py``; the 10-second version is
+``/metrics``. Shared code: ``tests/support/exporter_flood.py``; the 10-second version is
 ``tests/integration/test_exporter_flood.py``. Goal: every scrape within 1 s, RSS growth < 20 MiB.
 
     python bench/bench_exporter_flood.py                   # two minutes
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from exporter_flood import run_flood, start_exporter
+from support.exporter_flood import run_flood, start_exporter
 
 from obsctl.stack import free_port
 

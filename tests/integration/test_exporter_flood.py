@@ -5,17 +5,11 @@ bench/bench_exporter_flood.py (figures in docs/benchmarks-soak.md)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from exporter_flood import run_flood, start_exporter
+from support.exporter_flood import run_flood, start_exporter
 
 from obsctl.stack import free_port
-
-pytestmark = pytest.mark.integration
 
 NOFILE = 256
 FLOOD_SECONDS = 10.0

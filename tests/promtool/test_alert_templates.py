@@ -8,18 +8,18 @@ import copy
 
 import pytest
 import yaml
-
-from obsctl.errors import SpecError
 from obsctl.rules import generate as gen
 from obsctl.rules import promtool
 from support.rules_fixtures import SPEC, TRICKY, baseline, write_spec
 
-pytestmark = pytest.mark.integration
+from obsctl import escape
+from obsctl.errors import SpecError
 
 STEP = 15
 UNIT = 'tokens {{ query "up" }} / s {'  # a template action if copied raw; the trailing '{' too
 DRIVER = "cut {{ cost"  # unbalanced: breaks the template if copied raw
-SVC = 'obsctl_tokens_total{job="w",workload="%s"}' % TRICKY.replace("\\", "\\\\").replace('"', '\\"')
+WORKLOAD = TRICKY.replace("\\", "\\\\").replace('"', '\\"')
+SVC = f'obsctl_tokens_total{{job="w",workload="{WORKLOAD}"}}'
 
 
 def _spec(tmp_path, **changes):
@@ -94,3 +94,15 @@ def test_line_break_in_spec_file_name_stays_in_the_comment(tmp_path):
         lines = text.splitlines()
         assert lines[0].startswith("#") and lines[1].startswith("# Source: x\\ngroups") and lines[2].startswith("groups:")
         assert set(yaml.safe_load(text)) == {"groups"}
+
+
+HOSTILE_VALUES = ['plain', 'a"b\\c', 'line\nbreak', 'cr\rtab\t', 'esc\x1b[31m', 'nul\x00', 'c1\x85', 'sep\u2028', '{{ x }}']
+
+
+def test_promql_string_parses_in_promtool(tmp_path):
+    """Every hostile value, escaped, is one valid label matcher to the real PromQL parser."""
+    rules = [{"record": f"x:y{i}:z", "expr": f'up{{a="{escape.promql_string(t)}"}}'} for i, t in enumerate(HOSTILE_VALUES)]
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": rules}]}))
+    result = promtool.check_rules([path])
+    assert result.returncode == 0, result.stdout + result.stderr

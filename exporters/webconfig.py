@@ -36,24 +36,20 @@ logged once and the last good one stays in force.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import functools
-import hashlib
 import logging
 import os
 import re
 import ssl
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import bcrypt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from obsctl import yamlio
 from obsctl.errors import UsageError
+from obsctl.exporters.basicauth import BasicAuth
 
 log = logging.getLogger("obsctl.exporter")
 
@@ -91,7 +87,6 @@ HEADERS: dict[str, tuple[str, ...] | None] = {
 }
 _BCRYPT = re.compile(r"^\$2[abxy]?\$(\d\d)\$[./A-Za-z0-9]{53}$")
 _VERIFYING = ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
-_AUTH_CACHE_MAX = 1024
 
 
 class _Model(BaseModel):
@@ -181,6 +176,8 @@ class HTTPServerConfig(_Model):
                 raise ValueError(f"invalid value for {name}: expected one of {', '.join(allowed)}")
             if not value.isprintable():
                 raise ValueError(f"value of {name} must be printable, without line breaks")
+            if not value.isascii():  # http.server writes headers as Latin-1; ASCII is what every client reads alike
+                raise ValueError(f"value of {name} must be ASCII text (found {next(c for c in value if not c.isascii())!r})")
         return headers
 
 
@@ -217,7 +214,7 @@ class ActiveWebConfig:
     """A loaded, checked web config, ready to serve with.
 
     Attributes:
-        path: the file. config: the validated model.
+        path: the file. config: the validated model. auth: its ``basic_auth_users`` checker.
         ssl_context: server context with the certificate, key and client CA loaded; None: plain HTTP.
         files: the files read, with their (mtime_ns, size, inode) when loaded (for change detection).
     """
@@ -226,8 +223,7 @@ class ActiveWebConfig:
     config: WebConfig
     ssl_context: ssl.SSLContext | None
     files: dict[Path, tuple[int, int, int]]
-    _cache: dict[bytes, bool] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    auth: BasicAuth
 
     @property
     def headers(self) -> dict[str, str]:
@@ -240,41 +236,10 @@ class ActiveWebConfig:
         return bool(self.config.basic_auth_users)
 
     def check_basic_auth(self, header: str | None) -> bool:
-        """Whether an ``Authorization`` header value names a user with the right password.
-
-        bcrypt costs tens of milliseconds per check, so outcomes are cached by SHA-256 of
-        (user, hash, password) as exporter-toolkit does (at most 1,024 entries); an unknown user
-        is checked against a dummy hash so the answer takes as long as for a known one.
-        """
-        users = self.config.basic_auth_users
-        if not users:
-            return True
-        if not header or header[:6].lower() != "basic ":
-            return False
-        try:
-            user, sep, password = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8").partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        if not sep:
-            return False
-        hashed = users.get(user)
-        key = hashlib.sha256(b"\0".join((user.encode(), (hashed or "").encode(), password.encode()))).digest()
-        with self._lock:
-            known = self._cache.get(key)
-        if known is not None:
-            return known
-        ok = bcrypt.checkpw(password.encode(), (hashed or _dummy_hash()).encode()) and hashed is not None
-        with self._lock:
-            if len(self._cache) >= _AUTH_CACHE_MAX:
-                self._cache.clear()
-            self._cache[key] = ok
-        return ok
-
-
-@functools.cache
-def _dummy_hash() -> str:
-    """A cost-10 hash checked for unknown users (made on first use: ~50 ms, not at import)."""
-    return bcrypt.hashpw(b"obsctl-exporter dummy password", bcrypt.gensalt(10)).decode()
+        """Whether an ``Authorization`` header value names a user with the right password
+        (:class:`obsctl.exporters.basicauth.BasicAuth`: cached, and a failure takes as long
+        for an unknown user as for a known one)."""
+        return self.auth.check(header)
 
 
 def _resolve(base: Path, name: str) -> Path:
@@ -290,8 +255,12 @@ def _stamp(path: Path) -> tuple[int, int, int]:
         return (-1, -1, -1)
 
 
-def load_web_config(path: str | os.PathLike[str]) -> ActiveWebConfig:
+def load_web_config(path: str | os.PathLike[str], **auth_options: Any) -> ActiveWebConfig:
     """Read, validate and load ``--web.config.file``.
+
+    Args:
+        path: the file. auth_options: passed to :class:`~obsctl.exporters.basicauth.BasicAuth`
+            (``hasher``, ``clock``, ``sleep``: for tests).
 
     Raises:
         UsageError: one line naming the file, the line and the field: YAML problems, unknown
@@ -350,7 +319,7 @@ def load_web_config(path: str | os.PathLike[str]) -> ActiveWebConfig:
                 raise UsageError(f"{where('cipher_suites')}: none of these suites is available in this OpenSSL") from None
         if tls.prefer_server_cipher_suites:
             context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
-    return ActiveWebConfig(cfg_path, config, context, files)
+    return ActiveWebConfig(cfg_path, config, context, files, BasicAuth(config.basic_auth_users, **auth_options))
 
 
 class WebConfigWatch:

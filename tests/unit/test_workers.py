@@ -54,12 +54,11 @@ def test_an_error_is_raised_where_read_and_cancels_the_calls_not_started():
 
 def test_leaving_the_block_does_not_wait_and_the_workers_are_daemons():
     release = threading.Event()
-    t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         with DaemonPool(2, "t-pool") as pool:
             slow = pool.submit(release.wait, 30)
             raise KeyboardInterrupt
-    assert time.monotonic() - t0 < 1
+    assert not slow.done()  # the block was left while its job still waited
     workers = [t for t in threading.enumerate() if t.name.startswith("t-pool")]
     assert workers and all(t.daemon for t in workers)
     release.set()

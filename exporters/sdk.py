@@ -39,9 +39,11 @@ Example (one process)::
 
 Multiprocess mode (gunicorn / uvicorn workers, one process per data-parallel rank)
 ---------------------------------------------------------------------------------
-Set ``PROMETHEUS_MULTIPROC_DIR`` to an empty, writable directory *before* the processes
-start (prometheus_client picks its value store when it is first imported; the SDK raises
-RuntimeError if the variable appeared later). Every process then writes its values to
+Set ``PROMETHEUS_MULTIPROC_DIR`` to an empty directory of your own, writable by no one
+else (:func:`prepare_multiprocess_dir` makes one, mode 0700; others are refused, and no
+value file is written through a symbolic link: :mod:`obsctl.exporters.multiproc_dir`),
+*before* the processes start (prometheus_client picks its value store when it is first
+imported; the SDK raises RuntimeError if the variable appeared later). Every process then writes its values to
 memory-mapped files there (prometheus_client's multiprocess mode) and any process can
 expose the sum over all of them:
 
@@ -83,6 +85,8 @@ from pathlib import Path
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
 from prometheus_client.core import CounterMetricFamily
+
+from obsctl.exporters import multiproc_dir
 
 OUTCOMES = ("success", "error", "rejected")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -194,19 +198,25 @@ def _require_multiprocess_values() -> None:
         why = "does not exist" if not directory.exists() else "is not a directory" if not directory.is_dir() else "is not writable"
         raise RuntimeError(f"{MULTIPROC_ENV}={directory} {why}: create it (empty) before the workers start, "
                            "e.g. with obsctl.exporters.sdk.prepare_multiprocess_dir()")
+    if directory is not None:
+        multiproc_dir.check_directory(directory)  # owned by this user, writable by no one else, not a link
+        multiproc_dir.install()  # value files opened without following links
 
 
 def prepare_multiprocess_dir(path: str | os.PathLike | None = None) -> Path:
-    """Create the multiprocess directory (default: ``$PROMETHEUS_MULTIPROC_DIR``) and delete
-    the ``*.db`` files a previous run left there. Call once, before any worker starts.
+    """Create the multiprocess directory (default: ``$PROMETHEUS_MULTIPROC_DIR``; mode 0700
+    whatever the umask) and delete the ``*.db`` files a previous run left there. Call once,
+    before any worker starts.
 
     Raises:
         ValueError: no path given and ``PROMETHEUS_MULTIPROC_DIR`` unset.
+        RuntimeError (:class:`~obsctl.exporters.multiproc_dir.UnsafeMultiprocessDir`): an
+            existing directory is a symbolic link, another user's, or group/world-writable.
     """
     directory = Path(path) if path is not None else multiprocess_dir()
     if directory is None:
         raise ValueError(f"no multiprocess directory: pass one or set {MULTIPROC_ENV}")
-    directory.mkdir(parents=True, exist_ok=True)
+    multiproc_dir.make_directory(directory)
     for stale in directory.glob("*.db"):
         stale.unlink()
     return directory

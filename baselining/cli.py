@@ -99,7 +99,7 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, o
                            + (" PARTIAL" if b.partial else ""))
             else:
                 click.echo(f"{o.workload_class}/{o.signal}: {'NO DATA' if o.status == 'no_data' else 'REFUSED'} ({o.reason}); not stored")
-            from obsctl.baselining.measure.coverage import output_lines
+            from obsctl.baselining.present import output_lines
 
             for line in output_lines(o.coverage, o.warnings):
                 click.echo(f"  {line}")
@@ -190,7 +190,7 @@ def baseline_promote(spec_path, initiative_id, output):
     current baseline (source promoted); the old ones stay in the history; the
     initiative becomes promoted. One line per promoted baseline.
     """
-    from obsctl.baselining.verify import promote
+    from obsctl.baselining.promote import promote
 
     spec = load(spec_path)
     initiative, stored = promote(spec, _store(spec), initiative_id)
@@ -342,7 +342,8 @@ def initiative_close(spec_path, initiative_id, note, output):
 
 def _initiative_plan(spec, i) -> dict | None:
     # The planned length and the planner's figures (obsctl.baselining.plan); None without a baseline.
-    from obsctl.baselining.plan import plan_lines, planned_seconds
+    from obsctl.baselining.plan import planned_seconds
+    from obsctl.baselining.present import plan_lines
     from obsctl.durations import format_duration
     from obsctl.errors import UsageError
 
@@ -393,7 +394,8 @@ def plan(spec_path, workload_class, signal, effect, design, output):
     window). Method: docs/verification.md. Exit 1 without a current baseline.
     """
     _prefetch_statistics()
-    from obsctl.baselining.plan import baseline_plan, plan_lines
+    from obsctl.baselining.plan import baseline_plan
+    from obsctl.baselining.present import plan_lines
     from obsctl.errors import StoreError
 
     spec = load(spec_path)
@@ -456,8 +458,8 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     recorded, so promote would refuse it).
     """
     _prefetch_statistics()
-    from obsctl.baselining.measure.coverage import verification_lines
-    from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved, guards_line, statistics_line, verify as run_verify, verdict_line
+    from obsctl.baselining.present import guards_line, statistics_line, verdict_line, verification_lines
+    from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved, verify as run_verify
 
     spec = load(spec_path)
     not_saved = None
@@ -481,7 +483,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     else:
         click.echo(verdict_line(result, unit))
         click.echo(guards_line(result))
-        from obsctl.baselining.designs.run import context_lines
+        from obsctl.baselining.present import context_lines
 
         for line in context_lines(result.design_context):
             click.echo(line)

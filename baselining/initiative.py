@@ -11,12 +11,16 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from typing import TYPE_CHECKING
 
 from obsctl.records import Initiative
 from obsctl.baselining.store import Store
 from obsctl.timeutil import utcnow
 from obsctl.errors import StoreError, UsageError
 from obsctl.spec import LEVERS, Spec
+
+if TYPE_CHECKING:
+    from obsctl.baselining.designs.run import Choice
 
 #: How far ``--started-at`` may lie in the future (clock skew between the machine that
 #: rolled out the change and this one). A later start would block the class and leave
@@ -116,8 +120,8 @@ def start_initiative(
         started_at=started,
         notes=notes,
     )
-    # The baselines' sides of every verdict, fixed now like the cycle fit (verify.stored_side).
-    from obsctl.baselining.verify import stored_side
+    # The baselines' sides of every verdict, fixed now like the cycle fit (verdict.stored_side).
+    from obsctl.baselining.verdict import stored_side
 
     sides = [stored_side(spec, b) for b in ([baseline] if baseline is not None else []) + [store.baseline(g) for g in guards.values()]]
     initiative = initiative.model_copy(update={"baseline_sides": [s for s in sides if s is not None]})
@@ -128,7 +132,7 @@ def start_initiative(
 
         initiative = initiative.model_copy(update={"planned_window_seconds": planned_seconds(spec, initiative, baseline)})
     with store.locked():
-        designs.check_ledger(store, workload_class, choice)  # under the lock, as the one-per-class check
+        check_ledger(store, workload_class, choice)  # under the lock, as the one-per-class check
         return store.add_initiative(initiative)
 
 
@@ -146,3 +150,21 @@ def close_initiative(store: Store, initiative_id: str, note: str = "") -> Initia
         closed = initiative.model_copy(update={"status": "closed", "notes": notes})
         store.save_initiative(closed)
     return closed
+
+
+def check_ledger(store, workload_class: str, choice: Choice) -> None:
+    """The ledger's rules for controls (call under the store lock).
+
+    Raises:
+        StoreError: the class is the control of an active initiative (naming it), or the
+            chosen control class has an active initiative of its own (it is changing).
+    """
+    for other in store.initiatives(status=None):
+        if other.status not in ("open", "verified"):
+            continue
+        if getattr(other, "control_class", None) == workload_class:
+            raise StoreError(f"workload class {workload_class!r} is the control of initiative {other.id!r} ({other.status}) "
+                             f"on {other.workload_class}; a control must stay unchanged: close or promote {other.id} first")
+        if choice.control_class and other.workload_class == choice.control_class:
+            raise StoreError(f"control class {choice.control_class!r} has its own open initiative {other.id!r}: "
+                             "it is changing, so it cannot be a control")

@@ -20,7 +20,7 @@ from obsctl.records import Baseline, Initiative
 from obsctl.baselining.statistics import power as stats_planner
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
-from obsctl.durations import format_duration, parse_duration
+from obsctl.durations import parse_duration
 
 from obsctl.errors import UsageError
 from obsctl.spec import Spec
@@ -69,19 +69,3 @@ def planned_seconds(spec: Spec, initiative: Initiative, baseline: Baseline | Non
     return max(default, plan.window_seconds) if plan.window_seconds else default
 
 
-def plan_lines(plan: stats_planner.Plan, label: str) -> list[str]:
-    """Readable lines of a plan for ``label`` (``class/signal``)."""
-    dur = format_duration
-    src = "from the windows only: a lower bound" if plan.memory_source == "windows" else "from history"
-    lines = [f"{label}: memory {dur(plan.tau_seconds)} ({src}); a window can decide from {dur(plan.min_window_seconds) if plan.min_window_seconds else 'n/a'}"]
-    if plan.window_seconds:
-        lines.append(f"detect {plan.effect:+.1%} with {plan.power:.0%} power at {plan.confidence:.0%} confidence over {plan.looks} look(s): "
-                     f"window {dur(plan.window_seconds)}")
-    else:
-        lines.append(f"detect {plan.effect:+.1%}: not reachable within {dur(stats_planner.MAX_PLAN_SECONDS)} against this baseline (re-snapshot a longer one)")
-    mde = f"{plan.mde:.1%}" if plan.mde is not None else "none (the window is too short for the memory)"
-    lines.append(f"smallest effect detectable with the default {dur(plan.default_window_seconds)} window: {mde}")
-    nc = dur(plan.no_change_window_seconds) if plan.no_change_window_seconds else "not reachable with this baseline"
-    eq = dur(plan.no_change_equal_seconds) if plan.no_change_equal_seconds else "n/a"
-    lines.append(f"NO_CHANGE within +-{plan.margin:.1%}: window {nc}; with a baseline as long as the window: {eq} each")
-    return lines

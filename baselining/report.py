@@ -22,13 +22,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
-from obsctl.baselining.measure.coverage import describe  # noqa: E402
-from obsctl.baselining.designs.run import report_lines as design_lines  # noqa: E402
 from obsctl.records import Baseline, Initiative, Population, VerificationResult  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.timeutil import rfc3339  # noqa: E402
 from obsctl.durations import format_duration
-from obsctl.baselining.verify import confidence_text, format_number, format_percent, guards_line, statistics_line, verdict_line  # noqa: E402
+from obsctl.baselining.present import describe, guards_line, report_lines, statistics_line, verdict_line  # noqa: E402
+from obsctl.formatting import format_confidence, format_number, format_percent  # noqa: E402
 from obsctl.errors import StoreError  # noqa: E402
 
 
@@ -75,7 +74,7 @@ def render_figure(baseline: Baseline, result: VerificationResult) -> bytes:
             ax.axhline(result.baseline_mean, color="tab:blue", linestyle="--", linewidth=1, label="baseline mean")
             if result.ci_low is not None and result.ci_high is not None:
                 ax.axhspan(result.baseline_mean * (1 + result.ci_low), result.baseline_mean * (1 + result.ci_high), color="tab:green", alpha=0.18,
-                           label=f"baseline mean x (1 + change), {confidence_text(result.confidence)} CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}")
+                           label=f"baseline mean x (1 + change), {format_confidence(result.confidence)} CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}")
         ax.set_xlabel("minutes into the window")
         ax.set_ylabel(f"{baseline.signal} ({baseline.unit})")
         ax.set_title(f"{baseline.workload_class}: {result.verdict} {format_percent(result.change_ratio)}")
@@ -163,7 +162,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         f"- Initiative: `{initiative.id}`, lever **{initiative.lever}**, workload class **{initiative.workload_class}**, started {rfc3339(initiative.started_at)}, status {initiative.status}",
         f"- Primary signal: `{baseline.signal}` ({baseline.unit}, {baseline.direction.replace('_', ' ')}); expected impact {expected}",
         f"- Verdict: **{result.verdict}** ({result.reason}); verified {rfc3339(result.verified_at)}",
-        f"- Change: {format_percent(result.change_ratio)}, {confidence_text(result.confidence)} confidence interval {ci} "
+        f"- Change: {format_percent(result.change_ratio)}, {format_confidence(result.confidence)} confidence interval {ci} "
         + ("(Fieller interval from the long-run variance under the signal's memory; docs/verification.md)" if result.assessment
            else "(Fieller interval from non-overlapping batch means)"),
         f"- Primary signal's own verdict: **{result.primary_verdict or result.verdict}**",
@@ -171,7 +170,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         "",
         *_guard_table(result),
         *_statistics_lines(result),
-        *design_lines(result),
+        *report_lines(result),
         *_coverage_lines(baseline, result),
         "| | baseline | verification window |",
         "|---|---|---|",

@@ -281,7 +281,7 @@ class VerificationResult(_Record):
     Attributes:
         verdict: the overall verdict, IMPROVED | REGRESSED | NO_CHANGE | INCONCLUSIVE |
             NO_DATA: the primary's verdict, except that a REGRESSED guard makes it
-            REGRESSED (see ``verify.overall_verdict``).
+            REGRESSED (see ``baselining.verdict.overall_verdict``).
         primary_verdict: the primary signal's own verdict (None in records written
             before guards existed: then equal to ``verdict``).
         guards: the guard signals' results (empty in older records and with --no-guards).

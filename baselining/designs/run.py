@@ -2,7 +2,7 @@
 
 ``initiative start``: :func:`choose` (the ``--design`` / ``--control`` flags over the spec's
 ``comparison`` block), :func:`check_start` (a seasonal baseline spans a whole cycle),
-:func:`check_ledger` (a class that is another active initiative's control cannot start
+:func:`obsctl.baselining.initiative.check_ledger` (a class that is another active initiative's control cannot start
 its own, and a control class must not be changing itself).
 
 ``verify``: :func:`primary` is the one call. It measures what the initiative's design
@@ -127,24 +127,6 @@ def planned_window(spec: Spec, workload_class: str, choice: Choice, baseline, ex
         return None
     default = parse_duration(spec.verification.window, "verification.window")
     return max(default, p.window_seconds) if p.window_seconds else None
-
-
-def check_ledger(store, workload_class: str, choice: Choice) -> None:
-    """The ledger's rules for controls (call under the store lock).
-
-    Raises:
-        StoreError: the class is the control of an active initiative (naming it), or the
-            chosen control class has an active initiative of its own (it is changing).
-    """
-    for other in store.initiatives(status=None):
-        if other.status not in ("open", "verified"):
-            continue
-        if getattr(other, "control_class", None) == workload_class:
-            raise StoreError(f"workload class {workload_class!r} is the control of initiative {other.id!r} ({other.status}) "
-                             f"on {other.workload_class}; a control must stay unchanged: close or promote {other.id} first")
-        if choice.control_class and other.workload_class == choice.control_class:
-            raise StoreError(f"control class {choice.control_class!r} has its own open initiative {other.id!r}: "
-                             "it is changing, so it cannot be a control")
 
 
 # --- verify ---------------------------------------------------------------------------
@@ -338,7 +320,7 @@ def mix_decomposition(spec: Spec, client, wc: WorkloadClass, signal: str, dimens
     API); weights: each segment's demand (the spec's ``demand`` signal with the label
     added to the selector); rates: the signal with the label added to the selector.
     """
-    from obsctl.baselining.snapshot import population_of
+    from obsctl.baselining.measure.window import population_of
 
     cc = spec.comparison.for_class(wc.name)
     if not cc.demand:
@@ -479,58 +461,6 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
     return out
 
 
-def context_lines(context: dict) -> list[str]:
-    """The lines outputs and reports print for a result's ``design_context`` (may be empty)."""
-    if not context:
-        return []
-    lines = [f"design: {context.get('design', 'before-after')}"]
-    eff = context.get("effect") or {}
-    if eff.get("ratio") is not None and eff.get("ci_low") is not None:
-        what = {"canary": "T / C - 1", "control": "(T_a / T_b) / (C_a / C_b) - 1", "seasonal": "window / same hours - 1"}.get(eff["design"], "ratio")
-        sides = ""
-        if eff["design"] == "canary" and eff.get("treatment_mean") is not None:
-            sides = f"; treatment {eff['treatment_mean']:.4g} vs control {eff['control_mean']:.4g}"
-        lines.append(f"effect {what} = {eff['ratio'] * 100:+.1f} % ({eff['confidence'] * 100:.3g} % CI {eff['ci_low'] * 100:+.1f} % .. "
-                     f"{eff['ci_high'] * 100:+.1f} %, log-scale se {eff['log_se']:.3g}, memory {eff.get('tau_seconds') or 0:.0f} s{sides})")
-    ctrl = context.get("control")
-    if ctrl and ctrl.get("change") is not None:
-        lines.append(f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own "
-                     f"(treated {ctrl['treated_change'] * 100:+.1f} %)" if ctrl.get("treated_change") is not None else
-                     f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own")
-    if eff.get("design") == "seasonal":
-        lines.append(f"seasonal: the window vs the same hours of {eff.get('cycles')} earlier {eff.get('cycle')}(s) "
-                     f"({eff.get('timezone')}), {eff.get('matched_share', 0):.0%} of samples matched")
-    for note in context.get("notes", []):
-        if note and note not in lines and not note.startswith("design:"):
-            lines.append(note)
-    return lines
-
-
-def report_lines(result) -> list[str]:
-    """The report's "Comparison design" section for a verification result (Markdown lines)."""
-    ctx = getattr(result, "design_context", None) or {}
-    design = getattr(result, "design", None) or ctx.get("design") or "before-after"
-    lines = ["## Comparison design", "", f"- Design: **{design}**"]
-    lines += [f"- {line}" for line in context_lines(ctx)[1:]]
-    load = ctx.get("load")
-    if load:
-        b, a = load["before"], load["after"]
-        fmt = lambda v: "n/a" if v is None else f"{v:.4g}"
-        periods = (b,) if b == a else (b, a)
-        lines += ["", "| period | demand (req/s) | saturation state | queued share |", "|---|---|---|---|",
-                  *[f"| {p['name']} | {fmt(p['demand'])} | {p['state'] or 'unknown'} | "
-                    f"{'n/a' if p['queued_share'] is None else format(p['queued_share'], '.0%')} |" for p in periods]]
-        if load.get("demand_change") is not None:
-            lines.append(f"\nDemand changed {load['demand_change'] * 100:+.1f} % between the periods.")
-    m = ctx.get("mix")
-    if m:
-        lines += ["", f"| {m['dimension']} | share before | share after |", "|---|---|---|",
-                  *[f"| {s} | {b:.0%} | {a:.0%} |" for s, b, a in zip(m["segments"], m["share_before"], m["share_after"])],
-                  "", (f"Rate/mix decomposition: change {m['total_change'] * 100:+.1f} % = mix {m['mix_change'] * 100:+.1f} % "
-                  f"x rate {m['rate_change'] * 100:+.1f} % (the mix explains {m['mix_share']:.0%}).")]
-    return [*lines, ""]
-
-
 def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.datetime, end_at: dt.datetime, step: float):
     """For a canary started without a baseline: its control group's window, stored (not
     current) as the baseline the verdict, the guards, promote and report refer to.
@@ -542,7 +472,7 @@ def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.d
         StoreError: the control group has no data in the window, or the store refuses the write.
     """
     from obsctl.records import Baseline
-    from obsctl.baselining.snapshot import measure
+    from obsctl.baselining.measure.window import measure
     from obsctl.timeutil import utcnow
 
     wc = spec.workload_class(initiative.workload_class)

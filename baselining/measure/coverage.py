@@ -7,7 +7,7 @@ copies as data gives directions to a signal that stopped. This module counts
 what Prometheus really has for the signal's *input* series.
 
 Method (two extra requests per signal, each batching every vector selector ``s`` of
-the signal's PromQL (:func:`obsctl.baselining.snapshot.selectors_of`) with ``or``, the
+the signal's PromQL (:func:`obsctl.baselining.measure.window.selectors_of`) with ``or``, the
 legs told apart by the label ``obsctl_leg="<selector index>:<leg>"``):
 
 1. a range query on the signal's own step grid, started :data:`LEAD_SECONDS` early so
@@ -64,10 +64,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 import numpy as np
-from obsctl.records import Baseline, Coverage, Hole, Verdict
+from obsctl.records import Coverage, Hole
 from obsctl.promapi import PrometheusClient, QueryResult
-from obsctl.timeutil import rfc3339
-from obsctl.durations import format_duration
 
 #: A grid point is fresh when its latest real sample is younger than this many own intervals.
 FRESH_INTERVALS = 1.5
@@ -173,7 +171,7 @@ def measure_coverage(client: PrometheusClient, selectors: list[str], start: floa
 
     Args:
         start, end: unix seconds; the window grid is ``start + step, ..., end``
-            (``end - start`` a multiple of ``step``, as :func:`obsctl.baselining.snapshot.measure` uses).
+            (``end - start`` a multiple of ``step``, as :func:`obsctl.baselining.measure.window.measure` uses).
         on_change: the signal is in ``verification.fresh_on_change`` (value changes only).
         answers: the signal's own answer; the coverage answers' warnings are added to it.
 
@@ -349,7 +347,6 @@ def _utc(ts: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(float(ts), dt.UTC)
 
 
-
 def fresh_samples(samples: list[tuple[float, float]], judgement: Judgement | None) -> list[tuple[float, float]]:
     """The samples at fresh grid points (all of them when coverage could not be judged).
 
@@ -397,95 +394,3 @@ def time_batch_means_of(times: np.ndarray, values: np.ndarray, start: float, end
 # --- verdict cap --------------------------------------------------------------------------------
 
 
-def describe(c: Coverage | None, step: float | None = None) -> str:
-    """One line, e.g. ``coverage 98.3 % (236/240 steps fresh, 118 real samples every 30s, timestamp);
-    largest hole 2026-01-05T05:00:00Z .. 05:20:00Z (20 min)``; ``coverage not measured`` for None."""
-    if c is None:
-        return "coverage not measured"
-    every = f" every {format_duration(c.input_interval_seconds)}" if c.input_interval_seconds else ""
-    text = f"coverage {c.ratio * 100:.1f} % ({c.fresh_points}/{c.grid_points} steps fresh, {c.real_samples} real samples{every}, {c.method})"
-    if c.stopped and c.last_real_sample is not None:
-        text += f"; no fresh samples after {rfc3339(c.last_real_sample)}"
-    elif c.holes:
-        h = c.holes[0]
-        text += f"; largest hole {rfc3339(h.start)} .. {rfc3339(h.end)} ({format_duration((h.end - h.start).total_seconds())})"
-    if c.series_at_start is not None and (c.series_at_start != c.series_at_end or c.series_min != c.series_max):
-        text += f"; input series {c.series_at_start} at start, {c.series_at_end} at end ({c.series_min}-{c.series_max}: population change)"
-    return text
-
-
-def coverage_cap(c: Coverage | None, min_ratio: float, side: str = "window") -> tuple[Verdict | None, str]:
-    """The cap coverage puts on a verdict: ``(NO_DATA | INCONCLUSIVE | None, reason)``.
-
-    NO_DATA when no grid point is fresh, or coverage is below ``min_ratio`` and the
-    signal stopped before the window end ("no fresh samples after 05:00:00Z: the
-    signal stopped"); INCONCLUSIVE when coverage is below ``min_ratio`` otherwise;
-    None (no cap) at or above it and for an unmeasured coverage (older records).
-    """
-    if c is None or c.grid_points == 0:
-        return None, ""
-    if c.fresh_points == 0 or (c.stopped and c.ratio < min_ratio):
-        if c.last_real_sample is not None:
-            return "NO_DATA", f"{side}: no fresh samples after {rfc3339(c.last_real_sample)}: the signal stopped ({describe(c)})"
-        return "NO_DATA", f"{side}: no real samples of the signal's inputs in the window ({describe(c)})"
-    if c.ratio < min_ratio:
-        return "INCONCLUSIVE", f"{side}: {describe(c)}, below the {min_ratio * 100:.0f} % minimum (verification.min_coverage_ratio)"
-    return None, ""
-
-
-def partial_cap(warnings: list[str], partial: bool, side: str = "window") -> tuple[Verdict | None, str]:
-    """INCONCLUSIVE when Prometheus said the answer is partial (``partial``), naming the first warning."""
-    if not partial:
-        return None, ""
-    shown = next((w for w in warnings if _is_partial(w)), warnings[0] if warnings else "partial answer")
-    return "INCONCLUSIVE", f"{side}: Prometheus answered partially ({shown})"
-
-
-def _is_partial(text: str) -> bool:
-    from obsctl.promapi import is_partial_warning
-
-    return is_partial_warning(text)
-
-
-def caps_for(measurement, baseline: Baseline | None, min_ratio: float) -> list[tuple[Verdict, str]]:
-    """Every cap on a verdict of ``measurement`` (a :class:`obsctl.baselining.snapshot.Measurement`)
-    against ``baseline``: window coverage, window partial, baseline partial."""
-    caps = [coverage_cap(getattr(measurement, "coverage", None), min_ratio), partial_cap(measurement.warnings, measurement.partial)]
-    if baseline is not None and baseline.partial:
-        caps.append(("INCONCLUSIVE", f"baseline {baseline.id} is partial (stored with --allow-partial: {'; '.join(baseline.warnings) or 'partial answer'})"))
-    return [(v, r) for v, r in caps if v is not None]
-
-
-def apply_caps(verdict: Verdict, reason: str, caps: list[tuple[Verdict, str]]) -> tuple[Verdict, str]:
-    """``(verdict, reason)`` after the caps: NO_DATA replaces any verdict; INCONCLUSIVE turns
-    IMPROVED, REGRESSED and NO_CHANGE into INCONCLUSIVE (a NO_DATA stays). The cap's reason
-    leads; the statistics' own verdict follows it."""
-    for cap, why in caps:
-        if cap == "NO_DATA":
-            return "NO_DATA", why
-    inconclusive = [why for cap, why in caps if cap == "INCONCLUSIVE"]
-    if not inconclusive or verdict == "NO_DATA":
-        return verdict, reason
-    said = f"; the statistics alone said {verdict} ({reason})" if verdict != "INCONCLUSIVE" else f"; {reason}"
-    return "INCONCLUSIVE", "; ".join(inconclusive) + said
-
-
-def cap_verdict(verdict: Verdict, reason: str, measurement, baseline: Baseline | None, min_ratio: float) -> tuple[Verdict, str]:
-    """The one call ``verify`` makes per judged signal: :func:`apply_caps` of :func:`caps_for`."""
-    return apply_caps(verdict, reason, caps_for(measurement, baseline, min_ratio))
-
-
-def output_lines(c: Coverage | None, warnings: list[str]) -> list[str]:
-    """Lines for text output: the coverage line, then one ``warning: ...`` per Prometheus warning."""
-    return [describe(c), *(f"warning: {w}" for w in warnings)]
-
-
-def verification_lines(result) -> list[str]:
-    """Text lines of a :class:`obsctl.records.VerificationResult`: the window's
-    coverage and warnings, then each guard's (``guard <signal>: coverage ...``)."""
-    lines = [f"window {line}" if not line.startswith("warning") else line for line in output_lines(result.coverage, result.warnings)]
-    if result.partial:
-        lines.append("window answer is PARTIAL: the verdict is at most INCONCLUSIVE")
-    for g in result.guards:
-        lines += [f"guard {g.signal}: {line}" for line in output_lines(g.coverage, g.warnings)]
-    return lines

@@ -209,7 +209,8 @@ def test_a_load_context_fault_costs_its_period_only(mode, proxy, gspec, history)
 
 def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history):
     from obsctl.baselining.store import Store
-    from obsctl.baselining.verify import evaluate_guard, guard_baselines, look_context
+    from obsctl.baselining.guards import guard_baselines
+    from obsctl.baselining.verdict import judge_guard as evaluate_guard, look_context
 
     from obsctl.promapi import PrometheusClient
     from obsctl.spec import load_spec as load

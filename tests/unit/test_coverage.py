@@ -9,6 +9,8 @@ import datetime as dt
 
 import numpy as np
 import pytest
+from obsctl.baselining import present
+from obsctl.baselining import verdict as caps
 from obsctl.baselining.measure import coverage as cov
 from obsctl.timeutil import rfc3339
 
@@ -54,7 +56,7 @@ def test_thirty_second_scrape_at_fifteen_second_step_is_full():
     assert (c.ratio, c.fresh_points, c.grid_points) == (1.0, 240, 240)
     assert c.input_interval_seconds == 30 and c.real_samples == 120 and c.method == "scrape"
     assert not c.stopped and c.holes == []
-    assert cov.coverage_cap(c, 0.9) == (None, "")
+    assert caps.coverage_cap(c, 0.9) == (None, "")
 
 
 def test_stopped_signal_is_no_data_naming_the_last_sample():
@@ -65,7 +67,7 @@ def test_stopped_signal_is_no_data_naming_the_last_sample():
     expected = sum(1 for t in START + 15 * np.arange(1, 241) if t <= stop + 15)
     assert c.fresh_points == expected and c.stopped
     assert c.last_real_sample == dt.datetime.fromtimestamp(stop, dt.UTC)
-    verdict, why = cov.coverage_cap(c, 0.9)
+    verdict, why = caps.coverage_cap(c, 0.9)
     assert verdict == "NO_DATA"
     assert why.startswith(f"window: no fresh samples after {rfc3339(c.last_real_sample)}: the signal stopped")
 
@@ -75,7 +77,7 @@ def test_series_that_stopped_before_the_window_has_nothing_fresh():
     scrapes = np.arange(START - 3600, START + 1, 15)
     c = cov.judge(legs(gap=leg(scrapes, 15)), 1, START, START + HOUR, 15).coverage
     assert c.fresh_points == 0 and c.real_samples == 0
-    verdict, why = cov.coverage_cap(c, 0.9)
+    verdict, why = caps.coverage_cap(c, 0.9)
     assert verdict == "NO_DATA" and f"no fresh samples after {rfc3339(dt.datetime.fromtimestamp(START, dt.UTC))}" in why
 
 
@@ -86,9 +88,9 @@ def test_hole_in_the_middle_is_inconclusive_below_the_threshold_and_named():
     assert c.grid_points - c.fresh_points == unfresh
     hole = c.holes[0]
     assert hole.start.timestamp() == START + 1215 and hole.end.timestamp() == START + 2100
-    verdict, why = cov.coverage_cap(c, 0.9)
+    verdict, why = caps.coverage_cap(c, 0.9)
     assert verdict == "INCONCLUSIVE" and "below the 90 % minimum" in why and "largest hole" in why
-    assert cov.coverage_cap(c, 0.5) == (None, "")
+    assert caps.coverage_cap(c, 0.5) == (None, "")
 
 
 def test_rolling_restart_is_a_population_change_not_a_hole():
@@ -101,7 +103,7 @@ def test_rolling_restart_is_a_population_change_not_a_hole():
     c = cov.judge(legs(gap=latest, first={0: 2.0}, last={0: 3.0}, min={0: 2.0}, max={0: 4.0}), 1, START, START + HOUR, 15).coverage
     assert c.ratio == 1.0
     assert (c.series_at_start, c.series_at_end, c.series_min, c.series_max) == (2, 3, 2, 4)
-    assert "population change" in cov.describe(c)
+    assert "population change" in present.describe(c)
 
 
 def test_pushgateway_values_are_fresh_only_while_push_time_moves():
@@ -112,7 +114,7 @@ def test_pushgateway_values_are_fresh_only_while_push_time_moves():
     assert c.method == "push_time" and c.input_interval_seconds == 60
     expected = sum(1 for t in START + 15 * np.arange(1, 241) if t - pushes[pushes <= t].max() < 90)
     assert c.fresh_points == expected and c.stopped
-    assert cov.coverage_cap(c, 0.9)[0] == "NO_DATA"
+    assert caps.coverage_cap(c, 0.9)[0] == "NO_DATA"
 
 
 def test_latest_score_gauge_counts_value_changes_only():
@@ -137,7 +139,7 @@ def test_two_selectors_need_both_and_an_absent_one_is_left_out():
     assert absent.ratio == 1.0
     none = leg([], 15)
     nothing = cov.judge(cov.Legs({0: {"gap": none}, 1: {"gap": none}}), 2, START, START + HOUR, 15).coverage
-    assert nothing.fresh_points == 0 and cov.coverage_cap(nothing, 0.9)[0] == "NO_DATA"
+    assert nothing.fresh_points == 0 and caps.coverage_cap(nothing, 0.9)[0] == "NO_DATA"
 
 
 def test_time_batches_equal_count_batches_without_holes_and_skip_empty_stretches():
@@ -155,14 +157,14 @@ def test_time_batches_equal_count_batches_without_holes_and_skip_empty_stretches
 
 
 def test_caps_combine_no_data_first_then_inconclusive_keeps_the_statistics_word():
-    assert cov.apply_caps("IMPROVED", "better", []) == ("IMPROVED", "better")
-    assert cov.apply_caps("IMPROVED", "better", [("INCONCLUSIVE", "window: partial")]) == (
+    assert caps.apply_caps("IMPROVED", "better", []) == ("IMPROVED", "better")
+    assert caps.apply_caps("IMPROVED", "better", [("INCONCLUSIVE", "window: partial")]) == (
         "INCONCLUSIVE", "window: partial; the statistics alone said IMPROVED (better)")
-    assert cov.apply_caps("NO_DATA", "none", [("INCONCLUSIVE", "x")]) == ("NO_DATA", "none")
-    assert cov.apply_caps("REGRESSED", "worse", [("INCONCLUSIVE", "x"), ("NO_DATA", "stopped")]) == ("NO_DATA", "stopped")
-    assert cov.partial_cap(["PromQL info: metric might not be a counter", "remote read failed: store-2"], True) == (
+    assert caps.apply_caps("NO_DATA", "none", [("INCONCLUSIVE", "x")]) == ("NO_DATA", "none")
+    assert caps.apply_caps("REGRESSED", "worse", [("INCONCLUSIVE", "x"), ("NO_DATA", "stopped")]) == ("NO_DATA", "stopped")
+    assert caps.partial_cap(["PromQL info: metric might not be a counter", "remote read failed: store-2"], True) == (
         "INCONCLUSIVE", "window: Prometheus answered partially (remote read failed: store-2)")
-    assert cov.partial_cap(["PromQL info: x"], False) == (None, "")
+    assert caps.partial_cap(["PromQL info: x"], False) == (None, "")
 
 
 def test_fresh_samples_match_a_grid_with_microseconds_at_prometheus_millisecond_times():

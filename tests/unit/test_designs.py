@@ -16,6 +16,7 @@ from obsctl.baselining.designs import (
     mix,
     seasonal,
 )
+from obsctl.baselining import present
 from obsctl.rules import saturation
 
 from obsctl.errors import UsageError
@@ -265,10 +266,10 @@ def test_context_and_report_lines_show_design_effect_load_and_mix():
            "effect": {"design": "canary", "ratio": 0.646, "ci_low": 0.564, "ci_high": 0.731, "confidence": 0.95, "log_se": 0.03,
                       "tau_seconds": 20.0, "treatment_mean": 1670.0, "control_mean": 1014.0},
            "load": run._load_context(load), "mix": run._mix_context(dec)}
-    lines = run.context_lines(ctx)
+    lines = present.context_lines(ctx)
     assert lines[0] == "design: canary"
     assert "effect T / C - 1 = +64.6 % (95 % CI +56.4 % .. +73.1 %" in lines[1] and "treatment 1670 vs control 1014" in lines[1]
     assert "demand 15 req/s; saturation: window (whole class) saturated" in lines
-    md = "\n".join(run.report_lines(SimpleNamespace(design="canary", design_context=ctx)))
+    md = "\n".join(present.report_lines(SimpleNamespace(design="canary", design_context=ctx)))
     assert "- Design: **canary**" in md and md.count("| window (whole class) | 15 | saturated | 100% |") == 1
     assert "| a | 50% | 70% |" in md and "the mix explains 100%" in md

@@ -232,7 +232,7 @@ def test_summarize_answers_columns_are_the_samples():
 
     from obsctl.baselining.measure import coverage
     from obsctl.promapi import QueryResult, RangeSeries
-    from obsctl.baselining.snapshot import Answers, summarize_answers
+    from obsctl.baselining.measure.window import Answers, summarize_answers
     from obsctl.records import Population
 
     start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

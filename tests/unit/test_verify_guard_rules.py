@@ -9,7 +9,8 @@ import pytest
 
 from obsctl.records import GuardResult, Initiative, VerificationResult, Window
 from obsctl.baselining.report import _guard_table
-from obsctl.baselining.verify import guards_line, overall_verdict, verdict_line
+from obsctl.baselining.present import guards_line, verdict_line
+from obsctl.baselining.verdict import overall_verdict
 
 UTC = dt.timezone.utc
 

@@ -8,14 +8,11 @@ import datetime as dt
 import pytest
 from obsctl.records import Initiative, VerificationResult, Window
 from obsctl.promapi import plan_chunks
-from obsctl.baselining.snapshot import selectors_of
+from obsctl.baselining.measure.window import selectors_of
 from obsctl.timeutil import align_down, parse_instant
 from obsctl.durations import parse_duration
-from obsctl.baselining.verify import (
-    VERDICT_EXIT_CODES,
-    verdict_line,
-    verification_window,
-)
+from obsctl.baselining.present import verdict_line
+from obsctl.baselining.verify import VERDICT_EXIT_CODES, verification_window
 
 from obsctl.errors import UsageError
 
@@ -159,7 +156,7 @@ def _guard_store(tmp_path, categories):
 
 
 def test_guards_default_to_quality_and_cost_and_can_be_chosen(tmp_path):
-    from obsctl.baselining.verify import guard_baselines
+    from obsctl.baselining.guards import guard_baselines
 
     cats = {"tps": "throughput", "q": "quality", "usd": "cost", "util": "utilization", "lat": "saturation"}
     spec, store, initiative = _guard_store(tmp_path, cats)

@@ -1,0 +1,203 @@
+"""Every line obsctl prints or writes about a verdict, a plan, a coverage or a design.
+
+The loop's modules return records and numbers; this module turns them into text, in one
+style (:mod:`obsctl.formatting`, :func:`obsctl.durations.format_duration`). Nothing here
+decides anything, and no text written here is read back as data.
+"""
+
+from __future__ import annotations
+
+import math
+
+from obsctl.durations import format_duration
+from obsctl.formatting import format_confidence, format_number, format_percent
+from obsctl.baselining.statistics import power as stats_planner
+from obsctl.records import Coverage, GuardResult, VerificationResult
+from obsctl.timeutil import rfc3339
+
+
+def interval_text(low: float | None, high: float | None, confidence: float, exact: bool = False) -> str:
+    if exact:
+        return "exact: both sides constant"
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{format_confidence(confidence)} CI undefined"
+    return f"{format_confidence(confidence)} CI {format_percent(low)} .. {format_percent(high)}"
+
+
+def statistics_line(result: VerificationResult) -> str:
+    """``statistics: look 2, boundary z = 2.96 (99.7 % interval), window 30 min of planned 1 h; memory 9.8 min
+    (3.0 d of history), 7.3 / 3.6 effective samples (baseline / window), 880 dof; <reason>`` ("" without an assessment)."""
+    a = result.assessment
+    if a is None:
+        return ""
+    dur = format_duration
+    parts = []
+    if a.look is not None:
+        bound = f", boundary z = {a.boundary_z:.2f}" if a.boundary_z is not None else ""
+        conf = f" ({format_confidence(a.interval_confidence)} interval)" if a.interval_confidence else ""
+        span = (result.window.end - result.window.start).total_seconds()
+        planned = f", window {dur(span)} of planned {dur(a.planned_seconds)}" if a.planned_seconds else ""
+        parts.append(f"look {a.look}{bound}{conf}{planned}")
+    if a.tau_seconds is not None:
+        src = "from the windows only: a lower bound" if a.memory_source == "windows" else "from history"
+        eff = (f", {a.n_eff_baseline:.1f} / {a.n_eff_window:.1f} effective samples (baseline / window)"
+               if a.n_eff_baseline is not None and a.n_eff_window is not None else "")
+        dof = f", {a.dof:.0f} dof" if a.dof is not None else ""
+        parts.append(f"memory {dur(a.tau_seconds)} ({src}){eff}{dof}")
+    return "statistics: " + "; ".join(parts + [result.reason]) if parts else ""
+
+
+def guards_line(result: VerificationResult) -> str:
+    """``guards: usd_per_million_tokens IMPROVED -48.0 %, probe_cosine_similarity NO_CHANGE, gpu_utilization NO_DATA``.
+
+    The change is shown for IMPROVED, REGRESSED and INCONCLUSIVE guards when defined.
+    """
+    if not result.guards_evaluated:
+        return "guards: not evaluated"
+    if not result.guards:
+        return "guards: none (no signal chosen by verification.guards, other than the primary, has a baseline for this class)"
+    parts = []
+    for g in result.guards:
+        show = g.verdict in ("IMPROVED", "REGRESSED", "INCONCLUSIVE") and g.change_ratio is not None
+        parts.append(f"{g.signal} {g.verdict}" + (f" {format_percent(g.change_ratio)}" if show else ""))
+    return "guards: " + ", ".join(parts)
+
+
+def verdict_line(result: VerificationResult, unit: str) -> str:
+    """One readable line, e.g. ``IMPROVED: tokens_per_second +218.4 % (95 % CI +205.1 % .. +231.9 %),
+    baseline 2,410 -> window 7,673 tokens/s; alerts fired: none``.
+
+    When a guard overrode the primary's verdict the line starts with the overall
+    verdict and its reason, then the primary: ``REGRESSED: quality guard q regressed
+    -10.0 % (95 % CI ..); primary tokens_per_second IMPROVED +30.0 % (..), baseline ..``."""
+    alerts = ", ".join(result.alerts_fired) or "none"
+    primary = result.primary_verdict or result.verdict
+    if primary != result.verdict:
+        lead = guard_regressions(result.guards, result.confidence) or result.reason.split("; primary was")[0]
+        return (
+            f"{result.verdict}: {lead}; primary {result.signal} {primary} {format_percent(result.change_ratio)} "
+            f"({interval_text(result.ci_low, result.ci_high, result.confidence)}), "
+            f"baseline {format_number(result.baseline_mean)} -> window {format_number(result.window_mean)} {unit}; alerts fired: {alerts}"
+        )
+    if result.verdict == "NO_DATA":
+        return f"NO_DATA: {result.signal}: {result.reason}; alerts fired: {alerts}"
+    if result.ci_low is None or result.ci_high is None or not (math.isfinite(result.ci_low) and math.isfinite(result.ci_high)):
+        interval = f"{format_confidence(result.confidence)} CI undefined: {result.reason}"
+    else:
+        interval = f"{format_confidence(result.confidence)} CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}"
+    return (
+        f"{result.verdict}: {result.signal} {format_percent(result.change_ratio)} ({interval}), "
+        f"baseline {format_number(result.baseline_mean)} -> window {format_number(result.window_mean)} {unit}; alerts fired: {alerts}"
+    )
+
+
+def describe(c: Coverage | None, step: float | None = None) -> str:
+    """One line, e.g. ``coverage 98.3 % (236/240 steps fresh, 118 real samples every 30s, timestamp);
+    largest hole 2026-01-05T05:00:00Z .. 05:20:00Z (20 min)``; ``coverage not measured`` for None."""
+    if c is None:
+        return "coverage not measured"
+    every = f" every {format_duration(c.input_interval_seconds)}" if c.input_interval_seconds else ""
+    text = f"coverage {c.ratio * 100:.1f} % ({c.fresh_points}/{c.grid_points} steps fresh, {c.real_samples} real samples{every}, {c.method})"
+    if c.stopped and c.last_real_sample is not None:
+        text += f"; no fresh samples after {rfc3339(c.last_real_sample)}"
+    elif c.holes:
+        h = c.holes[0]
+        text += f"; largest hole {rfc3339(h.start)} .. {rfc3339(h.end)} ({format_duration((h.end - h.start).total_seconds())})"
+    if c.series_at_start is not None and (c.series_at_start != c.series_at_end or c.series_min != c.series_max):
+        text += f"; input series {c.series_at_start} at start, {c.series_at_end} at end ({c.series_min}-{c.series_max}: population change)"
+    return text
+
+
+def output_lines(c: Coverage | None, warnings: list[str]) -> list[str]:
+    """Lines for text output: the coverage line, then one ``warning: ...`` per Prometheus warning."""
+    return [describe(c), *(f"warning: {w}" for w in warnings)]
+
+
+def verification_lines(result) -> list[str]:
+    """Text lines of a :class:`obsctl.records.VerificationResult`: the window's
+    coverage and warnings, then each guard's (``guard <signal>: coverage ...``)."""
+    lines = [f"window {line}" if not line.startswith("warning") else line for line in output_lines(result.coverage, result.warnings)]
+    if result.partial:
+        lines.append("window answer is PARTIAL: the verdict is at most INCONCLUSIVE")
+    for g in result.guards:
+        lines += [f"guard {g.signal}: {line}" for line in output_lines(g.coverage, g.warnings)]
+    return lines
+
+
+def context_lines(context: dict) -> list[str]:
+    """The lines outputs and reports print for a result's ``design_context`` (may be empty)."""
+    if not context:
+        return []
+    lines = [f"design: {context.get('design', 'before-after')}"]
+    eff = context.get("effect") or {}
+    if eff.get("ratio") is not None and eff.get("ci_low") is not None:
+        what = {"canary": "T / C - 1", "control": "(T_a / T_b) / (C_a / C_b) - 1", "seasonal": "window / same hours - 1"}.get(eff["design"], "ratio")
+        sides = ""
+        if eff["design"] == "canary" and eff.get("treatment_mean") is not None:
+            sides = f"; treatment {eff['treatment_mean']:.4g} vs control {eff['control_mean']:.4g}"
+        lines.append(f"effect {what} = {eff['ratio'] * 100:+.1f} % ({eff['confidence'] * 100:.3g} % CI {eff['ci_low'] * 100:+.1f} % .. "
+                     f"{eff['ci_high'] * 100:+.1f} %, log-scale se {eff['log_se']:.3g}, memory {eff.get('tau_seconds') or 0:.0f} s{sides})")
+    ctrl = context.get("control")
+    if ctrl and ctrl.get("change") is not None:
+        lines.append(f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own "
+                     f"(treated {ctrl['treated_change'] * 100:+.1f} %)" if ctrl.get("treated_change") is not None else
+                     f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own")
+    if eff.get("design") == "seasonal":
+        lines.append(f"seasonal: the window vs the same hours of {eff.get('cycles')} earlier {eff.get('cycle')}(s) "
+                     f"({eff.get('timezone')}), {eff.get('matched_share', 0):.0%} of samples matched")
+    for note in context.get("notes", []):
+        if note and note not in lines and not note.startswith("design:"):
+            lines.append(note)
+    return lines
+
+
+def report_lines(result) -> list[str]:
+    """The report's "Comparison design" section for a verification result (Markdown lines)."""
+    ctx = getattr(result, "design_context", None) or {}
+    design = getattr(result, "design", None) or ctx.get("design") or "before-after"
+    lines = ["## Comparison design", "", f"- Design: **{design}**"]
+    lines += [f"- {line}" for line in context_lines(ctx)[1:]]
+    load = ctx.get("load")
+    if load:
+        b, a = load["before"], load["after"]
+        fmt = lambda v: "n/a" if v is None else f"{v:.4g}"
+        periods = (b,) if b == a else (b, a)
+        lines += ["", "| period | demand (req/s) | saturation state | queued share |", "|---|---|---|---|",
+                  *[f"| {p['name']} | {fmt(p['demand'])} | {p['state'] or 'unknown'} | "
+                    f"{'n/a' if p['queued_share'] is None else format(p['queued_share'], '.0%')} |" for p in periods]]
+        if load.get("demand_change") is not None:
+            lines.append(f"\nDemand changed {load['demand_change'] * 100:+.1f} % between the periods.")
+    m = ctx.get("mix")
+    if m:
+        lines += ["", f"| {m['dimension']} | share before | share after |", "|---|---|---|",
+                  *[f"| {s} | {b:.0%} | {a:.0%} |" for s, b, a in zip(m["segments"], m["share_before"], m["share_after"])],
+                  "", (f"Rate/mix decomposition: change {m['total_change'] * 100:+.1f} % = mix {m['mix_change'] * 100:+.1f} % "
+                  f"x rate {m['rate_change'] * 100:+.1f} % (the mix explains {m['mix_share']:.0%}).")]
+    return [*lines, ""]
+
+
+def plan_lines(plan: stats_planner.Plan, label: str) -> list[str]:
+    """Readable lines of a plan for ``label`` (``class/signal``)."""
+    dur = format_duration
+    src = "from the windows only: a lower bound" if plan.memory_source == "windows" else "from history"
+    lines = [f"{label}: memory {dur(plan.tau_seconds)} ({src}); a window can decide from {dur(plan.min_window_seconds) if plan.min_window_seconds else 'n/a'}"]
+    if plan.window_seconds:
+        lines.append(f"detect {plan.effect:+.1%} with {plan.power:.0%} power at {plan.confidence:.0%} confidence over {plan.looks} look(s): "
+                     f"window {dur(plan.window_seconds)}")
+    else:
+        lines.append(f"detect {plan.effect:+.1%}: not reachable within {dur(stats_planner.MAX_PLAN_SECONDS)} against this baseline (re-snapshot a longer one)")
+    mde = f"{plan.mde:.1%}" if plan.mde is not None else "none (the window is too short for the memory)"
+    lines.append(f"smallest effect detectable with the default {dur(plan.default_window_seconds)} window: {mde}")
+    nc = dur(plan.no_change_window_seconds) if plan.no_change_window_seconds else "not reachable with this baseline"
+    eq = dur(plan.no_change_equal_seconds) if plan.no_change_equal_seconds else "n/a"
+    lines.append(f"NO_CHANGE within +-{plan.margin:.1%}: window {nc}; with a baseline as long as the window: {eq} each")
+    return lines
+
+
+def guard_regressions(guards: list[GuardResult], confidence: float) -> str:
+    """``quality guard q regressed -10.0 % (95 % CI -11.2 % .. -8.8 %)`` for each REGRESSED guard, ``; ``-joined ("" if none)."""
+    return "; ".join(
+        f"{g.category} guard {g.signal} regressed {format_percent(g.change_ratio) if g.change_ratio is not None else f'from {format_number(g.baseline_mean)} to {format_number(g.window_mean)}'} "
+        f"({interval_text(g.ci_low, g.ci_high, (g.assessment.interval_confidence if g.assessment and g.assessment.interval_confidence else confidence), g.exact)})"
+        for g in guards if g.verdict == "REGRESSED"
+    )

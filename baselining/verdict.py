@@ -1,0 +1,278 @@
+"""The verdict of an initiative, read top to bottom like docs/verification.md.
+
+One pipeline from a measurement to the overall verdict, and the only one:
+
+1. **measure**: the window of the primary (and of each guard) with its baseline's PromQL
+   (:mod:`obsctl.baselining.measure`), the baseline's side stored at initiative start;
+2. **estimate and decide**: the two sides under the baseline's memory model, the look's
+   boundary and Fieller's interval (:func:`obsctl.baselining.statistics.comparison.judge`),
+   decided by the one rule (:func:`obsctl.baselining.statistics.comparison.decide`);
+3. **caps**: coverage, partial answers and a partial baseline cap the verdict
+   (:func:`caps_for`, :func:`apply_caps`): NO_DATA replaces it, INCONCLUSIVE tempers it;
+4. **design**: control / canary / seasonal replace the before-after effect, and every design
+   adds its confound checks (:func:`obsctl.baselining.designs.run.primary`), capped again;
+5. **guards**: each guard signal as a non-inferiority test at its Bonferroni share
+   (:func:`judge_guard`);
+6. **overall**: :func:`overall_verdict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+import datetime as dt
+import math
+from operator import itemgetter
+
+import numpy as np
+from obsctl.baselining.designs import run as designs
+from obsctl.baselining.designs.run import Outcome
+from obsctl.baselining.measure.window import Measurement, measure
+from obsctl.baselining.present import describe, guard_regressions
+from obsctl.baselining.statistics import comparison
+from obsctl.baselining.statistics.decision import Estimate
+from obsctl.baselining.statistics.lrv import Side
+from obsctl.baselining.statistics.memory import MemoryModel
+from obsctl.durations import parse_duration
+from obsctl.promapi import PrometheusClient, is_partial_warning
+from obsctl.records import Assessment, Baseline, BaselineSide, Coverage, GuardResult, Initiative, Verdict
+from obsctl.timeutil import rfc3339
+from obsctl.spec import Spec
+
+
+def columns(samples: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(times, values)`` float64 columns of ``(t, v)`` samples (fromiter: no Python loop per sample)."""
+    return (np.fromiter(map(itemgetter(0), samples), float, len(samples)), np.fromiter(map(itemgetter(1), samples), float, len(samples)))
+
+
+def stored_side(spec: Spec, baseline: Baseline) -> BaselineSide | None:
+    """The baseline's side of every verdict at the spec's verification step, for
+    ``initiative start`` to store (:class:`~obsctl.records.BaselineSide`); None
+    without a memory model or with fewer than 2 samples (verify then reads the samples)."""
+    memory = memory_of(baseline)
+    if memory is None or len(baseline.samples) < 2:
+        return None
+    step = parse_duration(spec.verification.step, "verification.step")
+    b = comparison.baseline_side(*columns(baseline.samples), step, memory)
+    return BaselineSide(baseline_id=baseline.id, step_seconds=step, constant=b.constant, **dataclasses.asdict(b.side))
+
+
+def side_for(initiative: Initiative, baseline_id: str) -> BaselineSide | None:
+    """The side stored for ``baseline_id`` on the initiative, or None."""
+    return next((s for s in initiative.baseline_sides if s.baseline_id == baseline_id), None)
+
+
+def memory_of(baseline: Baseline) -> MemoryModel | None:
+    """The baseline's stored memory model (None for baselines stored before it existed)."""
+    return MemoryModel.from_dict(baseline.memory.model_dump()) if baseline.memory is not None else None
+
+
+def look_context(spec: Spec, initiative: Initiative, guard: str | None = None, planned: float | None = None) -> comparison.LookContext:
+    """This verify's place among the initiative's saved looks (docs/verification.md, Repeated looks).
+
+    The look number is one more than the saved verifications; the earlier looks'
+    information fractions (of the primary, or of guard ``guard``) fix the boundary."""
+    fractions = []
+    for v in initiative.verifications:
+        a = v.assessment if guard is None else next((g.assessment for g in v.guards if g.signal == guard), None)
+        if a is not None and a.information_fraction is not None:
+            fractions.append(a.information_fraction)
+    default = parse_duration(spec.verification.window, "verification.window")
+    return comparison.LookContext(len(initiative.verifications) + 1, tuple(fractions), planned or default)
+
+
+def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext | None, guard_tolerance: float | None = None,
+                 guard_alpha: float | None = None, side: BaselineSide | None = None):
+    """``(verdict, reason, estimate or None, judgement or None)`` of a measurement against its baseline.
+
+    :func:`obsctl.baselining.statistics.comparison.judge` on the two sides' samples with the
+    baseline's memory model; the baseline's side comes from ``side`` (stored at initiative
+    start) when it was computed at the window's step, and then ``baseline`` may come
+    without samples."""
+    cfg = spec.verification
+    if m.stats is None or len(m.samples) < 2:
+        return "NO_DATA", f"the window has {len(m.samples)} sample(s), needs at least 2", None, None
+    memory = memory_of(baseline)
+    usable = side is not None and memory is not None and math.isclose(side.step_seconds, m.window.step_seconds)
+    step = m.window.step_seconds
+    base = comparison.BaselineSide(Side(**side.model_dump(exclude={"baseline_id", "step_seconds", "constant"})), side.constant,
+                                 side.step_seconds) if usable else columns(baseline.samples)
+    j = comparison.judge(base, columns(m.samples), step, memory, cfg.confidence, baseline.direction,
+                       cfg.min_effect_ratio, look, guard_tolerance, guard_alpha)
+    est = Estimate(j.change, j.low, j.high, j.confidence or cfg.confidence, j.dof, j.exact,
+                   j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
+                   j.window_mean if j.window_mean is not None else m.stats.mean, j.reason)
+    return j.verdict, j.reason, est, j
+
+
+def assessment_of(j) -> Assessment | None:
+    return Assessment(**j.details()) if j is not None else None
+
+
+def _window_reason(m, min_samples: int, verdict: Verdict, reason: str) -> str:
+    # A NO_DATA window says why in the measurement's words ("240 samples, all NaN/Inf").
+    if verdict == "NO_DATA" and m.no_data_reason(min_samples):
+        return f"window: {m.no_data_reason(min_samples)}"
+    return reason
+
+
+def judge_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime, step: float,
+                   look: comparison.LookContext | None = None, guards: int = 1, side: BaselineSide | None = None) -> GuardResult:
+    """Measure one guard signal over ``(start_at, end_at]`` with its baseline's PromQL and
+    judge it as a non-inferiority test (margin: the signal's ``tolerance_ratio``) at its
+    Bonferroni share ``2 (1 - confidence) / guards`` of the two-sided error. ``side``: the
+    baseline's stored side (:func:`stored_side`), which spares its samples.
+
+    Raises:
+        PrometheusUnavailable: as :func:`obsctl.baselining.measure.window.measure`.
+    """
+    cfg = spec.verification
+    m = measure(client, baseline.query, start_at, end_at, step, cfg.min_samples, what=f"{baseline.workload_class}/{baseline.signal} (guard)",
+                on_change=baseline.signal in cfg.fresh_on_change)
+    sig = next((s for s in spec.signals if s.name == baseline.signal), None)
+    tolerance = sig.tolerance_ratio if sig is not None else 0.10
+    verdict, reason, est, j = judge_signal(spec, baseline, m, look, guard_tolerance=tolerance, guard_alpha=2 * (1 - cfg.confidence) / max(guards, 1),
+                                           side=side)
+    reason = _window_reason(m, cfg.min_samples, verdict, reason)
+    # Coverage, partial answers and a partial baseline cap the verdict (measure.coverage).
+    verdict, reason = cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
+    category = next((s.category for s in spec.signals if s.name == baseline.signal), "unknown")
+    return GuardResult(
+        signal=baseline.signal, category=category, unit=baseline.unit, direction=baseline.direction,
+        baseline_id=baseline.id, query=baseline.query, verdict=verdict, reason=reason,
+        baseline_mean=est.baseline_mean if est else baseline.stats.mean,
+        window_mean=est.window_mean if est else (m.stats.mean if m.stats else None),
+        change_ratio=est.change if est else None, ci_low=est.low if est else None, ci_high=est.high if est else None,
+        exact=bool(est and est.exact), window_stats=m.stats, population=m.population, samples=m.samples,
+        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=assessment_of(j),
+    )
+
+
+def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardResult], confidence: float,
+                    optional: tuple[str, ...] | list[str] = ()) -> tuple[Verdict, str]:
+    """The overall verdict from the primary's and the guards' verdicts.
+
+    Precedence: a primary NO_DATA or REGRESSED stands (no data is never a pass; a
+    regression is already the worst verdict). Otherwise any REGRESSED guard makes the
+    overall verdict REGRESSED, with a reason naming each such guard, e.g. ``quality
+    guard probe_cosine_similarity regressed -3.1 % (95 % CI -4.0 % .. -2.2 %)``.
+    Otherwise a quality guard that is NO_DATA or INCONCLUSIVE (not in ``optional``)
+    turns IMPROVED or NO_CHANGE into INCONCLUSIVE. Other guards never change it.
+
+    Returns:
+        ``(verdict, reason)``.
+    """
+    text = guard_regressions(guards, confidence)
+    if primary in ("NO_DATA", "REGRESSED"):
+        return primary, primary_reason
+    if text:
+        return "REGRESSED", f"{text}; primary was {primary} ({primary_reason})"
+    # No data is never a pass: an undecided quality guard keeps the verdict at most INCONCLUSIVE.
+    open_ = [g for g in guards if g.category == "quality" and g.signal not in optional and g.verdict in ("NO_DATA", "INCONCLUSIVE")]
+    if open_ and primary in ("IMPROVED", "NO_CHANGE"):
+        names = ", ".join(f"{g.signal} {g.verdict}" for g in open_)
+        return "INCONCLUSIVE", f"quality guard {names} (not shown within its tolerance; optional_guards lifts this); primary was {primary} ({primary_reason})"
+    return primary, primary_reason
+
+
+def coverage_cap(c: Coverage | None, min_ratio: float, side: str = "window") -> tuple[Verdict | None, str]:
+    """The cap coverage puts on a verdict: ``(NO_DATA | INCONCLUSIVE | None, reason)``.
+
+    NO_DATA when no grid point is fresh, or coverage is below ``min_ratio`` and the
+    signal stopped before the window end ("no fresh samples after 05:00:00Z: the
+    signal stopped"); INCONCLUSIVE when coverage is below ``min_ratio`` otherwise;
+    None (no cap) at or above it and for an unmeasured coverage (older records).
+    """
+    if c is None or c.grid_points == 0:
+        return None, ""
+    if c.fresh_points == 0 or (c.stopped and c.ratio < min_ratio):
+        if c.last_real_sample is not None:
+            return "NO_DATA", f"{side}: no fresh samples after {rfc3339(c.last_real_sample)}: the signal stopped ({describe(c)})"
+        return "NO_DATA", f"{side}: no real samples of the signal's inputs in the window ({describe(c)})"
+    if c.ratio < min_ratio:
+        return "INCONCLUSIVE", f"{side}: {describe(c)}, below the {min_ratio * 100:.0f} % minimum (verification.min_coverage_ratio)"
+    return None, ""
+
+
+def partial_cap(warnings: list[str], partial: bool, side: str = "window") -> tuple[Verdict | None, str]:
+    """INCONCLUSIVE when Prometheus said the answer is partial (``partial``), naming the first warning."""
+    if not partial:
+        return None, ""
+    shown = next((w for w in warnings if _is_partial(w)), warnings[0] if warnings else "partial answer")
+    return "INCONCLUSIVE", f"{side}: Prometheus answered partially ({shown})"
+
+
+def _is_partial(text: str) -> bool:
+    return is_partial_warning(text)
+
+
+def caps_for(measurement, baseline: Baseline | None, min_ratio: float) -> list[tuple[Verdict, str]]:
+    """Every cap on a verdict of ``measurement`` (a :class:`obsctl.baselining.measure.window.Measurement`)
+    against ``baseline``: window coverage, window partial, baseline partial."""
+    caps = [coverage_cap(measurement.coverage, min_ratio), partial_cap(measurement.warnings, measurement.partial)]
+    if baseline is not None and baseline.partial:
+        caps.append(("INCONCLUSIVE", f"baseline {baseline.id} is partial (stored with --allow-partial: {'; '.join(baseline.warnings) or 'partial answer'})"))
+    return [(v, r) for v, r in caps if v is not None]
+
+
+def apply_caps(verdict: Verdict, reason: str, caps: list[tuple[Verdict, str]]) -> tuple[Verdict, str]:
+    """``(verdict, reason)`` after the caps: NO_DATA replaces any verdict; INCONCLUSIVE turns
+    IMPROVED, REGRESSED and NO_CHANGE into INCONCLUSIVE (a NO_DATA stays). The cap's reason
+    leads; the statistics' own verdict follows it."""
+    for cap, why in caps:
+        if cap == "NO_DATA":
+            return "NO_DATA", why
+    inconclusive = [why for cap, why in caps if cap == "INCONCLUSIVE"]
+    if not inconclusive or verdict == "NO_DATA":
+        return verdict, reason
+    said = f"; the statistics alone said {verdict} ({reason})" if verdict != "INCONCLUSIVE" else f"; {reason}"
+    return "INCONCLUSIVE", "; ".join(inconclusive) + said
+
+
+def cap_verdict(verdict: Verdict, reason: str, measurement, baseline: Baseline | None, min_ratio: float) -> tuple[Verdict, str]:
+    """The one call ``verify`` makes per judged signal: :func:`apply_caps` of :func:`caps_for`."""
+    return apply_caps(verdict, reason, caps_for(measurement, baseline, min_ratio))
+
+
+@dataclass(frozen=True)
+class PrimaryVerdict:
+    """The primary signal's verdict after the caps and the design (steps 2-4 of the module doc).
+
+    Attributes:
+        verdict, reason: the primary's verdict and its one-line reason.
+        estimate: the recorded effect (the design's, or the before-after one); None without one.
+        judgement: the statistics behind the before-after comparison (look, memory, sides).
+        design: what the comparison design said, with its context.
+    """
+
+    verdict: Verdict
+    reason: str
+    estimate: Estimate | None
+    judgement: comparison.Judgement | None
+    design: Outcome
+
+
+def judge_primary(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline, m: Measurement,
+                  start_at: dt.datetime, end_at: dt.datetime, step: float, planned: float, side: BaselineSide | None,
+                  loads: Callable[[], list] | None = None) -> PrimaryVerdict:
+    """Steps 2-4 for the primary signal: its window ``m`` against ``baseline``, capped, then the design.
+
+    Args:
+        side: the baseline's side stored at initiative start (None: from the samples).
+        loads: the design's load context already asked for (None: read here).
+
+    Raises:
+        PrometheusUnavailable, UsageError: as :func:`obsctl.baselining.designs.run.primary`.
+    """
+    cfg = spec.verification
+    verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look_context(spec, initiative, planned=planned), side=side)
+    reason = _window_reason(m, cfg.min_samples, verdict, reason)
+    verdict, reason = cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
+    sig = next((x for x in spec.signals if x.name == baseline.signal), None)
+    design = designs.primary(spec, client, initiative, baseline, m.samples, start_at, end_at, step,
+                             sig.category if sig else "unknown", baseline.direction,
+                             confidence=judgement.confidence if judgement is not None and judgement.confidence else None, loads=loads)
+    if design.verdict and verdict != "NO_DATA":
+        verdict, reason = cap_verdict(design.verdict, design.reason, m, baseline, cfg.min_coverage_ratio)
+    return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design)

@@ -178,6 +178,22 @@ class TransportAdapter(HTTPAdapter):
 # --- the bounded request -----------------------------------------------------------
 
 
+def _bad_status_line(exc: BaseException) -> str | None:
+    """The line of a ``BadStatusLine`` (a peer that does not speak HTTP) anywhere in
+    ``exc``'s chain or arguments, as text; None when there is none."""
+    seen, todo = set(), [exc]
+    while todo:
+        err = todo.pop()
+        if id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, http.client.BadStatusLine):
+            return err.line if isinstance(err.line, str) else repr(err.line)
+        todo += [a for a in getattr(err, "args", ()) if isinstance(a, BaseException)]
+        todo += [e for e in (err.__cause__, err.__context__) if e is not None]
+    return None
+
+
 def bounded_get(
     session: requests.Session,
     url: str,
@@ -189,7 +205,9 @@ def bounded_get(
 ) -> Answer:
     """GET ``url`` and read the whole body within ``timeout_seconds`` of wall-clock time.
 
-    Redirects are not followed (the caller sees the 3xx answer).
+    Redirects are not followed (the caller sees the 3xx answer). A peer whose answer does
+    not begin with an HTTP status line gives ``requests.ConnectionError(BadStatusLine(line))``
+    with ``line`` scrubbed by the session's ``scrub`` (a ConfiguredSession's secrets).
 
     Args:
         session: a session whose adapter for ``url`` is a :class:`TransportAdapter`
@@ -202,7 +220,8 @@ def bounded_get(
         The complete :class:`Answer`.
 
     Raises:
-        DeadlineExceeded: not complete within ``timeout_seconds``.
+        DeadlineExceeded: not complete within ``timeout_seconds`` (also a body without
+            ``Content-Length`` still arriving at the deadline, which the shutdown ends).
         BodyTooLarge: the body is larger than ``max_body_bytes``.
         requests.RequestException: connection refused, TLS failure, reset, ...
         ValueError: ``session`` has no :class:`TransportAdapter` for ``url``.
@@ -233,10 +252,17 @@ def bounded_get(
                     break
                 chunks.append(chunk)
             else:
-                return Answer(response.status_code, response.headers, b"".join(chunks), response.url or url)
+                if attempt.expired:  # a body without Content-Length ends at the shutdown: cut, not complete
+                    failure = DeadlineExceeded(f"no complete answer within {timeout_seconds:g}s")
+                else:
+                    return Answer(response.status_code, response.headers, b"".join(chunks), response.url or url)
     except Exception as exc:  # noqa: BLE001 - after a shutdown any layer may raise anything
         if attempt.expired or time.monotonic() - started >= timeout_seconds:
             failure = DeadlineExceeded(f"no complete answer within {timeout_seconds:g}s")
+        elif (line := _bad_status_line(exc)) is not None:
+            # The peer's first line may echo the request (its Authorization header): scrubbed here,
+            # before any reader cuts it short (a cut secret is no longer recognised).
+            failure = requests.ConnectionError(http.client.BadStatusLine(getattr(session, "scrub", str)(line)))
         elif isinstance(exc, (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError)) and not isinstance(exc, requests.RequestException):
             failure = requests.ConnectionError(str(exc))  # a transport failure requests did not wrap
         else:

@@ -309,7 +309,7 @@ def _fast_range_body(raw: bytes) -> dict | None:
         return None  # msgspec reads the string "-0" as 0.0, float() as -0.0
     try:
         answer = _RANGE_DECODER.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # nesting too deep: json.loads names it
         return None
     result = []
     for series in answer.data.result:

@@ -4,7 +4,8 @@ Each scrape gets a :class:`ScrapeContext` with a ``time.monotonic()`` deadline. 
 run in order; one that does I/O (``isolate = True``) runs on its own daemon thread and the
 scrape stops waiting for it at the deadline: its series are left out of that scrape and it
 is reported failed with reason ``deadline_exceeded`` (the call finishes on its own; until
-then the collector is reported ``busy`` rather than started twice). Each such collector has one
+then the next scrape waits for it with up to half its own budget, and if it is still
+running the collector is reported ``busy`` rather than started twice). Each such collector has one
 long-lived worker thread. Any exception becomes
 ``obsctl_exporter_scrape_collector_success 0`` plus an error-reason series, and ONE log line
 per change of reason, never one per scrape.
@@ -245,7 +246,10 @@ class Exporter:
         # when this frame raises, so an error's traceback cannot reach an earlier job.
         late = self._pending.get(coll.name)
         if late is not None:
-            if not late.done.is_set():
+            # A call left running by an earlier scrape with a shorter budget (a client may send a
+            # tiny X-Prometheus-Scrape-Timeout-Seconds) was bounded by that budget and ends soon:
+            # wait for it with up to half of this scrape's time, then run a fresh call.
+            if not late.done.wait(max(ctx.remaining() / 2, 0.0)):
                 raise CollectorBusy("previous call still running")
             del self._pending[coll.name]
             release_error = late.take()[1]  # a timed-out job's late error: never raised

@@ -18,6 +18,7 @@ import time
 from obsctl import __version__
 from obsctl.durations import parse_duration
 from obsctl.errors import EXIT_FAILURE, ObsctlError, UsageError
+from obsctl.escape import logfmt_value
 
 DEFAULT_LISTEN = ":9847"
 DEFAULT_SCRAPE_TIMEOUT = "8s"  # below Prometheus' default 10 s scrape_timeout
@@ -81,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 class LogfmtFormatter(logging.Formatter):
     """``ts=<RFC 3339 UTC> level=<debug|info|warn|error> logger=... msg="..."``, as the
-    Prometheus exporters (go-kit log) write it, with the message's quotes escaped."""
+    Prometheus exporters (go-kit log) write it, the message escaped by
+    :func:`obsctl.escape.logfmt_value` (quotes, backslashes, line breaks and terminal control
+    bytes from client or server text cannot forge or garble a log line)."""
 
     _LEVELS = {"WARNING": "warn", "CRITICAL": "error"}
 
@@ -91,8 +94,7 @@ class LogfmtFormatter(logging.Formatter):
         message = record.getMessage()
         if record.exc_info:
             message += " " + self.formatException(record.exc_info)
-        message = message.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-        return f'ts={ts} level={level} logger={record.name} msg="{message}"'
+        return f'ts={ts} level={level} logger={record.name} msg="{logfmt_value(message)}"'
 
 
 def setup_logging(level: str) -> None:

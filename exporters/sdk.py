@@ -7,26 +7,28 @@ of per-process ratios do not.
 
 Series (all carry the ``workload`` label plus any constant labels you pass):
 
-=================================== ========= =========================================
-name                                type      meaning
-=================================== ========= =========================================
-obsctl_tokens_total                 counter   tokens processed, all of them (input + output;
-                                              the two counters below add here too)
-obsctl_input_tokens_total           counter   prompt / input tokens (``count_input_tokens``)
-obsctl_output_tokens_total          counter   generated / output tokens (``count_output_tokens``)
-obsctl_samples_total                counter   samples processed (training or batch items)
-obsctl_steps_total                  counter   optimizer / engine steps
-obsctl_step_duration_seconds        histogram wall time of one step, seconds (``step()``)
-obsctl_requests_total{outcome}      counter   requests by outcome: success|error|rejected
-obsctl_request_duration_seconds     histogram request latency, seconds
-obsctl_requests_running             gauge     requests being served now (``request()``)
-obsctl_queue_wait_seconds           histogram time a request waited before service, seconds
-obsctl_queue_depth_requests         gauge     requests waiting now
-obsctl_quality_score{evaluation}    gauge     latest evaluation score, in that eval's scale
-process_cpu_seconds_total           counter   this process's user + system CPU time, seconds
-                                              (single-process mode; the saturation state's
-                                              busy figure on CPU-only nodes)
-=================================== ========= =========================================
+============================================ ========= =========================================
+name                                         type      meaning
+============================================ ========= =========================================
+obsctl_tokens_total                          counter   tokens processed, all of them (input + output;
+                                                       the two counters below add here too)
+obsctl_input_tokens_total                    counter   prompt / input tokens (``count_input_tokens``)
+obsctl_output_tokens_total                   counter   generated / output tokens (``count_output_tokens``)
+obsctl_samples_total                         counter   samples processed (training or batch items)
+obsctl_steps_total                           counter   optimizer / engine steps
+obsctl_step_duration_seconds                 histogram wall time of one step, seconds (``step()``)
+obsctl_requests_total{outcome}               counter   requests by outcome: success|error|rejected
+obsctl_request_duration_seconds              histogram request latency, seconds
+obsctl_requests_running                      gauge     requests being served now (``request()``)
+obsctl_queue_wait_seconds                    histogram time a request waited before service, seconds
+obsctl_queue_depth_requests                  gauge     requests waiting now
+obsctl_quality_score{evaluation}             gauge     latest evaluation score, in that eval's scale
+obsctl_sdk_dropped_label_values_total{label} counter   label values not published past a limit
+                                                       (``max_evaluations``)
+process_cpu_seconds_total                    counter   this process's user + system CPU time, seconds
+                                                       (single-process mode; the saturation state's
+                                                       busy figure on CPU-only nodes)
+============================================ ========= =========================================
 
 Example (one process)::
 
@@ -74,6 +76,7 @@ is ``process_cpu_seconds_total`` (scrape each worker's process metrics instead).
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import re
@@ -87,6 +90,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, mult
 from prometheus_client.core import CounterMetricFamily
 
 from obsctl.exporters import multiproc_dir
+
+log = logging.getLogger(__name__)
 
 OUTCOMES = ("success", "error", "rejected")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -111,7 +116,8 @@ def _checked(value: object, what: str, negative: bool = False) -> float:
     return number
 
 
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+#: A Prometheus label name (the SDK also refuses names starting with "__", which are reserved).
+LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 #: Label names the SDK sets itself (``workload``, ``outcome``, ``evaluation``) or that
 #: histograms reserve (``le``): a constant label of that name would replace or collide.
 RESERVED_LABELS = frozenset({"workload", "outcome", "evaluation", "le", "quantile"})
@@ -121,7 +127,7 @@ def _check_labels(workload: object, labels: dict) -> None:
     if not isinstance(workload, str) or not workload:
         raise ValueError(f"workload must be a non-empty string, got {workload!r}")
     for name, value in labels.items():
-        if not isinstance(name, str) or not _LABEL_NAME.match(name) or name.startswith("__"):
+        if not isinstance(name, str) or not LABEL_NAME.match(name) or name.startswith("__"):
             raise ValueError(f"label name {name!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with '__')")
         if name in RESERVED_LABELS:
             raise ValueError(f"label name {name!r} is reserved (the SDK sets {', '.join(sorted(RESERVED_LABELS))})")
@@ -278,6 +284,11 @@ class Workload:
             collides with metrics the application registers itself.
         clock: seconds of a monotonic clock, read at the start and end of ``step()`` and
             ``request()`` (``time.perf_counter``; tests pass a clock they advance).
+        max_evaluations: most distinct ``evaluation`` label values :meth:`set_quality_score`
+            publishes (None: no limit). Each one is a series kept for the life of the
+            process; scores of further evaluations are dropped and counted in
+            ``obsctl_sdk_dropped_label_values_total{label="evaluation"}`` (one warning logged).
+            In multiprocess mode the limit holds per process.
 
     In multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set, see the module docstring) the
     values go to the shared directory; ``registry`` then holds only this process's values
@@ -290,8 +301,14 @@ class Workload:
     """
 
     def __init__(self, workload: str, labels: dict[str, str] | None = None, registry: CollectorRegistry | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, max_evaluations: int | None = None):
+        if max_evaluations is not None and (isinstance(max_evaluations, bool) or not isinstance(max_evaluations, int)
+                                            or max_evaluations < 1):
+            raise ValueError(f"max_evaluations must be a positive integer or None, got {max_evaluations!r}")
         self._clock = clock
+        self._max_evaluations = max_evaluations
+        self._evaluations: set[str] = set()
+        self._warned_evaluations = False
         self.multiprocess = multiprocess_dir() is not None
         if self.multiprocess:
             _require_multiprocess_values()
@@ -325,6 +342,8 @@ class Workload:
         )
         self._queue_depth = gauge("obsctl_queue_depth_requests", "Requests waiting in queue now.")
         self._quality = gauge("obsctl_quality_score", "Latest evaluation score, in the evaluation's own scale.", ("evaluation",))
+        self._dropped = Counter("obsctl_sdk_dropped_label_values", "Values of a label the SDK did not publish: "
+                                "the workload's limit on distinct values was reached.", [*names, "label"], registry=reg)
         # Pre-create every outcome so rates and error ratios exist before the first error.
         for outcome in OUTCOMES:
             self._requests.labels(**self._const, outcome=outcome)
@@ -435,10 +454,21 @@ class Workload:
 
     def set_quality_score(self, evaluation: str, score: float) -> None:
         """Publish the latest score of the named evaluation (e.g. ``"sts-b-spearman"``); a
-        NaN or infinite score raises ValueError (a failed evaluation publishes nothing)."""
+        NaN or infinite score raises ValueError (a failed evaluation publishes nothing). Past
+        ``max_evaluations`` distinct names, a new name's score is dropped and counted."""
         if not isinstance(evaluation, str) or not evaluation:
             raise ValueError(f"evaluation must be a non-empty string, got {evaluation!r}")
         score = _checked(score, "quality score", negative=True)  # before labels(): that creates the series at 0
+        if evaluation not in self._evaluations:
+            if self._max_evaluations is not None and len(self._evaluations) >= self._max_evaluations:
+                if not self._warned_evaluations:
+                    self._warned_evaluations = True
+                    log.warning("workload %s: more than %d distinct evaluation names; scores of further ones are dropped "
+                                "and counted in obsctl_sdk_dropped_label_values_total", self._const["workload"],
+                                self._max_evaluations)
+                self._dropped.labels(**self._const, label="evaluation").inc()
+                return
+            self._evaluations.add(evaluation)
         self._quality.labels(**self._const, evaluation=evaluation).set(score)
 
     # --- exposition ------------------------------------------------------------------

@@ -51,7 +51,7 @@ import urllib.request
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, pushadd_to_gateway
 
 from obsctl.errors import ObsctlError
-from obsctl.exporters.sdk import Workload
+from obsctl.exporters.sdk import LABEL_NAME, Workload
 from obsctl.httpconfig import SECRET_PLACEHOLDER, redact_url
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,8 @@ class BatchJob:
         handler: prometheus_client push handler (e.g. ``basic_auth_handler`` with credentials).
 
     Raises:
-        ValueError: ``gateway`` is not ``host:port`` or an http(s) URL with a host.
+        ValueError: ``gateway`` is not ``host:port`` or an http(s) URL with a host, or a
+            grouping key name is not a Prometheus label name (or is ``job`` or ``__*``).
 
     Raises (from :meth:`push`, :meth:`finish` and leaving the block):
         PushError: the gateway is unreachable or refused the push (the message names the
@@ -175,6 +176,12 @@ class BatchJob:
         self.gateway = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
         self.job = job or workload
         self.grouping_key = {"instance": instance or socket.gethostname(), **(grouping_key or {})}
+        for name in self.grouping_key:
+            # prometheus_client puts names into the push URL unescaped (/metrics/job/<job>/<name>/<value>):
+            # a name with '/' would push into another group.
+            if not isinstance(name, str) or not LABEL_NAME.match(name) or name.startswith("__") or name == "job":
+                raise ValueError(f"grouping key name {name!r} must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, "
+                                 "not starting with '__', not 'job': pass job=...)")
         self.workload = Workload(workload, labels=labels)
         self._timeout = timeout
         self._handler = handler

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from prometheus_client import generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as om_generate_latest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -95,6 +96,18 @@ def latency(so: Path, scen: Path, n: int, scrapes: int) -> dict[str, float]:
         our_body = renderer.render(families.families)
     our_ms = (time.perf_counter() - t0) / reps * 1e3
     assert our_body == lib_body, "TextRenderer output differs from generate_latest"
+    # OpenMetrics (Prometheus' default Accept): the own renderer against the library's, checked equal.
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        lib_om = om_generate_latest(families)
+    lib_om_ms = (time.perf_counter() - t0) / reps * 1e3
+    om = renderer.openmetrics
+    om.render(families.families)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        our_om = om.render(families.families)
+    om_ms = (time.perf_counter() - t0) / reps * 1e3
+    assert our_om == lib_om, "OpenMetricsRenderer output differs from openmetrics generate_latest"
     # The stub's values never change, so the renderer reuses every value's line; on a real GPU some
     # change every scrape (power, temperature, utilization, energy...). Worst case: every value changed.
     changed = [_changed(m) for m in families.families]
@@ -105,7 +118,8 @@ def latency(so: Path, scen: Path, n: int, scrapes: int) -> dict[str, float]:
     src.close()
     return {"gpus": n, "p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "cpu_ms_per_scrape": cpu / scrapes * 1e3,
             "collect_ms": collect_ms, "nvml_ms": nvml_ms, "own_time_ratio": own, "bytes": len(body),
-            "render_ms": our_ms, "render_changed_ms": all_changed_ms, "lib_render_ms": lib_ms}
+            "render_ms": our_ms, "render_changed_ms": all_changed_ms, "lib_render_ms": lib_ms,
+            "om_render_ms": om_ms, "lib_om_render_ms": lib_om_ms}
 
 
 def _changed(m):
@@ -138,7 +152,7 @@ def reference_ms() -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-#: What Prometheus 2.x sends by default: OpenMetrics first (rendered by prometheus_client's OpenMetrics code).
+#: What Prometheus 2.x sends by default: OpenMetrics first (the exporter's OpenMetricsRenderer answers it).
 PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
                      "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
 TEXT_ACCEPT = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
@@ -226,12 +240,13 @@ def main() -> None:
               f"reference loop {reference_ms():.1f} ms")
         print(f"{'GPUs':>5} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14} {'collect ms':>11} "
               f"{'in NVML ms':>11} {'own/NVML':>9} {'body B':>8} {'render ms':>10} {'all changed':>12} "
-              f"{'gen_latest ms':>14}")
+              f"{'gen_latest ms':>14} {'OM render ms':>13} {'OM gen_latest':>14}")
         for n in (8, 64):
             r = latency(so, scen, n, args.scrapes)
             print(f"{r['gpus']:>5} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['cpu_ms_per_scrape']:>14.3f} "
                   f"{r['collect_ms']:>11.3f} {r['nvml_ms']:>11.3f} {r['own_time_ratio']:>9.2f} {r['bytes']:>8} "
-                  f"{r['render_ms']:>10.3f} {r['render_changed_ms']:>12.3f} {r['lib_render_ms']:>14.3f}")
+                  f"{r['render_ms']:>10.3f} {r['render_changed_ms']:>12.3f} {r['lib_render_ms']:>14.3f} "
+                  f"{r['om_render_ms']:>13.3f} {r['lib_om_render_ms']:>14.3f}")
         print(f"RSS over {args.rss_scrapes} scrapes of 8 GPUs (scrape number: MiB):")
         print("  " + ", ".join(f"{i}: {m:.1f}" for i, m in rss_run(so, scen, args.rss_scrapes)))
         if args.http_scrapes:
@@ -244,10 +259,17 @@ def main() -> None:
                     continue
                 print(f"  {n:>3} GPUs, {count} scrapes: p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, "
                       f"body {r['bytes']} B, RSS MiB at scrape " + ", ".join(f"{i}: {m:.1f}" for i, m in r["rss"]))
-            r = http_run(so, scen, 8, max(args.http_scrapes // 4, 50), PROMETHEUS_ACCEPT)
-            if r is not None:
-                print(f"    8 GPUs, Prometheus 2.x default Accept (OpenMetrics, prometheus_client renders it): "
-                      f"p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, body {r['bytes']} B")
+            # Text and Prometheus' default Accept back to back, same count: their ratio is the figure.
+            count = max(args.http_scrapes, 50)
+            for n in (8, 64):
+                text = http_run(so, scen, n, count, TEXT_ACCEPT)
+                om = http_run(so, scen, n, count, PROMETHEUS_ACCEPT)
+                if text is None or om is None:
+                    print(f"  {n} GPUs: exporter did not start")
+                    continue
+                print(f"  {n:>3} GPUs, {count} scrapes each: text p50 {text['p50_ms']:.3f} ms; Prometheus 2.x default "
+                      f"Accept (OpenMetrics) p50 {om['p50_ms']:.3f} ms, p99 {om['p99_ms']:.3f} ms, body {om['bytes']} B; "
+                      f"OpenMetrics / text p50 = {om['p50_ms'] / text['p50_ms']:.2f}")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,19 @@ generate_latest; for 64 GPUs 4.6 / 9.0 ms against 37.5 ms.
 
 prometheus_client stays the data model: input is its ``Metric`` families, and the output is byte for
 byte what ``generate_latest(registry)`` gives for them (tested in tests/unit/test_exporter_exposition.py).
-Only the default negotiation result (text 0.0.4, ``underscores`` name escaping) is rendered here;
-OpenMetrics and the escaping-negotiated text formats stay with prometheus_client (``choose_encoder``).
+
+OpenMetrics 1.0 (what Prometheus asks for first in its default ``Accept``) is rendered the same way by
+:class:`OpenMetricsRenderer`, byte for byte what prometheus_client's
+``openmetrics.exposition.generate_latest(registry, escaping, version)`` gives for the escaping and version
+``choose_encoder`` negotiated. A family with exemplars or native-histogram samples is handed to that
+library function whole (the exporter publishes neither). Only the escaping-negotiated *text* formats
+(``text/plain; version=1.0.0``) stay with prometheus_client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
 
 from prometheus_client.core import Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
@@ -30,6 +36,7 @@ _OM_SUFFIXES = ("_created", "_gsum", "_gcount")
 _TYPE_MAP = {"counter": "counter", "info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram",
              "unknown": "untyped"}
 _NAME_SUFFIX = {"counter": "_total", "info": "_info"}
+_UNSET = object()
 #: Rendered prefixes kept at most; a label churn (processes coming and going) cannot grow it forever.
 MAX_CACHED_PREFIXES = 50_000
 
@@ -51,6 +58,8 @@ class TextRenderer:
         self._by_id: dict[tuple, tuple] = {}
         self._headers: dict[tuple, str] = {}
         self._max = max_cached
+        #: The OpenMetrics renderer :func:`encoder_for` uses with this one (its own caches).
+        self.openmetrics = OpenMetricsRenderer(max_cached)
 
     def _prefix(self, key: tuple, name: str, labels: dict[str, str]) -> str:
         """``name{k="v",...} `` built with prometheus_client's escaping (cache miss path)."""
@@ -106,16 +115,7 @@ class TextRenderer:
                 if ts is None and (value is last or (value == last and value != 0)):
                     line = entry[3]
                 else:
-                    # floatToGoString inlined for finite floats (same output): repr, except that Go
-                    # switches to exponent form for positive values with more than 6 integer digits.
-                    if type(value) is float and -1e300 < value < 1e300:
-                        v = repr(value)
-                        if value >= 1e6:
-                            dot = v.find(".")
-                            if dot > 6:
-                                v = f"{v[0]}.{v[1:dot]}{v[dot + 1:]}".rstrip("0.") + f"e+{dot - 1:02d}"
-                    else:
-                        v = floatToGoString(value)
+                    v = _go_float(value)
                     if ts is None:
                         line = entry[3] = f"{entry[1]}{v}\n"
                         entry[2] = value
@@ -133,6 +133,108 @@ class TextRenderer:
         return "".join(out).encode("utf-8")
 
 
+def _go_float(value: float) -> str:
+    """prometheus_client's ``floatToGoString``, with the finite-float case inlined (same output)."""
+    if type(value) is float and -1e300 < value < 1e300:
+        v = repr(value)
+        if value >= 1e6:  # Go switches to exponent form for more than 6 integer digits
+            dot = v.find(".")
+            if dot > 6:
+                v = f"{v[0]}.{v[1:dot]}{v[dot + 1:]}".rstrip("0.") + f"e+{dot - 1:02d}"
+        return v
+    return floatToGoString(value)
+
+
+class OpenMetricsRenderer:
+    """Renders families as OpenMetrics text, caching each ``(escaping, sample name, label set)`` prefix
+    and the last line of each series, as :class:`TextRenderer` does for text 0.0.4.
+
+    Output equals ``prometheus_client.openmetrics.exposition.generate_latest(registry, escaping,
+    version)`` for every escaping scheme and version >= 1.0.0. Samples are written in the family's
+    order (``_created`` in place), timestamps in seconds as given, and ``# EOF`` last. One instance per
+    exporter; one thread at a time.
+    """
+
+    def __init__(self, max_cached: int = MAX_CACHED_PREFIXES) -> None:
+        self._prefixes: dict[tuple, str] = {}  # (escaping, name, *label items) -> prefix
+        self._by_id: dict[tuple, list] = {}  # (escaping, name, id(labels)) -> [labels, prefix, value, line]
+        self._headers: dict[tuple, str] = {}
+        self._max = max_cached
+
+    def _prefix(self, key: tuple, name: str, labels: dict[str, str], escaping: str) -> str:
+        """``name{k="v",...} `` exactly as the library composes it (cache miss path)."""
+        legacy = _om._is_valid_legacy_metric_name(name)
+        body = _om.escape_metric_name(name, escaping) + ("," if labels else "") if escaping == _om.ALLOWUTF8 and not legacy else ""
+        if labels:
+            body += ",".join(f'{_om.escape_label_name(k, escaping)}="{_om._escape(v, _om.ALLOWUTF8, _om._is_legacy_labelname_rune)}"'
+                             for k, v in sorted(labels.items()))
+        braces = f"{{{body}}}" if body else ""
+        if escaping != _om.ALLOWUTF8 or legacy:
+            text = f"{_om._escape(name, escaping, _om._is_legacy_labelname_rune)}{braces} "
+        else:
+            text = f"{braces} "
+        if len(self._prefixes) >= self._max:
+            self._prefixes.clear()
+        self._prefixes[key] = text
+        return text
+
+    def _header(self, metric: Metric, escaping: str) -> str:
+        key = (escaping, metric.name, metric.documentation, metric.type, metric.unit)
+        text = self._headers.get(key)
+        if text is None:
+            esc = _om.escape_metric_name(metric.name, escaping)
+            doc = _om._escape(metric.documentation, _om.ALLOWUTF8, _om._is_legacy_labelname_rune)
+            text = f"# HELP {esc} {doc}\n# TYPE {esc} {metric.type}\n"
+            if metric.unit:
+                text += f"# UNIT {esc} {metric.unit}\n"
+            if len(self._headers) >= self._max:
+                self._headers.clear()
+            self._headers[key] = text
+        return text
+
+    def render(self, families: Iterable[Metric], escaping: str = _om.UNDERSCORES, version: str = "1.0.0") -> bytes:
+        """UTF-8 OpenMetrics exposition of ``families``, ending in ``# EOF``.
+
+        Args:
+            families: prometheus_client ``Metric`` families (as a collector's ``collect()`` yields them).
+            escaping: name escaping negotiated from ``Accept`` (``underscores``, ``allow-utf-8``, ...).
+            version: the negotiated OpenMetrics version; only the library path (native histograms) reads it.
+        """
+        out: list[str] = []
+        append = out.append
+        prefixes, old, new = self._prefixes, self._by_id, {}
+        for metric in families:
+            if any(s.exemplar or s.native_histogram for s in metric.samples):
+                body = _om.generate_latest(_Families([metric]), escaping=escaping, version=version)
+                append(body.decode("utf-8")[: -len("# EOF\n")])
+                continue
+            append(self._header(metric, escaping))
+            for name, labels, value, ts, _exemplar, _native in metric.samples:
+                ikey = (escaping, name, id(labels))
+                entry = old.get(ikey)
+                if entry is None or entry[0] is not labels:
+                    key = (escaping, name, *labels.items())
+                    prefix = prefixes.get(key)
+                    if prefix is None:
+                        prefix = self._prefix(key, name, labels, escaping)
+                    entry = [labels, prefix, _UNSET, ""]  # a None value must not match "no value yet"
+                new[ikey] = entry
+                last = entry[2]
+                if ts is None and (value is last or (value == last and value != 0)):
+                    append(entry[3])
+                    continue
+                v = "" if value is None else _go_float(value)
+                if ts is None:
+                    entry[2] = value
+                    entry[3] = line = f"{entry[1]}{v}\n"
+                else:
+                    line = f"{entry[1]}{v} {ts}\n"
+                append(line)
+        append("# EOF\n")
+        self._by_id = new
+        return "".join(out).encode("utf-8")
+
+
 class _Families:
     def __init__(self, families: list[Metric]) -> None:
         self._families = families
@@ -141,14 +243,20 @@ class _Families:
         return self._families
 
 
-def encoder_for(accept: str, renderer: TextRenderer) -> tuple[Callable[[list[Metric]], bytes], str]:
+def encoder_for(accept: str, renderer: TextRenderer,
+                om_renderer: OpenMetricsRenderer | None = None) -> tuple[Callable[[list[Metric]], bytes], str]:
     """``(render(families) -> bytes, content type)`` for an Accept header.
 
     Negotiation is prometheus_client's ``choose_encoder``; when it picks plain text 0.0.4 (the
-    default, and what Prometheus asks for without OpenMetrics) ``renderer`` renders it, otherwise
-    prometheus_client's chosen encoder does (OpenMetrics, or text with negotiated name escaping).
+    default) ``renderer`` renders it, when it picks OpenMetrics (Prometheus' default ``Accept`` puts
+    it first) ``om_renderer`` does with the negotiated escaping and version (``renderer``'s companion
+    :class:`OpenMetricsRenderer` when not given); the escaping-negotiated text 1.0.0 format stays with
+    prometheus_client's encoder. The content type is always the library's.
     """
     encoder, content_type = choose_encoder(accept)
     if encoder is _library_generate_latest and content_type == CONTENT_TYPE_PLAIN_0_0_4:
         return renderer.render, content_type
+    if isinstance(encoder, partial) and encoder.func is _om.generate_latest and not encoder.args:
+        om = om_renderer if om_renderer is not None else renderer.openmetrics
+        return partial(om.render, **encoder.keywords), content_type
     return (lambda families: encoder(_Families(families))), content_type

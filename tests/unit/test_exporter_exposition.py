@@ -1,4 +1,4 @@
-"""The exporter's text renderer equals prometheus_client's generate_latest byte for byte.
+"""The exporter's text and OpenMetrics renderers equal prometheus_client's output byte for byte.
 
 obsctl.exporters.exposition.TextRenderer replaces generate_latest on the default (text 0.0.4) path for
 speed; these tests hold it to the library's exact output on the NVML scenarios, the exporter's own
@@ -12,7 +12,7 @@ import time
 
 import pytest
 from obsctl.exporters.app import Exporter
-from obsctl.exporters.exposition import TextRenderer, encoder_for
+from obsctl.exporters.exposition import OpenMetricsRenderer, TextRenderer, encoder_for
 from obsctl.exporters.gpu.collector import GpuCollector
 from prometheus_client import (
     CollectorRegistry,
@@ -172,3 +172,116 @@ def test_negotiation_uses_renderer_only_for_plain_text():
     encode, ctype = encoder_for("application/openmetrics-text", renderer)
     assert ctype == OPENMETRICS_TYPE
     assert encode(families).endswith(b"# EOF\n")
+
+
+# OpenMetrics: the renderer Prometheus' default Accept reaches, held to the library's bytes.
+
+#: Prometheus 3.x's default scrape Accept (OpenMetrics first, UTF-8 names allowed).
+PROMETHEUS3_ACCEPT = ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+                      "application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;"
+                      "escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2")
+ESCAPINGS = ["underscores", "allow-utf-8", "dots", "values"]
+
+
+def _library_om(families, escaping="underscores", version="1.0.0") -> bytes:
+    return om_generate_latest(_Fams(families), escaping=escaping, version=version)
+
+
+@pytest.mark.parametrize("scenario", [stubnvml.h100_8x, stubnvml.a100_mig, stubnvml.rtx4090])
+def test_nvml_scenarios_equal_openmetrics_generate_latest(nvml_env, scenario):
+    nvml_env.write(scenario())
+    src = nvml_env.source()
+    renderer = OpenMetricsRenderer()
+    for _ in range(3):
+        families = src.collect(time.monotonic() + 5)
+        assert renderer.render(families) == _library_om(families)
+
+
+def test_exporter_families_equal_openmetrics_generate_latest(nvml_env):
+    nvml_env.write(stubnvml.h100_8x())
+    exporter = Exporter([GpuCollector(_Direct(nvml_env.source()), "nvml")], process_metrics=True)
+    renderer = TextRenderer()
+    try:
+        for _ in range(3):  # text and OpenMetrics alternating, as different scrapers would
+            families = exporter.scrape(5.0)
+            assert renderer.render(families) == _library(families)
+            for escaping in ("underscores", "allow-utf-8"):
+                assert renderer.openmetrics.render(families, escaping) == _library_om(families, escaping)
+    finally:
+        exporter.close()
+
+
+@pytest.mark.parametrize("escaping", ESCAPINGS)
+def test_awkward_families_equal_openmetrics_generate_latest(escaping):
+    renderer = OpenMetricsRenderer()
+    for _ in range(2):
+        families = _awkward_families()
+        assert renderer.render(families, escaping) == _library_om(families, escaping)
+
+
+@pytest.mark.parametrize("escaping", ESCAPINGS)
+def test_client_library_metrics_equal_openmetrics_generate_latest(escaping):
+    """_created in place, histogram buckets, summaries, units, info, enum, as the library builds them."""
+    reg = CollectorRegistry()
+    Counter("lib_events", "events", ["kind"], registry=reg).labels("a").inc(3)
+    h = Histogram("lib_latency_seconds", "latency", unit="seconds", registry=reg)
+    h.observe(0.2)
+    Summary("lib_size_bytes", "size", unit="bytes", registry=reg).observe(512)
+    Gauge("lib_gauge", "gauge", registry=reg).set(2.5)
+    Info("lib", "info", registry=reg).info({"a": "b"})
+    Enum("lib_state", "state", states=["up", "down"], registry=reg).state("down")
+    renderer = OpenMetricsRenderer()
+    for _ in range(2):
+        assert renderer.render(list(reg.collect()), escaping) == om_generate_latest(reg, escaping=escaping)
+
+
+def test_openmetrics_exemplar_family_is_rendered_by_the_library():
+    reg = CollectorRegistry()
+    c = Counter("ex_events", "events", registry=reg)
+    c.inc(2, exemplar={"trace_id": "abc"})
+    Gauge("ex_plain", "plain", registry=reg).set(1)
+    families = list(reg.collect())
+    assert b"# {trace_id=\"abc\"}" in OpenMetricsRenderer().render(families)
+    assert OpenMetricsRenderer().render(families) == om_generate_latest(reg)
+
+
+def test_openmetrics_value_cache_keeps_changes_none_and_timestamps():
+    labels = {"gpu": "0"}
+    renderer = OpenMetricsRenderer()
+    for value, ts in [(None, None), (None, None), (-0.0, None), (0.0, None), (1, None), (1.0, None), (True, None),
+                      (2.5, None), (2.5, 1700000000.25), (2.5, None), (math.nan, None), (1e16, None),
+                      (12345678.0, 5.0), (None, 7.0)]:
+        g = Metric("vals", "h", "gauge")
+        g.add_sample("vals", labels, value, ts)
+        assert renderer.render([g]) == _library_om([g]), (value, ts)
+
+
+def test_openmetrics_cache_is_bounded():
+    renderer = OpenMetricsRenderer(max_cached=10)
+    for n in range(50):
+        g = GaugeMetricFamily("churn", "h", labels=["pid"])
+        g.add_metric([str(n)], 1)
+        assert renderer.render([g]) == _library_om([g])
+    assert len(renderer._prefixes) <= 10
+    assert len(renderer._by_id) == 1
+
+
+@pytest.mark.parametrize("accept, escaping", [
+    ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1", "underscores"),  # Prometheus 2.x
+    (PROMETHEUS3_ACCEPT, "allow-utf-8"),
+    ("application/openmetrics-text", "underscores"),
+])
+def test_negotiated_openmetrics_is_the_own_renderer(accept, escaping):
+    renderer = TextRenderer()
+    families = _awkward_families()
+    encode, ctype = encoder_for(accept, renderer)
+    assert ctype.startswith("application/openmetrics-text")
+    assert encode.func == renderer.openmetrics.render  # not prometheus_client's encoder
+    assert encode(families) == _library_om(families, escaping)
+
+
+def test_text_1_0_0_with_escaping_stays_with_the_library():
+    encode, ctype = encoder_for("text/plain;version=1.0.0;escaping=allow-utf-8", TextRenderer())
+    assert "escaping=allow-utf-8" in ctype
+    assert not hasattr(encode, "func")

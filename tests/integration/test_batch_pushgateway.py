@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from obsctl.stack import Prometheus, Pushgateway
+from support.polling import wait_until
 
 SCRIPT = Path(__file__).resolve().parent / "batch_job_script.py"
 GROUP = 'job="qa-eval",instance="ci-runner"'
@@ -31,20 +32,29 @@ def stack(tmp_path):
         gateway.stop()
 
 
-def query(prom, expr: str) -> dict[str, float]:
-    """{value of label run (or ''): value} of an instant query."""
-    data = requests.get(f"{prom.url}/api/v1/query", params={"query": expr}, timeout=10).json()
+def query(prom, expr: str, at: float) -> dict[str, float]:
+    """{value of label run (or ''): value} of an instant query at ``at``."""
+    data = requests.get(f"{prom.url}/api/v1/query", params={"query": expr, "time": at}, timeout=10).json()
     assert data["status"] == "success", data
     return {r["metric"].get("run", ""): float(r["value"][1]) for r in data["data"]["result"]}
 
 
-def wait_for(prom, expr: str, expected: dict, timeout: float = 30.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = query(prom, expr)
-        if got == expected or time.monotonic() > deadline:
-            return got
-        time.sleep(0.25)
+def settled(prom, expr: str, expected: dict, timeout: float = 30.0) -> float:
+    """The first instant (whole milliseconds, as Prometheus keeps it) at which ``expr``
+    answers ``expected``: the scrape holding the pushed group is in; the test's other
+    queries read that same instant, so every series comes from that scrape."""
+    def now_if_settled() -> float | None:
+        at = round(time.time(), 3)
+        return at if query(prom, expr, at) == expected else None
+
+    return wait_until(now_if_settled, timeout, interval=0.25,
+                      what=lambda: f"{expr} == {expected} (now {query(prom, expr, time.time())})")
+
+
+def scraped_past(prom, at: float, timeout: float = 30.0) -> None:
+    """Wait until Prometheus has stored a scrape of the gateway later than ``at``."""
+    wait_until(lambda: query(prom, 'timestamp(up{job="pushgateway"})', time.time()).get("", 0) > at, timeout,
+               interval=0.25, what=f"a scrape after {at}")
 
 
 def run_job(gateway, *args: str) -> tuple[float, float, int]:
@@ -59,35 +69,36 @@ def test_batch_job_values_stay_are_replaced_and_dated(stack):
     score = f'obsctl_quality_score{{{GROUP},evaluation="accuracy",workload="qa-eval"}}'
     b1, a1, rc = run_job(gateway, "--run", "r1", "--n", "40", "--every", "4")
     assert rc == 0
-    assert wait_for(prom, score, {"r1": 10 / 40}) == {"r1": 10 / 40}
-    assert query(prom, f"obsctl_samples_total{{{GROUP}}}") == {"r1": 40}
-    assert query(prom, f"obsctl_tokens_total{{{GROUP}}}") == {"r1": 400}
-    assert query(prom, f"obsctl_batch_job_success{{{GROUP}}}") == {"r1": 1}
-    (pushed1,) = query(prom, f"push_time_seconds{{{GROUP}}}").values()
+    at = settled(prom, score, {"r1": 10 / 40})
+    assert query(prom, f"obsctl_samples_total{{{GROUP}}}", at) == {"r1": 40}
+    assert query(prom, f"obsctl_tokens_total{{{GROUP}}}", at) == {"r1": 400}
+    assert query(prom, f"obsctl_batch_job_success{{{GROUP}}}", at) == {"r1": 1}
+    (pushed1,) = query(prom, f"push_time_seconds{{{GROUP}}}", at).values()
     assert b1 - 1 <= pushed1 <= a1 + 1
-    (ok1,) = query(prom, f"obsctl_batch_job_last_success_timestamp_seconds{{{GROUP}}}").values()
+    (ok1,) = query(prom, f"obsctl_batch_job_last_success_timestamp_seconds{{{GROUP}}}", at).values()
     assert b1 - 1 <= ok1 <= a1 + 1
 
-    time.sleep(2.5)  # several scrapes after the job's process is gone: the values stay
-    assert query(prom, score) == {"r1": 0.25}
-    age = query(prom, f"time() - push_time_seconds{{{GROUP}}}")[""]
-    assert age >= 2.0  # staleness is visible as the push's age
+    later = at + 2.5  # several 1 s scrapes after the job's process is gone: the values stay
+    scraped_past(prom, later)
+    assert query(prom, score, later) == {"r1": 0.25}
+    age = query(prom, f"time() - push_time_seconds{{{GROUP}}}", later)[""]
+    assert age == pytest.approx(later - pushed1, abs=1e-3)  # staleness is visible as the push's age
 
     b2, a2, rc = run_job(gateway, "--run", "r2", "--n", "30", "--every", "3")
     assert rc == 0
-    assert wait_for(prom, score, {"r2": 10 / 30}) == {"r2": 10 / 30}, "run r2 replaces r1 (no r1 left)"
-    assert query(prom, f"obsctl_samples_total{{{GROUP}}}") == {"r2": 30}
-    (pushed2,) = query(prom, f"push_time_seconds{{{GROUP}}}").values()
+    at = settled(prom, score, {"r2": 10 / 30})  # run r2 replaces r1 (no r1 left)
+    assert query(prom, f"obsctl_samples_total{{{GROUP}}}", at) == {"r2": 30}
+    (pushed2,) = query(prom, f"push_time_seconds{{{GROUP}}}", at).values()
     assert b2 - 1 <= pushed2 <= a2 + 1 and pushed2 > pushed1
 
     b3, a3, rc = run_job(gateway, "--run", "r3", "--n", "5", "--every", "1", "--fail")
     assert rc != 0
-    assert wait_for(prom, f"obsctl_batch_job_success{{{GROUP}}}", {"r3": 0}) == {"r3": 0}
-    assert query(prom, score) == {"r2": 10 / 30}, "a failed run keeps the last good score"
-    assert query(prom, f"obsctl_samples_total{{{GROUP}}}") == {"r2": 30}
-    (ok3,) = query(prom, f"obsctl_batch_job_last_success_timestamp_seconds{{{GROUP}}}").values()
+    at = settled(prom, f"obsctl_batch_job_success{{{GROUP}}}", {"r3": 0})
+    assert query(prom, score, at) == {"r2": 10 / 30}, "a failed run keeps the last good score"
+    assert query(prom, f"obsctl_samples_total{{{GROUP}}}", at) == {"r2": 30}
+    (ok3,) = query(prom, f"obsctl_batch_job_last_success_timestamp_seconds{{{GROUP}}}", at).values()
     assert b2 - 1 <= ok3 <= a2 + 1, "the success timestamp is the last good run's"
-    (pushed3,) = query(prom, f"push_time_seconds{{{GROUP}}}").values()
+    (pushed3,) = query(prom, f"push_time_seconds{{{GROUP}}}", at).values()
     assert b3 - 1 <= pushed3 <= a3 + 1, "the failed run's push is dated too"
 
 
@@ -134,14 +145,13 @@ def test_url_credentials_reach_a_gateway_that_requires_basic_auth(tmp_path):
     proc = spawn("pushgateway", ["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{port}",
                                  f"--web.config.file={web}"], tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             try:
-                if requests.get(f"http://127.0.0.1:{port}/-/ready", auth=("bob", "s3cret"), timeout=1).ok:
-                    break
+                return requests.get(f"http://127.0.0.1:{port}/-/ready", auth=("bob", "s3cret"), timeout=1).ok
             except requests.RequestException:
-                pass
-            time.sleep(0.1)
+                return False
+
+        wait_until(ready, 30, what="the Pushgateway with basic auth to be ready")
         assert requests.get(f"http://127.0.0.1:{port}/-/ready", timeout=5).status_code == 401  # auth is on
         job = BatchJob("qa-eval", gateway=f"http://bob:s3cret@127.0.0.1:{port}", instance="ci-runner")
         job.workload.set_quality_score("accuracy", 0.75)

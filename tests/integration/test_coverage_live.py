@@ -32,7 +32,7 @@ from click.testing import CliRunner
 from obsctl.baselining.cli import initiative, report, snapshot_baseline, verify
 from obsctl.baselining.store import Store
 
-from obsctl.stack import Prometheus, create_blocks_from_openmetrics
+from support.prometheus import served_history
 
 STEP = 15
 HOUR = 3600
@@ -118,19 +118,12 @@ class WarningProxy:
 
 @pytest.fixture(scope="module")
 def hist(tmp_path_factory):
-    work = tmp_path_factory.mktemp("coverage-prometheus")
     h = Hist(time.time())
-    (work / "h.om").write_text(_openmetrics(h))
-    create_blocks_from_openmetrics(work / "h.om", work / "data")
-    prom = Prometheus(workdir=work, data_dir=work / "data")
-    try:
-        prom.start()
-        h.url = prom.url
-        with WarningProxy(prom.url) as proxy:
+    with served_history(tmp_path_factory.mktemp("coverage-prometheus"), _openmetrics(h)) as served:
+        h.url = served.url
+        with WarningProxy(served.url) as proxy:
             h.proxy_url = proxy.url
             yield h
-    finally:
-        prom.stop()
 
 
 def write_spec(tmp_path, url: str, store=None):

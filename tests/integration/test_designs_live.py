@@ -34,7 +34,7 @@ from obsctl.baselining.cli import (
 )
 from obsctl.baselining.store import Store
 
-from obsctl.stack import Prometheus, create_blocks_from_openmetrics
+from support.prometheus import served_history
 
 STEP = 15
 HOUR = 3600
@@ -122,17 +122,10 @@ class History:
 
 @pytest.fixture(scope="module")
 def hist(tmp_path_factory):
-    work = tmp_path_factory.mktemp("designs-prometheus")
     h = History(time.time())
-    (work / "history.om").write_text(h.openmetrics())
-    create_blocks_from_openmetrics(work / "history.om", work / "data")
-    prom = Prometheus(workdir=work, data_dir=work / "data")
-    try:
-        prom.start()
-        h.url = prom.url
+    with served_history(tmp_path_factory.mktemp("designs-prometheus"), h.openmetrics()) as served:
+        h.url = served.url
         yield h
-    finally:
-        prom.stop()
 
 
 @pytest.fixture

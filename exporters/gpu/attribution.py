@@ -17,7 +17,10 @@ Resolvers, first one that yields a class wins:
 3. ``process_env`` / ``slurm``: the GPU's compute processes (``processes()`` of the NVML
    source): ``OBSCTL_WORKLOAD_CLASS`` in ``/proc/<pid>/environ``, else a Slurm job in
    ``/proc/<pid>/cgroup`` gets ``attribution.slurm.workload_class``. Owner:
-   ``OBSCTL_WORKLOAD_OWNER``, ``slurm:job_<id>`` or ``user:<name>``.
+   ``OBSCTL_WORKLOAD_OWNER``, ``slurm:job_<id>`` or ``user:<name>``. Any process can set
+   these variables: a class that is not a spec class name is refused (``status="error"``
+   when nothing else attributes the unit), an owner longer than 128 characters or with
+   control characters is ignored, and a unit lists at most 16 classes.
 
 ``status="error"``: no class was found and a lookup failed (a process environment not
 readable without privileges, or the process list failed). ``status="pending"``: the GPU
@@ -52,7 +55,7 @@ from prometheus_client.core import Metric
 from obsctl.exporters.config import AttributionConfig
 from obsctl.exporters.gpu.catalogue import FamilySet
 from obsctl.exporters.gpu.inventory import GpuRef, PodBinding
-from obsctl.exporters.gpu.procinfo import ProcessCache, ProcessInfo, start_time
+from obsctl.exporters.gpu.procinfo import CLASS_NAME, ProcessCache, ProcessInfo, start_time
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,7 @@ UNATTRIBUTED = "unattributed"
 ERROR = "error"
 PENDING = "pending"
 _MAX_OWNER = 200  # keep label values bounded when many processes share a GPU
+_MAX_CLASSES = 16  # attribution_info series per unit at most (each process may name its own class)
 _JOIN_SECONDS = 5.0  # close() waits this long for a refresh stuck in /proc before giving up
 
 
@@ -251,7 +255,7 @@ class AttributionCollector:
         for unit in inventory.units:
             found, errored = self.resolve(unit, inventory.pods.get(unit, []), snap, alive)
             labels = unit.labels()
-            for workload_class, (owners, source_name) in sorted(found.items()):
+            for workload_class, (owners, source_name) in sorted(found.items())[:_MAX_CLASSES]:
                 owner = ",".join(sorted(o for o in owners if o))[:_MAX_OWNER]
                 out.add("obsctl_gpu_attribution_info",
                         {**labels, "workload_class": workload_class, "owner": owner,
@@ -310,7 +314,7 @@ class AttributionCollector:
         k8s = self.config.kubernetes
         if k8s.class_label:
             value = dict(pod.labels).get(k8s.class_label, "")
-            if value:
+            if CLASS_NAME.match(value):  # a pod label anyone deploying there can set: a class name only
                 return value
         return k8s.namespace_classes.get(pod.namespace, "")
 

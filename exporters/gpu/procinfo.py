@@ -20,6 +20,9 @@ from pathlib import Path
 
 ENV_CLASS = "OBSCTL_WORKLOAD_CLASS"
 ENV_OWNER = "OBSCTL_WORKLOAD_OWNER"
+#: A workload class name as the spec allows it (any process on the node can set the variable).
+CLASS_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+MAX_OWNER_CHARS = 128
 _SLURM_JOB = re.compile(r"/job_(\d+)(?=/|$)")
 _SLURM_UID = re.compile(r"/uid_(\d+)(?=/|$)")
 
@@ -30,10 +33,13 @@ class ProcessInfo:
 
     Attributes:
         pid: process id.
-        workload_class: from ``OBSCTL_WORKLOAD_CLASS`` (``""`` if unset or unreadable).
-        owner: ``OBSCTL_WORKLOAD_OWNER``, else ``slurm:job_<id>``, else ``user:<name>``.
+        workload_class: from ``OBSCTL_WORKLOAD_CLASS`` (``""`` if unset, unreadable or not
+            a class name: ``[a-z][a-z0-9_-]{0,62}``, as in the spec).
+        owner: ``OBSCTL_WORKLOAD_OWNER`` when printable and at most 128 characters, else
+            ``slurm:job_<id>``, else ``user:<name>``.
         slurm_job: Slurm job id from the cgroup path, ``""`` if none.
-        error: ``""``, or why the environment could not be read (``permission_denied``).
+        error: ``""``, or why the environment could not be read (``permission_denied``) or
+            was refused (``invalid_workload_class``).
     """
 
     pid: int
@@ -99,12 +105,22 @@ def read_process(pid: int, proc_root: Path = Path("/proc")) -> ProcessInfo | Non
         cgroup = ""
     slurm = slurm_job_from_cgroup(cgroup)
     job = slurm[0] if slurm else ""
-    owner = env.get(ENV_OWNER, "")
+    owner = env.get(ENV_OWNER, "").strip()
+    if not valid_owner(owner):
+        owner = ""
     if not owner and job:
         owner = f"slurm:job_{job}"
     if not owner:
         owner = _user_of(base)
-    return ProcessInfo(pid, env.get(ENV_CLASS, "").strip(), owner, job, error)
+    workload_class = env.get(ENV_CLASS, "").strip()
+    if workload_class and not CLASS_NAME.match(workload_class):
+        workload_class, error = "", error or "invalid_workload_class"
+    return ProcessInfo(pid, workload_class, owner, job, error)
+
+
+def valid_owner(text: str) -> bool:
+    """Whether ``text`` may be published as an ``owner`` label: 1-128 printable characters."""
+    return 0 < len(text) <= MAX_OWNER_CHARS and text.isprintable()
 
 
 def _user_of(base: Path) -> str:

@@ -40,8 +40,17 @@ _PLACEHOLDER = re.compile(r"\$(node_selector|selector|class)\b")
 
 Category = Literal["utilization", "throughput", "cost", "quality", "saturation"]
 Direction = Literal["higher_is_better", "lower_is_better"]
-Lever = Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology"]
+Lever = Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology",
+                "prefix-caching", "speculative-decoding", "chunked-prefill", "other"]
 LEVERS: tuple[str, ...] = Lever.__args__  # type: ignore[attr-defined]
+Cadence = Literal["weekly", "monthly"]
+#: The length of one cadence period (s): a week, and a month of 30 days.
+CADENCE_SECONDS: dict[str, float] = {"weekly": 7 * 86400.0, "monthly": 30 * 86400.0}
+
+
+#: An owner name (a label value and an Alertmanager receiver name): printable, no control
+#: characters, no leading or trailing space.
+OWNER_PATTERN = r"^[^\s\x00-\x1f\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$"
 
 
 class _Model(BaseModel):
@@ -214,6 +223,9 @@ class WorkloadClass(_Model):
             catalogue, obsctl.rules.sources): sdk (default) | vllm | tgi | triton |
             sglang | llamacpp | ray-serve; ``selector`` picks its series.
         queue: the scheduler queue the class waits in (Kueue, Slurm, Ray Serve), if any.
+        owner: who answers for the class (a team or person; alerts and reviews name it).
+        cadence: ``weekly`` | ``monthly``: how often the class is reviewed (default: the
+            spec's ``cadence``, or weekly above ``review.weekly_above_usd_per_month``).
     """
 
     name: str
@@ -224,6 +236,8 @@ class WorkloadClass(_Model):
     source: SourceName = "sdk"
     queue: QueueSource | None = None
     mfu: MfuConfig | None = None
+    owner: str | None = Field(None, min_length=1, max_length=128, pattern=OWNER_PATTERN)
+    cadence: Cadence | None = None
 
     @field_validator("name")
     @classmethod
@@ -332,7 +346,10 @@ class Target(_Model):
     """A desired state of one signal for one class, tied to a business driver and a date.
 
     Exactly one of ``relative`` (change against the current baseline, e.g. 0.20 = +20 %,
-    -0.15 = -15 %) or ``absolute`` (a value in the signal's unit) is given.
+    -0.15 = -15 %) or ``absolute`` (a value in the signal's unit) is given. A relative
+    target is anchored to the baseline current when obsctl first saw it
+    (:mod:`obsctl.baselining.targets`), so promoting a gain does not move it. ``owner``
+    defaults to the class's.
     """
 
     workload_class: str
@@ -341,6 +358,7 @@ class Target(_Model):
     absolute: float | None = None
     driver: str = Field(min_length=1)
     deadline: dt.date
+    owner: str | None = Field(None, min_length=1, max_length=128, pattern=OWNER_PATTERN)
 
     @model_validator(mode="after")
     def _one_of(self) -> "Target":
@@ -613,6 +631,70 @@ class Verification(_Model):
         return data
 
 
+class Review(_Numbers):
+    """The spec's ``review:`` block: how ``obsctl review`` judges the practice (docs/practice.md).
+
+    Attributes:
+        weekly_above_usd_per_month: a class costing more than this (USD/month, from its
+            cost series over the last month) is reviewed weekly unless it names its own
+            ``cadence``; None: the spec's ``cadence`` for every class.
+        baseline_life: cadence periods a baseline lives: older is stale (``max_age``
+            overrides), and the drift check spends its error over this many reviews.
+        max_age: a baseline older than this (a duration, e.g. ``60d``) is stale; default
+            ``baseline_life`` cadence periods.
+        realistic_per_quarter: improvement per quarter (ratio) a target may require and
+            still be realistic (default 0.05: about 5 %).
+        aspirational_per_quarter: improvement per quarter above which a target is
+            unrealistic (default 0.30: 30 % in a quarter).
+        episodic_periods: a class with no initiative started for this many cadence
+            periods is flagged ``episodic``.
+        folder: where ``review --write`` puts the dated review documents (relative to
+            the spec's folder); None: ``--write`` needs ``--out``.
+    """
+
+    weekly_above_usd_per_month: float | None = Field(None, ge=0)
+    baseline_life: int = Field(8, ge=1, le=520)
+    max_age: str | None = None
+    realistic_per_quarter: float = Field(0.05, gt=0, lt=10)
+    aspirational_per_quarter: float = Field(0.30, gt=0, lt=10)
+    episodic_periods: int = Field(3, ge=1, le=520)
+    folder: str | None = Field(None, min_length=1)
+
+    @field_validator("max_age", mode="before")
+    @classmethod
+    def _age(cls, value: object) -> object:
+        return value if value is None else _positive_duration(value)
+
+    @model_validator(mode="after")
+    def _band(self) -> "Review":
+        if self.aspirational_per_quarter <= self.realistic_per_quarter:
+            raise ValueError(f"aspirational_per_quarter ({self.aspirational_per_quarter}) must be above "
+                             f"realistic_per_quarter ({self.realistic_per_quarter})")
+        return self
+
+
+def target_bound_error(target: "Target", signal: "Signal") -> str | None:
+    """Why ``target``'s value is beyond a physical bound of ``signal``, or None.
+
+    Bounds: a ``ratio`` (utilization, MFU, hit or error ratio) lies in [0, 1]; a cost is
+    above 0; a throughput, a duration or any ``.../s`` rate is not negative. Applied to an
+    absolute target here (``obsctl check`` refuses it) and to a relative target's value
+    against its anchor by ``obsctl review``.
+    """
+    return value_bound_error(target.absolute, signal) if target.absolute is not None else None
+
+
+def value_bound_error(value: float, signal: "Signal") -> str | None:
+    """Why a target value of ``value`` is beyond ``signal``'s physical bound (see :func:`target_bound_error`), or None."""
+    if signal.unit == "ratio" and not 0 <= value <= 1:
+        return f"{value:g} is outside [0, 1], the range of a ratio (MFU and utilization cannot exceed their peak)"
+    if signal.category == "cost" and value <= 0:
+        return f"{value:g} is not above 0: a cost of zero or less cannot be reached"
+    if value < 0 and (signal.category in ("throughput", "cost") or signal.unit in ("seconds",) or signal.unit.endswith("/s")):
+        return f"{value:g} is negative: a {signal.category} in {signal.unit} cannot be"
+    return None
+
+
 class Spec(_Model):
     """The whole spec. ``path`` is where it was loaded from (not a YAML key).
 
@@ -625,7 +707,7 @@ class Spec(_Model):
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
     alertmanager_url: str | None = None
     runbook_base_url: str = "docs/runbooks.md"
-    cadence: Literal["weekly", "monthly"] = "weekly"
+    cadence: Cadence = "weekly"
     store: str = ".obsctl-store"
     workload_classes: list[WorkloadClass] = Field(min_length=1)
     signals: list[Signal] = Field(min_length=1)
@@ -634,6 +716,7 @@ class Spec(_Model):
     comparison: Comparison = Field(default_factory=Comparison)
     targets: list[Target] = Field(default_factory=list)
     verification: Verification = Field(default_factory=Verification)
+    review: Review = Field(default_factory=Review)
     path: Path | None = Field(None, exclude=True)
     _lines: dict = PrivateAttr(default_factory=dict)
 
@@ -678,6 +761,9 @@ class Spec(_Model):
                 raise ValueError(f"targets[{i}].workload_class {target.workload_class!r} is not one of: {', '.join(classes)}")
             if target.signal not in signals:
                 raise ValueError(f"targets[{i}].signal {target.signal!r} is not one of: {', '.join(signals)}")
+            bound = target_bound_error(target, self.signals[signals.index(target.signal)])
+            if bound:
+                raise ValueError(f"targets[{i}] ({target.workload_class}/{target.signal}): absolute {bound}")
         for name in self.saturation.classes:
             if name not in classes:
                 raise ValueError(f"saturation.classes.{name}: no such workload class; defined: {', '.join(classes)}")

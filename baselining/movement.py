@@ -1,0 +1,191 @@
+"""Has a signal moved since its baseline? The one movement-since-baseline test.
+
+A stored baseline documents a state; the signal may leave it without any initiative (a new
+model version, traffic mix, a driver upgrade). :func:`movement` measures a window of the
+signal with the baseline's own PromQL (:func:`obsctl.baselining.measure.window.measure`),
+judges it against the stored baseline under the baseline's memory model
+(:func:`obsctl.baselining.statistics.comparison.judge`: long-run variances, Fieller
+interval) and decides with the one rule (:func:`obsctl.baselining.statistics.decision.decide`)
+at the spec's minimum effect: the signal **moved** when the verdict is IMPROVED or
+REGRESSED (the interval excludes 0 and the change is at least ``min_effect``). Coverage,
+partial answers and a partial baseline cap the verdict as in ``verify``
+(:func:`obsctl.baselining.verdict.cap_verdict`): a capped window never counts as moved.
+
+Callers: ``obsctl review``'s ``baseline_drifted`` finding (the window is the class's last
+cadence period) and ``verify``'s aging check (the window is the period right before the
+initiative's start). :func:`judge_movement` is the same test on samples already in hand
+(the benchmark and the tests call it).
+
+Error over a baseline's life. A baseline is reviewed once per cadence period for
+``reviews`` periods (``review.baseline_life``, default 8: two months of weekly
+reviews) before it is stale. Testing each review at the spec's level would flag a
+stationary signal in up to ``reviews x alpha`` of baselines. Each review is therefore
+tested at ``alpha / reviews`` (two-sided), so by Bonferroni's inequality the chance that
+*any* review of a baseline's life flags a signal that has not moved is at most ``alpha``,
+whatever the dependence between the reviews (they share the baseline's side, so they are
+positively correlated and the bound is conservative). Source: Dunn, "Multiple comparisons
+among means", JASA 56(293), 1961. The group-sequential spending of
+:mod:`.statistics.sequential` does not apply: its information fractions describe a
+*cumulative* window growing from one start, while each review's window is a new, disjoint
+period against a fixed baseline. Calibration (false drift over all the reviews of a
+baseline's life, and power at a +-10 % step): ``bench/bench_drift.py``, table in
+docs/practice.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from obsctl.baselining.measure.window import Measurement, measure
+from obsctl.baselining.statistics import comparison
+from obsctl.baselining.statistics.memory import MemoryModel
+from obsctl.promapi import PrometheusClient
+from obsctl.records import Baseline, Population
+
+#: Reviews of a baseline's life when the caller does not say (``review.baseline_life``).
+DEFAULT_REVIEWS = 8
+
+#: Most points one range query of the window asks for (Prometheus refuses more than 11,000
+#: points per series); a longer window is read at a multiple of the baseline's step.
+MAX_POINTS = 10_000
+
+MOVED_VERDICTS = ("IMPROVED", "REGRESSED")
+
+
+def review_confidence(confidence: float, reviews: int) -> float:
+    """The level of one review: ``1 - (1 - confidence) / reviews`` (Bonferroni, module doc).
+
+    ``review_confidence(0.95, 8)`` = 0.99375 (z = 2.73 two-sided)."""
+    return 1.0 - (1.0 - confidence) / max(1, int(reviews))
+
+
+def window_step(baseline_step: float, start: dt.datetime, end: dt.datetime) -> float:
+    """The step a window ``[start, end]`` is read at: the baseline's step, or the smallest
+    whole multiple of it that keeps the query within :data:`MAX_POINTS` points (s)."""
+    points = (end - start).total_seconds() / baseline_step
+    return baseline_step * max(1, math.ceil(points / MAX_POINTS))
+
+
+@dataclass(frozen=True)
+class Movement:
+    """What the movement test said about one baseline.
+
+    Attributes:
+        baseline_id, workload_class, signal: the baseline tested.
+        start, end: the window judged (UTC).
+        verdict: the one rule's verdict of the window against the baseline, after the
+            coverage / partial caps: IMPROVED | REGRESSED (moved), NO_CHANGE (within the
+            minimum effect), INCONCLUSIVE, NO_DATA.
+        moved: ``verdict`` is IMPROVED or REGRESSED.
+        change, low, high: the relative change of the window mean against the baseline
+            mean (0.06 = +6 %) and its interval at ``confidence``; None where undefined.
+        confidence: the level of this review's interval (:func:`review_confidence`).
+        reviews: the reviews of the baseline's life the error is spread over.
+        baseline_mean, window_mean: the two sides' means (signal unit).
+        reason: the rule's one-line reason.
+        population: the window's input series (for the population check), None without a measurement.
+        samples: finite samples in the window.
+    """
+
+    baseline_id: str
+    workload_class: str
+    signal: str
+    start: dt.datetime
+    end: dt.datetime
+    verdict: str
+    moved: bool
+    change: float | None
+    low: float | None
+    high: float | None
+    confidence: float
+    reviews: int
+    baseline_mean: float | None
+    window_mean: float | None
+    reason: str
+    population: Population | None = field(default=None, compare=False)
+    samples: int = 0
+
+    def as_dict(self) -> dict:
+        """JSON-ready evidence fields."""
+        return {"baseline_id": self.baseline_id, "window_start": self.start.isoformat(), "window_end": self.end.isoformat(),
+                "verdict": self.verdict, "moved": self.moved, "change_ratio": self.change, "ci_low": self.low,
+                "ci_high": self.high, "interval_confidence": self.confidence, "reviews_per_baseline": self.reviews,
+                "baseline_mean": self.baseline_mean, "window_mean": self.window_mean, "reason": self.reason,
+                "window_samples": self.samples}
+
+
+def _subgrid(times: np.ndarray, values: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+    # The baseline's samples on a coarser grid (every k-th point of its own grid), so both
+    # sides are read at the window's step.
+    if times.size == 0:
+        return times, values
+    keep = np.isclose(np.mod(times - times[0] + step / 2, step), step / 2, atol=1e-6 * step)
+    return times[keep], values[keep]
+
+
+def judge_movement(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.ndarray, np.ndarray], step_seconds: float,
+                   memory: MemoryModel | None, direction: str, min_effect: float, confidence: float = 0.95,
+                   reviews: int = DEFAULT_REVIEWS) -> comparison.Judgement:
+    """The movement test on samples in hand: :func:`comparison.judge` of ``window`` against
+    ``baseline`` at :func:`review_confidence` (one fixed look, no sequential spending).
+
+    Args:
+        baseline, window: ``(times s, values)`` of finite samples on their step grids,
+            shapes ``(n,)``; a baseline on a finer grid is thinned to ``step_seconds``.
+        step_seconds: the window's grid step (s), a whole multiple of the baseline's.
+        memory: the baseline's memory model (None: pooled from the two sides, a lower bound).
+        direction, min_effect: the signal's direction and the minimum effect (ratio).
+        confidence: the level over the whole life of the baseline (spec ``verification.confidence``).
+        reviews: reviews of the baseline's life (>= 1).
+
+    Returns:
+        The :class:`comparison.Judgement` (verdict, change, interval, reason).
+    """
+    bt, bv = (np.asarray(a, dtype=float) for a in baseline)
+    if bt.size >= 2 and np.median(np.diff(bt)) < step_seconds * (1 - 1e-9):
+        bt, bv = _subgrid(bt, bv, step_seconds)
+    wt, wv = (np.asarray(a, dtype=float) for a in window)
+    return comparison.judge((bt, bv), (wt, wv), step_seconds, memory, review_confidence(confidence, reviews), direction, min_effect)
+
+
+def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, end: dt.datetime, *, min_effect: float,
+             confidence: float = 0.95, reviews: int = DEFAULT_REVIEWS, min_samples: int = 10, min_coverage: float = 0.9,
+             on_change: bool = False, measurement: Measurement | None = None) -> Movement:
+    """Whether the signal of ``baseline`` moved over ``(start, end]`` (module doc).
+
+    Args:
+        client: the Prometheus client.
+        baseline: the stored baseline, with its samples (``Store.current_baseline``).
+        start, end: the window (UTC); the step is :func:`window_step` of the baseline's.
+        min_effect: the minimum effect (ratio, spec ``verification.min_effect_ratio``).
+        confidence: the level over the baseline's life (spec ``verification.confidence``).
+        reviews: reviews of the baseline's life the error is spread over (>= 1).
+        min_samples, min_coverage, on_change: as ``verify`` (spec ``verification``).
+        measurement: the window already measured at :func:`window_step` (no request then).
+
+    Raises:
+        PrometheusUnavailable: Prometheus cannot answer.
+        UsageError: the baseline's query now returns more than one series.
+    """
+    from obsctl.baselining.verdict import cap_verdict, columns, memory_of
+
+    step = window_step(baseline.window.step_seconds, start, end)
+    m = measurement or measure(client, baseline.query, start, end, step, min_samples,
+                               what=f"{baseline.workload_class}/{baseline.signal} (drift)", on_change=on_change)
+    level = review_confidence(confidence, reviews)
+    common = dict(baseline_id=baseline.id, workload_class=baseline.workload_class, signal=baseline.signal, start=start, end=end,
+                  confidence=level, reviews=max(1, int(reviews)), population=m.population, samples=len(m.samples))
+    if m.stats is None or len(m.samples) < max(2, min_samples):
+        why = m.no_data_reason(min_samples) or f"{len(m.samples)} sample(s) in the window"
+        return Movement(verdict="NO_DATA", moved=False, change=None, low=None, high=None, baseline_mean=baseline.stats.mean,
+                        window_mean=None, reason=f"window: {why}", **common)
+    j = judge_movement(columns(baseline.samples), m.columns if m.columns is not None else columns(m.samples), step,
+                       memory_of(baseline), baseline.direction, min_effect, confidence, reviews)
+    verdict, reason = cap_verdict(j.verdict, j.reason, m, baseline, min_coverage)
+    return Movement(verdict=verdict, moved=verdict in MOVED_VERDICTS, change=j.change, low=j.low, high=j.high,
+                    baseline_mean=j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
+                    window_mean=j.window_mean if j.window_mean is not None else m.stats.mean, reason=reason, **common)

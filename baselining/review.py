@@ -1,0 +1,554 @@
+"""The practice on a cadence: one review of every class's baselines, targets, initiatives
+and money, as findings ranked by USD at stake (``obsctl review``; rules in docs/practice.md).
+
+:func:`review` reads the spec, the store and Prometheus and returns a :class:`ReviewResult`.
+Each :class:`Finding` has a kind, the class and signal it is about, a severity, the USD per
+month at stake where there is a price for it, a one-line action and its evidence. Kinds:
+
+- baseline discipline: ``baseline_missing``, ``baseline_stale`` (older than ``max_age``,
+  by default ``review.baseline_life`` cadence periods), ``baseline_drifted`` (the movement
+  test, :mod:`obsctl.baselining.movement`, on the last cadence period), ``data_missing``
+  (no usable window for that test: stale or missing data is never a pass),
+  ``population_changed`` (accelerator models, replica count or model label differ from
+  the baseline's), ``owner_missing``;
+- targets: ``target_impossible``, ``target_met``, ``target_unrealistic``, ``target_behind``,
+  ``target_review_due`` (:mod:`obsctl.baselining.targets` anchors relative targets);
+- initiatives: ``initiative_overdue``, ``initiative_unpromoted``, ``episodic``;
+- money: ``opportunity`` (per class, the lever most likely to pay, priced), and one
+  cluster-wide ``opportunity`` for unattributed GPUs (``workload_class`` None).
+
+A month is :data:`HOURS_PER_MONTH` hours; a cost series' USD/month is its mean over the
+last cadence period times that.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from obsctl.baselining import targets as target_rules
+from obsctl.baselining.measure.window import Measurement, measure
+from obsctl.baselining.movement import Movement, movement, window_step
+from obsctl.durations import format_duration, parse_duration
+from obsctl.formatting import format_number, format_percent
+from obsctl.promapi import PrometheusClient
+from obsctl.records import Baseline, Initiative, Population
+from obsctl.rules import canonical as C
+from obsctl.spec import CADENCE_SECONDS, Spec, WorkloadClass, value_bound_error
+
+Severity = Literal["info", "warning", "critical"]
+SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
+
+#: Hours in a month: 365 x 24 / 12.
+HOURS_PER_MONTH = 730.0
+#: Days in a quarter: 365.25 / 4.
+QUARTER_DAYS = 91.3125
+#: Verdicts that decide an initiative (anything else leaves it open).
+DECISIVE = ("IMPROVED", "NO_CHANGE", "REGRESSED")
+
+#: Labels that name a population's accelerator model, its replicas and its served model,
+#: in the order they are looked for (NVML/obsctl, DCGM; Kubernetes, Prometheus; vLLM/TGI).
+ACCELERATOR_LABELS = ("gpu_model", "modelName", "accelerator")
+REPLICA_LABELS = ("pod", "instance", "replica")
+MODEL_LABELS = ("model", "model_name", "served_model_name")
+
+#: Typical impact of each lever on the signal it moves, as a range of ratios: illustrative
+#: figures from public write-ups, a starting estimate for ``--expected-impact``, never a
+#: promise (docs/practice.md).
+LEVER_IMPACT: dict[str, tuple[float, float]] = {
+    "batch-size": (0.10, 0.30), "scheduling": (0.05, 0.20), "storage-tiering": (0.05, 0.15),
+    "quantization": (0.20, 0.50), "right-sizing": (0.10, 0.40), "topology": (0.05, 0.15),
+    "prefix-caching": (0.10, 0.40), "speculative-decoding": (0.20, 0.60), "chunked-prefill": (0.05, 0.20),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding of a review.
+
+    Attributes:
+        kind: see the module doc.
+        workload_class: the class (None: cluster-wide).
+        signal: the signal (None: the class as a whole).
+        severity: ``info`` | ``warning`` | ``critical``.
+        usd_per_month: the money at stake (USD/month), None where nothing prices it.
+        summary: what was found, one line.
+        action: what to do, one line.
+        owner: who answers for it (the target's, else the class's owner), None if nobody.
+        evidence: the figures behind it (JSON-ready: numbers, strings, lists).
+    """
+
+    kind: str
+    workload_class: str | None
+    signal: str | None
+    severity: Severity
+    usd_per_month: float | None
+    summary: str
+    action: str
+    owner: str | None = None
+    evidence: dict = field(default_factory=dict, compare=False)
+
+    def as_dict(self) -> dict:
+        """The JSON form: ``kind, workload_class, signal, severity, usd_per_month, summary, action, owner, evidence``."""
+        return {"kind": self.kind, "workload_class": self.workload_class, "signal": self.signal, "severity": self.severity,
+                "usd_per_month": self.usd_per_month, "summary": self.summary, "action": self.action, "owner": self.owner,
+                "evidence": self.evidence}
+
+
+@dataclass
+class ReviewResult:
+    """A review: when (``as_of``, UTC), the classes reviewed, their cadences and the ranked findings."""
+
+    as_of: dt.datetime
+    classes: list[str]
+    cadences: dict[str, str]
+    findings: list[Finding]
+
+    def worst(self) -> str | None:
+        """The highest severity among the findings, None without findings."""
+        return max((f.severity for f in self.findings), key=SEVERITIES.index, default=None)
+
+    def fails(self, threshold: str) -> bool:
+        """True when some finding is at ``threshold`` severity or above."""
+        return any(SEVERITIES.index(f.severity) >= SEVERITIES.index(threshold) for f in self.findings)
+
+    def as_dict(self) -> dict:
+        """``{"as_of": RFC 3339, "classes", "cadences", "findings": [...]}``."""
+        from obsctl.timeutil import rfc3339
+
+        return {"as_of": rfc3339(self.as_of), "classes": self.classes, "cadences": self.cadences,
+                "findings": [f.as_dict() for f in self.findings]}
+
+
+def rank(findings: list[Finding]) -> list[Finding]:
+    """Most money first (unpriced last), then severity, then class, kind and signal."""
+    return sorted(findings, key=lambda f: (-(f.usd_per_month if f.usd_per_month is not None else -1.0),
+                                           -SEVERITIES.index(f.severity), f.workload_class or "", f.kind, f.signal or ""))
+
+
+# --- the class's context -----------------------------------------------------------------------
+
+
+def _seconds_text(seconds: float) -> str:
+    return f"{int(round(seconds))}s"
+
+
+def _scalar(client: PrometheusClient, promql: str, at: dt.datetime) -> float | None:
+    answer = client.query(promql, at)
+    values = [s.value for s in answer if math.isfinite(s.value)]
+    return sum(values) if values else None
+
+
+def _own(name: str, wc: str) -> str:
+    from obsctl.spec import escape_label_value
+
+    return f'{name}{{workload_class="{escape_label_value(wc)}",{C.OWN_SERIES}}}'
+
+
+def monthly(client: PrometheusClient, series: str, period_seconds: float, at: dt.datetime) -> float | None:
+    """USD/month of a USD/hour series selector: its mean over the period before ``at`` x :data:`HOURS_PER_MONTH`."""
+    hourly = _scalar(client, f"sum(avg_over_time({series}[{_seconds_text(period_seconds)}]))", at)
+    return None if hourly is None else hourly * HOURS_PER_MONTH
+
+
+def class_cadence(spec: Spec, wc: WorkloadClass, cost_per_month: float | None) -> str:
+    """The class's cadence: its own ``cadence``, else weekly when it costs more than
+    ``review.weekly_above_usd_per_month``, else the spec's ``cadence``."""
+    if wc.cadence:
+        return wc.cadence
+    limit = spec.review.weekly_above_usd_per_month
+    if limit is not None and cost_per_month is not None and cost_per_month > limit:
+        return "weekly"
+    return spec.cadence
+
+
+def max_age_seconds(spec: Spec, period_seconds: float) -> float:
+    """``review.max_age``, else ``review.baseline_life`` periods (s)."""
+    if spec.review.max_age:
+        return parse_duration(spec.review.max_age, "review.max_age")
+    return spec.review.baseline_life * period_seconds
+
+
+def reviews_per_life(spec: Spec, period_seconds: float) -> int:
+    """Reviews a baseline gets before it is stale: the movement test's Bonferroni count."""
+    return max(1, math.ceil(max_age_seconds(spec, period_seconds) / period_seconds - 1e-9))
+
+
+@dataclass(frozen=True)
+class PopulationShape:
+    """What identifies a population for the population check (docs/practice.md)."""
+
+    accelerators: tuple[str, ...]
+    models: tuple[str, ...]
+    replicas: int | None
+
+    @classmethod
+    def of(cls, population: Population) -> PopulationShape | None:
+        """None when the population holds no label sets (nothing to compare)."""
+        sets = population.label_sets
+        if not sets:
+            return None
+
+        def values(labels: tuple[str, ...]) -> tuple[str, ...]:
+            found: set[str] = set()
+            for name in labels:
+                found |= {s[name] for s in sets if s.get(name)}
+                if found:
+                    break
+            return tuple(sorted(found))
+
+        replica_label = next((n for n in REPLICA_LABELS if any(s.get(n) for s in sets)), None)
+        complete = population.series_count <= len(sets)
+        replicas = len({s.get(replica_label) for s in sets if s.get(replica_label)}) if replica_label and complete else None
+        return cls(values(ACCELERATOR_LABELS), values(MODEL_LABELS), replicas)
+
+    def differences(self, now: PopulationShape) -> list[str]:
+        """What differs, one phrase each (empty: the same population)."""
+        out = []
+        if self.accelerators != now.accelerators:
+            out.append(f"accelerators {', '.join(self.accelerators) or 'none'} -> {', '.join(now.accelerators) or 'none'}")
+        if self.replicas is not None and now.replicas is not None and self.replicas != now.replicas:
+            out.append(f"replicas {self.replicas} -> {now.replicas}")
+        if self.models != now.models:
+            out.append(f"model {', '.join(self.models) or 'none'} -> {', '.join(now.models) or 'none'}")
+        return out
+
+
+# --- the review ------------------------------------------------------------------------------
+
+
+def review(spec: Spec, store, client: PrometheusClient, as_of: dt.datetime, classes: list[str] | None = None,
+           write_anchors: bool = True) -> ReviewResult:
+    """Review ``classes`` (default: all) at ``as_of`` (UTC): the ranked findings.
+
+    Args:
+        spec, store, client: the spec, the :class:`~obsctl.baselining.store.Store`, the Prometheus client.
+        as_of: the instant reviewed; every window ends there.
+        classes: class names (each must be in the spec), None: all.
+        write_anchors: record first-seen target anchors in the store (False: in memory only).
+
+    Raises:
+        SpecError: an unknown class. PrometheusUnavailable: Prometheus cannot answer.
+        StoreError: an unreadable store record.
+    """
+    names = list(classes) if classes else [c.name for c in spec.workload_classes]
+    chosen = [spec.workload_class(n) for n in names]
+    findings: list[Finding] = []
+    cadences: dict[str, str] = {}
+    costs: dict[str, float | None] = {}
+    for wc in chosen:
+        cost = monthly(client, _own(C.COST_USD_PER_HOUR, wc.name), CADENCE_SECONDS["monthly"], as_of)
+        costs[wc.name] = cost
+        cadences[wc.name] = class_cadence(spec, wc, cost)
+    fleet = _fleet_cost_per_token(client, spec, cadences, as_of)
+    for wc in chosen:
+        findings += _review_class(spec, store, client, wc, cadences[wc.name], costs[wc.name], as_of, write_anchors, fleet)
+    if not classes:
+        findings += _unattributed(client, spec, as_of)
+    return ReviewResult(as_of, names, cadences, rank(findings))
+
+
+def _review_class(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass, cadence: str, cost: float | None,
+                  as_of: dt.datetime, write_anchors: bool, fleet: dict) -> list[Finding]:
+    from obsctl.rules.signals import class_signals
+
+    period = CADENCE_SECONDS[cadence]
+    out: list[Finding] = []
+    if not wc.owner:
+        out.append(Finding("owner_missing", wc.name, None, "warning", None, f"{wc.name} has no owner",
+                           f"set owner: <team> on workload class {wc.name} in the spec", None, {"cadence": cadence}))
+    initiatives = store.initiatives(wc.name)
+    active = [i for i in initiatives if i.status in ("open", "verified")]
+    levels: dict[str, float | None] = {}
+    for sig in class_signals(spec, wc):
+        out += _review_signal(spec, store, client, wc, sig, period, as_of, bool(active), levels)
+    out += _review_targets(spec, store, client, wc, period, cost, as_of, write_anchors, levels, initiatives)
+    out += _review_initiatives(spec, wc, initiatives, period, as_of)
+    opportunity = _opportunity(client, spec, wc, cadence, period, cost, as_of, fleet)
+    if opportunity is not None:
+        out.append(opportunity)
+    return out
+
+
+def _review_signal(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass, sig, period: float, as_of: dt.datetime,
+                   initiative_active: bool, levels: dict) -> list[Finding]:
+    cfg = spec.verification
+    name = f"{wc.name}/{sig.name}"
+    b = store.current_baseline(wc.name, sig.name)
+    if b is None:
+        return [Finding("baseline_missing", wc.name, sig.name, "warning", None, f"{name} has no baseline",
+                        f"obsctl snapshot-baseline --class {wc.name} --signal {sig.name}", wc.owner)]
+    age = (as_of - b.window.end).total_seconds()
+    limit = max_age_seconds(spec, period)
+    evidence = {"baseline_id": b.id, "baseline_end": b.window.end.isoformat(), "age_seconds": age, "max_age_seconds": limit}
+    start = max(as_of - dt.timedelta(seconds=period), b.window.end)
+    m = _measure(client, spec, b, start, as_of)
+    levels[sig.name] = m.stats.mean if m is not None and m.stats is not None else None
+    if age > limit:
+        return [Finding("baseline_stale", wc.name, sig.name, "warning", None,
+                        f"{name} baseline is {format_duration(age)} old (limit {format_duration(limit)})",
+                        f"obsctl snapshot-baseline --class {wc.name} --signal {sig.name}", wc.owner, evidence)]
+    if initiative_active or start >= as_of:
+        return []  # an open initiative's window is verify's to judge; a baseline younger than the window has nothing to test
+    before, now = PopulationShape.of(b.population), PopulationShape.of(m.population) if m is not None else None
+    changed = before.differences(now) if before is not None and now is not None else []
+    if changed:
+        return [Finding("population_changed", wc.name, sig.name, "warning", None,
+                        f"{name} population changed since baseline {b.id}: {'; '.join(changed)}",
+                        f"take a new baseline (obsctl snapshot-baseline --class {wc.name} --signal {sig.name}); the old one no longer describes this workload",
+                        wc.owner, {**evidence, "changes": changed, "baseline_series": b.population.series_count,
+                                   "window_series": m.population.series_count})]
+    mv = movement(client, b, start, as_of, min_effect=cfg.min_effect_ratio, confidence=cfg.confidence,
+                  reviews=reviews_per_life(spec, period), min_samples=cfg.min_samples, min_coverage=cfg.min_coverage_ratio,
+                  on_change=sig.name in cfg.fresh_on_change, measurement=m)
+    if mv.verdict == "NO_DATA":
+        return [Finding("data_missing", wc.name, sig.name, "warning", None, f"{name}: no usable data over the last period ({mv.reason})",
+                        f"check that {wc.name}'s {sig.name} series are scraped and fresh", wc.owner, {**evidence, **mv.as_dict()})]
+    if mv.moved:
+        return [Finding("baseline_drifted", wc.name, sig.name, "warning", None, _drift_text(name, mv, b),
+                        f"find what changed, then re-baseline (obsctl snapshot-baseline --class {wc.name} --signal {sig.name})",
+                        wc.owner, {**evidence, **mv.as_dict()})]
+    return []
+
+
+def _drift_text(name: str, mv: Movement, b: Baseline) -> str:
+    from obsctl.formatting import format_confidence
+
+    interval = f" ({format_confidence(mv.confidence)} CI {format_percent(mv.low)} .. {format_percent(mv.high)})" if mv.low is not None else ""
+    return f"{name} moved {format_percent(mv.change)}{interval} since baseline {b.id}"
+
+
+def _measure(client: PrometheusClient, spec: Spec, b: Baseline, start: dt.datetime, end: dt.datetime) -> Measurement | None:
+    if start >= end:
+        return None
+    cfg = spec.verification
+    return measure(client, b.query, start, end, window_step(b.window.step_seconds, start, end), cfg.min_samples,
+                   what=f"{b.workload_class}/{b.signal} (review)", on_change=b.signal in cfg.fresh_on_change)
+
+
+# --- targets ---------------------------------------------------------------------------------
+
+
+def team_rate(initiatives: list[Initiative], signal: str, direction: str, as_of: dt.datetime) -> float | None:
+    """The class's verified improvement per quarter on ``signal``: the promoted
+    initiatives of the last year, their verified changes compounded, per quarter (ratio);
+    None without any."""
+    sign = 1.0 if direction == "higher_is_better" else -1.0
+    gains = []
+    for i in initiatives:
+        if i.status != "promoted" or i.primary_signal != signal or not i.verifications:
+            continue
+        v = i.verifications[-1]
+        if v.change_ratio is None or (as_of - v.verified_at).days > 365:
+            continue
+        gains.append(1 + sign * v.change_ratio)
+    if not gains:
+        return None
+    total = math.prod(max(g, 1e-9) for g in gains)
+    return total ** (1 / 4) - 1
+
+
+def required_per_quarter(current: float, value: float, direction: str, days_left: float) -> float | None:
+    """The compounded improvement per quarter (ratio) that takes ``current`` to ``value`` in ``days_left``."""
+    if days_left <= 0 or current <= 0 or value <= 0:
+        return None
+    factor = value / current if direction == "higher_is_better" else current / value
+    return factor ** (QUARTER_DAYS / days_left) - 1
+
+
+def gap_usd(category: str, direction: str, current: float, value: float, cost: float | None) -> float | None:
+    """The class's cost the gap stands for (USD/month), for throughput, cost and
+    utilization signals: the share of the class's cost that reaching ``value`` would save."""
+    if cost is None or category not in ("throughput", "cost", "utilization") or current <= 0 or value <= 0:
+        return None
+    share = (current - value) / current if direction == "lower_is_better" else 1 - current / value
+    return max(0.0, share) * cost
+
+
+def _review_targets(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass, period: float, cost: float | None,
+                    as_of: dt.datetime, write_anchors: bool, levels: dict, initiatives: list[Initiative]) -> list[Finding]:
+    out = []
+    band = spec.review
+    for t in spec.targets:
+        if t.workload_class != wc.name:
+            continue
+        sig = spec.signal(t.signal)
+        name = f"{wc.name}/{t.signal}"
+        owner = t.owner or wc.owner
+        record = target_rules.anchor(store, t, as_of, write=write_anchors)
+        base = store.current_baseline(wc.name, t.signal, samples=False)
+        current = levels.get(t.signal)
+        st = target_rules.state(t, sig, record, current, base.stats.mean if base else None, as_of)
+        evidence = {"target": st.value, "current": st.current, "start": st.start, "progress": st.progress,
+                    "elapsed": st.elapsed, "deadline": t.deadline.isoformat(), "days_left": st.days_left,
+                    "anchor_baseline_id": record.anchor_baseline_id, "driver": t.driver, "unit": sig.unit}
+        due = record.reviewed_at is None or (as_of - record.reviewed_at).total_seconds() > period
+        if due:
+            out.append(Finding("target_review_due", wc.name, t.signal, "info", None,
+                               f"{name} target not reviewed within the cadence" + (f" (last {record.reviewed_at.date()})" if record.reviewed_at else ""),
+                               "review it in this cycle's meeting (obsctl review --write records it)", owner,
+                               {"reviewed_at": record.reviewed_at.isoformat() if record.reviewed_at else None}))
+        if st.value is None:
+            continue  # a relative target without a baseline: baseline_missing says what to do
+        bound = value_bound_error(st.value, sig)
+        if bound:
+            out.append(Finding("target_impossible", wc.name, t.signal, "critical", None, f"{name} target {bound}",
+                               "set a target within the physical bound in the spec", owner, evidence))
+            continue
+        if current is None:
+            continue  # no current level: data_missing / baseline_missing say so
+        if st.met:
+            out.append(Finding("target_met", wc.name, t.signal, "info", None,
+                               f"{name} target met: {format_number(current)} vs {format_number(st.value)} {sig.unit}",
+                               "set the next target, or retire this one", owner, evidence))
+            continue
+        usd = gap_usd(sig.category, sig.direction, current, st.value, cost)
+        if st.overdue:
+            out.append(Finding("target_behind", wc.name, t.signal, "critical", usd,
+                               f"{name} target missed its deadline {t.deadline}: {format_number(current)} vs {format_number(st.value)} {sig.unit}",
+                               "renegotiate the target or its deadline with its driver", owner, {**evidence, "overdue": True}))
+            continue
+        need = required_per_quarter(current, st.value, sig.direction, st.days_left)
+        rate = team_rate(initiatives, t.signal, sig.direction, as_of)
+        evidence |= {"required_per_quarter": need, "team_rate_per_quarter": rate,
+                     "realistic_per_quarter": band.realistic_per_quarter, "aspirational_per_quarter": band.aspirational_per_quarter}
+        if need is not None and need > band.aspirational_per_quarter:
+            vs = f", the team verified {format_percent(rate)}/quarter" if rate is not None else ""
+            out.append(Finding("target_unrealistic", wc.name, t.signal, "warning", usd,
+                               f"{name} target needs {format_percent(need)}/quarter (aspirational above {format_percent(band.aspirational_per_quarter, sign=False)}{vs})",
+                               "split it into quarterly steps of about 5 %, or move the deadline", owner, evidence))
+        elif st.progress is not None and st.progress < st.elapsed:
+            out.append(Finding("target_behind", wc.name, t.signal, "warning", usd,
+                               f"{name} target {format_percent(st.progress, sign=False)} done with {format_percent(min(st.elapsed, 1), sign=False)} of the time gone",
+                               "start an initiative on the opportunity's lever (obsctl initiative start)", owner, {**evidence, "overdue": False}))
+    return out
+
+
+# --- initiatives -----------------------------------------------------------------------------
+
+
+def planned_end(spec: Spec, i: Initiative) -> dt.datetime:
+    """When the initiative was planned to be decided: its ``due`` date if it has one, else
+    its start plus its planned window (default ``verification.window``)."""
+    due = getattr(i, "due", None)
+    if due is not None:
+        return dt.datetime.combine(due, dt.time(0, 0), tzinfo=dt.timezone.utc) if isinstance(due, dt.date) and not isinstance(due, dt.datetime) else due
+    seconds = i.planned_window_seconds or parse_duration(spec.verification.window, "verification.window")
+    return i.started_at + dt.timedelta(seconds=seconds)
+
+
+def _review_initiatives(spec: Spec, wc: WorkloadClass, initiatives: list[Initiative], period: float, as_of: dt.datetime) -> list[Finding]:
+    out = []
+    for i in initiatives:
+        owner = getattr(i, "owner", None) or wc.owner
+        last = i.verifications[-1] if i.verifications else None
+        evidence = {"initiative": i.id, "status": i.status, "started_at": i.started_at.isoformat(), "lever": i.lever,
+                    "planned_end": planned_end(spec, i).isoformat(), "last_verdict": last.verdict if last else None,
+                    "expected_impact_ratio": i.expected_impact_ratio, "verified_change_ratio": last.change_ratio if last else None}
+        if i.status == "verified" and last is not None and last.verdict in DECISIVE:
+            act = (f"obsctl baseline promote --initiative {i.id}" if last.verdict == "IMPROVED"
+                   else f"obsctl initiative close --initiative {i.id} --note '<what it taught>'")
+            out.append(Finding("initiative_unpromoted", wc.name, i.primary_signal, "warning", None,
+                               f"{i.id} verified {last.verdict} {format_percent(last.change_ratio)} on {last.verified_at.date()}, neither promoted nor closed",
+                               act, owner, evidence))
+        elif i.status in ("open", "verified") and as_of > planned_end(spec, i):
+            out.append(Finding("initiative_overdue", wc.name, i.primary_signal, "warning", None,
+                               f"{i.id} is past its planned end {planned_end(spec, i).date()} without a decisive verdict"
+                               + (f" (last {last.verdict})" if last else " (never verified)"),
+                               f"obsctl verify --initiative {i.id}, then extend it or close it", owner, evidence))
+    quiet = spec.review.episodic_periods * period
+    latest = max((i.started_at for i in initiatives), default=None)
+    if latest is None or (as_of - latest).total_seconds() > quiet:
+        since = f"since {latest.date()}" if latest else "ever"
+        out.append(Finding("episodic", wc.name, None, "info", None,
+                           f"{wc.name} has had no initiative {since} ({spec.review.episodic_periods} cadence periods: {format_duration(quiet)})",
+                           "pick the opportunity's lever and start one (obsctl initiative start)", wc.owner,
+                           {"last_initiative_start": latest.isoformat() if latest else None, "quiet_seconds": quiet}))
+    return out
+
+
+# --- money -----------------------------------------------------------------------------------
+
+
+def _fleet_cost_per_token(client: PrometheusClient, spec: Spec, cadences: dict[str, str], as_of: dt.datetime) -> dict:
+    """``{class: (accelerator model or None, USD per 1M tokens)}`` over each class's period."""
+    from obsctl.spec import escape_label_value
+
+    out = {}
+    models = _class_accelerators(client, as_of)
+    for wc in spec.workload_classes:
+        period = CADENCE_SECONDS[cadences.get(wc.name) or class_cadence(spec, wc, None)]
+        cpt = _scalar(client, f"avg(avg_over_time({_own(C.COST_PER_MILLION_TOKENS, wc.name)}[{_seconds_text(period)}]))", as_of)
+        if cpt is not None and cpt > 0:
+            found = models.get(escape_label_value(wc.name)) or models.get(wc.name)
+            out[wc.name] = (found[0] if found and len(found) == 1 else None, cpt)
+    return out
+
+
+def _class_accelerators(client: PrometheusClient, as_of: dt.datetime) -> dict[str, list[str]]:
+    answer = client.query("count by (workload_class, model) (obsctl_gpu_attribution_info"
+                          " * on(uuid) group_left(model) max by (uuid, model) (obsctl_gpu_info))", as_of)
+    out: dict[str, list[str]] = {}
+    for s in answer:
+        if s.metric.get("workload_class") and s.metric.get("model"):
+            out.setdefault(s.metric["workload_class"], []).append(s.metric["model"])
+    return out
+
+
+def _opportunity(client: PrometheusClient, spec: Spec, wc: WorkloadClass, cadence: str, period: float, cost: float | None,
+                 as_of: dt.datetime, fleet: dict) -> Finding | None:
+    """The class's best-paying lever (module doc), None when nothing points at one."""
+    candidates: list[tuple[float | None, str, str, dict]] = []
+    idle = monthly(client, _own(C.IDLE_WASTE_USD_PER_HOUR, wc.name), period, as_of)
+    if idle is not None and idle > 0:
+        candidates.append((idle, "right-sizing", f"idle attributed GPUs cost {format_number(idle)} USD/month",
+                           {"idle_usd_per_hour": idle / HOURS_PER_MONTH, "idle_utilization_ratio": spec.pricing.idle_utilization_ratio}))
+    if wc.name in fleet:
+        model, cpt = fleet[wc.name]
+        peers = [(c, v) for c, (m, v) in fleet.items() if c != wc.name and m is not None and m == model]
+        best = min(peers, key=lambda p: p[1], default=None)
+        if best is not None and best[1] < cpt:
+            usd = (cpt - best[1]) / cpt * cost if cost is not None else None
+            lever = "batch-size" if wc.kind == "inference" else "scheduling"
+            candidates.append((usd, lever, f"cost per 1M tokens {format_number(cpt)} USD vs {format_number(best[1])} on {best[0]} (same {model})",
+                               {"cost_per_million_tokens": cpt, "best_class": best[0], "best_cost_per_million_tokens": best[1],
+                                "accelerator_model": model}))
+    shares = _saturation_shares(client, wc, period, as_of)
+    if shares:
+        state, share = max(shares.items(), key=lambda kv: kv[1])
+        if state in ("constrained", "saturated") and share >= 0.5:
+            lever = {"constrained": "batch-size" if wc.kind == "inference" else "scheduling", "saturated": "right-sizing"}[state]
+            what = ("busy with a building queue: configuration limits it" if state == "constrained"
+                    else "saturated: it needs capacity")
+            candidates.append((None, lever, f"{format_percent(share, sign=False)} of the period {what}", {"saturation_shares": shares}))
+    if not candidates:
+        return None
+    usd, lever, why, evidence = max(candidates, key=lambda c: c[0] if c[0] is not None else -1.0)
+    low, high = LEVER_IMPACT.get(lever, (None, None))
+    typical = f" (typical impact {format_percent(low, sign=False)}-{format_percent(high, sign=False)}, illustrative)" if low else ""
+    return Finding("opportunity", wc.name, None, "info", usd, f"{wc.name}: {why}",
+                   f"lever {lever}{typical}: obsctl initiative start --class {wc.name} --lever {lever} ...", wc.owner,
+                   {**evidence, "lever": lever, "typical_impact": [low, high] if low else None, "cadence": cadence,
+                    "class_cost_usd_per_month": cost})
+
+
+def _saturation_shares(client: PrometheusClient, wc: WorkloadClass, period: float, as_of: dt.datetime) -> dict[str, float]:
+    from obsctl.spec import escape_label_value
+
+    answer = client.query(f'avg by (state) (avg_over_time({C.SATURATION_STATE}{{workload_class="{escape_label_value(wc.name)}"}}'
+                          f"[{_seconds_text(period)}]))", as_of)
+    return {s.metric["state"]: s.value for s in answer if s.metric.get("state") and math.isfinite(s.value)}
+
+
+def _unattributed(client: PrometheusClient, spec: Spec, as_of: dt.datetime) -> list[Finding]:
+    period = CADENCE_SECONDS[spec.cadence]
+    usd = monthly(client, C.UNATTRIBUTED_WASTE_USD_PER_HOUR, period, as_of)
+    if usd is None or usd <= 0:
+        return []
+    low, high = LEVER_IMPACT["right-sizing"]
+    return [Finding("opportunity", None, None, "info", usd, f"GPUs no class claims cost {format_number(usd)} USD/month",
+                    "lever right-sizing: release them or attribute them to a class (obsctl_gpu_attribution_info)", None,
+                    {"unattributed_usd_per_hour": usd / HOURS_PER_MONTH, "lever": "right-sizing", "typical_impact": [low, high]})]
+

@@ -17,8 +17,12 @@ Expected values are computed here from the dump files (read with a small parser 
 text format, independent of Prometheus) and ``K``: a rate is ``K`` times the summed dump
 value, a histogram quantile is the quantile of the dump's own buckets (scaling every
 bucket by ``K`` does not move it), a mean is the ratio of the dump's ``_sum`` and
-``_count``. The rules are the generated catalogue rules with a 2 s rate window instead
+``_count``. The rules are the generated catalogue rules with a 4 s rate window instead
 of 5 m (the only change; record names stay), scraped and evaluated every 500 ms.
+
+Every query runs at one instant, after a barrier (:func:`support.prometheus.settle`):
+once every target has filled a rate window, every rule group evaluates chain depth + 1
+more rounds; from then on the recorded values no longer change (rates are exact).
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-import requests
 import yaml
 from obsctl.rules import canonical as c
 from obsctl.rules.render import dump_rule_file
@@ -40,9 +43,11 @@ from obsctl.rules.sources import source_groups
 
 from obsctl.spec import load_spec
 from obsctl.stack import Prometheus
+from support.polling import wait_until
+from support.prometheus import Served, chain_depth, settle
 
 K = 0.25  # per second: a cumulative series with dump value v rises at K * v per second
-WINDOW = "2s"
+WINDOW = "4s"
 COMPOSED = Path(__file__).resolve().parents[1] / "fixtures" / "composed"
 # Ray 2.6 exports these counters typed gauge; in reality they only go up.
 RAY_CUMULATIVE_GAUGES = {
@@ -299,27 +304,26 @@ def live(tmp_path_factory, fixtures_dir):
                       rule_files=[rules], scrape_interval="500ms", evaluation_interval="500ms")
     try:
         prom.start()
-        yield prom.url, root
+        served = Served(prom.url)
+        filled = f"count_over_time(up[{WINDOW}]) >= 3"  # samples of every target inside one rate window
+        wait_until(lambda: len(served.query(filled, time.time())) == len(servers), 60, interval=0.2,
+                   what=lambda: f"every target scraped ({served.query('up', time.time())})")
+        served.instant = settle(served, chain_depth([rules]) + 1, time.time())
+        yield served, root
     finally:
         prom.stop()
         for server in servers.values():
             server.close()
 
 
-def query(url: str, expr: str) -> list[dict]:
-    body = requests.get(f"{url}/api/v1/query", params={"query": expr}, timeout=5).json()
-    assert body["status"] == "success", body
-    return body["data"]["result"]
-
-
 def close(got: float, want: float) -> bool:
     return math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-12)
 
 
-def compare(url: str, exp: dict) -> list[str]:
+def compare(served: Served, exp: dict) -> list[str]:
     """Mismatches between Prometheus and the expectations, as readable lines (one query)."""
     series: dict[tuple[str, str], dict[str, float]] = {}
-    for r in query(url, '{__name__=~"workload_class:.+",workload_class!=""}'):
+    for r in served.query('{__name__=~"workload_class:.+",workload_class!=""}'):
         key = (r["metric"]["workload_class"], r["metric"]["__name__"])
         series.setdefault(key, {})[r["metric"].get("outcome", "")] = float(r["value"][1])
     problems = []
@@ -337,30 +341,17 @@ def compare(url: str, exp: dict) -> list[str]:
 
 
 def test_canonical_series_equal_the_hand_computed_values(live):
-    url, root = live
-    exp = expected(root)
-    deadline = time.monotonic() + 40
-    # Prometheus' scrape manager applies new targets at most every 5 s, so the first
-    # scrape comes about 5 s after start; then one 2 s window of scrapes is enough.
-    while True:
-        problems = compare(url, exp)
-        if not problems or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    served, root = live
+    problems = compare(served, expected(root))
     assert not problems, "\n".join(problems)
-    up = {r["metric"]["job"]: r["value"][1] for r in query(url, "up")}
+    up = {r["metric"]["job"]: r["value"][1] for r in served.query("up")}
     assert up == {job: "1" for job in TARGETS}, up  # every dump was accepted as a scrape
 
 
 def test_catalogue_signal_reads_the_canonical_series(live):
-    url, root = live
+    served, root = live
     want = quantile(0.95, Dump(root / TARGETS["vllm"]).buckets("vllm:time_to_first_token_seconds", model_name=OPT))
-    deadline = time.monotonic() + 20
-    while True:
-        result = query(url, 'workload_class:obsctl_ttft_p95:value{workload_class="vllm-opt",signal="ttft_p95"}')
-        if result or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    result = served.query('workload_class:obsctl_ttft_p95:value{workload_class="vllm-opt",signal="ttft_p95"}')
     assert len(result) == 1 and close(float(result[0]["value"][1]), want), result
     # A class whose source has no TTFT gets no signal series either (absent, not 0).
-    assert query(url, 'workload_class:obsctl_ttft_p95:value{workload_class="tgi"}') == []
+    assert served.query('workload_class:obsctl_ttft_p95:value{workload_class="tgi"}') == []

@@ -13,7 +13,6 @@ function                  context
 :func:`yaml_scalar`       a one-line YAML scalar
 :func:`yaml_comment`      the text of a one-line YAML ``#`` comment
 :func:`logfmt_value`      inside a double-quoted logfmt value (go-kit log)
-:func:`alertmanager_value` inside a double-quoted Alertmanager matcher value (routes)
 ========================= =============================================================
 
 Every function maps ``str -> str``, never raises for any ``str`` input, and the result is
@@ -29,7 +28,7 @@ import string
 
 import yaml
 
-__all__ = ["alertmanager_value", "go_template_text", "html_text", "logfmt_value", "markdown_text", "promql_string", "yaml_comment",
+__all__ = ["go_template_text", "html_text", "logfmt_value", "markdown_text", "promql_string", "yaml_comment",
            "yaml_scalar"]
 
 # C0 controls, DEL and C1 controls (U+0080-U+009F), plus the Unicode line and paragraph
@@ -115,13 +114,3 @@ def logfmt_value(text: str) -> str:
     """``text`` for inside a double-quoted logfmt value: ``\\`` and ``"`` escaped, control
     characters (terminal escapes, line breaks that would forge a record) as ``\\n`` / ``\\xNN``."""
     return _visible_controls(text.replace("\\", "\\\\").replace('"', '\\"'))
-
-
-def alertmanager_value(text: str) -> str:
-    """``text`` for inside a double-quoted Alertmanager matcher value (``owner="..."`` in a
-    route's ``matchers``): ``\\`` and ``"`` are backslash-escaped and a line break is
-    ``\\n``, the escapes Alertmanager's matcher parser reads back (pkg/labels/parse.go,
-    ``ParseMatcher``); other characters stand for themselves there, and the route file's
-    YAML emitter quotes what YAML needs. Example: ``'a "b"'`` -> ``'a \\"b\\"'``.
-    """
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

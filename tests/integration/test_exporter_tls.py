@@ -38,6 +38,7 @@ from obsctl.stack import Prometheus, free_port
 
 from support.dcgm_standin import DcgmStandIn
 from support.openssl_certs import Pki, issue, make_pki
+from support.polling import wait_until
 
 PASSWORD = "hunter2-s3cret-pw"
 HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
@@ -56,11 +57,13 @@ class Exporter:
             self.proc = subprocess.Popen([*exporter_argv(), f"--web.listen-address=127.0.0.1:{self.port}",
                                           "--log.level=debug", *args], stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while "listening on" not in self.output():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"exporter did not start:\n{self.output()}")
-            time.sleep(0.1)
+
+        def listening() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"exporter exited at start:\n{self.output()}")
+            return "listening on" in self.output()
+
+        wait_until(listening, 30, what=lambda: f"the exporter to listen:\n{self.output()}")
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -105,17 +108,19 @@ def assert_clean_log(text: str) -> None:
         assert re.match(r'^ts=\S+ level=(debug|info|warn|error) logger=\S+ msg=".*"$', line), line
 
 
-def query(prom: Prometheus, promql: str, want: int, timeout: float = 40.0) -> dict[str, str]:
-    """job -> value of ``promql`` once ``want`` series answer."""
-    deadline = time.monotonic() + timeout
-    result: dict[str, str] = {}
-    while time.monotonic() < deadline:
-        data = requests.get(prom.url + "/api/v1/query", params={"query": promql}, timeout=5).json()
-        result = {r["metric"].get("job", ""): r["value"][1] for r in data["data"]["result"]}
-        if len(result) >= want:
-            return result
-        time.sleep(0.3)
-    return result
+def by_job(prom: Prometheus, promql: str, at: float) -> dict[str, str]:
+    """job -> value of ``promql`` at ``at``."""
+    data = requests.get(prom.url + "/api/v1/query", params={"query": promql, "time": at}, timeout=5).json()
+    return {r["metric"].get("job", ""): r["value"][1] for r in data["data"]["result"]}
+
+
+def first_instant(prom: Prometheus, promql: str, want: int, timeout: float = 40.0) -> float:
+    """The first instant (whole milliseconds) at which ``want`` series of ``promql`` answer."""
+    def now_if_answered() -> float | None:
+        at = round(time.time(), 3)
+        return at if len(by_job(prom, promql, at)) >= want else None
+
+    return wait_until(now_if_answered, timeout, interval=0.3, what=f"{want} series of {promql}")
 
 
 def test_prometheus_scrapes_over_tls_with_client_cert_and_basic_auth(
@@ -142,8 +147,9 @@ def test_prometheus_scrapes_over_tls_with_client_cert_and_basic_auth(
                       })
     prom.start()
     try:
-        up = query(prom, "up", want=4)
-        prices = query(prom, "obsctl_node_price_usd_per_hour", want=2)
+        at = first_instant(prom, "up", want=4)  # every target scraped once; the prices came in the same scrapes
+        up = by_job(prom, "up", at)
+        prices = by_job(prom, "obsctl_node_price_usd_per_hour", at)
     finally:
         prom.stop()
     assert up == {"mtls": "1", "basic": "1", "mtls-no-cert": "0", "basic-wrong": "0"}

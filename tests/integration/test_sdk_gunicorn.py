@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from obsctl.stack import ManagedProcess, free_port, wait_ready
+from support.polling import wait_until
 
 HERE = Path(__file__).resolve().parent
 LABELS = {"model": "tiny", "workload": "mp-web"}
@@ -81,12 +81,11 @@ def test_workers_sum_and_dead_worker_gauges_leave(gunicorn):
 
     victim = min(sent)
     os.kill(victim, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        values = scrape(f"{master}/metrics")
-        if get(values, "obsctl_queue_depth_requests") == 3:
-            break
-        time.sleep(0.2)
-    assert get(values, "obsctl_queue_depth_requests") == 3, "the killed worker's gauge share stayed"
+    # once gunicorn reaps the worker (child_exit), its livesum share leaves the sum
+    def without_the_victim() -> dict | None:
+        got = scrape(f"{master}/metrics")
+        return got if get(got, "obsctl_queue_depth_requests") == 3 else None
+
+    values = wait_until(without_the_victim, 30, interval=0.2, what="the killed worker's gauge share to leave the sum")
     assert get(values, "obsctl_requests_total", outcome="success") == total, "a dead worker's counts stay in the sum"
     assert get(values, "obsctl_input_tokens_total") == tokens

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from obsctl.exporters.app import Exporter
 from obsctl.exporters.gpu.attribution import AttributionCollector
 from obsctl.exporters.gpu.inventory import GpuInventory, GpuRef, PodBinding
 from obsctl.exporters.gpu.procinfo import ProcessCache, ProcessInfo, read_process, slurm_job_from_cgroup
+from support.polling import wait_until
 
 GPU0 = GpuRef("0", "GPU-0000")
 GPU1 = GpuRef("1", "GPU-1111")
@@ -202,14 +202,6 @@ def test_no_inventory_no_series() -> None:
 
 # -- the background refresher: /proc lookups off the scrape path ---------------------------------
 
-def _wait_for(cond, what: str) -> None:
-    """Wait (up to 30 s, not a timing assertion) for a condition the refresher thread makes true."""
-    end = time.monotonic() + 30
-    while not cond():
-        assert time.monotonic() < end, f"gave up waiting for {what}"
-        time.sleep(0.005)
-
-
 def info_series(reg: CollectorRegistry) -> list[dict]:
     return [s.labels for m in reg.collect() for s in m.samples if s.name == "obsctl_gpu_attribution_info"]
 
@@ -234,7 +226,7 @@ def test_scrape_serves_last_snapshot_while_a_resolve_is_blocked(child: subproces
     coll = AttributionCollector(cfg, processes=processes, cache=ProcessCache(ttl_seconds=1e-9, reader=reader))
     try:
         scrape(coll, [GPU0], refresh=False)  # starts the refresher; its first round runs at once
-        _wait_for(lambda: coll.refresher.refreshes >= 1, "the first refresh")
+        wait_until(lambda: coll.refresher.refreshes >= 1, 30, interval=0.005, what="the first refresh")
         reg = scrape(coll, [GPU0], refresh=False)
         assert status(reg, GPU0) == "attributed"
         blocked.set()

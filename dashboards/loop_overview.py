@@ -17,6 +17,7 @@ from obsctl.rules.loop_series import (
     selector,
 )
 
+from obsctl.rules.signals import class_signals
 from obsctl.spec import Signal, Spec, WorkloadClass
 
 UID = "obsctl-loop-overview"
@@ -50,7 +51,8 @@ def build(spec: Spec) -> dict:
     """The loop overview as Grafana JSON for every class x signal of ``spec`` (sorted by name)."""
     sections = []
     for wc in sorted(spec.workload_classes, key=lambda c: c.name):
-        items = [p for sig in sorted(spec.signals, key=lambda s: s.name) for p in _signal_panels(spec, wc, sig)]
+        # Only the signals the class's source can fill (obsctl.rules.signals.class_signals).
+        items = [p for sig in class_signals(spec, wc) for p in _signal_panels(spec, wc, sig)]
         items.append((g.table("Baselines", [g.query(selector(BASELINE_INFO, workload_class=wc.name), "", "A", instant=True, table=True)],
                               "Current baseline per signal: id, window, population, snapshot time."), 12, 6))
         items.append((g.table("Firing obsctl alerts", [g.query(

@@ -208,6 +208,9 @@ class Alertmanager(_LoopbackServer):
         workdir: directory for config and data.
         webhook_url: where notifications are POSTed (``None``: a receiver with no target).
         group_wait / group_interval / repeat_interval: routing timers (short for tests).
+        config: a whole alertmanager.yml as a dict instead (e.g. a route tree per owner,
+            :func:`obsctl.rules.routes.merged_config`); ``webhook_url`` and the timers are
+            then unused.
     """
 
     workdir: Path
@@ -215,6 +218,7 @@ class Alertmanager(_LoopbackServer):
     group_wait: str = "1s"
     group_interval: str = "1s"
     repeat_interval: str = "1h"
+    config: dict | None = None
     port: int = 0
     proc: ManagedProcess | None = None
 
@@ -235,7 +239,7 @@ class Alertmanager(_LoopbackServer):
                 "repeat_interval": self.repeat_interval,
             },
             "receivers": [receiver],
-        }
+        } if self.config is None else self.config
         config_path = self.workdir / "alertmanager.yml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         argv = [

@@ -2,7 +2,12 @@
 signal, and a passed target deadline.
 
 Alert names are PascalCase with the ``Obsctl`` prefix; every alert carries ``severity``
-(warning|critical) and the annotations ``summary``, ``description``, ``runbook_url``.
+(info|warning|critical) and the annotations ``summary``, ``description``, ``runbook_url``.
+Every alert of a class carries its ``owner`` label (when the spec names one): rules
+written once for all classes join it from the class info series
+(:func:`obsctl.rules.loop_series.with_owner`), per-class and per-target rules set it.
+Only the (class, signal) pairs the class's source can fill get alerts
+(:func:`obsctl.rules.signals.class_signals`).
 
 Annotations are Go templates that Prometheus expands at alert time: text taken from the
 spec (a signal's unit, a target's driver) goes in through
@@ -14,8 +19,11 @@ from __future__ import annotations
 import datetime as dt
 
 from obsctl.escape import go_template_text as literal
-from obsctl.rules.loop_series import BASELINE_VALUE, JOIN, TARGET_VALUE, number, runbook_url, selector
-from obsctl.spec import Signal, Spec, Target
+from obsctl.rules.loop_series import (
+    BASELINE_VALUE, CLASS_SIGNAL_INFO, JOIN, TARGET_VALUE, number, runbook_url, selector, with_owner,
+)
+from obsctl.rules.signals import class_signals
+from obsctl.spec import Signal, Spec, Target, WorkloadClass
 
 #: How long a (class, signal) may lack a baseline / data before the alert fires.
 MISSING_FOR = "15m"
@@ -48,7 +56,7 @@ def regression_rule(sig: Signal) -> dict:
         expr, word = f"{sig.record_name}\n> {JOIN} {baseline} * (1 + {tol})", "above"
     pct = f"{sig.tolerance_ratio * 100:g}"
     return _alert(
-        "ObsctlSignalRegression", expr, sig.alert_for, "warning", {"signal": sig.name},
+        "ObsctlSignalRegression", with_owner(expr), sig.alert_for, "warning", {"signal": sig.name},
         f"{sig.name} of {{{{ $labels.workload_class }}}} regressed past its baseline",
         f"{sig.name} ({literal(sig.unit)}, {sig.direction}) of workload class {{{{ $labels.workload_class }}}} is "
         f"{{{{ $value | printf \"%.4g\" }}}}, more than {pct} % {word} its baseline for {sig.alert_for}.",
@@ -56,10 +64,11 @@ def regression_rule(sig: Signal) -> dict:
 
 
 def absent_rule(sig: Signal) -> dict:
-    """``ObsctlSignalAbsent``: a class x signal has a baseline series but no current value."""
+    """``ObsctlSignalAbsent``: a class x signal the class can have (:data:`CLASS_SIGNAL_INFO`)
+    has a baseline series but no current value."""
     baseline = selector(BASELINE_VALUE, signal=sig.name)
     return _alert(
-        "ObsctlSignalAbsent", f"{baseline}\nunless {JOIN} {sig.record_name}", ABSENT_FOR, "warning", {"signal": sig.name},
+        "ObsctlSignalAbsent", with_owner(f"{baseline}\nand {JOIN} {selector(CLASS_SIGNAL_INFO, signal=sig.name)}\nunless {JOIN} {sig.record_name}"), ABSENT_FOR, "warning", {"signal": sig.name},
         f"{sig.name} of {{{{ $labels.workload_class }}}} has a baseline but no data",
         f"The recording rule {sig.record_name} returns nothing for workload class {{{{ $labels.workload_class }}}} "
         f"although a baseline exists: the workload stopped, its series were renamed, or a scrape fails. "
@@ -67,19 +76,25 @@ def absent_rule(sig: Signal) -> dict:
     )
 
 
-def missing_rule(class_name: str, sig: Signal) -> dict:
-    """``ObsctlBaselineMissing`` for one class x signal: no baseline series (``absent()``)."""
-    identity = {"workload_class": class_name, "signal": sig.name}
+def missing_rule(wc: WorkloadClass) -> dict:
+    """``ObsctlBaselineMissing`` (info) for one class: how many of the signals it can have
+    (:data:`CLASS_SIGNAL_INFO`) have no baseline series; one alert per class, however many."""
+    identity = {"workload_class": wc.name}
+    expr = (f"count by (workload_class) (\n  {selector(CLASS_SIGNAL_INFO, **identity)}\n"
+            f"  unless {JOIN} {selector(BASELINE_VALUE, **identity)}\n)")
+    labels = {**identity, **({"owner": wc.owner} if wc.owner else {})}
     return _alert(
-        "ObsctlBaselineMissing", f"absent({selector(BASELINE_VALUE, **identity)})", MISSING_FOR, "warning", identity,
-        f"No baseline for {sig.name} of {class_name}",
-        f"There is no {BASELINE_VALUE} series for workload class {class_name}, signal {sig.name}: regressions "
-        f"of this signal cannot be detected. Take one with obsctl snapshot-baseline, then obsctl rules generate.",
+        "ObsctlBaselineMissing", expr, MISSING_FOR, "info", labels,
+        f"{{{{ $value }}}} signal(s) of {wc.name} have no baseline",
+        f"Workload class {wc.name} has {{{{ $value }}}} signal(s) without a {BASELINE_VALUE} series: regressions of "
+        f"those signals cannot be detected. obsctl review --class {wc.name} names them; take baselines with "
+        f"obsctl snapshot-baseline --class {wc.name}, then obsctl rules generate.",
     )
 
 
-def deadline_rule(target: Target, sig: Signal) -> dict:
-    """``ObsctlTargetDeadlinePassed``: after the deadline day (UTC) the target is not met."""
+def deadline_rule(target: Target, sig: Signal, owner: str | None = None) -> dict:
+    """``ObsctlTargetDeadlinePassed``: after the deadline day (UTC) the target is not met;
+    labelled with ``owner`` (the target's, else its class's) when given."""
     identity = {"workload_class": target.workload_class, "signal": target.signal}
     after = dt.datetime.combine(target.deadline + dt.timedelta(days=1), dt.time(), dt.timezone.utc).timestamp()
     op = "<" if sig.direction == "higher_is_better" else ">"
@@ -89,7 +104,7 @@ def deadline_rule(target: Target, sig: Signal) -> dict:
         f"and on() (vector(time()) > {number(after)})"
     )
     return _alert(
-        "ObsctlTargetDeadlinePassed", expr, DEADLINE_FOR, "warning", identity,
+        "ObsctlTargetDeadlinePassed", expr, DEADLINE_FOR, "warning", {**identity, **({"owner": owner} if owner else {})},
         f"Target for {target.signal} of {target.workload_class} missed its deadline {target.deadline.isoformat()}",
         f"The target ({literal(target.driver)}) was due on {target.deadline.isoformat()}; {target.signal} is "
         f"{{{{ $value | printf \"%.4g\" }}}} and does not meet it.",
@@ -98,9 +113,13 @@ def deadline_rule(target: Target, sig: Signal) -> dict:
 
 def alert_groups(spec: Spec) -> list[dict]:
     """Groups ``obsctl.alerts.signals`` (regression, absent) and ``obsctl.alerts.baselines``
-    (baseline missing, target deadline), sorted by class and signal."""
+    (baseline missing per class, target deadline), sorted by class and signal."""
     signals = sorted(spec.signals, key=lambda s: s.name)
-    per_signal = [rule for sig in signals for rule in (regression_rule(sig), absent_rule(sig))]
-    loop = [missing_rule(wc.name, sig) for wc in sorted(spec.workload_classes, key=lambda c: c.name) for sig in signals]
-    loop += [deadline_rule(t, spec.signal(t.signal)) for t in sorted(spec.targets, key=lambda t: (t.workload_class, t.signal))]
+    classes = sorted(spec.workload_classes, key=lambda c: c.name)
+    # A signal no class can have gets no per-signal alert either.
+    fillable = {s.name for wc in classes for s in class_signals(spec, wc)}
+    per_signal = [rule for sig in signals if sig.name in fillable for rule in (regression_rule(sig), absent_rule(sig))]
+    loop = [missing_rule(wc) for wc in classes if class_signals(spec, wc)]
+    loop += [deadline_rule(t, spec.signal(t.signal), t.owner or spec.workload_class(t.workload_class).owner)
+             for t in sorted(spec.targets, key=lambda t: (t.workload_class, t.signal))]
     return [{"name": "obsctl.alerts.signals", "rules": per_signal}, {"name": "obsctl.alerts.baselines", "rules": loop}]

@@ -22,6 +22,13 @@ def current_baselines(spec: Spec) -> list:
     return Store(spec.store_path()).current_baselines()
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 @click.group()
 def rules() -> None:
     """Prometheus recording and alerting rules for the loop (see docs/rules.md)."""
@@ -35,26 +42,31 @@ def rules() -> None:
 @output_option
 @wrap_errors
 def generate(spec_path: str, out: Path, check_only: bool, empty_store: bool, output: str) -> None:
-    """Write obsctl-*.rules.yaml from the spec and the baseline store (atomically).
+    """Write obsctl-*.rules.yaml from the spec and the baseline store (atomically), and the
+    Alertmanager route tree of the spec's owners to alertmanager/obsctl-routes.yml under
+    --out (to merge into alertmanager.yml; docs/rules.md#owners-and-routing).
 
     The files are checked with promtool (when installed) before any is written: a spec
     whose PromQL Prometheus would reject exits 2 and leaves the old files in place.
     """
+    from obsctl.rules.routes import ROUTES_FILE, routes_file
+
     spec = load(spec_path)
     files, warnings = gen.generate(spec, [] if empty_store else current_baselines(spec))
+    routes = {ROUTES_FILE: routes_file(spec)}
     for line in warnings:
         progress(f"obsctl: warning: {line}")
     if check_only:
-        stale = gen.check(out, files)
+        stale = gen.check(out, files) + [n for n, text in routes.items() if _read(out / n) != text]
         if stale:
             raise ObsctlError(f"{out}: out of date: {', '.join(stale)}; regenerate with obsctl rules generate")
-        paths = [out / n for n in files]
+        paths = [out / n for n in [*files, *routes]]
     else:
         problem = validate_rule_files(files, spec)
         if problem:
             warnings.append(problem)
             progress(f"obsctl: warning: {problem}")
-        paths = gen.write(out, files)
+        paths = gen.write(out, files) + gen.write(out, routes)
     if output == "json":
         emit_json({"out": str(out), "files": [str(p) for p in paths], "warnings": warnings, "checked": check_only})
     else:

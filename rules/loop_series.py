@@ -19,6 +19,14 @@ TARGET_INFO = "obsctl_target_info"
 #: (current - target) / target, a ratio; its sign means "above"/"below" the target.
 TARGET_GAP = "workload_class:obsctl_signal_target_gap:ratio"
 
+#: One series per workload class of the spec (=1): ``workload_class``, ``kind``, ``source``
+#: and ``owner`` (only when the class has one). Alerts written once for every class take
+#: their ``owner`` label from it (:func:`with_owner`).
+CLASS_INFO = "obsctl_workload_class_info"
+#: One series per (workload_class, signal) pair the class's source can fill (=1): the
+#: pairs rules, alerts and panels are generated for (:func:`obsctl.rules.signals.class_signals`).
+CLASS_SIGNAL_INFO = "obsctl_workload_class_signal_info"
+
 #: The identity labels every per-class series carries; joins use exactly these.
 IDENTITY = ("workload_class", "signal")
 JOIN = "on(workload_class, signal)"
@@ -42,3 +50,9 @@ def selector(metric: str, **labels: str) -> str:
 def number(value: float) -> str:
     """A float as a PromQL literal that round-trips exactly (``repr``: shortest exact form)."""
     return repr(float(value))
+
+
+def with_owner(expr: str) -> str:
+    """``expr`` (a vector labelled ``workload_class``) with the class's ``owner`` label
+    copied from :data:`CLASS_INFO`; the value stays ``expr``'s (the info series is 1)."""
+    return f"({expr})\n* on(workload_class) group_left(owner) {CLASS_INFO}"

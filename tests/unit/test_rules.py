@@ -83,11 +83,11 @@ def test_alerts_have_house_style(tmp_path):
     assert {"ObsctlSignalRegression", "ObsctlSignalAbsent", "ObsctlBaselineMissing", "ObsctlTargetDeadlinePassed",
             "ObsctlGpuDown", "ObsctlExporterCollectorFailed"} <= names
     for a in alerts:
-        assert a["alert"].startswith("Obsctl") and a["labels"]["severity"] in ("warning", "critical")
+        assert a["alert"].startswith("Obsctl") and a["labels"]["severity"] in ("info", "warning", "critical")
         assert set(a["annotations"]) == {"summary", "description", "runbook_url"}
         assert a["annotations"]["runbook_url"] == f"docs/runbooks.md#{a['alert'].lower()}"
     missing = [a for a in alerts if a["alert"] == "ObsctlBaselineMissing"]
-    assert len(missing) == 4  # 2 classes x 2 signals
+    assert [(a["labels"]["workload_class"], a["labels"]["severity"]) for a in missing] == [("other", "info"), ("svc", "info")]
 
 
 def test_output_is_deterministic(tmp_path):

@@ -24,8 +24,10 @@ from support.prometheus import served_history
 #: Panels whose query is correctly empty on healthy fixture data.
 MAY_BE_EMPTY = {"Failing exporter collectors", "Firing obsctl alerts"}
 BEFORE, AFTER = 1800, 3 * 3600  # seconds of history before and after start-up
-#: $__interval: the subquery step of the range panels over recorded series (one step must land on settled samples).
-SUBQUERY_STEP = 15
+#: $__interval here (Grafana's for a narrow panel): the subquery step of the range panels over
+#: recorded series; the barrier waits that long past settling so one step lands on settled samples.
+INTERVAL = {"__interval": "1s", "__interval_ms": "1000"}
+SUBQUERY_STEP = 1
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,7 @@ def prometheus(tmp_path_factory):
     rules = D.write_rules(tmp / "rules", spec)
     start = time.time() - BEFORE
     with served_history(tmp, D.openmetrics(start, (BEFORE + AFTER) // D.STEP + 1), rule_files=rules,
-                        settled_for=SUBQUERY_STEP) as served:
+                        evaluation_interval="500ms", settled_for=SUBQUERY_STEP) as served:
         yield served, spec
 
 
@@ -53,7 +55,7 @@ def test_every_panel_query_runs_and_returns_data(prometheus, name):
     empty = []
     for panel in dash["panels"]:
         for target in panel.get("targets", []):
-            if not _run(served, D.substitute(target["expr"]), target["instant"]) and panel["title"] not in MAY_BE_EMPTY:
+            if not _run(served, D.substitute(target["expr"], **INTERVAL), target["instant"]) and panel["title"] not in MAY_BE_EMPTY:
                 empty.append(f"{panel['title']} / {target['refId']}: {target['expr']}")
     assert not empty, "queries without data:\n" + "\n".join(empty)
 
@@ -69,7 +71,7 @@ def test_verification_dashboard_queries_return_data(prometheus, signal):
     empty = []
     for panel in dash["panels"]:
         for target in panel.get("targets", []):
-            expr = D.substitute(target["expr"].replace("$signal", signal))
+            expr = D.substitute(target["expr"].replace("$signal", signal), **INTERVAL)
             if not _run(served, expr, target["instant"]):
                 empty.append(f"{panel['title']} / {target['refId']}: {expr}")
     assert not empty, "queries without data:\n" + "\n".join(empty)

@@ -142,9 +142,10 @@ def verification_spec(spec):
     return spec.model_copy(update={"comparison": Comparison(classes=classes)})
 
 
-def substitute(expr: str) -> str:
-    """``expr`` with Grafana's variables replaced by :data:`VARIABLES`."""
-    for var, value in VARIABLES.items():
+def substitute(expr: str, **overrides: str) -> str:
+    """``expr`` with Grafana's variables replaced by :data:`VARIABLES` (``overrides`` by
+    name without the ``$``, e.g. ``__interval="1s"``)."""
+    for var, value in (VARIABLES | {f"${k}": v for k, v in overrides.items()}).items():
         expr = expr.replace(var, value)
     assert "$" not in expr, f"unsubstituted variable in {expr}"
     return expr

@@ -50,6 +50,7 @@ class LazyGroup(click.Group):
         "verify": "obsctl.baselining.cli:verify",
         "plan": "obsctl.baselining.cli:plan",
         "report": "obsctl.baselining.cli:report",
+        "review": "obsctl.baselining.review_cli:review",
     },
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
@@ -66,6 +67,7 @@ def cli() -> None:
       verify     obsctl verify                     (effect size, interval, alerts fired)
       update     obsctl baseline promote           (the verified state becomes the baseline)
       share      obsctl report, obsctl dashboards build
+      review     obsctl review                     (the cadence meeting: findings ranked by USD)
 
     Every command reads the spec (--spec, $OBSCTL_SPEC or ./obsctl.yaml).
     """

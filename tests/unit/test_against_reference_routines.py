@@ -1,7 +1,7 @@
-"""The verify fast paths give what the code they replace gives.
+"""verify's numerics and range decoding against reference routines.
 
-Each fast path is checked against the library routine or validating code it stands in
-for, computed independently here: scipy.signal.lfilter for the AR autocorrelation's
+Each routine is checked against the library routine or validating code that computes the
+same thing independently: scipy.signal.lfilter for the AR autocorrelation's
 continuation, scipy.optimize.brentq for the sequential boundaries, scipy.stats for the
 quantiles, and promapi's per-pair validation for the range-answer fast path.
 """

@@ -1,4 +1,5 @@
-"""The snapshot fast paths give exactly what the code they replace gives.
+"""How snapshot reads and summarizes history, checked against the plain validating code
+that gives the same answers:
 
 - promapi's msgspec decoder of range answers against json.loads + the validating
   ``_pair`` path: the same floats for Prometheus-formatted values, and "no fast answer"

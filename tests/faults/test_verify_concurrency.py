@@ -11,6 +11,7 @@ still in flight (an error, or Ctrl-C, ends it at once)."""
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 import shutil
@@ -242,17 +243,15 @@ def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history
 
 # --- the real process: prompt exit ------------------------------------------------------
 
-def console(args, **kw):
-    return subprocess.run([*CONSOLE, *map(str, args)], capture_output=True, text=True, timeout=60, **kw)
+def console(args, timeout: float = 60, **kw):
+    return subprocess.run([*CONSOLE, *map(str, args)], capture_output=True, text=True, timeout=timeout, **kw)
 
 
 def test_console_script_early_spec_error_exits_at_once(tmp_path):
-    t0 = time.monotonic()
-    done = console(["verify", "--spec", tmp_path / "missing.yaml", "--class", "steady"])
-    took = time.monotonic() - t0
+    # the prefetch thread does not hold the process (a held one runs into the timeout)
+    done = console(["verify", "--spec", tmp_path / "missing.yaml", "--class", "steady"], timeout=20)
     assert done.returncode == 2, done.stderr
     one_line(done.stderr)
-    assert took < 20  # the prefetch thread does not hold the process
 
 
 def test_console_script_refused_prometheus(tmp_path, store, history):
@@ -277,13 +276,14 @@ def test_a_failed_primary_does_not_wait_for_slow_guards(proxy, slow_spec, store,
     guards' 10 s deadline before exiting."""
     proxy.route = lambda path: "5xx" if is_primary(path) else "slow" if is_guard(path) else None
     before = tree_digest(store)
-    t0 = time.monotonic()
     done = console(["verify", *verify_args(slow_spec, history)])
-    took = time.monotonic() - t0
     assert done.returncode == 3, done.stderr
     assert "HTTP 503" in one_line(done.stderr, proxy.url)
     assert tree_digest(store) == before
-    assert took < 8, f"verify took {took:.1f}s after the primary failed (guard deadline 10 s)"
+    # Waiting for the guards would show as their retries: an attempt gives up after the
+    # 5 s timeout and is tried again until the 10 s deadline. verify left before any.
+    attempts = collections.Counter(path for path, _, _ in proxy.seen if is_guard(path))
+    assert set(attempts.values()) <= {1}, f"guard queries retried: verify waited for them ({attempts})"
 
 
 def test_sigint_during_slow_queries_exits_promptly(proxy, slow_spec, store, history):

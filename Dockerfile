@@ -8,7 +8,9 @@ COPY exporters ./exporters
 COPY rules ./rules
 COPY dashboards ./dashboards
 COPY baselining ./baselining
-RUN pip install --no-cache-dir . && useradd --system obsctl
-USER obsctl
-EXPOSE 9835
+# .[kubernetes]: grpcio for GPU -> pod attribution from the kubelet's pod-resources socket.
+# A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it (deploy/kubernetes runs the loop's Jobs as it).
+RUN pip install --no-cache-dir '.[kubernetes]' && useradd --system --uid 65532 --user-group obsctl
+USER 65532:65532
+EXPOSE 9847
 ENTRYPOINT ["obsctl-exporter"]

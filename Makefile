@@ -56,6 +56,11 @@ bench: system-deps $(VENV)/.installed
 generate: $(VENV)/.installed
 	$(VENV)/bin/obsctl rules generate --spec examples/obsctl.yaml --out rules/generated --empty-store
 	$(VENV)/bin/obsctl dashboards build --spec examples/obsctl.yaml --out dashboards/generated
+	# Kubernetes: the kube-prometheus-stack overlay's PrometheusRules and dashboard ConfigMaps (deploy/kubernetes)
+	$(VENV)/bin/obsctl rules generate --spec deploy/kubernetes/base/obsctl.yaml --format prometheusrule \
+	    --label release=kube-prometheus-stack --empty-store --out deploy/kubernetes/overlays/kube-prometheus-stack/rules
+	$(VENV)/bin/obsctl dashboards build --spec deploy/kubernetes/base/obsctl.yaml --format configmap \
+	    --out deploy/kubernetes/overlays/kube-prometheus-stack/dashboards
 	$(PY) scripts/sync_readme.py
 
 ## lint: ruff over the code

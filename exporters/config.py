@@ -115,6 +115,18 @@ class ExporterConfig(_Model):
     path: Path | None = Field(None, exclude=True)
 
 
+def spec_namespace_classes(spec) -> dict[str, str]:
+    """Namespace -> class for the spec's classes whose selector pins one namespace (``namespace: X``),
+    so a pod in X found on a GPU (pod-resources, dcgm-exporter) is attributed to that class; a
+    namespace two classes select is left out (ambiguous)."""
+    claims: dict[str, set[str]] = {}
+    for wc in spec.workload_classes:
+        namespace = wc.selector.get("namespace")
+        if isinstance(namespace, str) and namespace:
+            claims.setdefault(namespace, set()).add(wc.name)
+    return {ns: next(iter(names)) for ns, names in sorted(claims.items()) if len(names) == 1}
+
+
 def load_exporter_config(path: str | Path | None) -> ExporterConfig:
     """Load ``--config.file``; ``None`` gives the zero config.
 
@@ -133,7 +145,8 @@ def load_exporter_config(path: str | Path | None) -> ExporterConfig:
         raise UsageError(f"{cfg_path}:1: --config.file must be a YAML mapping (pricing, dcgm, attribution), got a {type(data).__name__}")
     if _SPEC_KEYS & set(data):
         spec = load_spec(cfg_path)  # raises SpecError with file/line/field
-        return ExporterConfig(pricing=spec.pricing, path=spec.path)
+        attribution = AttributionConfig(kubernetes=KubernetesAttribution(namespace_classes=spec_namespace_classes(spec)))
+        return ExporterConfig(pricing=spec.pricing, attribution=attribution, path=spec.path)
     try:
         cfg = ExporterConfig.model_validate(data)
     except ValidationError as exc:

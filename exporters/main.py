@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scrape.timeout", dest="scrape_timeout", default=DEFAULT_SCRAPE_TIMEOUT, metavar="DURATION",
                    help=f"deadline of one scrape (default {DEFAULT_SCRAPE_TIMEOUT}); Prometheus' "
                         "X-Prometheus-Scrape-Timeout-Seconds minus 0.5s shortens it")
+    p.add_argument("--attribution.pod-resources-socket", dest="pod_resources_socket", default=None, metavar="PATH",
+                   help="the kubelet's pod-resources socket (e.g. /var/lib/kubelet/pod-resources/kubelet.sock): "
+                        "GPU -> pod for attribution on Kubernetes; the class from the pod's namespace "
+                        "(attribution.kubernetes.namespace_classes, or the spec's classes selecting one namespace)")
     p.add_argument("--log.level", dest="log_level", choices=("debug", "info", "warn", "error"), default="info",
                    help="log level (default info)")
     p.add_argument("--version", action="version", version=f"obsctl-exporter {__version__}")
@@ -147,7 +151,13 @@ def build(args: argparse.Namespace):
                            args.gpu_source)
         collectors.append(gpu)
     if args.collector_attribution:
-        collectors.append(AttributionCollector(config.attribution))
+        pod_resources = None
+        if args.pod_resources_socket:
+            from obsctl.exporters.gpu.podresources import PodResourcesClient  # grpcio only when asked for
+
+            pod_resources = PodResourcesClient(args.pod_resources_socket,
+                                               ttl_seconds=config.attribution.refresh_interval_seconds)
+        collectors.append(AttributionCollector(config.attribution, pod_resources=pod_resources))
     exporter = Exporter(collectors, scrape_timeout=scrape_timeout)
     for coll in collectors:
         if isinstance(coll, AttributionCollector):

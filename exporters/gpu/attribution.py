@@ -202,6 +202,9 @@ class AttributionCollector:
         proc_root: where the scrape's liveness check reads ``<pid>/stat`` (tests).
         autostart: start the refresher thread on the first scrape (tests pass False and
             call ``refresher.refresh()`` themselves).
+        pod_resources: the kubelet's pod-resources client (``exporters/gpu/podresources.py``):
+            with NVML, the pods holding each GPU, for the ``kubernetes`` resolver (dcgm-exporter's
+            pod labels come first when the source is dcgm).
     """
 
     name = "attribution"
@@ -211,8 +214,9 @@ class AttributionCollector:
     def __init__(self, config: AttributionConfig | None = None,
                  processes: Callable[[], dict[str, list[int]]] | None = None,
                  cache: ProcessCache | None = None, proc_root: Path | None = None,
-                 autostart: bool = True) -> None:
+                 autostart: bool = True, pod_resources: Any = None) -> None:
         self.config = config or AttributionConfig()
+        self.pod_resources = pod_resources
         self._processes = processes
         self._source: Any = None
         self.cache = cache or ProcessCache(ttl_seconds=self.config.cache_ttl_seconds)
@@ -251,9 +255,14 @@ class AttributionCollector:
         if snap is not None and self._source_since is not None and snap.started_at < self._source_since:
             snap = None  # resolved before the GPU source answered: not an answer for these GPUs
         alive: dict[int, bool] = {}
+        kubelet = self.pod_resources.devices() if self.pod_resources is not None else None
         out = FamilySet()
         for unit in inventory.units:
-            found, errored = self.resolve(unit, inventory.pods.get(unit, []), snap, alive)
+            pods = inventory.pods.get(unit) or []
+            if not pods and kubelet is not None and not unit.gpu_instance:  # device ids: GPU UUIDs or indices
+                pods = kubelet.devices.get(unit.uuid) or kubelet.devices.get(unit.gpu) or []
+            found, errored = self.resolve(unit, pods, snap, alive)
+            errored = errored or bool(not found and kubelet is not None and kubelet.error)
             labels = unit.labels()
             for workload_class, (owners, source_name) in sorted(found.items())[:_MAX_CLASSES]:
                 owner = ",".join(sorted(o for o in owners if o))[:_MAX_OWNER]
@@ -321,3 +330,5 @@ class AttributionCollector:
     def close(self) -> None:
         """Stop the refresher thread (waits up to a few seconds for a refresh in progress)."""
         self.refresher.close()
+        if self.pod_resources is not None:
+            self.pod_resources.close()

@@ -181,9 +181,11 @@ def baseline_show(spec_path, workload_class, signal, baseline_id, output):
 @baseline.command("promote")
 @spec_option
 @click.option("--initiative", "initiative_id", required=True, metavar="ID")
+@click.option("--lesson", default="", metavar="TEXT", help="What the initiative taught (kept on it; obsctl ledger shows it).")
+@click.option("--effort", default="", metavar="TEXT", help="What it cost, e.g. '2 engineer-days' (if not given at start).")
 @output_option
 @wrap_errors
-def baseline_promote(spec_path, initiative_id, output):
+def baseline_promote(spec_path, initiative_id, output, lesson="", effort=""):
     """Make an IMPROVED initiative's verification window the current baseline.
 
     The primary signal and every guard signal with data in the window get a new
@@ -193,7 +195,7 @@ def baseline_promote(spec_path, initiative_id, output):
     from obsctl.baselining.promote import promote
 
     spec = load(spec_path)
-    initiative, stored = promote(spec, _store(spec), initiative_id)
+    initiative, stored = promote(spec, _store(spec), initiative_id, lesson=lesson, effort=effort)
     if output == "json":
         emit_json({"initiative": initiative.id, "status": initiative.status, "baseline": _baseline_summary(stored[0]),
                    "promoted": [_baseline_summary(b) for b in stored]})
@@ -272,9 +274,11 @@ def initiative():
                    "control (vs an untouched --control class, difference in differences), canary (treatment vs control "
                    "replicas in the same window; no baseline needed), seasonal (vs the same hours of the stored baseline).")
 @click.option("--control", "control_class", default=None, metavar="NAME", help="The control class of --design control.")
+@click.option("--effort", default="", metavar="TEXT", help="What the change costs, e.g. '3 engineer-days' (shown by obsctl ledger).")
 @output_option
 @wrap_errors
-def initiative_start(spec_path, name, lever, workload_class, signal, expected_impact, started_at, notes, design, control_class, output):
+def initiative_start(spec_path, name, lever, workload_class, signal, expected_impact, started_at, notes, design, control_class, output,
+                     effort=""):
     """Open an initiative. Refuses a second open initiative on the same class, a class
     that is another open initiative's control, and a class x signal without a current
     baseline unless the design is canary (exit 1). The design is recorded on the
@@ -284,7 +288,7 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
 
     spec = load(spec_path)
     i = start_initiative(spec, _store(spec), name, lever, workload_class, signal, expected_impact,
-                         parse_instant(started_at, "--started-at"), notes, design=design, control=control_class)
+                         parse_instant(started_at, "--started-at"), notes, design=design, control=control_class, effort=effort)
     plan = _initiative_plan(spec, i)  # start_initiative fixed the planned length (repeated looks, docs/verification.md)
     if output == "json":
         emit_json({**i.model_dump(mode="json"), "plan": plan})
@@ -326,14 +330,16 @@ def initiative_list(spec_path, workload_class, status, output):
 @spec_option
 @click.option("--initiative", "initiative_id", required=True, metavar="ID")
 @click.option("--note", default="", help="Why it is closed without promotion.")
+@click.option("--lesson", default="", metavar="TEXT", help="What it taught (kept on the initiative; obsctl ledger shows it).")
+@click.option("--effort", default="", metavar="TEXT", help="What it cost, e.g. '2 engineer-days' (if not given at start).")
 @output_option
 @wrap_errors
-def initiative_close(spec_path, initiative_id, note, output):
+def initiative_close(spec_path, initiative_id, note, output, lesson="", effort=""):
     """Close an initiative without promoting it (frees its class). Exit 1 for an unknown
     id or an initiative already promoted or closed."""
     from obsctl.baselining.initiative import close_initiative
 
-    i = close_initiative(_store(load(spec_path)), initiative_id, note)
+    i = close_initiative(_store(load(spec_path)), initiative_id, note, lesson=lesson, effort=effort)
     if output == "json":
         emit_json(i.model_dump(mode="json", exclude={"verifications"}) | {"verifications": len(i.verifications)})
     else:

@@ -47,6 +47,7 @@ def start_initiative(
     now: dt.datetime | None = None,
     design: str | None = None,
     control: str | None = None,
+    effort: str = "",
 ) -> Initiative:
     """Open an initiative on ``workload_class`` with ``signal`` as its primary signal.
 
@@ -57,6 +58,7 @@ def start_initiative(
         design: comparison design (default: the spec's ``comparison`` for the class);
             ``control`` names the control class of the ``control`` design (default: the
             spec's). Recorded on the initiative (:func:`obsctl.baselining.designs.run.choose`).
+        effort: what the change costs the team, as free text (``3 engineer-days``), for the ledger.
 
     The class's other current baselines are recorded as the guard signals' baselines
     (``guard_baseline_ids``), so ``obsctl verify`` compares them with the state before
@@ -119,6 +121,7 @@ def start_initiative(
         baseline_cycle=designs.start_checks(choice, baseline),
         started_at=started,
         notes=notes,
+        effort=effort.strip(),
     )
     # The baselines' sides of every verdict, fixed now like the cycle fit (verdict.stored_side).
     from obsctl.baselining.verdict import stored_side
@@ -136,8 +139,9 @@ def start_initiative(
         return store.add_initiative(initiative)
 
 
-def close_initiative(store: Store, initiative_id: str, note: str = "") -> Initiative:
-    """Close an open or verified initiative without promoting it (frees its class).
+def close_initiative(store: Store, initiative_id: str, note: str = "", lesson: str = "", effort: str = "") -> Initiative:
+    """Close an open or verified initiative without promoting it (frees its class), with
+    ``lesson`` (what it taught) and ``effort`` (what it cost, if not given at start).
 
     Raises:
         StoreError: unknown id, or already promoted/closed.
@@ -147,7 +151,8 @@ def close_initiative(store: Store, initiative_id: str, note: str = "") -> Initia
         if initiative.status not in ("open", "verified"):
             raise StoreError(f"initiative {initiative_id!r} is already {initiative.status}")
         notes = "\n".join(p for p in (initiative.notes, note) if p)
-        closed = initiative.model_copy(update={"status": "closed", "notes": notes})
+        closed = initiative.model_copy(update={"status": "closed", "notes": notes, "ended_at": utcnow(),
+                                               "lesson": lesson.strip(), "effort": effort.strip() or initiative.effort})
         store.save_initiative(closed)
     return closed
 

@@ -9,14 +9,16 @@ from obsctl.spec import Spec
 from obsctl.timeutil import utcnow
 
 
-def promote(spec: Spec, store: Store, initiative_id: str) -> tuple[Initiative, list[Baseline]]:
+def promote(spec: Spec, store: Store, initiative_id: str, lesson: str = "", effort: str = "") -> tuple[Initiative, list[Baseline]]:
     """Make an IMPROVED initiative's verification window the current baseline(s).
 
     Only after an overall IMPROVED (so no guard regressed). The primary signal's window
     becomes its class x signal's current baseline (``source=promoted``), and so does
     every guard signal's window that has data (its verdict is not NO_DATA), each with
     its own baseline's PromQL, unit and direction. The old baselines stay in the
-    history. The initiative becomes ``promoted`` (its class is free for the next one).
+    history. The initiative becomes ``promoted`` (its class is free for the next one),
+    with ``lesson`` (what it taught) and ``effort`` (what it cost, if not given at start)
+    stored on it for the ledger.
 
     Returns:
         ``(initiative, [primary baseline, guard baselines...])`` as stored.
@@ -47,6 +49,7 @@ def promote(spec: Spec, store: Store, initiative_id: str) -> tuple[Initiative, l
                 memory=old.memory,  # the memory is the signal's, estimated from the history before the old baseline
             )
             stored.append(store.save_baseline(baseline, make_current=True))
-        promoted = initiative.model_copy(update={"status": "promoted"})
+        promoted = initiative.model_copy(update={"status": "promoted", "ended_at": created, "lesson": lesson.strip(),
+                                                 "effort": effort.strip() or initiative.effort})
         store.save_initiative(promoted)
     return promoted, stored

@@ -51,6 +51,7 @@ class LazyGroup(click.Group):
         "plan": "obsctl.baselining.cli:plan",
         "report": "obsctl.baselining.cli:report",
         "review": "obsctl.baselining.review_cli:review",
+        "ledger": "obsctl.baselining.ledger_cli:ledger",
     },
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )

@@ -367,3 +367,10 @@ class Initiative(_Record):
     #: start (``BaselineSide``); verify judges them without reading the baselines' samples.
     baseline_sides: list[BaselineSide] = Field(default_factory=list)
     notes: str = ""
+    #: What the change cost the team, as they put it (``--effort`` at start or close,
+    #: e.g. ``3 engineer-days``); shown by the ledger, never computed with.
+    effort: str = ""
+    #: What it taught (``--lesson`` at ``baseline promote`` and ``initiative close``).
+    lesson: str = ""
+    #: When it was promoted or closed (UTC); None while open or verified.
+    ended_at: dt.datetime | None = None

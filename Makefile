@@ -46,7 +46,6 @@ bench: system-deps $(VENV)/.installed
 	$(PY) bench/bench_gpu_exporter.py
 	$(PY) bench/bench_exporter_soak.py --jobs 2  # exporter RSS under dcgm faults; long (docs/benchmarks-soak.md)
 	$(PY) bench/bench_exporter_flood.py         # a scrape beside a connection flood, 2 min (docs/benchmarks-soak.md)
-	$(PY) bench/bench_exporter_flood.py         # a scrape beside a connection flood, 2 min (docs/benchmarks-soak.md)
 	$(PY) bench/bench_calibration.py          # verdict calibration (docs/verification.md); ~20 min
 	$(PY) bench/bench_calibration_designs.py  # comparison designs (docs/verification-designs.md)
 	$(PY) bench/bench_store_verify.py         # snapshot/verify/store cost (docs/benchmarks-verify.md)
@@ -63,10 +62,13 @@ generate: $(VENV)/.installed
 	    --out deploy/kubernetes/overlays/kube-prometheus-stack/dashboards
 	$(PY) scripts/sync_readme.py
 
-## lint: ruff over the code
+## lint: ruff (style, imports, line length) and the import contracts (import-linter: statistics/ imports nothing of the loop)
 lint: $(VENV)/.installed
-	$(PY) -m pip install -q ruff
-	$(VENV)/bin/ruff check obsctl exporters rules dashboards baselining demo bench tests
+	$(PY) -m pip install -q -e '.[lint]'
+	$(VENV)/bin/ruff check obsctl exporters rules dashboards baselining demo bench tests scripts
+	# import-linter reads the installed layout (the package maps exporters/, rules/, ... under obsctl): a throwaway copy.
+	rm -rf .lint-site && $(PY) -m pip install -q --no-deps --no-build-isolation --target .lint-site .
+	cd .lint-site && PYTHONPATH=. $(abspath $(VENV))/bin/lint-imports --config ../pyproject.toml
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache
+	rm -rf $(VENV) demo-output .pytest_cache .lint-site

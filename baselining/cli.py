@@ -353,13 +353,13 @@ def _initiative_plan(spec, i) -> dict | None:
     from obsctl.durations import format_duration
     from obsctl.errors import UsageError
 
-    b = _store(spec).baseline(i.baseline_id) if getattr(i, "baseline_id", None) else None
+    b = _store(spec).baseline(i.baseline_id) if i.baseline_id else None
     if b is None:
         return None
     planned = planned_seconds(spec, i, b)
     try:
-        p = _design_plan(spec, b, i.expected_impact_ratio or 0.05, i.workload_class, getattr(i, "design", "before-after"),
-                         getattr(i, "control_class", None))
+        p = _design_plan(spec, b, i.expected_impact_ratio or 0.05, i.workload_class, i.design,
+                         i.control_class)
     except UsageError as exc:
         return {"planned_seconds": planned, "planned_text": format_duration(planned), "lines": ["", str(exc)]}
     return {"planned_seconds": planned, "planned_text": format_duration(planned), **p.as_dict(),
@@ -498,6 +498,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
         if statistics_line(result):
             click.echo(statistics_line(result))
     if not_saved is not None:
+        not_saved.reported = True
         raise not_saved
     sys.exit(code)
 

@@ -167,7 +167,7 @@ def check_ledger(store, workload_class: str, choice: Choice) -> None:
     for other in store.initiatives(status=None):
         if other.status not in ("open", "verified"):
             continue
-        if getattr(other, "control_class", None) == workload_class:
+        if other.control_class == workload_class:
             raise StoreError(f"workload class {workload_class!r} is the control of initiative {other.id!r} ({other.status}) "
                              f"on {other.workload_class}; a control must stay unchanged: close or promote {other.id} first")
         if choice.control_class and other.workload_class == choice.control_class:

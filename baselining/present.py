@@ -44,7 +44,7 @@ def statistics_line(result: VerificationResult) -> str:
                if a.n_eff_baseline is not None and a.n_eff_window is not None else "")
         dof = f", {a.dof:.0f} dof" if a.dof is not None else ""
         parts.append(f"memory {dur(a.tau_seconds)} ({src}){eff}{dof}")
-    return "statistics: " + "; ".join(parts + [result.reason]) if parts else ""
+    return "statistics: " + "; ".join(parts + [result.primary_reason]) if parts else ""
 
 
 def guards_line(result: VerificationResult) -> str:
@@ -71,11 +71,10 @@ def verdict_line(result: VerificationResult, unit: str) -> str:
     verdict and its reason, then the primary: ``REGRESSED: quality guard q regressed
     -10.0 % (95 % CI ..); primary tokens_per_second IMPROVED +30.0 % (..), baseline ..``."""
     alerts = ", ".join(result.alerts_fired) or "none"
-    primary = result.primary_verdict or result.verdict
+    primary = result.primary_verdict
     if primary != result.verdict:
-        lead = guard_regressions(result.guards, result.confidence) or result.reason.split("; primary was")[0]
         return (
-            f"{result.verdict}: {lead}; primary {result.signal} {primary} {format_percent(result.change_ratio)} "
+            f"{result.verdict}: {result.reason}; primary {result.signal} {primary} {format_percent(result.change_ratio)} "
             f"({interval_text(result.ci_low, result.ci_high, result.confidence)}), "
             f"baseline {format_number(result.baseline_mean)} -> window {format_number(result.window_mean)} {unit}; alerts fired: {alerts}"
         )
@@ -153,8 +152,8 @@ def context_lines(context: dict) -> list[str]:
 
 def report_lines(result) -> list[str]:
     """The report's "Comparison design" section for a verification result (Markdown lines)."""
-    ctx = getattr(result, "design_context", None) or {}
-    design = getattr(result, "design", None) or ctx.get("design") or "before-after"
+    ctx = result.design_context
+    design = result.design
     lines = ["## Comparison design", "", f"- Design: **{design}**"]
     lines += [f"- {line}" for line in context_lines(ctx)[1:]]
     load = ctx.get("load")

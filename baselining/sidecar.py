@@ -27,8 +27,8 @@ The YAML's mapping::
 Atomicity: the sidecar's name carries its content hash, so it is written (atomically)
 *before* the YAML that names it and a replaced YAML's old sidecar is removed only after
 the new YAML is in place: a crash leaves at worst an unreferenced sidecar, never a YAML
-pointing at a missing or half-written one. Records without ``samples_sidecar`` (written
-before sidecars existed) keep their inline samples and load as before.
+pointing at a missing or half-written one. Sample lists shorter than 64 pairs stay inline in the
+YAML (no ``samples_sidecar``).
 """
 
 from __future__ import annotations

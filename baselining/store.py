@@ -14,8 +14,7 @@ implicit time grid, deflate, written before the YAML that names it). The YAML st
 plain and small, so listings parse metadata only: the list methods
 (:meth:`Store.current_baselines`, :meth:`Store.all_baselines`, :meth:`Store.history`,
 :meth:`Store.initiatives`) return records *without* samples unless ``samples=True``;
-the single-record methods load them. Records written before sidecars (samples inline)
-load unchanged.
+the single-record methods load them. Shorter sample lists stay inline in the YAML.
 
 ``initiatives.index.json`` (JSON: a cache read on every lookup, parsed ~20x faster than
 YAML) maps each initiative id to its class, status and start, and
@@ -43,7 +42,7 @@ from pydantic import BaseModel, ValidationError
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_yaml
 from obsctl.baselining import sidecar
-from obsctl.records import Baseline, Initiative
+from obsctl.records import SCHEMA_VERSION, Baseline, Initiative
 from obsctl.errors import ObsctlError, StoreError
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -429,6 +428,11 @@ def _load_model(path: Path, model: type[M], samples: bool = True) -> M:
     data = _read_yaml(path)
     if not isinstance(data, dict):
         raise StoreError(f"{path}: corrupt store file: expected a {model.__name__} mapping, got {type(data).__name__}")
+    version = data.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        what = "re-snapshot the baseline" if model is Baseline else "start the initiative again"
+        raise StoreError(f"{path}: a {model.__name__} record of schema version {version!r}; this obsctl reads version "
+                         f"{SCHEMA_VERSION}: {what}")
     data = sidecar.join(data, path, load=samples)
     try:
         return model.model_validate(data)

@@ -64,7 +64,7 @@ def side_for(initiative: Initiative, baseline_id: str) -> BaselineSide | None:
 
 
 def memory_of(baseline: Baseline) -> MemoryModel | None:
-    """The baseline's stored memory model (None for baselines stored before it existed)."""
+    """The baseline's stored memory model (None when its snapshot found no history to fit one)."""
     return MemoryModel.from_dict(baseline.memory.model_dump()) if baseline.memory is not None else None
 
 
@@ -161,18 +161,19 @@ def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardRes
     turns IMPROVED or NO_CHANGE into INCONCLUSIVE. Other guards never change it.
 
     Returns:
-        ``(verdict, reason)``.
+        ``(verdict, reason)``: the primary's own when it stands, else the override's
+        (the primary's verdict and reason are recorded beside it).
     """
     text = guard_regressions(guards, confidence)
     if primary in ("NO_DATA", "REGRESSED"):
         return primary, primary_reason
     if text:
-        return "REGRESSED", f"{text}; primary was {primary} ({primary_reason})"
+        return "REGRESSED", text
     # No data is never a pass: an undecided quality guard keeps the verdict at most INCONCLUSIVE.
     open_ = [g for g in guards if g.category == "quality" and g.signal not in optional and g.verdict in ("NO_DATA", "INCONCLUSIVE")]
     if open_ and primary in ("IMPROVED", "NO_CHANGE"):
         names = ", ".join(f"{g.signal} {g.verdict}" for g in open_)
-        return "INCONCLUSIVE", f"quality guard {names} (not shown within its tolerance; optional_guards lifts this); primary was {primary} ({primary_reason})"
+        return "INCONCLUSIVE", f"quality guard {names} (not shown within its tolerance; optional_guards lifts this)"
     return primary, primary_reason
 
 
@@ -182,7 +183,7 @@ def coverage_cap(c: Coverage | None, min_ratio: float, side: str = "window") -> 
     NO_DATA when no grid point is fresh, or coverage is below ``min_ratio`` and the
     signal stopped before the window end ("no fresh samples after 05:00:00Z: the
     signal stopped"); INCONCLUSIVE when coverage is below ``min_ratio`` otherwise;
-    None (no cap) at or above it and for an unmeasured coverage (older records).
+    None (no cap) at or above it and when coverage was not measured (a query without a selector).
     """
     if c is None or c.grid_points == 0:
         return None, ""

@@ -175,7 +175,7 @@ def verify(
         raise StoreError(f"initiative {initiative.id!r} is {initiative.status}; only open or verified initiatives can be verified")
     cfg = spec.verification
     step = parse_duration(cfg.step, "verification.step")
-    # The planned length was fixed at start; older initiatives re-plan from the baseline.
+    # The planned length is fixed at initiative start; a record without one is planned from its baseline now.
     baseline = None
     if initiative.planned_window_seconds:
         planned = initiative.planned_window_seconds
@@ -252,6 +252,7 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
     result = VerificationResult(
         verdict=overall,
         primary_verdict=primary.verdict,
+        primary_reason=primary.reason,
         guards=guard_results,
         guards_evaluated=guards,
         baseline_id=baseline.id,

@@ -267,7 +267,7 @@ def _initiatives(store: Store, count: int, samples: int) -> None:
     rng = np.random.default_rng(1)
     for n in range(count):
         grid = [(t0.timestamp() + STEP * (k + 1), float(v)) for k, v in enumerate(rng.normal(1000, 20, samples))]
-        v = VerificationResult(verdict="IMPROVED", baseline_id="c.s.x", signal="tokens_per_second",
+        v = VerificationResult(verdict="IMPROVED", primary_verdict="IMPROVED", baseline_id="c.s.x", signal="tokens_per_second",
                                window=Window(start=t0, end=t0 + dt.timedelta(seconds=STEP * samples), step_seconds=STEP),
                                baseline_mean=1.0, window_mean=1.1, change_ratio=0.1, ci_low=0.05, ci_high=0.15, confidence=0.95,
                                verified_at=t0, samples=grid)

@@ -17,7 +17,7 @@ import os
 import click
 
 from obsctl import __version__
-from obsctl.clikit import emit_json, load, output_option, run_main, spec_option, wrap_errors
+from obsctl.clikit import error_document, emit_json, load, output_option, run_main, spec_option, wrap_errors
 from obsctl.errors import SpecError
 
 
@@ -96,7 +96,8 @@ def check(spec_path: str, output: str) -> None:
         warning = validate_rule_files(generate(spec, [])[0], spec)
     except SpecError as exc:
         if output == "json":  # pipelines get a document either way; the error also goes to stderr
-            emit_json({"spec": spec_path, "valid": False, "error": str(exc)})
+            emit_json({"spec": spec_path, "valid": False, **error_document(str(exc), exc.exit_code)})
+            exc.reported = True
         raise
     if warning:
         click.echo(f"obsctl: warning: {warning}", err=True)

@@ -82,6 +82,8 @@ def run_main(command: click.Command, argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         # One line like every other obsctl error, plus where to look for the right usage.
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        if wants_json(sys.argv[1:] if argv is None else argv):
+            emit_json(error_document(exc.format_message() + hint, EXIT_USAGE))
         click.echo(f"obsctl: error: {exc.format_message()}{hint}", err=True)
         sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
@@ -105,15 +107,34 @@ class ObsctlClickError(click.ClickException):
         click.echo(f"obsctl: error: {self.format_message()}", err=True)
 
 
+def error_document(message: str, exit_code: int) -> dict:
+    """The JSON document a failed command prints on stdout with ``--output json``."""
+    return {"error": message, "exit_code": exit_code}
+
+
 def wrap_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator for commands also run via CliRunner: re-raise ObsctlError as ClickException
-    with the same exit code (so tests see the message and code without a traceback)."""
+    """Decorator of every command: re-raise ObsctlError as ClickException with the same
+    exit code (one line on stderr, no traceback) and, with ``--output json``, print
+    :func:`error_document` on stdout first, so a pipeline always gets one document.
+
+    A command that already printed its own document for the error sets
+    ``exc.reported = True`` before raising."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except ObsctlError as exc:
+            if kwargs.get("output") == "json" and not getattr(exc, "reported", False):
+                emit_json(error_document(str(exc), exc.exit_code))
             raise ObsctlClickError(exc) from None
 
     return wrapper
+
+
+def wants_json(argv: list[str]) -> bool:
+    """True when ``argv`` asks for ``--output json`` (``-o json``, ``--output=json``, ``-ojson``)."""
+    for i, arg in enumerate(argv):
+        if arg in ("--output=json", "-ojson") or (arg in ("-o", "--output") and i + 1 < len(argv) and argv[i + 1] == "json"):
+            return True
+    return False

@@ -20,6 +20,12 @@ Verdict = Literal["IMPROVED", "REGRESSED", "NO_CHANGE", "INCONCLUSIVE", "NO_DATA
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
+#: The version of the store's record layout this obsctl reads and writes. Baselines and
+#: initiatives carry it (``schema_version``); a record of another version is refused with
+#: one line, never read by guesswork.
+SCHEMA_VERSION = 1
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -187,7 +193,7 @@ class Assessment(_Record):
 
 
 class Baseline(_Record):
-    """A documented state of one signal for one workload class.
+    """A documented state of one signal for one workload class (``schema_version``: :data:`SCHEMA_VERSION`).
 
     Attributes:
         id: unique id, ``<class>.<signal>.<UTC timestamp>``.
@@ -208,6 +214,7 @@ class Baseline(_Record):
             verdict against it is at most INCONCLUSIVE). docs/coverage.md.
     """
 
+    schema_version: Literal[1] = SCHEMA_VERSION
     id: str
     workload_class: str
     signal: str
@@ -282,10 +289,11 @@ class VerificationResult(_Record):
         verdict: the overall verdict, IMPROVED | REGRESSED | NO_CHANGE | INCONCLUSIVE |
             NO_DATA: the primary's verdict, except that a REGRESSED guard makes it
             REGRESSED (see ``baselining.verdict.overall_verdict``).
-        primary_verdict: the primary signal's own verdict (None in records written
-            before guards existed: then equal to ``verdict``).
-        guards: the guard signals' results (empty in older records and with --no-guards).
-        guards_evaluated: False for ``--no-guards`` and for records written before guards.
+        reason: why the overall verdict is what it is (the primary's reason, or the
+            guards' when they override it).
+        primary_verdict, primary_reason: the primary signal's own verdict and reason.
+        guards: the guard signals' results (empty with --no-guards).
+        guards_evaluated: False for ``--no-guards``.
         change_ratio: relative change of the window mean vs the baseline mean
             (0.30 = +30 %); ``None`` when there is no data.
         ci_low, ci_high: confidence interval of ``change_ratio`` at ``confidence``.
@@ -313,7 +321,8 @@ class VerificationResult(_Record):
     samples: list[tuple[float, float]] = Field(default_factory=list)
     reason: str = ""
     verified_at: dt.datetime
-    primary_verdict: Verdict | None = None
+    primary_verdict: Verdict
+    primary_reason: str = ""
     guards: list[GuardResult] = Field(default_factory=list)
     guards_evaluated: bool = False
     coverage: Coverage | None = None
@@ -340,6 +349,7 @@ class Initiative(_Record):
         status: open -> verified (a verification result is stored) -> promoted | closed.
     """
 
+    schema_version: Literal[1] = SCHEMA_VERSION
     id: str
     name: str
     lever: Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology"]
@@ -361,7 +371,7 @@ class Initiative(_Record):
     variant: dict[str, str] = Field(default_factory=dict)
     #: The before-after design's cycle tests of the baseline (``baseline_id``), computed
     #: at start; ``[]``: the baseline spans < 1 day (nothing to test); None: not computed
-    #: (a record from before, or another design).
+    #: (another design).
     baseline_cycle: list[CycleFit] | None = None
     #: The primary's and the guards' baseline sides at the verification step, computed at
     #: start (``BaselineSide``); verify judges them without reading the baselines' samples.

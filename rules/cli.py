@@ -137,4 +137,6 @@ def check(directory: Path, output: str) -> None:
     else:
         click.echo(report)
     if result.returncode != 0:
-        raise ObsctlError(f"promtool check rules failed on {directory}")
+        error = ObsctlError(f"promtool check rules failed on {directory}")
+        error.reported = output == "json"  # the report above is this command's one document
+        raise error

@@ -205,7 +205,7 @@ def _log_ratio_history(client, q_t: str, q_c: str, start: float, span: float, st
 def window_query(spec: Spec, initiative, baseline) -> str:
     """The PromQL ``verify`` measures the window with: the baseline's, or for a canary the
     treatment group's (the class's signal with the variant label added to the selector)."""
-    if getattr(initiative, "design", None) == "canary" and initiative.variant:
+    if initiative.design == "canary" and initiative.variant:
         v = initiative.variant
         return spec.query_for(initiative.primary_signal, _with(spec.workload_class(initiative.workload_class), **{v["label"]: v["treatment"]}))
     return baseline.query
@@ -353,7 +353,7 @@ def context_periods(initiative, baseline, start_at: dt.datetime, end_at: dt.date
     """The ``(name, start, end)`` periods whose demand and saturation :func:`primary` reads
     (:func:`period_loads`): the baseline period and the window; None for a canary (its
     whole class over the window, after its groups) or without a baseline."""
-    if (getattr(initiative, "design", None) or "before-after") == "canary" or baseline is None:
+    if initiative.design == "canary" or baseline is None:
         return None
     return [("baseline", baseline.window.start.timestamp(), baseline.window.end.timestamp()),
             ("window", start_at.timestamp(), end_at.timestamp())]
@@ -386,7 +386,7 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
     level = confidence or cfg.confidence
     wc = spec.workload_class(initiative.workload_class)
     cc = spec.comparison.for_class(wc.name)
-    design = getattr(initiative, "design", None) or "before-after"
+    design = initiative.design
     signal = initiative.primary_signal
     s, e = start_at.timestamp(), end_at.timestamp()
     bs, be = (baseline.window.start.timestamp(), baseline.window.end.timestamp()) if baseline is not None else (None, None)
@@ -425,7 +425,7 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
     else:
         effect = None
         # The cycle fit is the baseline's own, stored at initiative start (start_checks).
-        stored = getattr(initiative, "baseline_cycle", None) if baseline.id == getattr(initiative, "baseline_id", None) else None
+        stored = initiative.baseline_cycle if baseline.id == initiative.baseline_id else None
         cyc = cycle.detect(baseline.samples, cfg.min_effect_ratio, stored, (baseline.window.end - baseline.window.start).total_seconds())
         load = demand.assess(*(loads() if loads else period_loads(spec, client, wc, context_periods(initiative, baseline, start_at, end_at), step)),
                              category, signal)

@@ -145,7 +145,7 @@ def test_a_fault_on_one_guard_is_one_line_and_keeps_the_store(mode, code, patter
     assert result.exit_code == code, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert re.search(pattern, one_line(result.stderr, proxy.url)), result.stderr
-    assert result.stdout == ""
+    assert json.loads(result.stdout) == {"error": result.stderr.strip().removeprefix("obsctl: error: "), "exit_code": code}
     assert tree_digest(store) == before
     assert any(is_one_guard(p) for p, _, _ in proxy.seen)
 

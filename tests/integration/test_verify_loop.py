@@ -110,7 +110,8 @@ def test_initiative_rules(history, loop_spec):
     record = json.loads(closed.stdout)
     assert record["id"] == only["id"] and record["status"] == "closed" and record["notes"].endswith("superseded")
     again = run(initiative, ["close", "--spec", loop_spec, "--initiative", only["id"], "-o", "json"])
-    assert again.exit_code == 1 and "already closed" in again.output and again.stdout == ""
+    assert again.exit_code == 1 and "already closed" in again.stderr
+    assert json.loads(again.stdout) == {"error": again.stderr.strip().removeprefix("obsctl: error: "), "exit_code": 1}
     assert run(initiative, ["start", "--spec", loop_spec, "--name", "quantize", "--lever", "quantization",
                             "--class", "steady", "--signal", "tokens_per_second"]).exit_code == 0
 

@@ -137,6 +137,27 @@ def test_corrupt_initiative_file(tmp_path):
         store.initiatives()
 
 
+def test_records_carry_a_schema_version_and_another_is_one_line(tmp_path):
+    import yaml
+
+    store = Store(tmp_path)
+    saved = store.save_baseline(make_baseline())
+    store.add_initiative(make_initiative(store))
+    path = store.baseline_file(saved.workload_class, saved.signal, saved.id)
+    ipath = store.initiative_file("batch-size-tuning-20260105")
+    for record, hint in ((path, "re-snapshot the baseline"), (ipath, "start the initiative again")):
+        data = yaml.safe_load(record.read_text())
+        assert data["schema_version"] == 1
+        data["schema_version"] = 2
+        record.write_text(yaml.safe_dump(data))
+    with pytest.raises(StoreError) as info:
+        store.current_baselines()
+    assert str(info.value) == f"{path}: a Baseline record of schema version 2; this obsctl reads version 1: re-snapshot the baseline"
+    with pytest.raises(StoreError) as info:
+        store.initiatives()
+    assert str(info.value).endswith("start the initiative again") and "\n" not in str(info.value)
+
+
 def _save_many(path: str, worker: int) -> None:
     store = Store(Path(path))
     for j in range(5):

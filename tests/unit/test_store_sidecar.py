@@ -58,7 +58,7 @@ def initiative_of(iid: str, cls: str, status="open", samples=None) -> Initiative
     verifications = []
     if samples is not None:
         verifications.append(VerificationResult(
-            verdict="INCONCLUSIVE", baseline_id="c.s.x", signal="s", window=Window(start=T0, end=T0 + dt.timedelta(days=7), step_seconds=STEP),
+            verdict="INCONCLUSIVE", primary_verdict="INCONCLUSIVE", baseline_id="c.s.x", signal="s", window=Window(start=T0, end=T0 + dt.timedelta(days=7), step_seconds=STEP),
             baseline_mean=1.0, window_mean=1.0, change_ratio=0.0, ci_low=-1, ci_high=1, confidence=0.95, verified_at=T0, samples=samples))
     return Initiative(id=iid, name=iid, lever="batch-size", workload_class=cls, primary_signal="s", baseline_id="c.s.x",
                       started_at=T0, status=status, verifications=verifications)

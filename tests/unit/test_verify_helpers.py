@@ -120,7 +120,7 @@ def test_parse_instant_nan_and_edges():
 
 def test_verdict_line_and_exit_codes():
     w = Window(start=dt.datetime(2026, 1, 1, tzinfo=UTC), end=dt.datetime(2026, 1, 1, 1, tzinfo=UTC), step_seconds=15)
-    r = VerificationResult(verdict="IMPROVED", baseline_id="b", signal="tokens_per_second", window=w, baseline_mean=2410.2,
+    r = VerificationResult(verdict="IMPROVED", primary_verdict="IMPROVED", baseline_id="b", signal="tokens_per_second", window=w, baseline_mean=2410.2,
                            window_mean=7673.4, change_ratio=2.184, ci_low=2.051, ci_high=2.319, confidence=0.95,
                            verified_at=w.end)
     assert verdict_line(r, "tokens/s") == (

@@ -6,6 +6,14 @@ version, a ``datasource`` template variable (type datasource, plugin prometheus)
 every panel and every query points to, modern panel types only (timeseries, stat,
 bargauge, table, row), a grid layout, and the removal of keys Grafana no longer reads.
 Functions return grafanalib objects; :func:`dashboard` returns the final JSON dict.
+
+The JSON conforms to Grafana's dashboard schema and each panel's options and field config to
+its panel type's schema (grafana-foundation-sdk ``jsonschema/``, vendored in
+``tests/fixtures/grafana-schema`` and checked in tests/unit/test_dashboard_schema.py): grafanalib's
+legacy keys and ``null`` fields are removed, bargauge's legacy ``fieldOptions`` move to
+``fieldConfig.defaults`` / ``reduceOptions``, and the options a schema requires get Grafana's own
+defaults. Where the schema and Grafana's own serialization disagree, the JSON follows Grafana
+(docs/dashboards.md lists the three places).
 """
 
 from __future__ import annotations
@@ -25,6 +33,19 @@ _LEGACY_DASHBOARD_KEYS = ("rows", "style", "sharedCrosshair", "hideControls", "g
 _LEGACY_PANEL_KEYS = ("span", "minSpan", "height", "error", "repeat", "repeatDirection", "maxPerRow", "cacheTimeout",
                       "timeFrom", "timeShift", "editable", "hideTimeOverride")
 _LEGACY_TARGET_KEYS = ("query", "target", "metric", "step", "intervalFactor", "hide", "interval")
+#: Grafana's defaults for the options its panel schemas require (what Grafana fills in on load).
+_REQUIRED_OPTIONS = {
+    "timeseries": {"legend": {"showLegend": True, "displayMode": "list", "placement": "bottom", "calcs": []},
+                   "tooltip": {"mode": "single", "sort": "none"}},
+    "stat": {"wideLayout": True, "showPercentChange": False, "percentChangeColorMode": "standard"},
+    "bargauge": {"valueMode": "color", "namePlacement": "auto", "showUnfilled": True, "sizing": "auto", "minVizWidth": 8,
+                 "minVizHeight": 16, "maxVizHeight": 300, "orientation": "auto",
+                 "legend": {"showLegend": False, "displayMode": "list", "placement": "bottom", "calcs": []}},
+    "table": {"frameIndex": 0, "showHeader": True},
+}
+_REQUIRED_CUSTOM = {"table": {"inspect": False}}
+#: Top-level keys of grafanalib's Table that Grafana 7+ reads from fieldConfig, or not at all.
+_LEGACY_TABLE_KEYS = ("color", "columns", "fontSize", "mappings")
 _UNITS = {"ratio": "percentunit", "seconds": "s", "bytes": "bytes", "watts": "watt", "celsius": "celsius", "joules": "joule"}
 
 
@@ -101,9 +122,39 @@ def _clean_panel(panel: dict) -> dict:
         target["datasource"] = DATASOURCE
     if panel["type"] == "row":
         return {k: panel[k] for k in ("collapsed", "gridPos", "id", "panels", "title", "type")}
-    thresholds = panel["fieldConfig"]["defaults"].setdefault("thresholds", {"mode": "absolute", "steps": []})
-    if not thresholds.get("steps"):  # Grafana needs a base step
-        thresholds.update({"mode": "absolute", "steps": [{"color": "green", "value": None}]})
+    field_config = panel.setdefault("fieldConfig", {})
+    defaults = field_config.setdefault("defaults", {})
+    field_config.setdefault("overrides", [])
+    options = panel.setdefault("options", {})
+    if panel["type"] == "table":
+        for key in _LEGACY_TABLE_KEYS:
+            value = panel.pop(key, None)
+            if key == "mappings" and value:
+                defaults["mappings"] = value
+    if panel["type"] == "bargauge":  # grafanalib writes the Grafana 6 fieldOptions; Grafana 7+ reads these
+        legacy = options.pop("fieldOptions", {})
+        for key in ("unit", "min", "max", "decimals"):
+            if legacy.get("defaults", {}).get(key) is not None:
+                defaults.setdefault(key, legacy["defaults"][key])
+        options.setdefault("reduceOptions", {"calcs": legacy.get("calcs", ["lastNotNull"]), "values": bool(legacy.get("values"))})
+        for key in ("showThresholdLabels", "showThresholdMarkers"):
+            options.pop(key, None)
+    for key, value in _REQUIRED_OPTIONS.get(panel["type"], {}).items():
+        if isinstance(value, dict):
+            options[key] = {**value, **options.get(key, {})}
+        else:
+            options.setdefault(key, value)
+    custom = defaults.setdefault("custom", {})
+    for key, value in _REQUIRED_CUSTOM.get(panel["type"], {}).items():
+        custom.setdefault(key, value)
+    for holder in (defaults, custom):  # "no value" is an absent key in Grafana's schema, never null
+        for key in [k for k, v in holder.items() if v is None]:
+            del holder[key]
+    thresholds = defaults.setdefault("thresholds", {"mode": "absolute", "steps": []})
+    steps = [{"color": st["color"], "value": None if st.get("value") in (None, "null") else st["value"]}
+             for st in thresholds.get("steps", [])]
+    # Grafana needs a base step; its value is null (-Infinity), as Grafana itself serializes it
+    thresholds.update({"mode": thresholds.get("mode", "absolute"), "steps": steps or [{"color": "green", "value": None}]})
     return panel
 
 
@@ -133,10 +184,17 @@ def dashboard(title: str, uid: str, description: str, tags: list[str],
     bad = sorted({p["type"] for p in data["panels"]} - MODERN_TYPES)
     if bad:
         raise ValueError(f"dashboard {uid}: legacy panel types {bad}; use {sorted(MODERN_TYPES)}")
+    timepicker = data.get("timepicker", {})
+    for key in [k for k, v in timepicker.items() if v is None or k == "time_options"]:  # time_options: Grafana < 10
+        del timepicker[key]
     for var in data["templating"]["list"]:
-        var.update({"current": var.get("current") if var["type"] != "datasource" else {}})
         for key in ("useTags", "tagsQuery", "tagValuesQuery", "auto", "auto_min", "auto_count"):
             var.pop(key, None)
+        for key in [k for k, v in var.items() if v is None]:
+            del var[key]
+        current = var.pop("current", None)  # the datasource variable's is Grafana's default data source
+        if var["type"] != "datasource" and current and "text" in current and "value" in current:
+            var["current"] = {k: current[k] for k in ("selected", "text", "value") if k in current}
         if var["type"] == "query":
             var["datasource"] = DATASOURCE
     return data

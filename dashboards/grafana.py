@@ -81,9 +81,14 @@ def bargauge(title: str, targets: list[G.Target], unit_id: str = "none", max_val
                       orientation="horizontal", displayMode="gradient", dataSource=DATASOURCE)
 
 
-def table(title: str, targets: list[G.Target], description: str = "") -> G.Table:
-    """A table of instant query results, one row per series, labels as columns (Time and Value hidden)."""
-    organize = {"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True}}}
+def table(title: str, targets: list[G.Target], description: str = "", value_title: str | None = None) -> G.Table:
+    """A table of instant query results, one row per series, labels as columns (Time and
+    Value hidden; ``value_title`` shows the Value column under that name)."""
+    hidden = {"Time": True, "__name__": True, "job": True, "instance": True} if value_title else {"Time": True, "Value": True, "__name__": True}
+    options: dict = {"excludeByName": hidden}
+    if value_title:
+        options["renameByName"] = {"Value": value_title}
+    organize = {"id": "organize", "options": options}
     return G.Table(title=title, targets=targets, description=description or None, transformations=[organize],
                    dataSource=DATASOURCE)
 
@@ -158,14 +163,25 @@ def _clean_panel(panel: dict) -> dict:
     return panel
 
 
+def annotation(name: str, expr: str, title: str, text: str, tag_keys: list[str], color: str = "purple",
+               step: str = "60s") -> dict:
+    """A Prometheus annotation query whose series' value is the event time in milliseconds
+    (Grafana's "Series value as timestamp", ``useValueForTime``): each distinct value of a
+    series is one point annotation, so a series that repeats its event time on every scrape
+    marks that instant once. ``title`` / ``text`` are legend formats (``{{label}}``)."""
+    return {"name": name, "datasource": DATASOURCE, "enable": True, "iconColor": color, "expr": expr, "step": step,
+            "titleFormat": title, "textFormat": text, "tagKeys": ",".join(tag_keys), "useValueForTime": True}
+
+
 def dashboard(title: str, uid: str, description: str, tags: list[str],
               sections: list[tuple[str | None, list[tuple[object, int, int]]]],
-              variables: list[G.Template] | None = None) -> dict:
+              variables: list[G.Template] | None = None, annotations: list[dict] | None = None) -> dict:
     """The dashboard as Grafana JSON (a dict), house style applied.
 
     Args:
         sections: ``[(row title or None, [(panel, width 1-24, height), ...]), ...]``.
         variables: extra template variables after ``datasource``.
+        annotations: annotation queries (:func:`annotation`).
 
     Raises:
         ValueError: a panel of a type outside :data:`MODERN_TYPES`.
@@ -180,6 +196,7 @@ def dashboard(title: str, uid: str, description: str, tags: list[str],
     for key in _LEGACY_DASHBOARD_KEYS:
         data.pop(key, None)
     data["schemaVersion"] = SCHEMA_VERSION
+    data["annotations"] = {"list": list(annotations or [])}
     data["panels"] = [_clean_panel(p) for p in data["panels"]]
     bad = sorted({p["type"] for p in data["panels"]} - MODERN_TYPES)
     if bad:

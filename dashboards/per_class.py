@@ -8,6 +8,7 @@ plus the labels it shows.
 from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
+from obsctl.rules.loop_series import INITIATIVE_EVENT
 
 from obsctl.spec import Spec
 
@@ -29,3 +30,15 @@ def by_class(series: str, *, matchers: str = "", by: str = "", agg: str = "sum")
     labels = ", ".join(filter(None, ["workload_class", by]))
     inner = ",".join(filter(None, [CLASS, matchers]))
     return f"{agg} by ({labels}) ({series}{{{inner}}})"
+
+
+#: The initiatives' events of the selected classes, value in ms (``obsctl publish`` pushes
+#: the time in seconds): start, each look, verdict, promote, close.
+INITIATIVE_EVENTS_EXPR = f"max by (workload_class, initiative, lever, event, look, verdict) ({INITIATIVE_EVENT}{{{CLASS}}}) * 1000"
+
+
+def initiative_annotations() -> list[dict]:
+    """The class dashboards' annotation of initiatives (start, looks, verdict, promote,
+    close) from :data:`INITIATIVE_EVENTS_EXPR`: no Grafana API access needed."""
+    return [g.annotation("obsctl initiatives", INITIATIVE_EVENTS_EXPR, "{{event}} {{initiative}}",
+                         "{{lever}} on {{workload_class}} {{verdict}}", ["workload_class", "lever", "event", "verdict"])]

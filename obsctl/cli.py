@@ -52,6 +52,7 @@ class LazyGroup(click.Group):
         "report": "obsctl.baselining.cli:report",
         "review": "obsctl.baselining.review_cli:review",
         "ledger": "obsctl.baselining.ledger_cli:ledger",
+        "publish": "obsctl.baselining.publish_cli:publish",
     },
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )

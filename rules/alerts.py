@@ -20,7 +20,8 @@ import datetime as dt
 
 from obsctl.escape import go_template_text as literal
 from obsctl.rules.loop_series import (
-    BASELINE_VALUE, CLASS_SIGNAL_INFO, JOIN, TARGET_VALUE, number, runbook_url, selector, with_owner,
+    BASELINE_VALUE, CLASS_SIGNAL_INFO, JOIN, REVIEW_BASELINE_CREATED, REVIEW_BASELINE_MAX_AGE, REVIEW_FINDINGS,
+    REVIEW_INITIATIVE_DUE, TARGET_VALUE, number, runbook_url, selector, with_owner,
 )
 from obsctl.rules.signals import class_signals
 from obsctl.spec import Signal, Spec, Target, WorkloadClass
@@ -111,9 +112,46 @@ def deadline_rule(target: Target, sig: Signal, owner: str | None = None) -> dict
     )
 
 
+#: How long review state must say so before its alert fires.
+REVIEW_FOR = "15m"
+
+
+def review_rules() -> list[dict]:
+    """The review-state alerts, over the series ``obsctl publish`` pushes (docs/practice.md#publishing).
+
+    * ``ObsctlBaselineStale``: the current baseline is older than its class's cadence
+      allows (``time() - created > max_age``, so it fires between publishes too); value: the age (s).
+    * ``ObsctlTargetBehind``: the last review found a target behind its schedule; labelled
+      with the finding's owner (the target's, else the class's); value: the findings.
+    * ``ObsctlInitiativeOverdue``: an open or verified initiative is past its planned
+      end; value: seconds past it.
+    """
+    stale = f"(time() - {REVIEW_BASELINE_CREATED})\n> {JOIN} {REVIEW_BASELINE_MAX_AGE}"
+    overdue = f"time() - {REVIEW_INITIATIVE_DUE} > 0"
+    return [
+        _alert("ObsctlBaselineStale", with_owner(stale), REVIEW_FOR, "warning", {},
+               "Baseline of {{ $labels.signal }} of {{ $labels.workload_class }} is stale",
+               "The current baseline of {{ $labels.signal }} of workload class {{ $labels.workload_class }} is "
+               "{{ $value | humanizeDuration }} old, older than the class's cadence allows: verdicts and regression alerts "
+               "compare against a state that may no longer exist. Re-baseline it (obsctl snapshot-baseline), then obsctl rules generate."),
+        _alert("ObsctlTargetBehind", f'sum by (workload_class, signal, owner) ({selector(REVIEW_FINDINGS, kind="target_behind")}) > 0',
+               REVIEW_FOR, "warning", {},
+               "Target for {{ $labels.signal }} of {{ $labels.workload_class }} is behind",
+               "The last obsctl review found the target for {{ $labels.signal }} of workload class {{ $labels.workload_class }} "
+               "behind its schedule: progress so far is below the share of time elapsed to its deadline. "
+               "obsctl review --class {{ $labels.workload_class }} shows the gap and the opportunity to close it."),
+        _alert("ObsctlInitiativeOverdue", with_owner(overdue), REVIEW_FOR, "warning", {},
+               "Initiative {{ $labels.initiative }} on {{ $labels.workload_class }} is overdue",
+               "Initiative {{ $labels.initiative }} ({{ $labels.lever }}) on workload class {{ $labels.workload_class }} is "
+               "{{ $value | humanizeDuration }} past its planned end without being promoted or closed. Run obsctl verify, "
+               "then promote it, extend it or close it with what it taught."),
+    ]
+
+
 def alert_groups(spec: Spec) -> list[dict]:
-    """Groups ``obsctl.alerts.signals`` (regression, absent) and ``obsctl.alerts.baselines``
-    (baseline missing per class, target deadline), sorted by class and signal."""
+    """Groups ``obsctl.alerts.signals`` (regression, absent), ``obsctl.alerts.baselines``
+    (baseline missing per class, target deadline), sorted by class and signal, and
+    ``obsctl.alerts.review`` (:func:`review_rules`)."""
     signals = sorted(spec.signals, key=lambda s: s.name)
     classes = sorted(spec.workload_classes, key=lambda c: c.name)
     # A signal no class can have gets no per-signal alert either.
@@ -122,4 +160,5 @@ def alert_groups(spec: Spec) -> list[dict]:
     loop = [missing_rule(wc) for wc in classes if class_signals(spec, wc)]
     loop += [deadline_rule(t, spec.signal(t.signal), t.owner or spec.workload_class(t.workload_class).owner)
              for t in sorted(spec.targets, key=lambda t: (t.workload_class, t.signal))]
-    return [{"name": "obsctl.alerts.signals", "rules": per_signal}, {"name": "obsctl.alerts.baselines", "rules": loop}]
+    return [{"name": "obsctl.alerts.signals", "rules": per_signal}, {"name": "obsctl.alerts.baselines", "rules": loop},
+            {"name": "obsctl.alerts.review", "rules": review_rules()}]

@@ -27,6 +27,34 @@ CLASS_INFO = "obsctl_workload_class_info"
 #: pairs rules, alerts and panels are generated for (:func:`obsctl.rules.signals.class_signals`).
 CLASS_SIGNAL_INFO = "obsctl_workload_class_signal_info"
 
+#: Review state, published by ``obsctl publish`` (a Pushgateway group or a textfile, not
+#: rules: it changes with every review; docs/practice.md#publishing). Gauges:
+#: the current baseline's snapshot time (unix s) and the age it may reach (s), per
+#: (workload_class, signal);
+REVIEW_BASELINE_CREATED = "obsctl_review_baseline_created_timestamp_seconds"
+REVIEW_BASELINE_MAX_AGE = "obsctl_review_baseline_max_age_seconds"
+#: a drifted baseline's change since it was taken (ratio, 0.1 = +10 %), per (workload_class, signal);
+REVIEW_DRIFT = "obsctl_review_drift_ratio"
+#: a target's progress from its anchor (0-1, can leave that range) and the share of its
+#: time elapsed (0-1), per (workload_class, signal, owner);
+REVIEW_TARGET_PROGRESS = "obsctl_review_target_progress_ratio"
+REVIEW_TARGET_ELAPSED = "obsctl_review_target_elapsed_ratio"
+#: an active initiative's planned end (unix s), per (workload_class, initiative, lever);
+REVIEW_INITIATIVE_DUE = "obsctl_review_initiative_due_timestamp_seconds"
+#: the class's best opportunity (USD/month), per (workload_class, lever);
+REVIEW_OPPORTUNITY = "obsctl_review_opportunity_usd_per_month"
+#: findings by (workload_class, signal, kind, severity, owner): their count;
+REVIEW_FINDINGS = "obsctl_review_findings"
+#: when the state was published (unix s).
+REVIEW_PUBLISHED = "obsctl_review_published_timestamp_seconds"
+#: The initiatives' events as annotations: value = when (unix s), labels workload_class,
+#: initiative, lever, event (start | look | verdict | promote | close), look (1, 2, ...;
+#: "" for other events), verdict ("" before the first look).
+INITIATIVE_EVENT = "obsctl_initiative_event_timestamp_seconds"
+#: The ledger: the last look's change of each verified initiative (ratio), labelled
+#: workload_class, initiative, lever, signal, verdict, status.
+LEDGER_CHANGE = "obsctl_ledger_change_ratio"
+
 #: The identity labels every per-class series carries; joins use exactly these.
 IDENTITY = ("workload_class", "signal")
 JOIN = "on(workload_class, signal)"

@@ -21,8 +21,11 @@ from obsctl.dashboards import build as builder
 from support import dashboard_history as D
 from support.prometheus import served_history
 
-#: Panels whose query is correctly empty on healthy fixture data.
-MAY_BE_EMPTY = {"Failing exporter collectors", "Firing obsctl alerts"}
+#: Panels whose query is correctly empty on healthy fixture data, and the review row's
+#: panels, which read what obsctl publish pushes (run against a real Prometheus scraping a
+#: real Pushgateway in tests/integration/test_publish_live.py).
+MAY_BE_EMPTY = {"Failing exporter collectors", "Firing obsctl alerts", "Review: findings", "Review: opportunities (USD/month)",
+                "Ledger: verified initiatives (last look's change)", "Baseline age (days)"}
 BEFORE, AFTER = 1800, 3 * 3600  # seconds of history before and after start-up
 #: $__interval here (Grafana's for a narrow panel): the subquery step of the range panels over
 #: recorded series; the barrier waits that long past settling so one step lands on settled samples.

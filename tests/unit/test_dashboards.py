@@ -96,7 +96,7 @@ def test_loop_overview_covers_every_class_and_signal(built):
     spec = load_spec(builder.EXAMPLE_SPEC)
     dash = built["obsctl-loop-overview.json"]
     rows = [p["title"] for p in dash["panels"] if p["type"] == "row"]
-    assert rows == [f"{c.name} ({c.kind})" for c in sorted(spec.workload_classes, key=lambda c: c.name)]
+    assert rows == ["Review and ledger"] + [f"{c.name} ({c.kind})" for c in sorted(spec.workload_classes, key=lambda c: c.name)]
     exprs = [t["expr"] for p in dash["panels"] if p["type"] == "timeseries" for t in p["targets"]]
     for wc in spec.workload_classes:
         for sig in spec.signals:

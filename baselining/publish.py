@@ -1,0 +1,171 @@
+"""Review state as Prometheus series (``obsctl publish``; why a push: docs/practice.md#publishing).
+
+:func:`collect` turns the spec, the store and (optionally) a review into a fresh
+``prometheus_client`` registry of gauges, named in :mod:`obsctl.rules.loop_series`:
+
+- per current baseline: its snapshot time and the age it may reach (the class's
+  cadence: ``review.max_age``, else ``review.baseline_life`` cadence periods), so
+  ``ObsctlBaselineStale`` is evaluated by Prometheus itself between publishes;
+- per active initiative: its planned end (``ObsctlInitiativeOverdue``);
+- per initiative event (start, each look, verdict, promote, close): its time, the series
+  the class dashboards' annotations read (value as the time, no Grafana API needed);
+- per verified initiative: the last look's change (the loop dashboard's ledger table);
+- from the review (:func:`obsctl.baselining.review.review`): drifted baselines' change,
+  targets' progress and elapsed time, each class's best opportunity in USD/month, and
+  the findings counted by (class, signal, kind, severity, owner) (``ObsctlTargetBehind``).
+
+:func:`push` replaces the Pushgateway group ``{job="obsctl-publish", instance=<spec name>}``
+(HTTP PUT: series of a finding that went away disappear with the next push);
+:func:`write_textfile` writes the same exposition atomically for node_exporter's textfile
+collector. Values are plain numbers: instants in unix seconds, durations in seconds,
+ratios 0-1 (0.1 = +10 %), money in USD/month.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from obsctl.baselining.store import ACTIVE_STATUSES, Store
+from obsctl.rules import loop_series as S
+from obsctl.spec import CADENCE_SECONDS, Spec
+
+#: The Pushgateway job of the pushed group (its grouping key adds ``instance``).
+JOB = "obsctl-publish"
+
+
+def _ts(moment: dt.datetime) -> float:
+    return moment.timestamp()
+
+
+def initiative_events(initiative) -> list[dict]:
+    """The initiative's events, oldest first: ``{"event", "at" (datetime), "look", "verdict"}``.
+
+    ``start`` at ``started_at``; a ``look`` per verification at its ``verified_at``; the
+    ``verdict`` at the last look (the verdict the initiative ended or stands on);
+    ``promote`` / ``close`` at ``ended_at``.
+    """
+    events = [{"event": "start", "at": initiative.started_at, "look": "", "verdict": ""}]
+    for n, v in enumerate(initiative.verifications, 1):
+        events.append({"event": "look", "at": v.verified_at, "look": str(n), "verdict": v.verdict})
+    if initiative.verifications:
+        last = initiative.verifications[-1]
+        events.append({"event": "verdict", "at": last.verified_at, "look": str(len(initiative.verifications)), "verdict": last.verdict})
+    if initiative.ended_at is not None and initiative.status in ("promoted", "closed"):
+        last_verdict = initiative.verifications[-1].verdict if initiative.verifications else ""
+        events.append({"event": "promote" if initiative.status == "promoted" else "close", "at": initiative.ended_at,
+                       "look": "", "verdict": last_verdict})
+    return events
+
+
+def collect(spec: Spec, store: Store, result=None, now: dt.datetime | None = None) -> CollectorRegistry:
+    """A fresh registry holding the review state.
+
+    Args:
+        result: a :class:`obsctl.baselining.review.ReviewResult` (None: only what the
+            store says; no drift, target, opportunity or findings series).
+        now: the publishing instant (default: now, UTC).
+
+    Raises:
+        StoreError: an unreadable record.
+    """
+    from obsctl.baselining.review import max_age_seconds, planned_end
+    from obsctl.timeutil import utcnow
+
+    registry = CollectorRegistry(auto_describe=True)
+    ident = ["workload_class", "signal"]
+    created = Gauge(S.REVIEW_BASELINE_CREATED, "Snapshot time of the current baseline (unix s).", ident, registry=registry)
+    max_age = Gauge(S.REVIEW_BASELINE_MAX_AGE, "Age the current baseline may reach before it is stale (s).", ident, registry=registry)
+    due = Gauge(S.REVIEW_INITIATIVE_DUE, "Planned end of an active initiative (unix s).",
+                ["workload_class", "initiative", "lever"], registry=registry)
+    events = Gauge(S.INITIATIVE_EVENT, "Time of an initiative event (unix s).",
+                   ["workload_class", "initiative", "lever", "event", "look", "verdict"], registry=registry)
+    ledger = Gauge(S.LEDGER_CHANGE, "Last look's relative change of the primary signal (ratio).",
+                   ["workload_class", "initiative", "lever", "signal", "verdict", "status"], registry=registry)
+    published = Gauge(S.REVIEW_PUBLISHED, "When this state was published (unix s).", registry=registry)
+    cadences = dict(result.cadences) if result is not None else {}
+    classes = {wc.name: wc for wc in spec.workload_classes}
+    for b in store.current_baselines():
+        if b.workload_class not in classes:
+            continue
+        cadence = cadences.get(b.workload_class) or classes[b.workload_class].cadence or spec.cadence
+        created.labels(b.workload_class, b.signal).set(_ts(b.created_at))
+        max_age.labels(b.workload_class, b.signal).set(max_age_seconds(spec, CADENCE_SECONDS[cadence]))
+    for i in store.initiatives():
+        if i.workload_class not in classes:
+            continue
+        if i.status in ACTIVE_STATUSES:
+            due.labels(i.workload_class, i.id, i.lever).set(_ts(planned_end(spec, i)))
+        for e in initiative_events(i):
+            events.labels(i.workload_class, i.id, i.lever, e["event"], e["look"], e["verdict"]).set(_ts(e["at"]))
+        last = i.verifications[-1] if i.verifications else None
+        if last is not None and last.change_ratio is not None and math.isfinite(last.change_ratio):
+            ledger.labels(i.workload_class, i.id, i.lever, i.primary_signal, last.verdict, i.status).set(last.change_ratio)
+    if result is not None:
+        _review_series(registry, result)
+    published.set(_ts(now or utcnow()))
+    return registry
+
+
+def _review_series(registry: CollectorRegistry, result) -> None:
+    drift = Gauge(S.REVIEW_DRIFT, "A drifted baseline's change since it was taken (ratio).", ["workload_class", "signal"], registry=registry)
+    progress = Gauge(S.REVIEW_TARGET_PROGRESS, "A target's progress from its anchor to its value (ratio).",
+                     ["workload_class", "signal", "owner"], registry=registry)
+    elapsed = Gauge(S.REVIEW_TARGET_ELAPSED, "Share of a target's time, anchor to deadline, elapsed (ratio).",
+                    ["workload_class", "signal", "owner"], registry=registry)
+    opportunity = Gauge(S.REVIEW_OPPORTUNITY, "The class's best opportunity (USD/month).", ["workload_class", "lever"], registry=registry)
+    findings = Gauge(S.REVIEW_FINDINGS, "Findings of the last review.", ["workload_class", "signal", "kind", "severity", "owner"],
+                     registry=registry)
+
+    def finite(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    for f in result.findings:
+        cls, sig, owner = f.workload_class or "", f.signal or "", f.owner or ""
+        findings.labels(cls, sig, f.kind, f.severity, owner).inc()
+        ev = f.evidence or {}
+        if f.kind == "baseline_drifted" and finite(ev.get("change")):
+            drift.labels(cls, sig).set(ev["change"])
+        if f.kind.startswith("target_") and finite(ev.get("progress")) and finite(ev.get("elapsed")):
+            progress.labels(cls, sig, owner).set(ev["progress"])
+            elapsed.labels(cls, sig, owner).set(ev["elapsed"])
+        if f.kind == "opportunity" and finite(f.usd_per_month):
+            opportunity.labels(cls, str(ev.get("lever") or "")).set(f.usd_per_month)
+
+
+def grouping_key(spec: Spec) -> dict[str, str]:
+    """``{"instance": <the spec file's name without suffix>}``: one group per spec."""
+    return {"instance": spec.path.stem if spec.path else "obsctl"}
+
+
+def push(spec: Spec, registry: CollectorRegistry, gateway: str, timeout: float = 10.0) -> None:
+    """Replace the group ``{job=obsctl-publish, instance}`` on the Pushgateway at ``gateway``.
+
+    Raises:
+        PrometheusUnavailable: the gateway is unreachable or refuses the push (one line).
+    """
+    from prometheus_client import push_to_gateway
+
+    from obsctl.errors import PrometheusUnavailable
+
+    try:
+        push_to_gateway(gateway, job=JOB, registry=registry, grouping_key=grouping_key(spec), timeout=timeout)
+    except OSError as exc:  # urllib's URLError and HTTPError are OSErrors
+        reason = getattr(exc, "reason", None) or getattr(exc, "code", None) or exc.__class__.__name__
+        raise PrometheusUnavailable(f"Pushgateway {gateway}: push failed: {reason}") from None
+
+
+def write_textfile(registry: CollectorRegistry, path: Path) -> None:
+    """Write the exposition to ``path`` atomically (node_exporter's textfile collector reads ``*.prom``).
+
+    Raises:
+        WriteError: the file could not be written.
+    """
+    from prometheus_client import generate_latest
+
+    from obsctl.atomicio import atomic_write_bytes
+
+    atomic_write_bytes(Path(path), generate_latest(registry))

@@ -1,0 +1,73 @@
+"""``obsctl publish``: the review state as Prometheus series (obsctl.baselining.publish)."""
+
+from __future__ import annotations
+
+import click
+
+from obsctl.clikit import emit_json, load, output_option, spec_option, wrap_errors
+from obsctl.timeutil import parse_instant
+
+
+@click.command("publish")
+@spec_option
+@click.option("--pushgateway", default=None, metavar="URL",
+              help="Replace the group {job=obsctl-publish, instance=<spec name>} on this Pushgateway (scrape it with honor_labels: true).")
+@click.option("--textfile", default=None, type=click.Path(dir_okay=False, path_type=str),
+              help="Write the exposition to this file instead (node_exporter --collector.textfile.directory, a *.prom name).")
+@click.option("--no-review", is_flag=True, help="Publish what the store says only (baselines, initiatives, events); no Prometheus query.")
+@click.option("--as-of", default="now", show_default=True, metavar="RFC3339|now", help="The instant reviewed.")
+@output_option
+@wrap_errors
+def publish(spec_path, pushgateway, textfile, no_review, as_of, output):
+    """Publish baselines' age, drift, target progress, initiatives' planned ends and
+    events, opportunities (USD/month) and the review's findings as gauges, for the
+    alerts ObsctlBaselineStale, ObsctlTargetBehind, ObsctlInitiativeOverdue and the
+    dashboards' review table, ledger and annotations (docs/practice.md#publishing).
+
+    Without --pushgateway or --textfile the exposition is printed. Run it on a schedule
+    (hourly, e.g. a CronJob next to the review). Exit codes: 0 published, 1 store refused
+    or file not written, 2 bad spec or flag, 3 Prometheus or the Pushgateway unreachable.
+    """
+    from prometheus_client import generate_latest
+
+    from obsctl.baselining.publish import collect, grouping_key, push, write_textfile
+    from obsctl.baselining.store import Store
+    from obsctl.errors import UsageError
+    from obsctl.httpconfig import validate_url
+
+    if pushgateway and textfile:
+        raise UsageError("give --pushgateway or --textfile, not both")
+    if pushgateway:
+        try:
+            pushgateway = validate_url(pushgateway, "Pushgateway").rstrip("/")
+        except ValueError as exc:
+            raise UsageError(f"--pushgateway: {exc}") from None
+    spec = load(spec_path)
+    store = Store(spec.store_path())
+    when = parse_instant(as_of, "--as-of")
+    result = None
+    if not no_review:
+        from obsctl.baselining.review import review
+        from obsctl.baselining.statistics import distributions
+        from obsctl.promapi import PrometheusClient
+
+        distributions.prefetch()
+        result = review(spec, store, PrometheusClient.from_spec(spec), when)
+    registry = collect(spec, store, result, when)
+    text = generate_latest(registry).decode()
+    series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+    if pushgateway:
+        push(spec, registry, pushgateway, spec.prometheus.timeout_seconds)
+        where = f"{pushgateway} job=obsctl-publish instance={grouping_key(spec)['instance']}"
+    elif textfile:
+        write_textfile(registry, textfile)
+        where = textfile
+    else:
+        where = None
+    if output == "json":
+        emit_json({"series": series, "published_to": where, "findings": len(result.findings) if result else None,
+                   **({} if where else {"exposition": text})})
+    elif where:
+        click.echo(f"published {series} series to {where}")
+    else:
+        click.echo(text, nl=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from obsctl.durations import format_duration
+from obsctl.escape import markdown_text
 from obsctl.formatting import format_confidence, format_number, format_percent
 from obsctl.baselining.statistics import power as stats_planner
 from obsctl.records import Coverage, GuardResult, VerificationResult
@@ -155,7 +156,7 @@ def report_lines(result) -> list[str]:
     ctx = result.design_context
     design = result.design
     lines = ["## Comparison design", "", f"- Design: **{design}**"]
-    lines += [f"- {line}" for line in context_lines(ctx)[1:]]
+    lines += [f"- {markdown_text(line)}" for line in context_lines(ctx)[1:]]  # notes carry label values
     load = ctx.get("load")
     if load:
         b, a = load["before"], load["after"]
@@ -168,8 +169,8 @@ def report_lines(result) -> list[str]:
             lines.append(f"\nDemand changed {load['demand_change'] * 100:+.1f} % between the periods.")
     m = ctx.get("mix")
     if m:
-        lines += ["", f"| {m['dimension']} | share before | share after |", "|---|---|---|",
-                  *[f"| {s} | {b:.0%} | {a:.0%} |" for s, b, a in zip(m["segments"], m["share_before"], m["share_after"])],
+        lines += ["", f"| {markdown_text(m['dimension'])} | share before | share after |", "|---|---|---|",
+                  *[f"| {markdown_text(str(s))} | {b:.0%} | {a:.0%} |" for s, b, a in zip(m["segments"], m["share_before"], m["share_after"])],
                   "", (f"Rate/mix decomposition: change {m['total_change'] * 100:+.1f} % = mix {m['mix_change'] * 100:+.1f} % "
                   f"x rate {m['rate_change'] * 100:+.1f} % (the mix explains {m['mix_share']:.0%}).")]
     return [*lines, ""]

@@ -14,6 +14,7 @@ Both files are written atomically.
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import matplotlib
@@ -29,6 +30,7 @@ from obsctl.durations import format_duration
 from obsctl.baselining.present import describe, guards_line, report_lines, statistics_line, verdict_line  # noqa: E402
 from obsctl.formatting import format_confidence, format_number, format_percent  # noqa: E402
 from obsctl.errors import StoreError  # noqa: E402
+from obsctl.escape import markdown_text  # noqa: E402
 
 
 def write_report(store: Store, initiative_id: str, out_dir: Path) -> tuple[Path, Path]:
@@ -43,8 +45,10 @@ def write_report(store: Store, initiative_id: str, out_dir: Path) -> tuple[Path,
     result = initiative.verifications[-1]
     baseline = store.baseline(result.baseline_id)
     out_dir = Path(out_dir)
-    png_path = out_dir / f"{initiative.id}.png"
-    md_path = out_dir / f"{initiative.id}.md"
+    png_path, md_path = out_dir / f"{initiative.id}.png", out_dir / f"{initiative.id}.md"
+    for path in (png_path, md_path):  # the id is validated on read; the files must still land in --out
+        if path.resolve().parent != out_dir.resolve():
+            raise StoreError(f"initiative id {initiative.id!r} would write outside {out_dir}; the record is damaged")
     atomic_write_bytes(png_path, render_figure(baseline, result))
     atomic_write_text(md_path, render_markdown(initiative, baseline, result, png_path.name))
     return md_path, png_path
@@ -92,6 +96,7 @@ def _population(pop: Population | None) -> str:
     if pop is None or pop.series_count == 0:
         return "no input series found"
     shown = "; ".join("{" + ", ".join(f'{k}="{v}"' for k, v in sorted(ls.items())) + "}" for ls in pop.label_sets[:5])
+    shown = markdown_text(shown)  # label values come from whatever series match the selector
     more = f" (and {pop.series_count - 5} more)" if pop.series_count > 5 else ""
     return f"{pop.series_count} series: {shown}{more}"
 
@@ -114,7 +119,7 @@ def _guard_table(result: VerificationResult) -> list[str]:
             ci = f"{format_percent(g.ci_low)} .. {format_percent(g.ci_high)}"
         else:
             ci = "undefined"
-        means = [f"{format_number(m)} {g.unit}" if m is not None else "n/a" for m in (g.baseline_mean, g.window_mean)]
+        means = [f"{format_number(m)} {markdown_text(g.unit)}" if m is not None else "n/a" for m in (g.baseline_mean, g.window_mean)]
         lines.append(f"| `{g.signal}` | {g.category} | {means[0]} | {means[1]} "
                      f"| {format_percent(g.change_ratio)} | {ci} | **{g.verdict}** |")
     return [*lines, ""]
@@ -125,11 +130,11 @@ def _statistics_lines(result: VerificationResult) -> list[str]:
     a = result.assessment
     if a is None:
         return []
-    lines = ["## Statistics", "", f"- Method: {a.method}", f"- {statistics_line(result).removeprefix('statistics: ')}"]
+    lines = ["## Statistics", "", f"- Method: {a.method}", f"- {markdown_text(statistics_line(result).removeprefix('statistics: '))}"]
     if a.look is not None:
         lines.append(f"- Look {a.look} of the initiative (saved verifies count); boundary z = "
                      f"{a.boundary_z:.3f}" if a.boundary_z is not None else f"- Look {a.look}: no boundary left")
-    lines += [f"- Note: {n}" for n in a.notes]
+    lines += [f"- Note: {markdown_text(n)}" for n in a.notes]
     return [*lines, ""]
 
 
@@ -141,8 +146,16 @@ def _coverage_lines(baseline: Baseline, result: VerificationResult) -> list[str]
     lines += [f"- Guard `{g.signal}`: {describe(g.coverage)}" + (" **(partial answer)**" if g.partial else "") for g in result.guards]
     warned = [("window", w) for w in result.warnings] + [("baseline", w) for w in baseline.warnings]
     warned += [(f"guard {g.signal}", w) for g in result.guards for w in g.warnings]
-    lines += [f"- Prometheus warning ({side}): {w}" for side, w in warned] or ["- Prometheus warnings: none"]
+    lines += [f"- Prometheus warning ({side}): {markdown_text(w)}" for side, w in warned] or ["- Prometheus warnings: none"]
     return [*lines, ""]
+
+
+def _code_block(text: str, language: str) -> list[str]:
+    """A fenced code block that ``text`` cannot close: the fence is longer than any run of
+    backticks in it (CommonMark 0.31 section 4.5)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + language, text, fence]
 
 
 def render_markdown(initiative: Initiative, baseline: Baseline, result: VerificationResult, figure_name: str) -> str:
@@ -154,19 +167,20 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
     def row(name: str, b: object, w: object) -> str:
         return f"| {name} | {b} | {w} |"
 
+    md = markdown_text
     lines = [
-        f"# {initiative.name}: {result.verdict}",
+        f"# {md(initiative.name)}: {result.verdict}",
         "",
-        f"**{verdict_line(result, baseline.unit)}**",
+        f"**{md(verdict_line(result, baseline.unit))}**",
         "",
         f"- Initiative: `{initiative.id}`, lever **{initiative.lever}**, workload class **{initiative.workload_class}**, started {rfc3339(initiative.started_at)}, status {initiative.status}",
-        f"- Primary signal: `{baseline.signal}` ({baseline.unit}, {baseline.direction.replace('_', ' ')}); expected impact {expected}",
-        f"- Verdict: **{result.verdict}** ({result.reason}); verified {rfc3339(result.verified_at)}",
+        f"- Primary signal: `{baseline.signal}` ({md(baseline.unit)}, {baseline.direction.replace('_', ' ')}); expected impact {expected}",
+        f"- Verdict: **{result.verdict}** ({md(result.reason)}); verified {rfc3339(result.verified_at)}",
         f"- Change: {format_percent(result.change_ratio)}, {format_confidence(result.confidence)} confidence interval {ci} "
         + ("(Fieller interval from the long-run variance under the signal's memory; docs/verification.md)" if result.assessment
            else "(Fieller interval from non-overlapping batch means)"),
         f"- Primary signal's own verdict: **{result.primary_verdict or result.verdict}**",
-        f"- Alerts fired in the window: {', '.join(result.alerts_fired) or 'none'}",
+        f"- Alerts fired in the window: {md(', '.join(result.alerts_fired)) or 'none'}",
         "",
         *_guard_table(result),
         *_statistics_lines(result),
@@ -190,9 +204,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         "",
         "PromQL:",
         "",
-        "```promql",
-        result.query or baseline.query,
-        "```",
+        *_code_block(result.query or baseline.query, "promql"),
         "",
     ]
     return "\n".join(lines)

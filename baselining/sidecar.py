@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import zipfile
 from operator import itemgetter
 from pathlib import Path
@@ -245,6 +246,7 @@ def join(data: dict, yaml_path: Path, load: bool = True) -> dict:
     if hashlib.sha256(blob).hexdigest() != ref.get("sha256"):
         raise StoreError(f"{path}: sample sidecar does not match the sha256 in {yaml_path.name}; restore it, or remove the record")
     try:
+        _check_arrays(blob, ref["entries"])
         with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
         for entry in ref["entries"]:
@@ -256,6 +258,35 @@ def join(data: dict, yaml_path: Path, load: bool = True) -> dict:
     except (ValueError, KeyError, TypeError, IndexError, OSError, zipfile.BadZipFile) as exc:
         raise StoreError(f"{path}: corrupt sample sidecar: {exc}") from None
     return data
+
+
+def _check_arrays(blob: bytes, entries: list) -> None:
+    """Refuse, before any array is allocated, a sidecar whose arrays are larger than the
+    YAML's ``count`` allows: every array holds at most ``count`` elements (``grid`` two) of
+    at most 8 bytes. The ``.npy`` headers are read with NumPy's own header reader.
+
+    Raises:
+        ValueError: an array larger than its entry allows, or not a plain ``.npy`` member.
+    """
+    limits = {}
+    for entry in entries:
+        count = entry.get("count") if isinstance(entry, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ValueError("an entry's count is not a whole number")
+        limits[f"{entry.get('key')}_"] = max(count, 2)
+    with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+        for info in archive.infolist():
+            prefix = next((p for p in limits if info.filename.startswith(p)), None)
+            if prefix is None or not info.filename.endswith(".npy"):
+                raise ValueError(f"unexpected member {info.filename!r}")
+            if info.file_size > limits[prefix] * 8 + 4096:
+                raise ValueError(f"{info.filename} holds {info.file_size:,} bytes, more than {limits[prefix]:,} samples need")
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                shape, _, dtype = (np.lib.format.read_array_header_1_0(member) if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0(member))
+            if dtype.itemsize > 8 or dtype.hasobject or math.prod(shape) > limits[prefix]:
+                raise ValueError(f"{info.filename} declares {math.prod(shape):,} elements of {dtype}, more than its {limits[prefix]:,}")
 
 
 def write(directory: Path, name: str | None, blob: bytes | None) -> None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from pathlib import Path
 from typing import Iterator, TypeVar
 
@@ -44,9 +43,23 @@ from obsctl.atomicio import atomic_write_bytes, atomic_write_yaml
 from obsctl.baselining import sidecar
 from obsctl.records import SCHEMA_VERSION, Baseline, Initiative
 from obsctl.errors import ObsctlError, StoreError
+from obsctl.names import is_record_id
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+#: Largest store file read (a record's YAML; bulk samples live in sidecars). A month of
+#: metadata is a few kB; this bounds what a damaged or planted file can make a reader hold.
+MAX_RECORD_BYTES = 16 * 2**20
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The store's YAML loader: PyYAML's safe loader (its C parser where available) that
+    refuses aliases. obsctl never writes anchors, and an alias chain ("billion laughs")
+    expands into a structure far larger than its file; the C parser resolves aliases to
+    shared nodes, so a node constructed twice is an alias."""
+
+    def construct_object(self, node, deep=False):  # noqa: ANN001 (PyYAML's signature)
+        if node in self.constructed_objects or node in self.recursive_objects:
+            raise yaml.constructor.ConstructorError(None, None, "YAML aliases are not allowed in store files", node.start_mark)
+        return super().construct_object(node, deep)
 #: Statuses of an initiative that still occupies its workload class.
 ACTIVE_STATUSES = ("open", "verified")
 LOCK_TIMEOUT_SECONDS = 30.0
@@ -257,7 +270,7 @@ class Store:
             return {}
         try:
             data = json.loads(self.initiative_index_file.read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             data = None  # missing or unreadable: a cache, rebuilt from the records
         known = data.get("initiatives") if isinstance(data, dict) and data.get("version") == 1 else None
         known = known if isinstance(known, dict) else {}
@@ -382,7 +395,7 @@ class Store:
 
 def _safe(part: str, what: str) -> str:
     # Ids and names become path components: refuse anything that could leave the store.
-    if not _SAFE_ID.match(part) or ".." in part:
+    if not is_record_id(part):
         raise StoreError(f"{what} {part!r} is not a valid store name (letters, digits, '.', '_', '-')")
     return part
 
@@ -406,6 +419,8 @@ def _write_record(path: Path, data: dict, raw: list = ()) -> Path | None:
 
 def _read_yaml(path: Path, missing_ok: bool = False) -> object:
     try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            raise StoreError(f"{path}: store file larger than {MAX_RECORD_BYTES // 2**20} MiB: not a record obsctl wrote; restore it from history or remove it")
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         if missing_ok:
@@ -417,6 +432,8 @@ def _read_yaml(path: Path, missing_ok: bool = False) -> object:
         raise StoreError(f"{path}: cannot read store file: {exc.strerror}") from None
     try:
         return yaml.load(text, Loader=_Loader)
+    except RecursionError:
+        raise StoreError(f"{path}: corrupt store file (YAML nested too deeply); restore it from history or remove it") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

@@ -13,7 +13,9 @@ import datetime as dt
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from obsctl import names
 
 Verdict = Literal["IMPROVED", "REGRESSED", "NO_CHANGE", "INCONCLUSIVE", "NO_DATA"]
 #: A finite float (no NaN, no infinity): for stored values a verdict is computed from.
@@ -24,6 +26,37 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 #: initiatives carry it (``schema_version``); a record of another version is refused with
 #: one line, never read by guesswork.
 SCHEMA_VERSION = 1
+
+
+def _record_id(text: str) -> str:
+    if not names.is_record_id(text):
+        raise ValueError(f"{text!r} is not a store id (one path component: letters, digits, '.', '_', '-')")
+    return text
+
+
+def _name(text: str) -> str:
+    if not names.IDENT.match(text):
+        raise ValueError(f"{text!r} is not a workload class or signal name (a-z first, then a-z, 0-9, '_', '-')")
+    return text
+
+
+def _variant(value: dict[str, str]) -> dict[str, str]:
+    # The canary's label and values go into verify's PromQL: validated as the spec validates them.
+    if not value:
+        return value
+    if not {"label", "control", "treatment"} <= value.keys() or not value.keys() <= {"label", "control", "treatment", "traffic_share"}:
+        raise ValueError("must hold label, control and treatment (and optionally traffic_share)")
+    if not names.is_label_name(value["label"]):
+        raise ValueError(f"label {value['label']!r} is not a Prometheus label name")
+    for key in ("control", "treatment"):
+        if not value[key] or any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in value[key]):
+            raise ValueError(f"{key} must be a non-empty label value without control characters")
+    return value
+
+
+#: Names and ids read back from the store, validated with the spec's patterns (:mod:`obsctl.names`).
+RecordId = Annotated[str, AfterValidator(_record_id)]
+Name = Annotated[str, AfterValidator(_name)]
 
 
 class _Record(BaseModel):
@@ -151,7 +184,7 @@ class BaselineSide(_Record):
     baseline's samples. ``var_mean`` is NaN when the baseline is too short for its memory,
     ``dof`` infinite when the scale is known."""
 
-    baseline_id: str
+    baseline_id: RecordId
     step_seconds: float = Field(ge=0.001, allow_inf_nan=False)
     constant: bool
     mean: Finite
@@ -215,9 +248,9 @@ class Baseline(_Record):
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    id: str
-    workload_class: str
-    signal: str
+    id: RecordId
+    workload_class: Name
+    signal: Name
     unit: str
     direction: Literal["higher_is_better", "lower_is_better"]
     query: str
@@ -259,11 +292,11 @@ class GuardResult(_Record):
             it the guard's baseline).
     """
 
-    signal: str
+    signal: Name
     category: str
     unit: str
     direction: Literal["higher_is_better", "lower_is_better"]
-    baseline_id: str
+    baseline_id: RecordId
     query: str
     verdict: Verdict
     reason: str = ""
@@ -305,8 +338,8 @@ class VerificationResult(_Record):
     """
 
     verdict: Verdict
-    baseline_id: str
-    signal: str
+    baseline_id: RecordId
+    signal: Name
     window: Window
     baseline_mean: float | None
     window_mean: float | None
@@ -350,16 +383,16 @@ class Initiative(_Record):
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    id: str
+    id: RecordId
     name: str
     lever: Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology"]
-    workload_class: str
-    primary_signal: str
+    workload_class: Name
+    primary_signal: Name
     expected_impact_ratio: float | None = None
-    baseline_id: str
+    baseline_id: RecordId | Literal[""]
     started_at: dt.datetime
     status: Literal["open", "verified", "promoted", "closed"] = "open"
-    guard_baseline_ids: dict[str, str] = Field(default_factory=dict)
+    guard_baseline_ids: dict[Name, RecordId] = Field(default_factory=dict)
     verifications: list[VerificationResult] = Field(default_factory=list)
     #: At least 1 s, at most the longest duration a spec may give (timeutil.MAX_DURATION_SECONDS, 100 years).
     planned_window_seconds: float | None = Field(None, ge=1, le=100 * 31_536_000, allow_inf_nan=False)
@@ -367,8 +400,8 @@ class Initiative(_Record):
     #: control class (``control``), the canary's ``{label, control, treatment}``; a canary
     #: may start without a baseline (``baseline_id`` is then ``""``).
     design: str = "before-after"
-    control_class: str | None = None
-    variant: dict[str, str] = Field(default_factory=dict)
+    control_class: Name | None = None
+    variant: Annotated[dict[str, str], AfterValidator(_variant)] = Field(default_factory=dict)
     #: The before-after design's cycle tests of the baseline (``baseline_id``), computed
     #: at start; ``[]``: the baseline spans < 1 day (nothing to test); None: not computed
     #: (another design).

@@ -22,6 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, 
                       model_validator)
 from pydantic import ValidationInfo
 
+from obsctl import names as _names
 from obsctl import yamlio
 from obsctl.durations import is_duration
 from obsctl.errors import SpecError
@@ -33,8 +34,8 @@ SPEC_ENV = "OBSCTL_SPEC"
 
 # Prometheus label names and our identifiers (class and signal names end up as label
 # values and in record names, so keep them to a safe alphabet).
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_IDENT = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_NAME = _names.LABEL_NAME
+_IDENT = _names.IDENT
 # Prometheus durations: units in descending order, each at most once (model.ParseDuration).
 _PLACEHOLDER = re.compile(r"\$(node_selector|selector|class)\b")
 

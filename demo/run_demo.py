@@ -12,6 +12,10 @@ loop exactly as a platform engineer would, with the ``obsctl`` CLI:
                 with the demand and saturation of the class
   4. update     ``obsctl baseline promote`` (the canary's window becomes the baseline)
   5. share      ``obsctl report`` (Markdown + PNG) in demo-output/report/
+  6. practice   ``obsctl review`` (the cadence meeting: the promoted baseline, the next
+                opportunity; a dated document in demo-output/review/) and ``obsctl ledger``
+                (the verified initiative with its effort and lesson, the staircase) in
+                demo-output/ledger/
 
 The canary design compares the two replicas at the same instants, so whatever else the
 shared 2-core machine does (other jobs, the other replica's load) moves both and cancels.
@@ -156,7 +160,8 @@ def main() -> int:
         # 2. Initiative: one lever, one class.
         result = obsctl(
             "initiative", "start", "--spec", str(spec_path), "--name", "batch size 32", "--lever", "batch-size",
-            "--class", CLASS, "--signal", SIGNAL, "--expected-impact", "1.0", "--output", "json",
+            "--class", CLASS, "--signal", SIGNAL, "--expected-impact", "1.0", "--effort", "half an engineer-day",
+            "--output", "json",
         )
         initiative_id = json.loads(result.stdout)["id"]
         say("deploying the change on the canary replica only: batch size 32")
@@ -179,10 +184,17 @@ def main() -> int:
             return verdict.returncode
 
         # 4. Update the baseline; 5. share.
-        obsctl("baseline", "promote", "--spec", str(spec_path), "--initiative", initiative_id)
+        obsctl("baseline", "promote", "--spec", str(spec_path), "--initiative", initiative_id, "--lesson",
+               "batching amortizes the per-call overhead on CPU; the next limit is the tokenizer, not the model")
         obsctl("report", "--spec", str(spec_path), "--initiative", initiative_id, "--out", str(OUT / "report"))
         obsctl("rules", "generate", "--spec", str(spec_path), "--out", str(rules_dir))
-        say(f"done: report in {OUT / 'report'}; verdict: {verdict.stdout.strip().splitlines()[0] if verdict.stdout.strip() else '?'}")
+
+        # 6. The practice: the review on the class's cadence (exit 10 when something needs
+        # acting on, as from cron) and the ledger of what the loop has verified so far.
+        obsctl("review", "--spec", str(spec_path), "--write", "--out", str(OUT / "review"), check=False)
+        obsctl("ledger", "--spec", str(spec_path), "--out", str(OUT / "ledger"))
+        say(f"done: report in {OUT / 'report'}, review in {OUT / 'review'}, ledger in {OUT / 'ledger'}; "
+            f"verdict: {verdict.stdout.strip().splitlines()[0] if verdict.stdout.strip() else '?'}")
     say("stopped everything the demo started")
     return 0
 

@@ -1,0 +1,58 @@
+"""obsctl publish without a Pushgateway: the exposition from a store (support.ledger_store
+plus an open initiative), the textfile, and one-line errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import yaml
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
+from obsctl.baselining.store import Store
+from obsctl.cli import cli
+from obsctl.records import Initiative
+from obsctl.spec import load_spec
+from support import ledger_store as L
+from support.store_records import T0
+
+SPEC = {"store": "store", "cadence": "weekly",
+        "workload_classes": [{"name": L.CLASS, "kind": "inference", "selector": {"workload": L.CLASS}}],
+        "signals": [{"name": L.SIGNAL, "category": "throughput", "query": "sum(rate(obsctl_tokens_total{$selector}[1m]))",
+                     "unit": "tokens/s", "direction": "higher_is_better"}]}
+
+
+def _samples(text: str) -> dict:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_textfile_holds_the_store_state(tmp_path):
+    (tmp_path / "obsctl.yaml").write_text(yaml.safe_dump(SPEC))
+    spec = load_spec(tmp_path / "obsctl.yaml")
+    store = Store(spec.store_path())
+    L.build(store, spec)
+    store.add_initiative(Initiative(id="late", name="late", lever="scheduling", workload_class=L.CLASS, primary_signal=L.SIGNAL,
+                                    baseline_id="x", started_at=T0, planned_window_seconds=7200))
+    out = tmp_path / "obsctl.prom"
+    result = CliRunner().invoke(cli, ["publish", "--spec", str(spec.path), "--no-review", "--textfile", str(out)])
+    assert result.exit_code == 0, result.output
+    got = _samples(out.read_text())
+    current = store.current_baseline(L.CLASS, L.SIGNAL, samples=False)
+    ident = (("signal", L.SIGNAL), ("workload_class", L.CLASS))
+    assert got[("obsctl_review_baseline_created_timestamp_seconds", ident)] == current.created_at.timestamp()
+    assert got[("obsctl_review_baseline_max_age_seconds", ident)] > 0
+    due = [(k, v) for k, v in got.items() if k[0] == "obsctl_review_initiative_due_timestamp_seconds"]
+    assert due == [(("obsctl_review_initiative_due_timestamp_seconds", (("initiative", "late"), ("lever", "scheduling"),
+                                                                         ("workload_class", L.CLASS))), T0.timestamp() + 7200)]
+    promotes = sorted(dict(k[1])["initiative"] for k in got if k[0] == "obsctl_initiative_event_timestamp_seconds"
+                      and dict(k[1])["event"] == "promote")
+    assert promotes == ["batch-size-32", "scheduler-tweak"]
+
+
+def test_errors_are_one_line(tmp_path):
+    (tmp_path / "obsctl.yaml").write_text(yaml.safe_dump(SPEC))
+    runner = CliRunner()
+    bad = runner.invoke(cli, ["publish", "--spec", str(tmp_path / "obsctl.yaml"), "--no-review", "--pushgateway", "ftp://x"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output and "--pushgateway" in bad.output
+    down = runner.invoke(cli, ["publish", "--spec", str(tmp_path / "obsctl.yaml"), "--no-review", "--pushgateway", "http://127.0.0.1:9"])
+    assert down.exit_code == 3 and "Pushgateway http://127.0.0.1:9: push failed" in down.output and "Traceback" not in down.output

@@ -42,12 +42,18 @@ import numpy as np
 
 from obsctl.baselining.measure.window import Measurement, measure
 from obsctl.baselining.statistics import comparison
-from obsctl.baselining.statistics.memory import MemoryModel
+from obsctl.baselining.statistics.memory import MemoryModel, fit_memory, pooled_memory
 from obsctl.promapi import PrometheusClient
 from obsctl.records import Baseline, Population
 
 #: Reviews of a baseline's life when the caller does not say (``review.baseline_life``).
 DEFAULT_REVIEWS = 8
+
+#: Each review is tested at ``alpha / (MODEL_MARGIN x reviews)``: Bonferroni over the
+#: reviews would be ``alpha / reviews``, and half of that is held back for the error of the
+#: memory and scale estimated from the data at these far tails (at ``alpha / reviews`` the
+#: measured false drift over a life was 4.5-5.5 %, at the bound; bench/bench_drift.py).
+MODEL_MARGIN = 2
 
 #: Most points one range query of the window asks for (Prometheus refuses more than 11,000
 #: points per series); a longer window is read at a multiple of the baseline's step.
@@ -55,12 +61,17 @@ MAX_POINTS = 10_000
 
 MOVED_VERDICTS = ("IMPROVED", "REGRESSED")
 
+#: Blocks the baseline is cut into (module doc, "The test"): enough for its scale to have
+#: about 20 degrees of freedom when the blocks are nearly independent.
+BASELINE_BLOCKS = 24
+
 
 def review_confidence(confidence: float, reviews: int) -> float:
-    """The level of one review: ``1 - (1 - confidence) / reviews`` (Bonferroni, module doc).
+    """The level of one review: ``1 - (1 - confidence) / (MODEL_MARGIN x reviews)``
+    (Bonferroni over the reviews, with the margin for the estimated memory; module doc).
 
-    ``review_confidence(0.95, 8)`` = 0.99375 (z = 2.73 two-sided)."""
-    return 1.0 - (1.0 - confidence) / max(1, int(reviews))
+    ``review_confidence(0.95, 8)`` = 0.996875 (z = 2.95 two-sided)."""
+    return 1.0 - (1.0 - confidence) / (MODEL_MARGIN * max(1, int(reviews)))
 
 
 def window_step(baseline_step: float, start: dt.datetime, end: dt.datetime) -> float:
@@ -127,29 +138,66 @@ def _subgrid(times: np.ndarray, values: np.ndarray, step: float) -> tuple[np.nda
     return times[keep], values[keep]
 
 
+def block_seconds(baseline_span_seconds: float, step_seconds: float) -> float:
+    """The block length both sides are averaged over: the baseline's span over
+    :data:`BASELINE_BLOCKS`, a whole multiple of ``step_seconds`` and at least one step (s)."""
+    return step_seconds * max(1, math.floor(baseline_span_seconds / BASELINE_BLOCKS / step_seconds))
+
+
+def block_means(times: np.ndarray, values: np.ndarray, block: float, step_seconds: float) -> tuple[np.ndarray, np.ndarray]:
+    """Means of consecutive blocks of ``block`` seconds from the first sample, each kept
+    when at least half its grid points are present: ``(block start times, means)``."""
+    if times.size == 0:
+        return times, values
+    index = np.floor((times - times[0]) / block + 1e-9).astype(np.int64)
+    counts = np.bincount(index)
+    sums = np.bincount(index, weights=values)
+    keep = counts >= 0.5 * max(1.0, round(block / step_seconds))
+    positions = np.flatnonzero(keep)
+    return times[0] + positions * block, sums[keep] / counts[keep]
+
+
 def judge_movement(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.ndarray, np.ndarray], step_seconds: float,
                    memory: MemoryModel | None, direction: str, min_effect: float, confidence: float = 0.95,
                    reviews: int = DEFAULT_REVIEWS) -> comparison.Judgement:
-    """The movement test on samples in hand: :func:`comparison.judge` of ``window`` against
-    ``baseline`` at :func:`review_confidence` (one fixed look, no sequential spending).
+    """The movement test on samples in hand (module doc, "The test").
 
     Args:
         baseline, window: ``(times s, values)`` of finite samples on their step grids,
-            shapes ``(n,)``; a baseline on a finer grid is thinned to ``step_seconds``.
+            shapes ``(n,)``.
         step_seconds: the window's grid step (s), a whole multiple of the baseline's.
-        memory: the baseline's memory model (None: pooled from the two sides, a lower bound).
+        memory: the baseline's memory model, used as it is when the blocks are single
+            steps (None: fitted to the window).
         direction, min_effect: the signal's direction and the minimum effect (ratio).
         confidence: the level over the whole life of the baseline (spec ``verification.confidence``).
         reviews: reviews of the baseline's life (>= 1).
 
     Returns:
-        The :class:`comparison.Judgement` (verdict, change, interval, reason).
+        The :class:`comparison.Judgement` (verdict, change, interval, reason) of
+        :func:`comparison.judge` at :func:`review_confidence`.
     """
     bt, bv = (np.asarray(a, dtype=float) for a in baseline)
+    wt, wv = (np.asarray(a, dtype=float) for a in window)
     if bt.size >= 2 and np.median(np.diff(bt)) < step_seconds * (1 - 1e-9):
         bt, bv = _subgrid(bt, bv, step_seconds)
-    wt, wv = (np.asarray(a, dtype=float) for a in window)
-    return comparison.judge((bt, bv), (wt, wv), step_seconds, memory, review_confidence(confidence, reviews), direction, min_effect)
+    span = float(bt[-1] - bt[0]) + step_seconds if bt.size else 0.0
+    block = block_seconds(span, step_seconds)
+    level = review_confidence(confidence, reviews)
+    if block <= step_seconds:
+        model = memory or fit_memory(wt, wv, step_seconds)
+        return comparison.judge((bt, bv), (wt, wv), step_seconds, model, level, direction, min_effect)
+    bt, bv = block_means(bt, bv, block, step_seconds)
+    wt, wv = block_means(wt, wv, block, step_seconds)
+    return comparison.judge((bt, bv), (wt, wv), block, _longer(fit_memory(wt, wv, block), pooled_memory([(bt, bv), (wt, wv)], block)),
+                            level, direction, min_effect)
+
+
+def _longer(a: MemoryModel | None, b: MemoryModel | None) -> MemoryModel | None:
+    # Of two fits of the same memory, the one with the longer integrated time: an AR fit
+    # underestimates slow memory, so the longer one errs on the safe side.
+    if a is None or b is None:
+        return a or b
+    return b if b.tau_seconds > a.tau_seconds else a
 
 
 def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, end: dt.datetime, *, min_effect: float,

@@ -16,20 +16,25 @@ cadence period) and ``verify``'s aging check (the window is the period right bef
 initiative's start). :func:`judge_movement` is the same test on samples already in hand
 (the benchmark and the tests call it).
 
+The test. Both sides are cut into blocks of the baseline's span / :data:`BASELINE_BLOCKS`
+(a 1-day baseline: hourly means; a baseline of 24 steps or fewer is judged on its steps
+with its stored model). The memory of the block means is fitted on the review window's
+blocks and on both sides pooled, and the longer of the two is kept: an AR fit on the
+baseline's few days of history misses slow memory (a component of several hours), and the
+window holds days that history did not.
+
 Error over a baseline's life. A baseline is reviewed once per cadence period for
-``reviews`` periods (``review.baseline_life``, default 8: two months of weekly
-reviews) before it is stale. Testing each review at the spec's level would flag a
-stationary signal in up to ``reviews x alpha`` of baselines. Each review is therefore
-tested at ``alpha / reviews`` (two-sided), so by Bonferroni's inequality the chance that
-*any* review of a baseline's life flags a signal that has not moved is at most ``alpha``,
-whatever the dependence between the reviews (they share the baseline's side, so they are
-positively correlated and the bound is conservative). Source: Dunn, "Multiple comparisons
-among means", JASA 56(293), 1961. The group-sequential spending of
-:mod:`.statistics.sequential` does not apply: its information fractions describe a
-*cumulative* window growing from one start, while each review's window is a new, disjoint
-period against a fixed baseline. Calibration (false drift over all the reviews of a
-baseline's life, and power at a +-10 % step): ``bench/bench_drift.py``, table in
-docs/practice.md.
+``reviews`` periods (``review.baseline_life``, default 8: two months of weekly reviews)
+before it is stale. Each review is tested at ``alpha / (MODEL_MARGIN x reviews)``: by
+Bonferroni's inequality (Dunn, "Multiple comparisons among means", JASA 56(293), 1961)
+``alpha / reviews`` keeps the chance that *any* review flags an unmoved signal at most
+``alpha`` whatever the dependence between the reviews (they share the baseline's side), and
+:data:`MODEL_MARGIN` holds half of it back for the error of the estimated memory at these
+far tails. The group-sequential spending of :mod:`.statistics.sequential` does not apply:
+its information fractions describe a *cumulative* window growing from one start, while
+each review's window is a new, disjoint period against a fixed baseline. Calibration
+(false drift over all the reviews of a baseline's life, detection of a +-10 % step):
+``bench/bench_drift.py``, table in docs/practice.md.
 """
 
 from __future__ import annotations

@@ -385,7 +385,8 @@ class Initiative(_Record):
     schema_version: Literal[1] = SCHEMA_VERSION
     id: RecordId
     name: str
-    lever: Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology"]
+    lever: Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology",
+                   "prefix-caching", "speculative-decoding", "chunked-prefill"]
     workload_class: Name
     primary_signal: Name
     expected_impact_ratio: float | None = None

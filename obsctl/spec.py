@@ -42,7 +42,7 @@ _PLACEHOLDER = re.compile(r"\$(node_selector|selector|class)\b")
 Category = Literal["utilization", "throughput", "cost", "quality", "saturation"]
 Direction = Literal["higher_is_better", "lower_is_better"]
 Lever = Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology",
-                "prefix-caching", "speculative-decoding", "chunked-prefill", "other"]
+                "prefix-caching", "speculative-decoding", "chunked-prefill"]
 LEVERS: tuple[str, ...] = Lever.__args__  # type: ignore[attr-defined]
 Cadence = Literal["weekly", "monthly"]
 #: The length of one cadence period (s): a week, and a month of 30 days.
@@ -91,9 +91,14 @@ class PrometheusConfig(HTTPClientConfig):
         authorization, basic_auth, tls_config, http_headers, proxy_url,
             proxy_from_environment: Prometheus' own HTTP client options
             (:class:`obsctl.httpconfig.HTTPClientConfig`); secrets only from files.
+        backend: what serves the Prometheus API at ``url`` (``prometheus``, ``victoriametrics``,
+            ``thanos``, ``mimir``); adapts what the client sends (:data:`obsctl.promapi.BACKENDS`).
+        tenant: the tenant (``X-Scope-OrgID``) of a multi-tenant ``mimir``; required there.
     """
 
     url: str = "http://127.0.0.1:9090"
+    backend: Literal["prometheus", "victoriametrics", "thanos", "mimir"] = "prometheus"
+    tenant: str | None = Field(None, min_length=1, max_length=150, pattern=r"^[A-Za-z0-9!._*'()|-]+$")  # Mimir's tenant alphabet; '|' federates
     timeout_seconds: float = Field(10.0, gt=0, le=300)
     deadline_seconds: float | None = Field(None, gt=0, le=3600)
     body_size_limit: int = 64 * 1024 * 1024
@@ -107,6 +112,14 @@ class PrometheusConfig(HTTPClientConfig):
     @classmethod
     def _size(cls, value: object) -> int:
         return _byte_size(value)
+
+    @model_validator(mode="after")
+    def _tenant(self) -> "PrometheusConfig":
+        if self.tenant is not None and self.backend != "mimir":
+            raise ValueError(f"tenant is for backend mimir (X-Scope-OrgID); backend is {self.backend}")
+        if self.backend == "mimir" and self.tenant is None:
+            raise ValueError("backend mimir needs tenant: the X-Scope-OrgID Mimir reads the series of")
+        return self
 
     @model_validator(mode="after")
     def _deadline(self) -> "PrometheusConfig":

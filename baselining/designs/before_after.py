@@ -12,7 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from obsctl.baselining.designs import align
+from obsctl.baselining.designs import cycle
 from obsctl.baselining.designs import effect as fx
+from obsctl.baselining.designs import mix
+from obsctl.baselining.designs.branch import Branch, Context
+from obsctl.errors import PrometheusUnavailable, UsageError
 
 NAME = "before-after"
 
@@ -39,3 +43,25 @@ def effect(before: Iterable[tuple[float, float]], after: Iterable[tuple[float, f
     log_effect, var, dof, tau = fx.ratio_of_means_log((tb / 1000.0, vb), (ta / 1000.0, va), history)
     return fx.from_log(NAME, log_effect, var, dof, confidence, {"baseline": int(vb.size), "window": int(va.size)},
                        baseline_mean=float(vb.mean()), window_mean=float(va.mean()), tau_seconds=tau)
+
+
+def branch(ctx: Context) -> Branch:
+    """``verify``'s before-after: no effect of its own (the statistics package's estimate
+    stands), but the checks of what it cannot remove: the baseline's own cycle (stored at
+    initiative start), the demand of both periods, and a mix decomposition when the spec
+    names a mix label."""
+    baseline, initiative = ctx.baseline, ctx.initiative
+    stored = initiative.baseline_cycle if baseline.id == initiative.baseline_id else None
+    span = (baseline.window.end - baseline.window.start).total_seconds()
+    found_cycle = cycle.detect(baseline.samples, ctx.spec.verification.min_effect_ratio, stored, span)
+    loads = tuple(ctx.period_loads())
+    notes, decomposition = [], None
+    mix_labels = ctx.spec.comparison.for_class(ctx.wc.name).mix
+    if mix_labels:
+        try:
+            decomposition, why = mix.measure(ctx, mix_labels[0])
+        except (PrometheusUnavailable, UsageError) as exc:
+            decomposition, why = None, f"mix by {mix_labels[0]}: not measured ({exc})"
+        if why:
+            notes.append(why)
+    return Branch(None, loads, notes, cycle=found_cycle, mix=decomposition)

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 from obsctl.baselining.designs import align
 from obsctl.baselining.designs import effect as fx
+from obsctl.baselining.designs.branch import Branch, Context, with_labels
 from obsctl.baselining.designs.cycle import detrended
 
 NAME = "canary"
@@ -55,3 +56,18 @@ def effect(treatment: Iterable[tuple[float, float]], control: Iterable[tuple[flo
         history = detrended(rt / 1000.0, rv)
     mean, var, dof, tau = fx.paired_log(d, history, same_series=same)
     return fx.from_log(NAME, mean, var, dof, confidence, {"window": int(d[1].size)}, tau_seconds=tau, **context)
+
+
+def branch(ctx: Context) -> Branch:
+    """``verify``'s canary: the control group over the window (its own earlier stretch
+    lends the memory), the treatment group as ``verify`` measured it, and the demand of
+    the whole class in the window (both groups share it, so before and after are one)."""
+    cc = ctx.spec.comparison.for_class(ctx.wc.name)
+    variant = ctx.initiative.variant or (cc.variant.model_dump() if cc.variant else {})
+    label = variant["label"]
+    q_c = ctx.spec.query_for(ctx.signal, with_labels(ctx.wc, **{label: variant["control"]}))
+    related = ctx.history(q_c, ctx.start)
+    found = effect(ctx.window_samples, ctx.range(q_c, ctx.start, ctx.end), ctx.level, related=related or None)
+    whole = ctx.read_loads([("window (whole class)", ctx.start, ctx.end)])[0]
+    note = f"canary: {label}={variant['treatment']} vs {label}={variant['control']} in the same window"
+    return Branch(found, (whole, whole), [note], treatment=ctx.window_samples)

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 from obsctl.baselining.designs import align
 from obsctl.baselining.designs import effect as fx
+from obsctl.baselining.designs.branch import Branch, Context
 
 NAME = "control"
 
@@ -57,3 +58,19 @@ def effect(treated_before: Samples, control_before: Samples, treated_after: Samp
     log_effect, var, dof, tau = fx.two_period_log(db, da, history)
     return fx.from_log(NAME, log_effect, var, dof, confidence, {"baseline": int(db[1].size), "window": int(da[1].size)},
                        tau_seconds=tau, **context)
+
+
+def branch(ctx: Context) -> Branch:
+    """``verify``'s difference in differences: the treated class over the baseline period (its
+    stored samples) and the window, the control class over both, and the two classes'
+    log-ratio before the baseline for the memory (at the baseline's own step)."""
+    cwc = ctx.spec.workload_class(ctx.initiative.control_class)
+    q_t, q_c = ctx.baseline.query, ctx.spec.query_for(ctx.signal, cwc)
+    b = ctx.baseline.window
+    bs, be, b_step = b.start.timestamp(), b.end.timestamp(), b.step_seconds
+    treated_before = ctx.baseline.samples or ctx.range(q_t, bs, be, b_step)
+    ms, t, c = align.matched(ctx.history(q_t, bs, b_step), ctx.history(q_c, bs, b_step))
+    d, _ = align.log_ratio(ms, t, c)
+    found = effect(treated_before, ctx.range(q_c, bs, be, b_step), ctx.window_samples, ctx.range(q_c, ctx.start, ctx.end), ctx.level,
+                   history=d if d[1].size >= 20 else None)
+    return Branch(found, tuple(ctx.period_loads()), [f"control class {cwc.name}"])

@@ -14,8 +14,10 @@ that outputs and reports show.
 
 Queries: the class's own signal PromQL with the selector extended (canary: the variant
 label; mix: the mix label) or the control class's selector, so every series keeps its
-identity labels and no new PromQL is invented. History for the memory model: the same
-log series over :data:`HISTORY_WINDOWS` window lengths before the compared periods.
+identity labels and no new PromQL is invented. Each design's own queries and effect live
+in its module behind :mod:`.branch` (``branch(ctx) -> Branch``); history for the memory
+model: the same log series over :data:`.branch.HISTORY_WINDOWS` window lengths before the
+compared periods.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 from obsctl.baselining.designs import (
     DESIGNS,
     align,
+    before_after,
     canary,
     control,
     cycle,
@@ -37,6 +40,7 @@ from obsctl.baselining.designs import (
     mix,
     seasonal,
 )
+from obsctl.baselining.designs.branch import Branch, Context, range_samples, with_labels
 from obsctl.baselining.designs.effect import Effect
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.workers import DaemonPool
@@ -45,10 +49,6 @@ from obsctl.rules import canonical, saturation
 from obsctl.errors import PrometheusUnavailable, StoreError, UsageError
 from obsctl.spec import Spec, WorkloadClass, escape_label_value
 
-#: History before the compared periods that feeds the memory model, in window lengths.
-HISTORY_WINDOWS = 6
-#: At most this many mix segments are measured (the largest by demand are kept).
-MAX_SEGMENTS = 12
 
 
 @dataclass(frozen=True)
@@ -166,48 +166,12 @@ class Outcome:
                         baseline_mean=base, window_mean=win)
 
 
-def _with(wc: WorkloadClass, **labels: str) -> WorkloadClass:
-    return wc.model_copy(update={"selector": {**wc.selector, **labels}})
-
-
-def _range(client, query: str, start: float, end: float, step: float) -> list[tuple[float, float]]:
-    # One series expected (a signal aggregates); several: their sum would be a guess, take none.
-    if end <= start:
-        return []
-    result = client.query_range(query, start + step, end, step)
-    series = list(result)
-    if len(series) != 1:
-        return []
-    return [(t, v) for t, v in series[0].values if math.isfinite(v)]
-
-
-def _history_span(start: dt.datetime, end: dt.datetime) -> float:
-    return HISTORY_WINDOWS * (end - start).total_seconds()
-
-
-def _history(client, query: str, before: float, span: float, step: float) -> list[tuple[float, float]]:
-    # The memory model's stretch before ``before``: within the point cap, best effort (none is a lower bound, not an error).
-    from obsctl.promapi import MAX_RANGE_POINTS
-
-    span = min(span, (MAX_RANGE_POINTS - 1) * step)
-    try:
-        return _range(client, query, before - span, before, step)
-    except (PrometheusUnavailable, UsageError):
-        return []
-
-
-def _log_ratio_history(client, q_t: str, q_c: str, start: float, span: float, step: float):
-    ms, t, c = align.matched(_history(client, q_t, start, span, step), _history(client, q_c, start, span, step))
-    d, _ = align.log_ratio(ms, t, c)
-    return d if d[1].size >= 20 else None
-
-
 def window_query(spec: Spec, initiative, baseline) -> str:
     """The PromQL ``verify`` measures the window with: the baseline's, or for a canary the
     treatment group's (the class's signal with the variant label added to the selector)."""
     if initiative.design == "canary" and initiative.variant:
         v = initiative.variant
-        return spec.query_for(initiative.primary_signal, _with(spec.workload_class(initiative.workload_class), **{v["label"]: v["treatment"]}))
+        return spec.query_for(initiative.primary_signal, with_labels(spec.workload_class(initiative.workload_class), **{v["label"]: v["treatment"]}))
     return baseline.query
 
 
@@ -253,7 +217,7 @@ def period_loads(spec: Spec, client, wc: WorkloadClass, periods: list[tuple[str,
         i, _, expr = call
         _, start, end, p_step = plans[i]
         try:
-            return _range(client, expr, start, end, p_step)
+            return range_samples(client, expr, start, end, p_step)
         except (PrometheusUnavailable, UsageError) as exc:
             return exc
 
@@ -312,43 +276,6 @@ def _mix_context(dec: mix.MixDecomposition | None) -> dict | None:
             "rate_change": dec.rate_change, "mix_share": dec.mix_share, "line": dec.line()}
 
 
-def mix_decomposition(spec: Spec, client, wc: WorkloadClass, signal: str, dimension: str, before: tuple[float, float],
-                      after: tuple[float, float], step: float) -> tuple[mix.MixDecomposition | None, str]:
-    """The rate/mix decomposition of the class's signal over one mix label (``"", reason`` when it cannot be measured).
-
-    Segments: the label's values on the signal's input series in either period (series
-    API); weights: each segment's demand (the spec's ``demand`` signal with the label
-    added to the selector); rates: the signal with the label added to the selector.
-    """
-    from obsctl.baselining.measure.window import population_of
-
-    cc = spec.comparison.for_class(wc.name)
-    if not cc.demand:
-        return None, f"mix by {dimension}: needs comparison.classes.{wc.name}.demand (a signal) to weigh the segments"
-    query = spec.query_for(signal, wc)
-    values: set[str] = set()
-    for a, b in (before, after):
-        pop = population_of(client, query, dt.datetime.fromtimestamp(a, dt.UTC), dt.datetime.fromtimestamp(b, dt.UTC))
-        values |= {ls[dimension] for ls in pop.label_sets if dimension in ls}
-    if len(values) < 2:
-        return None, f"mix by {dimension}: fewer than 2 segments in the signal's series"
-    rows = []
-    for v in sorted(values):
-        seg = _with(wc, **{dimension: v})
-        with np.errstate(over="ignore", invalid="ignore"):  # overflowing means are dropped below, not warned
-            w = [np.mean([x for _, x in _range(client, spec.query_for(cc.demand, seg), a, b, step)] or [np.nan]) for a, b in (before, after)]
-            r = [np.mean([x for _, x in _range(client, spec.query_for(signal, seg), a, b, step)] or [np.nan]) for a, b in (before, after)]
-        rows.append((v, w, r))
-    rows = [row for row in rows if all(np.isfinite(row[1])) and all(np.isfinite(row[2]))]
-    rows.sort(key=lambda row: -row[1][1])
-    rows = rows[:MAX_SEGMENTS]
-    if len(rows) < 2:
-        return None, f"mix by {dimension}: fewer than 2 segments with both demand and signal in both periods"
-    segs = tuple(r[0] for r in rows)
-    dec = mix.decompose(dimension, segs, [r[1][0] for r in rows], [r[2][0] for r in rows], [r[1][1] for r in rows], [r[2][1] for r in rows])
-    return dec, ""
-
-
 def context_periods(initiative, baseline, start_at: dt.datetime, end_at: dt.datetime) -> list[tuple[str, float, float]] | None:
     """The ``(name, start, end)`` periods whose demand and saturation :func:`primary` reads
     (:func:`period_loads`): the baseline period and the window; None for a canary (its
@@ -359,13 +286,24 @@ def context_periods(initiative, baseline, start_at: dt.datetime, end_at: dt.date
             ("window", start_at.timestamp(), end_at.timestamp())]
 
 
+#: Each design's branch (:mod:`.branch`): what it queries and its effect.
+BRANCHES: dict[str, Callable[[Context], Branch]] = {
+    "before-after": before_after.branch, "seasonal": seasonal.branch, "control": control.branch, "canary": canary.branch,
+}
+
+
 def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple[float, float]], start_at: dt.datetime,
             end_at: dt.datetime, step: float, category: str, direction: str, confidence: float | None = None,
             loads: Callable[[], list[demand.PeriodLoad]] | None = None) -> Outcome:
     """Run the initiative's design on its primary signal over the verification window.
 
+    The design's branch (:data:`BRANCHES`) measures what it compares and its effect; then,
+    for every design alike, the demand and saturation of the two periods
+    (:func:`~obsctl.baselining.designs.demand.assess`), the decision on the effect and the
+    confounds the design cannot remove (:mod:`.judge`).
+
     Args:
-        baseline: the initiative's baseline (None for a canary started without one).
+        baseline: the initiative's baseline (for a canary started without one, its control group's window).
         window_samples: the primary's window samples as ``verify`` measured them
             (:func:`window_query`: for a canary, the treatment group's).
         category, direction: the primary signal's (spec).
@@ -376,75 +314,30 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
 
     Returns:
         :class:`Outcome`. For before-after the verdict is None unless a confound makes it
-        INCONCLUSIVE (cycle, demand-bound throughput, mix).
+        INCONCLUSIVE (cycle, demand-bound signal, mix).
 
     Raises:
         UsageError: a seasonal baseline shorter than one cycle.
         PrometheusUnavailable: as the client.
     """
     cfg = spec.verification
-    level = confidence or cfg.confidence
     wc = spec.workload_class(initiative.workload_class)
-    cc = spec.comparison.for_class(wc.name)
     design = initiative.design
-    signal = initiative.primary_signal
-    s, e = start_at.timestamp(), end_at.timestamp()
-    bs, be = (baseline.window.start.timestamp(), baseline.window.end.timestamp()) if baseline is not None else (None, None)
-    out = Outcome(design)
-    notes: list[str] = []
-    load = None
-    cyc = None
-    dec = None
-    if design == "canary":
-        variant = initiative.variant or (cc.variant.model_dump() if cc.variant else {})
-        label = variant["label"]
-        q_c = spec.query_for(signal, _with(wc, **{label: variant["control"]}))
-        treat, ctrl = window_samples, _range(client, q_c, s, e, step)
-        related = _history(client, q_c, s, _history_span(start_at, end_at), step)
-        effect = canary.effect(treat, ctrl, level, related=related or None)
-        out.treatment = treat
-        whole = period_load(spec, client, wc, "window (whole class)", s, e, step)
-        load = demand.assess(whole, whole, category, signal)
-        notes.append(f"canary: {label}={variant['treatment']} vs {label}={variant['control']} in the same window")
-    elif design == "control":
-        cwc = spec.workload_class(initiative.control_class)
-        q_t, q_c = baseline.query, spec.query_for(signal, cwc)
-        b_step = baseline.window.step_seconds  # the baseline period at the step it was stored with (within the point cap)
-        tb, cb = baseline.samples or _range(client, q_t, bs, be, b_step), _range(client, q_c, bs, be, b_step)
-        ta, ca = window_samples, _range(client, q_c, s, e, step)
-        hist = _log_ratio_history(client, q_t, q_c, bs, _history_span(start_at, end_at), b_step)
-        effect = control.effect(tb, cb, ta, ca, level, history=hist)
-        load = demand.assess(*(loads() if loads else period_loads(spec, client, wc, context_periods(initiative, baseline, start_at, end_at), step)),
-                             category, signal)
-        notes.append(f"control class {cwc.name}")
-    elif design == "seasonal":
-        seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
-        effect = seasonal.effect(baseline.samples, window_samples, spec.comparison.seasonal_cycle, level, spec.comparison.timezone)
-        load = demand.assess(*(loads() if loads else period_loads(spec, client, wc, context_periods(initiative, baseline, start_at, end_at), step)),
-                             category, signal)
-    else:
-        effect = None
-        # The cycle fit is the baseline's own, stored at initiative start (start_checks).
-        stored = initiative.baseline_cycle if baseline.id == initiative.baseline_id else None
-        cyc = cycle.detect(baseline.samples, cfg.min_effect_ratio, stored, (baseline.window.end - baseline.window.start).total_seconds())
-        load = demand.assess(*(loads() if loads else period_loads(spec, client, wc, context_periods(initiative, baseline, start_at, end_at), step)),
-                             category, signal)
-        if cc.mix:
-            try:
-                dec, why = mix_decomposition(spec, client, wc, signal, cc.mix[0], (bs, be), (s, e), step)
-            except (PrometheusUnavailable, UsageError) as exc:
-                dec, why = None, f"mix by {cc.mix[0]}: not measured ({exc})"
-            if why:
-                notes.append(why)
-    if effect is not None:
-        j = judge.judge(effect, direction, cfg.min_effect_ratio, load=load)
+    ctx = Context(spec, client, initiative, baseline, window_samples, start_at.timestamp(), end_at.timestamp(), step,
+                  confidence or cfg.confidence, wc, lambda periods: period_loads(spec, client, wc, periods, step), loads)
+    found = BRANCHES[design](ctx)
+    load = demand.assess(*found.loads, category, initiative.primary_signal)
+    out = Outcome(design, treatment=found.treatment)
+    notes = list(found.notes)
+    cyc, dec = found.cycle, found.mix
+    if found.effect is not None:
+        j = judge.judge(found.effect, direction, cfg.min_effect_ratio, load=load)
         out.verdict, out.reason = j.verdict, j.reason
-        out.change_ratio, out.ci_low, out.ci_high = effect.ratio, effect.ci_low, effect.ci_high
+        out.change_ratio, out.ci_low, out.ci_high = found.effect.ratio, found.effect.ci_low, found.effect.ci_high
         notes += j.notes
-        out.context["effect"] = _effect_context(effect)
+        out.context["effect"] = _effect_context(found.effect)
     else:
-        verdict, reason = judge.confounds("before-after", cyc, load, dec, cfg.min_effect_ratio)
-        out.verdict, out.reason = verdict, reason
+        out.verdict, out.reason = judge.confounds("before-after", cyc, load, dec, cfg.min_effect_ratio)
         notes += [n for n in (cyc.reason if cyc else "", load.line() if load else "", dec.line() if dec else "") if n]
         if load is not None and load.reason and not load.demand_bound:
             notes.append(load.reason)
@@ -454,8 +347,8 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
                         "cycle": None if cyc is None else {"checked": cyc.checked, "detected": cyc.detected, "cycle": cyc.cycle,
                                                            "amplitude": cyc.amplitude, "p_value": cyc.p_value, "reason": cyc.reason}})
     if design == "control":
-        out.context["control"] = {"class": initiative.control_class, "change": effect.context.get("control_change"),
-                                  "treated_change": effect.context.get("treated_change")}
+        out.context["control"] = {"class": initiative.control_class, "change": found.effect.context.get("control_change"),
+                                  "treated_change": found.effect.context.get("treated_change")}
     if design == "canary":
         out.context["variant"] = initiative.variant
     return out
@@ -478,7 +371,7 @@ def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.d
     wc = spec.workload_class(initiative.workload_class)
     sig = spec.signal(initiative.primary_signal)
     v = initiative.variant
-    m = measure(client, spec.query_for(sig, _with(wc, **{v["label"]: v["control"]})), start_at, end_at, step, spec.verification.min_samples,
+    m = measure(client, spec.query_for(sig, with_labels(wc, **{v["label"]: v["control"]})), start_at, end_at, step, spec.verification.min_samples,
                 what=f"{wc.name}/{sig.name} (canary control group)")
     if m.stats is None or not m.samples:
         raise StoreError(f"initiative {initiative.id}: the canary's control group {v['label']}={v['control']} has no data in the window "

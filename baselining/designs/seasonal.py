@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 from obsctl.baselining.designs import align
 from obsctl.baselining.designs import effect as fx
+from obsctl.baselining.designs.branch import Branch, Context
 
 from obsctl.errors import UsageError
 
@@ -124,3 +125,16 @@ def deseasonalized(ms: np.ndarray, values: np.ndarray, cycle: str) -> fx.Series 
         return None
     t = ms[ok] / 1000.0
     return t, residuals(t, np.log(values[ok]), CYCLES[cycle] * 86400.0)
+
+
+def branch(ctx: Context) -> Branch:
+    """``verify``'s seasonal comparison: the window against the same hours of the stored
+    baseline (which must span a whole cycle), with the demand of both periods.
+
+    Raises:
+        UsageError: the baseline is shorter than one cycle.
+    """
+    cmp = ctx.spec.comparison
+    check_span(ctx.baseline.window.start, ctx.baseline.window.end, cmp.seasonal_cycle)
+    found = effect(ctx.baseline.samples, ctx.window_samples, cmp.seasonal_cycle, ctx.level, cmp.timezone)
+    return Branch(found, tuple(ctx.period_loads()))

@@ -7,9 +7,16 @@
                 size and degrees of freedom.
 ``ratio``       the relative change of two sides: Fieller interval, log-ratio estimate.
 ``sequential``  Lan-DeMets O'Brien-Fleming-type alpha spending over repeated looks.
-``equivalence`` the decision rules: superiority, equivalence (TOST), non-inferiority.
-``planner``     window lengths for a given power, smallest detectable effect.
-``verdict``     the verdict of one signal, read top to bottom like docs/verification.md.
+``decision``    THE decision rule (superiority, equivalence by TOST, non-inferiority) on
+                one :class:`~.decision.Estimate`; every design and guard uses it.
+``summary``     the stored summary of a sample series (mean, percentiles, batch means).
+``power``       window lengths for a given power, smallest detectable effect.
+``comparison``  a window against its baseline: sides, memory, look, Fieller interval,
+                then :func:`.decision.decide`.
+``distributions`` the distribution functions (scipy.special, imported lazily).
+
+Nothing here imports the loop above it (records and formatting from the core only);
+``make lint`` enforces it with an import-linter contract.
 
 The functional API other designs build on (control, canary, seasonal):
 ``side_estimate(times, values, step, memory) -> Side`` and

@@ -40,6 +40,20 @@ from obsctl.httpfetch import DEFAULT_MAX_BODY_BYTES, Answer, BodyTooLarge, Deadl
 #: (``(end - start) / step > 11000``, web/api/v1/api.go); we stay at 11,000 points.
 MAX_POINTS_PER_SERIES = 11_000
 
+#: What the client sends to each backend (``spec.prometheus.backend``), from each one's documented API:
+#: ``max_points`` per series of one range request (Prometheus and Mimir refuse more than 11,000;
+#: VictoriaMetrics' ``-search.maxPointsPerTimeseries`` default is 30,000) and query parameters added to
+#: every request (VictoriaMetrics ``nocache=1``: its range-query cache may return results computed
+#: before late samples arrived through remote write; Thanos ``partial_response=false``: a store that
+#: did not answer is an error, never a silently partial answer). Mimir's tenant goes in the
+#: ``X-Scope-OrgID`` header (``spec.prometheus.tenant``).
+BACKENDS: dict[str, dict[str, Any]] = {
+    "prometheus": {"max_points": MAX_POINTS_PER_SERIES, "params": {}},
+    "victoriametrics": {"max_points": 30_000, "params": {"nocache": "1"}},
+    "thanos": {"max_points": MAX_POINTS_PER_SERIES, "params": {"partial_response": "false"}},
+    "mimir": {"max_points": MAX_POINTS_PER_SERIES, "params": {}},
+}
+
 #: Most evaluation points one :meth:`PrometheusClient.query_range` call may ask for
 #: (91 requests of 11,000 points; about 173 days at a 15 s step). A longer window is
 #: refused (UsageError) instead of silently coarsening the step, because the step
@@ -348,11 +362,12 @@ class PrometheusClient:
         max_body_bytes: largest answer body (``spec.prometheus.body_size_limit``).
         config: the :class:`~obsctl.httpconfig.HTTPClientConfig` the session was made
             from, so that refused credentials can name the option to check.
+        backend: a key of :data:`BACKENDS`: its points per range request and extra parameters.
     """
 
     def __init__(self, url: str, timeout_seconds: float = 10.0, attempts: int = 3, session: requests.Session | None = None, *,
                  deadline_seconds: float | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                 config: HTTPClientConfig | None = None):
+                 config: HTTPClientConfig | None = None, backend: str = "prometheus"):
         self.url = url.rstrip("/")
         self.shown_url = redact_url(self.url)
         self.timeout_seconds = timeout_seconds
@@ -361,6 +376,9 @@ class PrometheusClient:
         self.max_body_bytes = max_body_bytes
         self.config = config or HTTPClientConfig()
         self.session = session or session_for(self.config)
+        self.backend = backend
+        self.max_points = BACKENDS[backend]["max_points"]
+        self.extra_params: dict[str, str] = dict(BACKENDS[backend]["params"])
 
     @classmethod
     def from_spec(cls, spec: Any) -> "PrometheusClient":
@@ -376,8 +394,12 @@ class PrometheusClient:
             check_files(cfg, base_dir, "prometheus")
         except SecretFileError as exc:
             raise spec_located(spec, exc) from None
-        return cls(cfg.url, cfg.timeout_seconds, session=session_for(cfg, base_dir, "prometheus"),
-                   deadline_seconds=cfg.overall_deadline_seconds, max_body_bytes=cfg.body_size_limit, config=cfg)
+        session = session_for(cfg, base_dir, "prometheus")
+        backend = getattr(cfg, "backend", "prometheus")
+        if getattr(cfg, "tenant", None):
+            session.headers["X-Scope-OrgID"] = cfg.tenant
+        return cls(cfg.url, cfg.timeout_seconds, session=session, deadline_seconds=cfg.overall_deadline_seconds,
+                   max_body_bytes=cfg.body_size_limit, config=cfg, backend=backend)
 
     # --- endpoints ---------------------------------------------------------------
 
@@ -434,7 +456,7 @@ class PrometheusClient:
         merged: dict[tuple[tuple[str, str], ...], RangeSeries] = {}
         out = QueryResult()
         path = "/api/v1/query_range"
-        for chunk_start, chunk_end in plan_chunks(_seconds(start), _seconds(end), step_seconds):
+        for chunk_start, chunk_end in plan_chunks(_seconds(start), _seconds(end), step_seconds, self.max_points):
             params = {"query": promql, "start": f"{chunk_start:.3f}", "end": f"{chunk_end:.3f}", "step": f"{step_seconds:g}"}
             data = self._get(path, params, promql, out, fast=_fast_range_body)
             try:
@@ -488,6 +510,7 @@ class PrometheusClient:
         ``min(timeout_seconds, time left)``. ``fast``: a decoder tried before json.loads
         on HTTP 200 answers (:func:`_fast_range_body`; None: the answer is not its shape).
         """
+        params = {**params, **self.extra_params}  # the backend's own parameters (BACKENDS)
         started = time.monotonic()
         tries = 0
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages obsctl's tests and demo run for real: Prometheus (with
-# promtool), Alertmanager and Pushgateway, plus gcc for the stand-in NVML library.
+# promtool), Alertmanager and Pushgateway, VictoriaMetrics (single node, vmagent, vmalert: the
+# backend past one Prometheus), plus gcc for the stand-in NVML library.
 # Does nothing when they are already installed.
 set -euo pipefail
 
@@ -9,6 +10,8 @@ command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || need+=(prometheus-alertmanager)
 command -v prometheus-pushgateway >/dev/null || need+=(prometheus-pushgateway)
+command -v victoria-metrics >/dev/null || need+=(victoria-metrics)
+command -v vmalert >/dev/null || need+=(victoria-metrics)
 command -v gcc >/dev/null || need+=(gcc)
 command -v openssl >/dev/null || need+=(openssl)  # test certificates (tests/faults/certs.py)
 [ ${#need[@]} -eq 0 ] && exit 0
@@ -24,5 +27,5 @@ DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recomme
 # Debian's packages start the services through systemd where it runs; the tests start
 # their own instances on free ports, so stop the package's ones if they were started.
 if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
-  $sudo systemctl disable --now prometheus prometheus-alertmanager prometheus-pushgateway >/dev/null 2>&1 || true
+  $sudo systemctl disable --now prometheus prometheus-alertmanager prometheus-pushgateway victoria-metrics >/dev/null 2>&1 || true
 fi

@@ -263,7 +263,9 @@ def initiative():
 @initiative.command("start")
 @spec_option
 @click.option("--name", required=True, help="What is being changed, e.g. 'batch size tuning'.")
-@click.option("--lever", required=True, type=click.Choice(LEVERS), help="The optimization lever.")
+@click.option("--lever", required=True, type=click.Choice(LEVERS), help="The optimization lever ('other': give --lever-description).")
+@click.option("--lever-description", default="", metavar="TEXT",
+              help="What the lever is when --lever other (required then, refused with a listed lever).")
 @click.option("--class", "workload_class", required=True, metavar="NAME", help="The workload class changed.")
 @click.option("--signal", required=True, metavar="NAME", help="The primary signal the verdict is based on.")
 @click.option("--expected-impact", type=float, default=None, metavar="RATIO", help="Expected relative change, e.g. 0.2 for +20 %.")
@@ -275,28 +277,42 @@ def initiative():
                    "replicas in the same window; no baseline needed), seasonal (vs the same hours of the stored baseline).")
 @click.option("--control", "control_class", default=None, metavar="NAME", help="The control class of --design control.")
 @click.option("--effort", default="", metavar="TEXT", help="What the change costs, e.g. '3 engineer-days' (shown by obsctl ledger).")
+@click.option("--owner", default=None, metavar="NAME", help="Who answers for the initiative (default: the class's owner).")
+@click.option("--due", default=None, metavar="YYYY-MM-DD",
+              help="Decide it by this date (00:00 UTC; default: the start plus the planned length).")
 @output_option
 @wrap_errors
 def initiative_start(spec_path, name, lever, workload_class, signal, expected_impact, started_at, notes, design, control_class, output,
-                     effort=""):
+                     effort="", owner=None, due=None, lever_description=""):
     """Open an initiative. Refuses a second open initiative on the same class, a class
     that is another open initiative's control, and a class x signal without a current
     baseline unless the design is canary (exit 1). The design is recorded on the
-    initiative and shown by verify and report."""
+    initiative and shown by verify and report.
+
+    When the initiative's own plan cannot detect its expected effect (default 5 %)
+    within the planner's limit, a 'obsctl: warning:' line on stderr says so: its verify
+    would stay INCONCLUSIVE. The initiative is still started (exit 0)."""
     _prefetch_statistics()
     from obsctl.baselining.initiative import start_initiative
+    from obsctl.baselining.present import lever_text
 
     spec = load(spec_path)
     i = start_initiative(spec, _store(spec), name, lever, workload_class, signal, expected_impact,
-                         parse_instant(started_at, "--started-at"), notes, design=design, control=control_class, effort=effort)
+                         parse_instant(started_at, "--started-at"), notes, design=design, control=control_class, effort=effort,
+                         owner=owner, due=_parse_date(due, "--due") if due else None, lever_description=lever_description)
     plan = _initiative_plan(spec, i)  # start_initiative fixed the planned length (repeated looks, docs/verification.md)
+    warning = _undetectable_warning(i, plan)
+    if warning:
+        click.echo(f"obsctl: warning: {warning}", err=True)
     if output == "json":
         emit_json({**i.model_dump(mode="json"), "plan": plan})
     else:
-        click.echo(f"started initiative {i.id}: {i.lever} on {i.workload_class}, primary signal {i.primary_signal}, "
+        lever = lever_text(i.lever, i.lever_description)
+        click.echo(f"started initiative {i.id}: {lever} on {i.workload_class}, primary signal {i.primary_signal}, "
                    f"baseline {i.baseline_id or 'none (canary)'}, design {i.design}"
                    + (f" (control {i.control_class})" if i.control_class else "")
-                   + (f" ({i.variant['label']}={i.variant['treatment']} vs {i.variant['control']})" if i.variant else ""))
+                   + (f" ({i.variant['label']}={i.variant['treatment']} vs {i.variant['control']})" if i.variant else "")
+                   + (f", owner {i.owner}" if i.owner else "") + (f", due {i.due.isoformat()}" if i.due else ""))
         if plan:
             click.echo(f"plan: verify on the cumulative window from the start up to {plan['planned_text']}; " + "; ".join(plan["lines"][1:]))
         if i.baseline_cycle:
@@ -313,17 +329,31 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
 @output_option
 @wrap_errors
 def initiative_list(spec_path, workload_class, status, output):
-    """List initiatives, oldest first."""
-    records = _store(load(spec_path)).initiatives(workload_class, status)
+    """List initiatives, oldest first, each with its planned end (``due`` when given, else
+    the start plus the planned length) and OVERDUE when it is open or verified, past that
+    end, and without a decisive verdict (IMPROVED, NO_CHANGE, REGRESSED). JSON adds
+    ``last_verdict``, ``planned_end`` (RFC 3339) and ``overdue`` (bool) to each record."""
+    from obsctl.baselining.present import lever_text
+    from obsctl.baselining.review import is_overdue, planned_end
+    from obsctl.timeutil import utcnow
+
+    spec = load(spec_path)
+    records = _store(spec).initiatives(workload_class, status)
+    now = utcnow()
     if output == "json":
         emit_json([{**i.model_dump(mode="json", exclude={"verifications"}),
-                    "last_verdict": i.verifications[-1].verdict if i.verifications else None} for i in records])
+                    "last_verdict": i.verifications[-1].verdict if i.verifications else None,
+                    "planned_end": rfc3339(planned_end(spec, i)), "overdue": is_overdue(spec, i, now)} for i in records])
         return
     if not records:
         click.echo("no initiatives")
     for i in records:
         verdict = f", last verdict {i.verifications[-1].verdict}" if i.verifications else ""
-        click.echo(f"{i.id}: {i.status}{verdict}: {i.name} ({i.lever}) on {i.workload_class}/{i.primary_signal}, started {rfc3339(i.started_at)}")
+        lever = lever_text(i.lever, i.lever_description)
+        owner = f", owner {i.owner}" if i.owner else ""
+        end = f", planned end {rfc3339(planned_end(spec, i))}" + (" OVERDUE" if is_overdue(spec, i, now) else "")
+        click.echo(f"{i.id}: {i.status}{verdict}: {i.name} ({lever}) on {i.workload_class}/{i.primary_signal}, "
+                   f"started {rfc3339(i.started_at)}{end}{owner}")
 
 
 @initiative.command("close")
@@ -344,6 +374,31 @@ def initiative_close(spec_path, initiative_id, note, output, lesson="", effort="
         emit_json(i.model_dump(mode="json", exclude={"verifications"}) | {"verifications": len(i.verifications)})
     else:
         click.echo(f"closed initiative {i.id}")
+
+
+def _parse_date(text: str, what: str):
+    # A calendar date YYYY-MM-DD, as the spec's target deadlines.
+    import datetime as dt
+
+    from obsctl.errors import UsageError
+
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"{what}: {text!r} is not a date (YYYY-MM-DD)") from None
+
+
+def _undetectable_warning(i, plan: dict | None) -> str | None:
+    # The plan's verdict on its own effect: no window within the planner's limit detects it.
+    if not plan or "window_seconds" not in plan or plan["window_seconds"]:
+        return None
+    from obsctl.baselining.statistics.power import MAX_PLAN_SECONDS
+    from obsctl.durations import format_duration
+
+    effect = f"{plan['effect']:+.1%}" + ("" if i.expected_impact_ratio else " (the default; give --expected-impact)")
+    return (f"initiative {i.id}: its plan cannot detect {effect} on {i.workload_class}/{i.primary_signal} within "
+            f"{format_duration(MAX_PLAN_SECONDS)} against baseline {i.baseline_id}: verify will stay INCONCLUSIVE; "
+            "re-snapshot a longer baseline, choose a design with less noise, or expect a larger effect")
 
 
 def _initiative_plan(spec, i) -> dict | None:

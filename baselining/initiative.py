@@ -13,11 +13,11 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from obsctl.records import Initiative
+from obsctl.records import MAX_LEVER_DESCRIPTION, Initiative
 from obsctl.baselining.store import Store
 from obsctl.timeutil import utcnow
 from obsctl.errors import StoreError, UsageError
-from obsctl.spec import LEVERS, Spec
+from obsctl.spec import LEVERS, OWNER_PATTERN, Spec
 
 if TYPE_CHECKING:
     from obsctl.baselining.designs.run import Choice
@@ -48,6 +48,9 @@ def start_initiative(
     design: str | None = None,
     control: str | None = None,
     effort: str = "",
+    owner: str | None = None,
+    due: dt.date | None = None,
+    lever_description: str = "",
 ) -> Initiative:
     """Open an initiative on ``workload_class`` with ``signal`` as its primary signal.
 
@@ -59,6 +62,10 @@ def start_initiative(
             ``control`` names the control class of the ``control`` design (default: the
             spec's). Recorded on the initiative (:func:`obsctl.baselining.designs.run.choose`).
         effort: what the change costs the team, as free text (``3 engineer-days``), for the ledger.
+        owner: who answers for the initiative (the spec's owner pattern; None: the class's owner).
+        due: the date it should be decided by (None: the start plus its planned window).
+        lever_description: what the lever is, required for lever ``other`` (one printable
+            line, at most 200 characters) and refused with any other lever.
 
     The class's other current baselines are recorded as the guard signals' baselines
     (``guard_baseline_ids``), so ``obsctl verify`` compares them with the state before
@@ -69,8 +76,10 @@ def start_initiative(
 
     Raises:
         SpecError: unknown class or signal. UsageError: unknown lever, empty name, a
-            non-finite expected impact, or ``started_at`` more than 5 minutes after
-            ``now`` (default: the current time).
+            non-finite expected impact, ``started_at`` more than 5 minutes after
+            ``now`` (default: the current time), lever ``other`` without a description or
+            a description with another lever, an owner the spec would refuse, or a due
+            date before the start.
         StoreError: no current baseline for the class x signal (a ``canary`` needs none),
             the class already has an active initiative, the class is the control of
             another active initiative, or the chosen control class has one of its own.
@@ -79,10 +88,12 @@ def start_initiative(
     """
     if not name.strip():
         raise UsageError("--name must not be empty")
-    if lever not in LEVERS:
-        raise UsageError(f"--lever {lever!r} is not one of: {', '.join(LEVERS)}")
     if expected_impact_ratio is not None and not math.isfinite(expected_impact_ratio):
         raise UsageError(f"--expected-impact {expected_impact_ratio!r} is not a finite ratio (e.g. 0.2 for +20 %)")
+    lever_description = lever_description.strip()
+    check_lever(lever, lever_description)
+    if owner is not None and not (len(owner) <= 128 and re.match(OWNER_PATTERN, owner)):
+        raise UsageError(f"--owner {owner!r} is not an owner name (printable, no leading or trailing space, at most 128 characters)")
     now = now or utcnow()
     if started_at is not None and (started_at - now).total_seconds() > MAX_START_SKEW_SECONDS:
         raise UsageError(
@@ -103,6 +114,8 @@ def start_initiative(
         )
     designs.check_start(spec, store, workload_class, choice, baseline)
     started = (started_at or now).astimezone(dt.timezone.utc)
+    if due is not None and due < started.date():
+        raise UsageError(f"--due {due.isoformat()} is before the start {started.date().isoformat()}: give a later date")
     # The class's other baselines now are the guard signals' baselines for verify.
     guards = {sig: bid for sig, bid in store.current_index().get(workload_class, {}).items() if sig != signal}
     initiative = Initiative(
@@ -122,6 +135,9 @@ def start_initiative(
         started_at=started,
         notes=notes,
         effort=effort.strip(),
+        owner=owner,
+        due=due,
+        lever_description=lever_description,
     )
     # The baselines' sides of every verdict, fixed now like the cycle fit (verdict.stored_side).
     from obsctl.baselining.verdict import stored_side
@@ -137,6 +153,23 @@ def start_initiative(
     with store.locked():
         check_ledger(store, workload_class, choice)  # under the lock, as the one-per-class check
         return store.add_initiative(initiative)
+
+
+def check_lever(lever: str, description: str) -> None:
+    """Refuse an unknown lever, ``other`` without a description, a description with a listed
+    lever, and a description that is not one printable line of at most 200 characters.
+
+    Raises:
+        UsageError: one line naming the flag.
+    """
+    if lever not in LEVERS:
+        raise UsageError(f"--lever {lever!r} is not one of: {', '.join(LEVERS)}")
+    if lever == "other" and not description:
+        raise UsageError("--lever other needs --lever-description TEXT: say what the lever is, e.g. 'KV-cache offload to CPU'")
+    if lever != "other" and description:
+        raise UsageError(f"--lever-description is for --lever other; {lever!r} is a listed lever: drop the description")
+    if len(description) > MAX_LEVER_DESCRIPTION or any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in description):
+        raise UsageError(f"--lever-description must be one line of at most {MAX_LEVER_DESCRIPTION} printable characters")
 
 
 def close_initiative(store: Store, initiative_id: str, note: str = "", lesson: str = "", effort: str = "") -> Initiative:

@@ -17,6 +17,12 @@ from obsctl.records import Coverage, GuardResult, VerificationResult
 from obsctl.timeutil import rfc3339
 
 
+def lever_text(lever: str, description: str = "") -> str:
+    """``batch-size``, or ``other: <description>`` for a lever outside the list (plain text:
+    Markdown callers escape it)."""
+    return f"other: {description}" if lever == "other" else lever
+
+
 def interval_text(low: float | None, high: float | None, confidence: float, exact: bool = False) -> str:
     if exact:
         return "exact: both sides constant"

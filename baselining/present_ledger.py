@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from obsctl.baselining.ledger import Chain, Entry, Ledger
+from obsctl.baselining.present import lever_text
 from obsctl.escape import markdown_text as md
 from obsctl.formatting import format_confidence, format_number, format_percent
 from obsctl.timeutil import rfc3339
@@ -63,7 +64,7 @@ def ledger_lines(ledger: Ledger) -> list[str]:
         lines.append("no initiatives yet (obsctl initiative start)")
     for e in ledger.entries:
         expected = f", expected {format_percent(e.expected_impact_ratio)}" if e.expected_impact_ratio is not None else ""
-        lines.append(f"{e.id}: {e.name} ({e.lever}) on {e.workload_class}/{e.signal}, {_when(e)}")
+        lines.append(f"{e.id}: {e.name} ({lever_text(e.lever, e.lever_description)}) on {e.workload_class}/{e.signal}, {_when(e)}")
         if e.notes:
             lines.append(f"  notes: {' / '.join(e.notes.splitlines())}")
         lines.append(f"  effect: {_effect(e)}{expected}; {e.looks} look(s), design {e.design}")
@@ -94,7 +95,7 @@ def ledger_markdown(ledger: Ledger, figure: str | None = None) -> str:
             expected = format_percent(e.expected_impact_ratio) if e.expected_impact_ratio is not None else "n/a"
             changed = md(e.name) + (f" ({md(' / '.join(e.notes.splitlines()))})" if e.notes else "")
             # Verdicts, numbers and statuses are obsctl's own words; the rest is escaped.
-            out.append(f"| {md(e.id)} ({e.status}) | {md(e.lever)} | {changed} | {_effect(e)} on {md(e.signal)} | "
+            out.append(f"| {md(e.id)} ({e.status}) | {md(lever_text(e.lever, e.lever_description))} | {changed} | {_effect(e)} on {md(e.signal)} | "
                        f"{expected} | {_cost(e, md)} | {md(e.lesson) or 'none recorded'} |")
         out.append("")
         for chain in (c for c in ledger.chains if c.workload_class == name):

@@ -27,7 +27,7 @@ from obsctl.records import Baseline, Initiative, Population, VerificationResult 
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.timeutil import rfc3339  # noqa: E402
 from obsctl.durations import format_duration
-from obsctl.baselining.present import describe, guards_line, report_lines, statistics_line, verdict_line  # noqa: E402
+from obsctl.baselining.present import describe, guards_line, lever_text, report_lines, statistics_line, verdict_line  # noqa: E402
 from obsctl.formatting import format_confidence, format_number, format_percent  # noqa: E402
 from obsctl.errors import StoreError  # noqa: E402
 from obsctl.escape import markdown_text  # noqa: E402
@@ -173,7 +173,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         "",
         f"**{md(verdict_line(result, baseline.unit))}**",
         "",
-        f"- Initiative: `{initiative.id}`, lever **{initiative.lever}**, workload class **{initiative.workload_class}**, started {rfc3339(initiative.started_at)}, status {initiative.status}",
+        f"- Initiative: `{initiative.id}`, lever **{md(lever_text(initiative.lever, initiative.lever_description))}**, workload class **{initiative.workload_class}**, started {rfc3339(initiative.started_at)}, status {initiative.status}",
         f"- Primary signal: `{baseline.signal}` ({md(baseline.unit)}, {baseline.direction.replace('_', ' ')}); expected impact {expected}",
         f"- Verdict: **{result.verdict}** ({md(result.reason)}); verified {rfc3339(result.verified_at)}",
         f"- Change: {format_percent(result.change_ratio)}, {format_confidence(result.confidence)} confidence interval {ci} "

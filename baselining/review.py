@@ -430,19 +430,26 @@ def _review_targets(spec: Spec, store, client: PrometheusClient, wc: WorkloadCla
 
 
 def planned_end(spec: Spec, i: Initiative) -> dt.datetime:
-    """When the initiative was planned to be decided: its ``due`` date if it has one, else
-    its start plus its planned window (default ``verification.window``)."""
-    due = getattr(i, "due", None)
-    if due is not None:
-        return dt.datetime.combine(due, dt.time(0, 0), tzinfo=dt.timezone.utc) if isinstance(due, dt.date) and not isinstance(due, dt.datetime) else due
+    """When the initiative was planned to be decided (UTC): its ``due`` date at 00:00 (as a
+    target's deadline) if it has one, else its start plus its planned window (default
+    ``verification.window``)."""
+    if i.due is not None:
+        return dt.datetime.combine(i.due, dt.time(0, 0), tzinfo=dt.timezone.utc)
     seconds = i.planned_window_seconds or parse_duration(spec.verification.window, "verification.window")
     return i.started_at + dt.timedelta(seconds=seconds)
+
+
+def is_overdue(spec: Spec, i: Initiative, as_of: dt.datetime) -> bool:
+    """True when ``i`` is open or verified, its last verdict (if any) is not decisive
+    (:data:`DECISIVE`) and ``as_of`` is past its :func:`planned_end`."""
+    last = i.verifications[-1].verdict if i.verifications else None
+    return i.status in ("open", "verified") and last not in DECISIVE and as_of > planned_end(spec, i)
 
 
 def _review_initiatives(spec: Spec, wc: WorkloadClass, initiatives: list[Initiative], period: float, as_of: dt.datetime) -> list[Finding]:
     out = []
     for i in initiatives:
-        owner = getattr(i, "owner", None) or wc.owner
+        owner = i.owner or wc.owner
         last = i.verifications[-1] if i.verifications else None
         evidence = {"initiative": i.id, "status": i.status, "started_at": i.started_at.isoformat(), "lever": i.lever,
                     "planned_end": planned_end(spec, i).isoformat(), "last_verdict": last.verdict if last else None,
@@ -453,7 +460,7 @@ def _review_initiatives(spec: Spec, wc: WorkloadClass, initiatives: list[Initiat
             out.append(Finding("initiative_unpromoted", wc.name, i.primary_signal, "warning", None,
                                f"{i.id} verified {last.verdict} {format_percent(last.change_ratio)} on {last.verified_at.date()}, neither promoted nor closed",
                                act, owner, evidence))
-        elif i.status in ("open", "verified") and as_of > planned_end(spec, i):
+        elif is_overdue(spec, i, as_of):
             out.append(Finding("initiative_overdue", wc.name, i.primary_signal, "warning", None,
                                f"{i.id} is past its planned end {planned_end(spec, i).date()} without a decisive verdict"
                                + (f" (last {last.verdict})" if last else " (never verified)"),

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from obsctl import names
+from obsctl.spec import OWNER_PATTERN, Lever
 
 Verdict = Literal["IMPROVED", "REGRESSED", "NO_CHANGE", "INCONCLUSIVE", "NO_DATA"]
 #: A finite float (no NaN, no infinity): for stored values a verdict is computed from.
@@ -53,6 +54,16 @@ def _variant(value: dict[str, str]) -> dict[str, str]:
             raise ValueError(f"{key} must be a non-empty label value without control characters")
     return value
 
+
+def _description(text: str) -> str:
+    # One printable line: it is shown in lists, the ledger and the report.
+    if len(text) > MAX_LEVER_DESCRIPTION or any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in text):
+        raise ValueError(f"must be one line of at most {MAX_LEVER_DESCRIPTION} printable characters")
+    return text
+
+
+#: The longest ``lever_description`` kept (characters).
+MAX_LEVER_DESCRIPTION = 200
 
 #: Names and ids read back from the store, validated with the spec's patterns (:mod:`obsctl.names`).
 RecordId = Annotated[str, AfterValidator(_record_id)]
@@ -373,7 +384,10 @@ class Initiative(_Record):
 
     Attributes:
         id: slug of the name plus start date.
-        lever: batch-size | scheduling | storage-tiering | quantization | right-sizing | topology.
+        lever: one of :data:`obsctl.spec.LEVERS`; ``other`` names a lever outside the list,
+            described by ``lever_description`` (required then, and refused with another lever).
+        owner: who answers for it (the spec's owner pattern), None: the class's owner.
+        due: the date it should be decided by (UTC midnight), None: start + planned window.
         primary_signal: the signal the verdict is based on.
         expected_impact_ratio: expected relative change of the primary signal (0.2 = +20 %).
         baseline_id: the baseline current when the initiative started.
@@ -385,8 +399,10 @@ class Initiative(_Record):
     schema_version: Literal[1] = SCHEMA_VERSION
     id: RecordId
     name: str
-    lever: Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology",
-                   "prefix-caching", "speculative-decoding", "chunked-prefill"]
+    lever: Lever
+    lever_description: Annotated[str, AfterValidator(_description)] = ""
+    owner: str | None = Field(None, min_length=1, max_length=128, pattern=OWNER_PATTERN)
+    due: dt.date | None = None
     workload_class: Name
     primary_signal: Name
     expected_impact_ratio: float | None = None
@@ -418,3 +434,12 @@ class Initiative(_Record):
     lesson: str = ""
     #: When it was promoted or closed (UTC); None while open or verified.
     ended_at: dt.datetime | None = None
+
+    @model_validator(mode="after")
+    def _lever_description(self) -> Initiative:
+        # ``other`` says what the lever is; a listed lever's name says it already.
+        if self.lever == "other" and not self.lever_description.strip():
+            raise ValueError("lever 'other' needs a lever_description")
+        if self.lever != "other" and self.lever_description:
+            raise ValueError(f"lever_description is for lever 'other', not {self.lever!r}")
+        return self

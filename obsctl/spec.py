@@ -39,10 +39,16 @@ _IDENT = _names.IDENT
 # Prometheus durations: units in descending order, each at most once (model.ParseDuration).
 _PLACEHOLDER = re.compile(r"\$(node_selector|selector|class)\b")
 
+#: Label matcher operators of a class's ``selector`` / ``node_selector`` (PromQL's four).
+MATCH_OPERATORS = ("=", "!=", "=~", "!~")
+#: A selector entry: a string (equality) or ``{operator: value}``, e.g. ``{"=~": "llm-.*"}``.
+SelectorValue = str | dict[Literal["=", "!=", "=~", "!~"], str]
 Category = Literal["utilization", "throughput", "cost", "quality", "saturation"]
 Direction = Literal["higher_is_better", "lower_is_better"]
+#: The optimization levers an initiative names; ``other`` is a lever outside the list,
+#: which the initiative then describes (``--lever-description``).
 Lever = Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology",
-                "prefix-caching", "speculative-decoding", "chunked-prefill"]
+                "prefix-caching", "speculative-decoding", "chunked-prefill", "other"]
 LEVERS: tuple[str, ...] = Lever.__args__  # type: ignore[attr-defined]
 Cadence = Literal["weekly", "monthly"]
 #: The length of one cadence period (s): a week, and a month of 30 days.
@@ -228,7 +234,9 @@ class WorkloadClass(_Model):
     Attributes:
         name: identifier, used as the ``workload_class`` label value.
         kind: ``training`` or ``inference``.
-        selector: label matchers (exact match) that select the class's workload series.
+        selector: label matchers that select the class's workload series: ``label: value``
+            (equality) or ``label: {op: value}`` with op ``=``, ``!=``, ``=~`` or ``!~`` (e.g.
+            ``namespace: {"=~": "llm-.*"}``); rendered by :func:`promql_matchers`.
         node_selector: label matchers that select the exporter series (prices, GPUs) of
             the nodes the class runs on; defaults to ``{job: obsctl-exporter}``.
         description: free text shown in reports.
@@ -244,8 +252,8 @@ class WorkloadClass(_Model):
 
     name: str
     kind: Literal["training", "inference"]
-    selector: dict[str, str] = Field(min_length=1)
-    node_selector: dict[str, str] = Field(default_factory=lambda: {"job": "obsctl-exporter"})
+    selector: dict[str, SelectorValue] = Field(min_length=1)
+    node_selector: dict[str, SelectorValue] = Field(default_factory=lambda: {"job": "obsctl-exporter"})
     description: str = ""
     source: SourceName = "sdk"
     queue: QueueSource | None = None
@@ -262,12 +270,14 @@ class WorkloadClass(_Model):
 
     @field_validator("selector", "node_selector")
     @classmethod
-    def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
+    def _label_names(cls, value: dict[str, SelectorValue]) -> dict[str, SelectorValue]:
+        for key, matcher in value.items():
             if not _LABEL_NAME.match(key):
                 raise ValueError(f"{key!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")
             if key.startswith("__"):
                 raise ValueError(f"{key!r}: labels starting with '__' are reserved; select by metric name in the signal's query")
+            if isinstance(matcher, dict):
+                _check_matcher(key, matcher)
         return value
 
 
@@ -855,9 +865,29 @@ def _canonical_names() -> frozenset[str]:
 escape_label_value = promql_string
 
 
-def promql_matchers(selector: dict[str, str]) -> str:
-    """Render ``{"job": "a"}`` as ``job="a"`` (comma separated, values escaped, sorted)."""
-    return ",".join(f'{k}="{escape_label_value(v)}"' for k, v in sorted(selector.items()))
+def matcher_of(value: SelectorValue) -> tuple[str, str]:
+    """``(operator, value)`` of a selector entry: a string is ``=``, ``{"=~": "llm-.*"}`` names the operator."""
+    return ("=", value) if isinstance(value, str) else next(iter(value.items()))
+
+
+def promql_matchers(selector: dict[str, SelectorValue]) -> str:
+    """Render ``{"job": "a", "namespace": {"=~": "llm-.*"}}`` as ``job="a",namespace=~"llm-.*"``
+    (comma separated, sorted by label, values escaped as PromQL strings)."""
+    return ",".join(f'{k}{op}"{escape_label_value(v)}"' for k, (op, v) in sorted((k, matcher_of(m)) for k, m in selector.items()))
+
+
+def _check_matcher(label: str, matcher: dict[str, str]) -> None:
+    """A ``{operator: value}`` selector entry: exactly one of :data:`MATCH_OPERATORS`, and for ``=~`` /
+    ``!~`` a regular expression (Prometheus anchors it; RE2 syntax, checked here with Python's ``re``,
+    which accepts what RE2 does except RE2-only classes, so promtool has the last word)."""
+    if len(matcher) != 1 or next(iter(matcher)) not in MATCH_OPERATORS:
+        raise ValueError(f"{label}: a matcher is one of {{'=': v}}, {{'!=': v}}, {{'=~': regex}}, {{'!~': regex}}, got {sorted(matcher)}")
+    op, value = next(iter(matcher.items()))
+    if op in ("=~", "!~"):
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"{label}: {op} {value!r} is not a regular expression: {exc}") from None
 
 
 # --- loading -----------------------------------------------------------------------

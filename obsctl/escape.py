@@ -13,6 +13,7 @@ function                  context
 :func:`yaml_scalar`       a one-line YAML scalar
 :func:`yaml_comment`      the text of a one-line YAML ``#`` comment
 :func:`logfmt_value`      inside a double-quoted logfmt value (go-kit log)
+:func:`alertmanager_value` inside a double-quoted Alertmanager matcher value (routes)
 ========================= =============================================================
 
 Every function maps ``str -> str``, never raises for any ``str`` input, and the result is
@@ -24,20 +25,24 @@ from __future__ import annotations
 
 import html
 import re
-import string
 
 import yaml
 
-__all__ = ["go_template_text", "html_text", "logfmt_value", "markdown_text", "promql_string", "yaml_comment",
+__all__ = ["alertmanager_value", "go_template_text", "html_text", "logfmt_value", "markdown_text", "promql_string", "yaml_comment",
            "yaml_scalar"]
 
 # C0 controls, DEL and C1 controls (U+0080-U+009F), plus the Unicode line and paragraph
 # separators that some renderers treat as line breaks.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# CommonMark 0.31 section 2.4: any ASCII punctuation character may be backslash-escaped,
-# and an escaped one is always literal text.
-_MD_PUNCT = re.compile("([" + re.escape(string.punctuation) + "])")
+# CommonMark 0.31 section 2.4: an ASCII punctuation character after a backslash is literal.
+# Escaped are only those that open an inline construct anywhere in a line: code spans,
+# emphasis, links and images, raw HTML and autolinks, entities, GFM table cells and
+# strikethrough (and the backslash itself), so ordinary text stays readable.
+_MD_INLINE = re.compile(r"([\\`*_\[\]<>&|~])")
+# What opens a block when it starts a line: ATX headings, block quotes, list markers,
+# setext/thematic-break characters, and an ordered-list number.
+_MD_BLOCK_START = re.compile(r"^([#>+\-=])|^(\d{1,9})([.)])")
 
 
 def _visible_controls(text: str) -> str:
@@ -55,18 +60,23 @@ def _visible_controls(text: str) -> str:
 def markdown_text(text: str) -> str:
     """``text`` as literal Markdown text, safe in a paragraph or a table cell.
 
-    Every ASCII punctuation character is backslash-escaped (CommonMark 0.31 section 2.4),
-    which leaves no heading (``#``), emphasis, link or image (``[``, ``]``, ``(``), raw HTML
-    or autolink (``<``), entity (``&``), list marker or table-cell break (``|``, a GFM
-    extension that honours the same escape); line breaks and other control characters
-    become one space, and runs of spaces one space, so text cannot start a block (an
-    indented code block needs four). Example: ``"## Verdict | <b>"`` -> ``"\\#\\# Verdict \\| \\<b\\>"``.
+    The characters that open an inline construct are backslash-escaped (CommonMark 0.31
+    section 2.4): code (`````), emphasis (``*``, ``_``), links and images (``[``, ``]``), raw
+    HTML and autolinks (``<``, ``>``), entities (``&``), GFM table cells (``|``) and
+    strikethrough (``~``), and ``\\`` itself; so is a first character that would open a
+    block (``#``, ``>``, ``+``, ``-``, ``=``, or the ``.`` / ``)`` after an ordered list's number). Line breaks
+    and other control characters become one space, and runs of spaces one space, so text
+    cannot start a block of its own (an indented code block needs four). Other punctuation
+    is left as it is, so reports stay readable. Example: ``"## Verdict | <b>"`` ->
+    ``"\\## Verdict \\| \\<b\\>"``; checked against a CommonMark parser (markdown-it-py) in
+    the tests.
 
     No library is used: Markdown renderers parse, they do not escape, and the spec's rule
     is a single substitution.
     """
     flat = re.sub(" {2,}", " ", _CONTROL.sub(" ", text)).strip(" ")
-    return _MD_PUNCT.sub(r"\\\1", flat)
+    inline = _MD_INLINE.sub(r"\\\1", flat)
+    return _MD_BLOCK_START.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", inline, count=1)
 
 
 def html_text(text: str) -> str:
@@ -114,3 +124,13 @@ def logfmt_value(text: str) -> str:
     """``text`` for inside a double-quoted logfmt value: ``\\`` and ``"`` escaped, control
     characters (terminal escapes, line breaks that would forge a record) as ``\\n`` / ``\\xNN``."""
     return _visible_controls(text.replace("\\", "\\\\").replace('"', '\\"'))
+
+
+def alertmanager_value(text: str) -> str:
+    """``text`` for inside a double-quoted Alertmanager matcher value (``owner="..."`` in a
+    route's ``matchers``): ``\\`` and ``"`` are backslash-escaped and a line break is
+    ``\\n``, the escapes Alertmanager's matcher parser reads back (pkg/labels/parse.go,
+    ``ParseMatcher``); other characters stand for themselves there, and the route file's
+    YAML emitter quotes what YAML needs. Example: ``'a "b"'`` -> ``'a \\"b\\"'``.
+    """
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -34,9 +34,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+
 from obsctl.baselining.designs import align, estimator
-from obsctl.records import CycleFit
 from obsctl.baselining.statistics import distributions as special
+from obsctl.durations import format_duration
+from obsctl.records import CycleFit
 
 HARMONICS = 2
 #: Test level (a baseline without a cycle is called cyclic at most this often).
@@ -251,7 +253,7 @@ def detect(samples: Iterable[tuple[float, float]], min_effect_ratio: float, fits
     if fits is None:
         fits = fit(samples)
     if not fits:
-        hours = (_span(samples)[3] if samples or span_seconds is None else span_seconds) / 3600
+        seconds = _span(samples)[3] if samples or span_seconds is None else span_seconds
         return CycleCheck(False, False, "day", None, None, None,
-                          f"the baseline spans {hours:.1f} h, less than a day: a daily cycle cannot be checked")
+                          f"the baseline spans {format_duration(seconds)}, less than a day: a daily cycle cannot be checked")
     return assess(fits, min_effect_ratio)

@@ -26,8 +26,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from obsctl.baselining.designs import estimator
 from obsctl.baselining.statistics import distributions as special
+from obsctl.durations import format_duration
 
 #: Fewest samples a series needs to be judged (the memory model needs a few lags).
 MIN_SAMPLES = 6
@@ -77,7 +79,7 @@ def from_log(design: str, log_effect: float, var: float, dof: float, confidence:
     """
     if not math.isfinite(var):
         tau = context.get("tau_seconds")
-        memory = f"the signal's memory is about {tau / 60:.0f} min; " if isinstance(tau, (int, float)) and math.isfinite(tau) else ""
+        memory = f"the signal's memory is about {format_duration(tau)}; " if isinstance(tau, (int, float)) and math.isfinite(tau) else ""
         return undefined(design, confidence, f"window too short: {memory}the compared stretches hold less than one independent sample",
                          samples, **context)
     if not (math.isfinite(log_effect) and var >= 0):

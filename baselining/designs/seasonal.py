@@ -24,10 +24,11 @@ from collections.abc import Iterable
 from zoneinfo import ZoneInfo
 
 import numpy as np
+
 from obsctl.baselining.designs import align
 from obsctl.baselining.designs import effect as fx
 from obsctl.baselining.designs.branch import Branch, Context
-
+from obsctl.durations import format_duration
 from obsctl.errors import UsageError
 
 NAME = "seasonal"
@@ -48,11 +49,10 @@ def check_span(baseline_start: dt.datetime, baseline_end: dt.datetime, cycle: st
     days = CYCLES[cycle]
     span = (baseline_end - baseline_start).total_seconds()
     if span < days * 86400:
-        hours = span / 3600
         hint = " (Prometheus keeps 15 days by default: --storage.tsdb.retention.time)" if cycle == "week" else ""
         raise UsageError(
             f"--design seasonal compares with the same hours of the {cycle} in the stored baseline, but the baseline spans "
-            f"{hours:.1f} h, less than one whole {cycle} ({days * 24} h){hint}; snapshot a baseline of at least "
+            f"{format_duration(span)}, less than one whole {cycle} ({format_duration(days * 86400)}){hint}; snapshot a baseline of at least "
             f"--window {days * 24}h, or use --design control or canary"
         )
 

@@ -265,7 +265,7 @@ def test_seasonal_refuses_a_short_baseline(hist, spec):
     out = run(initiative, ["start", "--spec", spec, "--name", "short", "--lever", "batch-size", "--class", "cyc-gain",
                            "--signal", "tokens_per_second", "--started-at", hist.iso(hist.t_c)])
     assert out.exit_code == 2
-    assert "spans 3.0 h, less than one whole day" in out.output
+    assert "spans 3h, less than one whole day (1d)" in out.output
 
 
 def test_demand_rise_on_an_unsaturated_class_is_not_an_improvement(hist, spec):

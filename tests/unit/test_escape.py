@@ -17,19 +17,44 @@ HOSTILE = ["", "plain", "## Verdict: IMPROVED", "a | b", "<script>alert(1)</scri
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("## Verdict: IMPROVED", r"\#\# Verdict\: IMPROVED"),
+    ("## Verdict: IMPROVED", r"\## Verdict: IMPROVED"),
     ("a | b", r"a \| b"),
-    ("<img src=x onerror=alert(1)>", r"\<img src\=x onerror\=alert\(1\)\>"),
-    ("[x](javascript:alert(1))", r"\[x\]\(javascript\:alert\(1\)\)"),
-    ("line\nbreak\r\n  # h", r"line break \# h"),
+    ("<img src=x onerror=alert(1)>", r"\<img src=x onerror=alert(1)\>"),
+    ("[x](javascript:alert(1))", r"\[x\](javascript:alert(1))"),
+    ("line\nbreak\r\n  # h", "line break # h"),
     ("    indented", "indented"),
     ("1. item", r"1\. item"),
-    ("&amp;", r"\&amp\;"),
+    ("- item", r"\- item"),
+    ("&amp;", r"\&amp;"),
     ("a_b*c`d~e", r"a\_b\*c\`d\~e"),
+    ("back\\slash", r"back\\slash"),
+    ("IMPROVED: +20.2 % (95 % CI), 995 -> 1,196 tokens/s", "IMPROVED: +20.2 % (95 % CI), 995 -\\> 1,196 tokens/s"),
     ("ünï ✓", "ünï ✓"),
 ])
 def test_markdown_text(text, expected):
     assert escape.markdown_text(text) == expected
+
+
+@pytest.mark.parametrize("text", HOSTILE + ["1) x", "> quote", "+ item", "=== ", "***", "`code`", "https://x.example/a_b_c",
+                                            "![img](x)", "<http://x>", "x ~~y~~", "*a* _b_ **c**", "\\[x](y)"])
+def test_markdown_text_is_literal_text_to_a_commonmark_parser(text):
+    """Each output, as a line of its own and as a table cell, is one paragraph (or cell) of
+    plain text to markdown-it-py (CommonMark + GFM tables/strikethrough) reading back as the input."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    flat = " ".join(text.replace("\r", " ").split()) if text.strip() else ""
+    out = escape.markdown_text(text)
+    for doc, wrapper in ((out, "paragraph_open"), (f"| h |\n|---|\n| {out} |", "td_open")):
+        tokens = md.parse(doc)
+        if not flat:
+            continue
+        assert wrapper in [t.type for t in tokens], (doc, [t.type for t in tokens])
+        inline = [t for t in tokens if t.type == "inline"][-1]
+        kinds = {c.type for c in inline.children}
+        assert kinds <= {"text", "softbreak"}, (doc, kinds)
+        read = "".join(c.content for c in inline.children)
+        assert read == flat.replace("\x00", "\ufffd") or escape._CONTROL.sub(" ", text).split() == read.split(), (doc, read)
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -218,22 +218,43 @@ def target():
 @output_option
 @wrap_errors
 def target_show(spec_path, output):
-    """Each target with its current baseline, target value and gap (target - baseline)."""
+    """Each target with its anchored baseline, current value, progress and deadline.
+
+    A relative target is anchored to the baseline current when obsctl first saw it
+    (stored in STORE/targets/, docs/practice.md), so promoting a gain does not move it;
+    every target's progress starts at that anchor. The current value is the class x
+    signal's current baseline (the last snapshot or promoted verification window).
+    progress = (current - anchor) / (target - anchor) (1 = met); OVERDUE: the deadline
+    (00:00 UTC) has passed and the target is not met. JSON: one object per target with
+    baseline, baseline_id, target, gap, gap_ratio, anchor_baseline_id, anchor_value,
+    anchored_at, current, progress, elapsed, met, overdue, days_left, driver, deadline.
+    Exit 1 when the store cannot record a first-seen anchor.
+    """
+    from obsctl.baselining import targets as target_rules
+    from obsctl.timeutil import utcnow
+
     spec = load(spec_path)
     store = _store(spec)
+    now = utcnow()
     rows = []
     for t in spec.targets:
-        b = store.current_baseline(t.workload_class, t.signal)
+        sig = spec.signal(t.signal)
+        b = store.current_baseline(t.workload_class, t.signal, samples=False)
         # A non-finite baseline mean (an old record) or target is no number to compare: None.
         base = b.stats.mean if b and math.isfinite(b.stats.mean) else None
-        value = t.absolute if t.absolute is not None else (base * (1 + t.relative) if base is not None else None)
-        value = value if value is not None and math.isfinite(value) else None
+        record = target_rules.anchor(store, t, now)
+        st = target_rules.state(t, sig, record, base, base, now)
+        value = st.value if st.value is not None and math.isfinite(st.value) else None
         rows.append({
-            "workload_class": t.workload_class, "signal": t.signal, "unit": spec.signal(t.signal).unit,
+            "workload_class": t.workload_class, "signal": t.signal, "unit": sig.unit,
             "baseline": base, "baseline_id": b.id if b else None, "target": value,
             "gap": (value - base) if value is not None and base is not None else None,
             # Undefined for a baseline of 0 (e.g. an error ratio with no errors).
             "gap_ratio": (value / base - 1) if value is not None and base else None,
+            "anchor_baseline_id": record.anchor_baseline_id, "anchor_value": record.anchor_value,
+            "anchored_at": rfc3339(record.anchored_at), "current": base,
+            "progress": st.progress if value is not None else None, "elapsed": st.elapsed, "met": st.met,
+            "overdue": st.overdue, "days_left": st.days_left,
             "driver": t.driver, "deadline": t.deadline.isoformat(),
         })
     if output == "json":
@@ -242,14 +263,21 @@ def target_show(spec_path, output):
     if not rows:
         click.echo("no targets in the spec")
     for r in rows:
+        flag = " OVERDUE" if r["overdue"] else (" MET" if r["met"] else "")
         if r["baseline"] is None:
             why = "no current baseline" if r["baseline_id"] is None else f"baseline {r['baseline_id']} has no finite mean"
             click.echo(f"{r['workload_class']}/{r['signal']}: {why} (target {_num(r['target']) if r['target'] is not None else 'relative'}), "
-                       f"by {r['deadline']}: {r['driver']}")
+                       f"by {r['deadline']}: {r['driver']}{flag}")
             continue
         ratio = "gap ratio n/a" if r["gap_ratio"] is None else f"{r['gap_ratio'] * 100:+.1f} %"
         click.echo(f"{r['workload_class']}/{r['signal']}: baseline {_num(r['baseline'])} -> target {_num(r['target'])} {r['unit']} "
-                   f"(gap {_num(r['gap'], '+.6g')}, {ratio}) by {r['deadline']}: {r['driver']}")
+                   f"(gap {_num(r['gap'], '+.6g')}, {ratio}) by {r['deadline']}: {r['driver']}{flag}")
+        anchored = (f"anchored to {r['anchor_baseline_id']} ({_num(r['anchor_value'])} {r['unit']}) since {r['anchored_at']}"
+                    if r["anchor_baseline_id"] else f"no anchor yet, first seen {r['anchored_at']}")
+        progress = "progress n/a" if r["progress"] is None else f"progress {r['progress'] * 100:.0f} %"
+        days = (f"{r['days_left']:.0f} day(s) left" if r["days_left"] >= 0 else f"deadline passed {-r['days_left']:.0f} day(s) ago")
+        click.echo(f"  {anchored}; current {_num(r['current'])} {r['unit']}; {progress}, "
+                   f"{min(r['elapsed'], 1) * 100:.0f} % of the time gone; {days}")
 
 
 # --- initiative --------------------------------------------------------------------------

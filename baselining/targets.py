@@ -6,8 +6,10 @@ promoted: a met target falls back to missed. So the first time obsctl sees a tar
 (``review``, ``target show``) it records the anchor, the baseline current then, in
 ``STORE/targets/<class>.<signal>.yaml``; the target's value is ``anchor x (1 + relative)``
 from then on. A target whose ``relative`` or ``deadline`` is edited in the spec is a new
-target and is anchored afresh. An absolute target needs no anchor; its record keeps
-the time it was first seen (the start of its progress) and when it was last reviewed
+target and is anchored afresh. An absolute target's value needs no anchor, but its
+progress does: it is measured from the same anchor (the baseline current when it was
+first seen), so a promotion moves the current level, not the start. Every record keeps
+the time it was first seen (the start of its elapsed time) and when it was last reviewed
 (``review --write``).
 """
 
@@ -32,8 +34,9 @@ class TargetRecord(BaseModel):
     Attributes:
         workload_class, signal: the target's identity.
         relative, absolute, deadline: the target as it was when anchored (a change is a new target).
-        anchor_baseline_id: the baseline current when first seen (None: none yet, or absolute).
-        anchor_value: that baseline's mean (signal unit), or None.
+        anchor_baseline_id: the baseline current when first seen (None: none yet).
+        anchor_value: that baseline's mean (signal unit), or None: a relative target's
+            value is ``anchor_value x (1 + relative)``, and every target's progress starts there.
         anchored_at: when first seen (UTC): the start of the target's progress.
         reviewed_at: the last written review that covered it (UTC), or None.
     """
@@ -83,18 +86,22 @@ def anchor(store, target: Target, now: dt.datetime, write: bool = True) -> Targe
         StoreError: as :func:`read_record`, or the record cannot be written.
     """
     record = read_record(store, target)
-    if record is not None and (record.anchor_baseline_id is not None or target.relative is None):
+    if record is not None and record.anchor_baseline_id is not None:
         return record
+    base = store.current_baseline(target.workload_class, target.signal, samples=False)
+    usable = base is not None and math.isfinite(base.stats.mean)
+    if record is not None and not usable:
+        return record  # still nothing to anchor to: the record stands as it is
     with store.locked():
         record = read_record(store, target)
-        if record is not None and (record.anchor_baseline_id is not None or target.relative is None):
+        if record is not None and record.anchor_baseline_id is not None:
             return record
         base = store.current_baseline(target.workload_class, target.signal, samples=False)
         usable = base is not None and math.isfinite(base.stats.mean)
         record = TargetRecord(workload_class=target.workload_class, signal=target.signal, relative=target.relative,
                               absolute=target.absolute, deadline=target.deadline,
-                              anchor_baseline_id=base.id if usable and target.relative is not None else None,
-                              anchor_value=base.stats.mean if usable and target.relative is not None else None,
+                              anchor_baseline_id=base.id if usable else None,
+                              anchor_value=base.stats.mean if usable else None,
                               anchored_at=record.anchored_at if record is not None else now)
         if write:
             save(store, record)
@@ -124,8 +131,8 @@ class TargetState:
 
     Attributes:
         value: the target value (signal unit), None when a relative target has no anchor.
-        start: the level progress is measured from (the anchor, or for an absolute target
-            the current baseline's mean), or None.
+        start: the level progress is measured from (the anchor; an absolute target
+            anchored before it had a baseline: the current baseline's mean), or None.
         current: the signal's current level (the mean over the last cadence period), or None.
         progress: ``(current - start) / (value - start)`` (1 = met), None where undefined.
         elapsed: the share of the time from ``anchored_at`` to the deadline that has passed (0-1+).
@@ -151,12 +158,13 @@ def state(target: Target, signal: Signal, record: TargetRecord, current: float |
     Args:
         record: the target's anchor record.
         current: the signal's current level (signal unit), None when unknown.
-        start_level: the level progress starts from when the target is absolute (the
-            current baseline's mean), ignored for a relative target (its anchor).
+        start_level: the level progress starts from when an absolute target has no anchor
+            (the current baseline's mean), ignored otherwise.
         now: the instant judged (UTC).
     """
     if target.absolute is not None:
-        value, start = target.absolute, start_level
+        value = target.absolute
+        start = record.anchor_value if record.anchor_value is not None else start_level
     else:
         start = record.anchor_value
         value = start * (1 + target.relative) if start is not None else None

@@ -93,15 +93,17 @@ def spawn(name: str, argv: list[str], workdir: Path) -> ManagedProcess:
     return ManagedProcess(name, process, log_path)
 
 
-def spawn_ready(name: str, label: str, argv: list[str], workdir: Path, url: str, timeout: float) -> ManagedProcess:
-    """Start ``argv`` (see :func:`spawn`) and wait until ``<url>/-/ready`` answers 200.
+def spawn_ready(name: str, label: str, argv: list[str], workdir: Path, url: str, timeout: float,
+                ready_path: str = "/-/ready") -> ManagedProcess:
+    """Start ``argv`` (see :func:`spawn`) and wait until ``<url><ready_path>`` answers 200
+    (``/-/ready`` for Prometheus' servers, ``/health`` for VictoriaMetrics').
 
     Raises:
         ObsctlError: ``"<label> did not start: ..."`` with the log tail; the process is stopped.
     """
     proc = spawn(name, argv, workdir)
     try:
-        wait_ready(f"{url}/-/ready", timeout, proc.process)
+        wait_ready(f"{url}{ready_path}", timeout, proc.process)
     except ObsctlError as exc:
         proc.stop()
         raise ObsctlError(f"{label} did not start: {exc}\n{proc.log_tail()}") from None

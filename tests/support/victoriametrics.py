@@ -7,19 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from obsctl.errors import ObsctlError
-from obsctl.stack import ManagedProcess, Prometheus, _LoopbackServer, free_port, require_binary, spawn, wait_ready
-
-
-def _start(name: str, label: str, argv: list[str], workdir: Path, url: str, timeout: float) -> ManagedProcess:
-    """Start ``argv`` and wait for ``<url>/health`` (VictoriaMetrics' readiness endpoint)."""
-    proc = spawn(name, argv, workdir)
-    try:
-        wait_ready(f"{url}/health", timeout, proc.process)
-    except ObsctlError as exc:
-        proc.stop()
-        raise ObsctlError(f"{label} did not start: {exc}\n{proc.log_tail()}") from None
-    return proc
+from obsctl.stack import ManagedProcess, Prometheus, _LoopbackServer, free_port, require_binary, spawn_ready
 
 
 @dataclass
@@ -38,7 +26,7 @@ class VictoriaMetrics(_LoopbackServer):
         argv = [require_binary("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{self.port}",
                 f"-storageDataPath={self.workdir / 'vm-data'}", "-retentionPeriod=100y", "-search.latencyOffset=1s",
                 "-loggerLevel=WARN"]
-        self.proc = _start("victoria-metrics", "VictoriaMetrics", argv, self.workdir, self.url, timeout)
+        self.proc = spawn_ready("victoria-metrics", "VictoriaMetrics", argv, self.workdir, self.url, timeout, "/health")
         return self
 
 
@@ -64,7 +52,7 @@ class VMAlert(_LoopbackServer):
                 f"-remoteWrite.url={self.remote_write}", f"-remoteRead.url={self.datasource}",
                 f"-notifier.url={self.alertmanager}", f"-evaluationInterval={self.evaluation_interval}",
                 "-remoteWrite.flushInterval=1s", "-loggerLevel=WARN"]
-        self.proc = _start("vmalert", "vmalert", argv, self.workdir, self.url, timeout)
+        self.proc = spawn_ready("vmalert", "vmalert", argv, self.workdir, self.url, timeout, "/health")
         return self
 
 

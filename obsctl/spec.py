@@ -42,7 +42,7 @@ _PLACEHOLDER = re.compile(r"\$(node_selector|selector|class)\b")
 #: Label matcher operators of a class's ``selector`` / ``node_selector`` (PromQL's four).
 MATCH_OPERATORS = ("=", "!=", "=~", "!~")
 #: A selector entry: a string (equality) or ``{operator: value}``, e.g. ``{"=~": "llm-.*"}``.
-SelectorValue = str | dict[Literal["=", "!=", "=~", "!~"], str]
+SelectorValue = str | dict[str, str]
 Category = Literal["utilization", "throughput", "cost", "quality", "saturation"]
 Direction = Literal["higher_is_better", "lower_is_better"]
 #: The optimization levers an initiative names; ``other`` is a lever outside the list,

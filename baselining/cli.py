@@ -404,6 +404,25 @@ def initiative_close(spec_path, initiative_id, note, output, lesson="", effort="
         click.echo(f"closed initiative {i.id}")
 
 
+@initiative.command("lesson")
+@spec_option
+@click.option("--initiative", "initiative_id", required=True, metavar="ID")
+@click.option("--lesson", required=True, metavar="TEXT", help="What the initiative taught (obsctl ledger shows it).")
+@output_option
+@wrap_errors
+def initiative_lesson(spec_path, initiative_id, lesson, output):
+    """Record what a promoted or closed initiative taught (obsctl review flags ended ones
+    without a lesson). Exit 1 for an unknown id or an initiative still open or verified
+    (give the lesson to baseline promote / initiative close), 2 for an empty lesson."""
+    from obsctl.baselining.initiative import record_lesson
+
+    i = record_lesson(_store(load(spec_path)), initiative_id, lesson)
+    if output == "json":
+        emit_json({"initiative": i.id, "status": i.status, "lesson": i.lesson})
+    else:
+        click.echo(f"lesson kept on initiative {i.id} ({i.status})")
+
+
 def _parse_date(text: str, what: str):
     # A calendar date YYYY-MM-DD, as the spec's target deadlines.
     import datetime as dt

@@ -190,6 +190,26 @@ def close_initiative(store: Store, initiative_id: str, note: str = "", lesson: s
     return closed
 
 
+def record_lesson(store: Store, initiative_id: str, lesson: str) -> Initiative:
+    """Keep ``lesson`` (what it taught) on a promoted or closed initiative that has none yet
+    or replace it (an open or verified one gets it at ``baseline promote`` / ``initiative close``).
+
+    Raises:
+        UsageError: an empty lesson. StoreError: unknown id, or the initiative is still open
+            or verified.
+    """
+    if not lesson.strip():
+        raise UsageError("--lesson must not be empty: say what the initiative taught")
+    with store.locked():
+        initiative = store.initiative(initiative_id)
+        if initiative.status in ("open", "verified"):
+            raise StoreError(f"initiative {initiative_id!r} is {initiative.status}: give the lesson when it ends "
+                             f"(obsctl baseline promote / initiative close --initiative {initiative_id} --lesson TEXT)")
+        kept = initiative.model_copy(update={"lesson": lesson.strip()})
+        store.save_initiative(kept)
+    return kept
+
+
 def check_ledger(store, workload_class: str, choice: Choice) -> None:
     """The ledger's rules for controls (call under the store lock).
 

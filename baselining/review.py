@@ -13,7 +13,10 @@ month at stake where there is a price for it, a one-line action and its evidence
   the baseline's), ``owner_missing``;
 - targets: ``target_impossible``, ``target_met``, ``target_unrealistic``, ``target_behind``,
   ``target_review_due`` (:mod:`obsctl.baselining.targets` anchors relative targets);
-- initiatives: ``initiative_overdue``, ``initiative_unpromoted``, ``episodic``;
+- initiatives: ``initiative_overdue``, ``initiative_unpromoted``, ``episodic``,
+  ``lesson_missing`` (promoted, or closed after a decisive verdict, without a lesson) and
+  ``prediction_accuracy`` (per class, how far ``--expected-impact`` was from the verified
+  change: :func:`prediction_errors`);
 - money: ``opportunity`` (per class, the lever most likely to pay, priced), and one
   cluster-wide ``opportunity`` for unattributed GPUs (``workload_class`` None).
 
@@ -455,8 +458,8 @@ def _review_initiatives(spec: Spec, wc: WorkloadClass, initiatives: list[Initiat
                     "planned_end": planned_end(spec, i).isoformat(), "last_verdict": last.verdict if last else None,
                     "expected_impact_ratio": i.expected_impact_ratio, "verified_change_ratio": last.change_ratio if last else None}
         if i.status == "verified" and last is not None and last.verdict in DECISIVE:
-            act = (f"obsctl baseline promote --initiative {i.id}" if last.verdict == "IMPROVED"
-                   else f"obsctl initiative close --initiative {i.id} --note '<what it taught>'")
+            act = (f"obsctl baseline promote --initiative {i.id} --lesson '<what it taught>'" if last.verdict == "IMPROVED"
+                   else f"obsctl initiative close --initiative {i.id} --lesson '<what it taught>'")
             out.append(Finding("initiative_unpromoted", wc.name, i.primary_signal, "warning", None,
                                f"{i.id} verified {last.verdict} {format_percent(last.change_ratio)} on {last.verified_at.date()}, neither promoted nor closed",
                                act, owner, evidence))
@@ -465,6 +468,19 @@ def _review_initiatives(spec: Spec, wc: WorkloadClass, initiatives: list[Initiat
                                f"{i.id} is past its planned end {planned_end(spec, i).date()} without a decisive verdict"
                                + (f" (last {last.verdict})" if last else " (never verified)"),
                                f"obsctl verify --initiative {i.id}, then extend it or close it", owner, evidence))
+        verified = last is not None and last.verdict in DECISIVE
+        if not i.lesson and (i.status == "promoted" or (i.status == "closed" and verified)):
+            out.append(Finding("lesson_missing", wc.name, i.primary_signal, "info", None,
+                               f"{i.id} was {i.status} without a lesson" + (f" (verified {last.verdict})" if verified else ""),
+                               f"obsctl initiative lesson --initiative {i.id} --lesson '<what it taught>'", owner, evidence))
+    accuracy = prediction_errors(initiatives)
+    if accuracy is not None:
+        out.append(Finding("prediction_accuracy", wc.name, None, "info", None,
+                           f"{wc.name}: --expected-impact was off by {format_percent(accuracy['mean_absolute_error'], sign=False)} "
+                           f"on average over {accuracy['count']} verified initiative(s) "
+                           f"(expected minus verified: {format_percent(accuracy['mean_error'])} on average)",
+                           "size the next --expected-impact from the verified effects (obsctl ledger), then plan it (obsctl plan --effect)",
+                           wc.owner, accuracy))
     quiet = spec.review.episodic_periods * period
     latest = max((i.started_at for i in initiatives), default=None)
     if latest is None or (as_of - latest).total_seconds() > quiet:
@@ -474,6 +490,30 @@ def _review_initiatives(spec: Spec, wc: WorkloadClass, initiatives: list[Initiat
                            "pick the opportunity's lever and start one (obsctl initiative start)", wc.owner,
                            {"last_initiative_start": latest.isoformat() if latest else None, "quiet_seconds": quiet}))
     return out
+
+
+def prediction_errors(initiatives: list[Initiative]) -> dict | None:
+    """How well ``--expected-impact`` predicted the verified effect, over the initiatives with
+    an expected impact whose last verdict is decisive (:data:`DECISIVE`) with a change.
+
+    Returns:
+        None without any such initiative, else ``{"count", "mean_absolute_error",
+        "mean_error", "initiatives": [{"initiative", "signal", "expected_ratio",
+        "verified_ratio", "error"}]}``: ratios of the primary signal (0.1 = +10 %); ``error``
+        is expected - verified, so a positive ``mean_error`` is over-estimation of a rise
+        (or under-estimation of a fall); ``mean_absolute_error`` is the mean of ``|error|``.
+    """
+    pairs = []
+    for i in initiatives:
+        last = i.verifications[-1] if i.verifications else None
+        if i.expected_impact_ratio is None or last is None or last.verdict not in DECISIVE or last.change_ratio is None:
+            continue
+        pairs.append({"initiative": i.id, "signal": i.primary_signal, "expected_ratio": i.expected_impact_ratio,
+                      "verified_ratio": last.change_ratio, "error": i.expected_impact_ratio - last.change_ratio})
+    if not pairs:
+        return None
+    return {"count": len(pairs), "mean_absolute_error": sum(abs(p["error"]) for p in pairs) / len(pairs),
+            "mean_error": sum(p["error"] for p in pairs) / len(pairs), "initiatives": pairs}
 
 
 # --- money -----------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ ranked by money, and nothing else is flagged.
 The fleet (gauges per replica, 60 s, 13 days ending at ``T``; every class has an owner):
 
 - ``chat``: stationary; targets tps >= 900 (met); idle attributed GPUs (the
-  recorded idle-waste series, varying) and a promoted initiative 5 days ago.
+  recorded idle-waste series, varying) and a promoted initiative 5 days ago, verified
+  +10 % against an expected +25 % (prediction accuracy 0.15) and promoted without a lesson.
 - ``embed``: tps drops 15 % 7 days before ``T`` after a baseline at ``T - 8d`` (drifted); a
   relative +6 % target anchored 200 days ago, due in 165 days (behind); a closed initiative.
 - ``rank``: no tps baseline (missing); an initiative verified IMPROVED 3 days ago, never
@@ -176,7 +177,7 @@ def _seed(spec, fleet: Fleet) -> None:
     verified = VerificationResult(verdict="IMPROVED", primary_verdict="IMPROVED", baseline_id="x", signal="tps",
                                   window=_window(fleet), baseline_mean=1000, window_mean=1100, change_ratio=0.1, ci_low=0.05,
                                   ci_high=0.15, confidence=0.95, verified_at=_at(fleet, -2))
-    initiative("chat-promoted", "chat", "promoted", -5)
+    initiative("chat-promoted", "chat", "promoted", -5, verifications=[verified], expected_impact_ratio=0.25)
     initiative("embed-closed", "embed", "closed", -10)
     initiative("rank-unpromoted", "rank", "verified", -3, verifications=[verified])
     initiative("batch-overdue", "batch", "open", -2, planned_window_seconds=6 * 3600)
@@ -191,6 +192,7 @@ def _window(fleet):
 
 EXPECTED = {
     ("target_met", "chat", "tps"), ("opportunity", "chat", None),
+    ("lesson_missing", "chat", "tps"), ("prediction_accuracy", "chat", None),
     ("baseline_drifted", "embed", "tps"), ("target_behind", "embed", "tps"),
     ("baseline_missing", "rank", "tps"), ("initiative_unpromoted", "rank", "tps"),
     ("baseline_stale", "batch", "tps"), ("baseline_stale", "batch", "util"), ("target_unrealistic", "batch", "tps"),
@@ -225,6 +227,8 @@ def test_review_reports_each_planted_condition_and_nothing_else(planted):
     assert by[("target_impossible", "vision", "util")]["severity"] == "critical"
     assert by[("target_unrealistic", "batch", "tps")]["evidence"]["required_per_quarter"] > 0.30
     assert by[("population_changed", "vision", "tps")]["evidence"]["changes"] == ["replicas 2 -> 3"]
+    accuracy = by[("prediction_accuracy", "chat", None)]["evidence"]
+    assert accuracy["count"] == 1 and accuracy["mean_absolute_error"] == pytest.approx(0.15)
     for f in doc["findings"]:
         assert f["action"] and "\n" not in f["action"] and f["severity"] in ("info", "warning", "critical")
 
@@ -232,8 +236,8 @@ def test_review_reports_each_planted_condition_and_nothing_else(planted):
 def test_review_of_one_class_and_fail_on(planted):
     fleet, spec_path, _ = planted
     chat = _run(spec_path, "--as-of", _at(fleet, 0).isoformat(), "--class", "chat", "--output", "json")
-    assert chat.exit_code == 0, chat.output  # a met target and an opportunity are info
-    assert {f["kind"] for f in json.loads(chat.output)["findings"]} == {"target_met", "opportunity"}
+    assert chat.exit_code == 0, chat.output  # a met target, an opportunity and the look back are info
+    assert {f["kind"] for f in json.loads(chat.output)["findings"]} == {"target_met", "opportunity", "lesson_missing", "prediction_accuracy"}
     strict = _run(spec_path, "--as-of", _at(fleet, 0).isoformat(), "--class", "chat", "--fail-on", "info")
     assert strict.exit_code == 10 and "opportunity chat" in strict.output
 

@@ -19,6 +19,7 @@ import pytest
 import requests
 import yaml
 from click.testing import CliRunner
+
 from obsctl.cli import cli
 from obsctl.stack import Alertmanager
 from support.polling import wait_until

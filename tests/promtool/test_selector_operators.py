@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from obsctl.errors import SpecError
 from obsctl.rules import generate as gen
 from obsctl.spec import load_spec, promql_matchers

@@ -66,7 +66,7 @@ class PodResourcesServer:
         self.calls += 1
         return encode_response(self.pods)
 
-    def __enter__(self) -> "PodResourcesServer":
+    def __enter__(self) -> PodResourcesServer:
         self._server.start()
         return self
 

@@ -20,7 +20,7 @@ class VictoriaMetrics(_LoopbackServer):
     port: int = 0
     proc: ManagedProcess | None = None
 
-    def start(self, timeout: float = 60.0) -> "VictoriaMetrics":
+    def start(self, timeout: float = 60.0) -> VictoriaMetrics:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         argv = [require_binary("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{self.port}",
@@ -44,7 +44,7 @@ class VMAlert(_LoopbackServer):
     port: int = 0
     proc: ManagedProcess | None = None
 
-    def start(self, timeout: float = 60.0) -> "VMAlert":
+    def start(self, timeout: float = 60.0) -> VMAlert:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         argv = [require_binary("vmalert"), f"-httpListenAddr=127.0.0.1:{self.port}",

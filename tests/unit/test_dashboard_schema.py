@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from obsctl.dashboards import build as builder
 from obsctl.spec import load_spec
 

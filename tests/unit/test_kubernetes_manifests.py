@@ -19,6 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from click.testing import CliRunner
+
 from obsctl.cli import cli
 from obsctl.dashboards.configmap import to_configmaps
 from obsctl.errors import ObsctlError

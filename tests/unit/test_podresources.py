@@ -4,6 +4,7 @@ real gRPC server on a unix socket, and the attribution it gives through the expo
 from __future__ import annotations
 
 import pytest
+
 from obsctl.exporters.app import Exporter
 from obsctl.exporters.config import AttributionConfig, KubernetesAttribution, load_exporter_config
 from obsctl.exporters.gpu.attribution import AttributionCollector

@@ -12,9 +12,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+
 from obsctl.errors import SpecError
 from obsctl.promapi import PrometheusClient
 from obsctl.spec import load_spec
+
 
 def _answer(kind: str) -> bytes:
     return json.dumps({"status": "success", "data": {"resultType": kind, "result": []}}).encode()

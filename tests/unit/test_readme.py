@@ -35,3 +35,19 @@ def test_quick_start_is_two_make_commands_and_ci_runs_the_test_one():
 def test_documentation_links_resolve():
     for link in re.findall(r"\]\(((?:docs|examples)/[^)#]+)", README):
         assert (REPO / link).exists(), link
+
+
+def test_the_practice_section_shows_the_cadence_and_the_commands_that_exist():
+    from click.testing import CliRunner
+
+    from obsctl.cli import cli
+    from obsctl.rules.routes import ROUTES_FILE
+
+    practice = README.split("## The practice on a cadence", 1)[1].split("\n## ", 1)[0]
+    assert "**weekly**" in practice and "**monthly**" in practice
+    for command in ("review", "ledger", "publish"):
+        assert f"obsctl {command}" in practice, command
+        assert CliRunner().invoke(cli, [command, "--help"]).exit_code == 0, command
+    # The routes file is named where rules generate writes it, and the committed one exists.
+    assert f"DIR/{ROUTES_FILE}" in practice and f"rules/generated/{ROUTES_FILE}" in practice
+    assert (REPO / "rules/generated" / ROUTES_FILE).exists()

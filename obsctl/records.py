@@ -16,7 +16,6 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from obsctl import names
-from obsctl.spec import OWNER_PATTERN, Lever
 
 Verdict = Literal["IMPROVED", "REGRESSED", "NO_CHANGE", "INCONCLUSIVE", "NO_DATA"]
 #: A finite float (no NaN, no infinity): for stored values a verdict is computed from.
@@ -399,9 +398,9 @@ class Initiative(_Record):
     schema_version: Literal[1] = SCHEMA_VERSION
     id: RecordId
     name: str
-    lever: Lever
+    lever: names.Lever
     lever_description: Annotated[str, AfterValidator(_description)] = ""
-    owner: str | None = Field(None, min_length=1, max_length=128, pattern=OWNER_PATTERN)
+    owner: str | None = Field(None, min_length=1, max_length=128, pattern=names.OWNER_PATTERN)
     due: dt.date | None = None
     workload_class: Name
     primary_signal: Name

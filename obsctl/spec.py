@@ -23,6 +23,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, 
 from pydantic import ValidationInfo
 
 from obsctl import names as _names
+from obsctl.names import LEVERS, OWNER_PATTERN, Lever  # noqa: F401 (the spec's levers and owners)
 from obsctl import yamlio
 from obsctl.durations import is_duration
 from obsctl.errors import SpecError
@@ -45,19 +46,9 @@ MATCH_OPERATORS = ("=", "!=", "=~", "!~")
 SelectorValue = str | dict[str, str]
 Category = Literal["utilization", "throughput", "cost", "quality", "saturation"]
 Direction = Literal["higher_is_better", "lower_is_better"]
-#: The optimization levers an initiative names; ``other`` is a lever outside the list,
-#: which the initiative then describes (``--lever-description``).
-Lever = Literal["batch-size", "scheduling", "storage-tiering", "quantization", "right-sizing", "topology",
-                "prefix-caching", "speculative-decoding", "chunked-prefill", "other"]
-LEVERS: tuple[str, ...] = Lever.__args__  # type: ignore[attr-defined]
 Cadence = Literal["weekly", "monthly"]
 #: The length of one cadence period (s): a week, and a month of 30 days.
 CADENCE_SECONDS: dict[str, float] = {"weekly": 7 * 86400.0, "monthly": 30 * 86400.0}
-
-
-#: An owner name (a label value and an Alertmanager receiver name): printable, no control
-#: characters, no leading or trailing space.
-OWNER_PATTERN = r"^[^\s\x00-\x1f\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$"
 
 
 class _Model(BaseModel):

@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from obsctl.stack import Prometheus, free_port, require_binary, wait_ready
+from support.polling import wait_until
 
 
 def exporter_argv() -> list[str]:
@@ -99,17 +100,17 @@ def test_none_source_serves_prices_passes_promtool_and_prometheus_scrapes_it(
     prom.start()
     try:
         query = 'sum(obsctl_node_price_usd_per_hour{job="obsctl-exporter"}) / 3600'
-        result = []
-        for _ in range(100):
-            data = requests.get(prom.url + "/api/v1/query", params={"query": query}, timeout=5).json()
-            result = data["data"]["result"]
-            if result:
-                break
-            time.sleep(0.2)
-        assert result, "Prometheus never saw obsctl_node_price_usd_per_hour"
-        assert float(result[0]["value"][1]) == pytest.approx(0.4 / 3600)
-        up = requests.get(prom.url + "/api/v1/query", params={"query": 'up{job="obsctl-exporter"}'}, timeout=5).json()
-        assert up["data"]["result"][0]["value"][1] == "1"
+
+        def ask(expr: str, at: float) -> list[dict]:
+            return requests.get(prom.url + "/api/v1/query", params={"query": expr, "time": at}, timeout=5).json()["data"]["result"]
+
+        def first_scraped() -> float | None:  # the first instant the exporter's series answer
+            at = round(time.time(), 3)
+            return at if ask(query, at) else None
+
+        at = wait_until(first_scraped, 20, interval=0.2, what="Prometheus to scrape obsctl_node_price_usd_per_hour")
+        assert float(ask(query, at)[0]["value"][1]) == pytest.approx(0.4 / 3600)
+        assert ask('up{job="obsctl-exporter"}', at)[0]["value"][1] == "1"  # the same scrape
     finally:
         prom.stop()
     assert exp.terminate() == 0

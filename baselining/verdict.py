@@ -9,6 +9,7 @@ One pipeline from a measurement to the overall verdict, and the only one:
    decided by the one rule (:func:`obsctl.baselining.statistics.comparison.decide`);
 3. **caps**: coverage, partial answers and a partial baseline cap the verdict
    (:func:`caps_for`, :func:`apply_caps`): NO_DATA replaces it, INCONCLUSIVE tempers it;
+   a baseline that aged is replaced by the period right before the start (:func:`before_start`);
 4. **design**: control / canary / seasonal replace the before-after effect, and every design
    adds its confound checks (:func:`obsctl.baselining.designs.run.primary`), capped again;
 5. **guards**: each guard signal as a non-inferiority test at its Bonferroni share
@@ -34,7 +35,7 @@ from obsctl.baselining.statistics import comparison
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.statistics.memory import MemoryModel
-from obsctl.durations import parse_duration
+from obsctl.durations import format_duration, parse_duration
 from obsctl.promapi import PrometheusClient, is_partial_warning
 from obsctl.records import Assessment, Baseline, BaselineSide, Coverage, GuardResult, Initiative, Verdict
 from obsctl.timeutil import rfc3339
@@ -254,14 +255,66 @@ class PrimaryVerdict:
     design: Outcome
 
 
+#: A baseline whose window ended at least this long before the start (and at least
+#: 15 steps) has aged: verify compares with the period right before the start instead.
+AGED_AFTER_SECONDS = 3600.0
+
+
+def aged(initiative: Initiative, baseline: Baseline) -> bool:
+    """True when a before-after ``baseline`` ended long enough before the start to be replaced by :func:`before_start`."""
+    gap = (initiative.started_at - baseline.window.end).total_seconds()
+    return initiative.design == "before-after" and gap >= max(AGED_AFTER_SECONDS, 15 * baseline.window.step_seconds)
+
+
+def before_start(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline,
+                 step: float) -> tuple[Baseline, tuple[Verdict | None, str], str]:
+    """The side an aged baseline is replaced by: the period right before the start.
+
+    A before-after comparison against a baseline that ended hours or days before the
+    start reads whatever moved in between (drift, demand, a release) as the change. So
+    the verdict compares the window with the period right before ``started_at`` instead,
+    as long as the baseline (at most the gap), measured with the baseline's own PromQL at
+    the verification step and judged under the baseline's memory model; the stored
+    baseline stays the documented reference (its id, unit and query). Without usable data
+    in that period the verdict is INCONCLUSIVE ("re-snapshot").
+
+    Returns:
+        ``(baseline to judge against, cap, note)``: the cap is ``(None, "")`` unless the
+        period has no data; the note says what was compared and how far the signal moved.
+
+    Raises:
+        PrometheusUnavailable, UsageError: as :func:`~obsctl.baselining.measure.window.measure`.
+    """
+    from obsctl.formatting import format_percent
+
+    cfg = spec.verification
+    gap = (initiative.started_at - baseline.window.end).total_seconds()
+    span = min(gap, (baseline.window.end - baseline.window.start).total_seconds())
+    start = initiative.started_at - dt.timedelta(seconds=span)
+    m = measure(client, baseline.query, start, initiative.started_at, step, cfg.min_samples,
+                what=f"{baseline.workload_class}/{baseline.signal} (before the start)", on_change=baseline.signal in cfg.fresh_on_change)
+    aged_text = f"the baseline of {rfc3339(baseline.window.end)} ended {format_duration(gap)} before the start"
+    if m.stats is None or len(m.samples) < max(2, cfg.min_samples):
+        why = m.no_data_reason(cfg.min_samples) or f"{len(m.samples)} sample(s)"
+        return baseline, ("INCONCLUSIVE", f"{aged_text} and the {format_duration(span)} before the start has no data to compare with "
+                                          f"({why}): re-snapshot the baseline right before the start"), ""
+    moved = m.stats.mean / baseline.stats.mean - 1 if baseline.stats.mean else None
+    replaced = baseline.model_copy(update={"window": m.window, "stats": m.stats, "samples": m.samples, "population": m.population,
+                                           "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial})
+    note = (f"compared with the {format_duration(span)} right before the start: {aged_text} "
+            f"(the signal moved {format_percent(moved)} in between)")
+    return replaced, (None, ""), note
+
+
 def judge_primary(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline, m: Measurement,
                   start_at: dt.datetime, end_at: dt.datetime, step: float, planned: float, side: BaselineSide | None,
-                  loads: Callable[[], list] | None = None) -> PrimaryVerdict:
+                  loads: Callable[[], list] | None = None, aged: tuple[Verdict | None, str] = (None, ""), note: str = "") -> PrimaryVerdict:
     """Steps 2-4 for the primary signal: its window ``m`` against ``baseline``, capped, then the design.
 
     Args:
         side: the baseline's side stored at initiative start (None: from the samples).
         loads: the design's load context already asked for (None: read here).
+        aged, note: the cap and the note of :func:`before_start` when the baseline aged.
 
     Raises:
         PrometheusUnavailable, UsageError: as :func:`obsctl.baselining.designs.run.primary`.
@@ -269,11 +322,14 @@ def judge_primary(spec: Spec, client: PrometheusClient, initiative: Initiative, 
     cfg = spec.verification
     verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look_context(spec, initiative, planned=planned), side=side)
     reason = _window_reason(m, cfg.min_samples, verdict, reason)
-    verdict, reason = cap_verdict(verdict, reason, m, baseline, cfg.min_coverage_ratio)
+    caps = caps_for(m, baseline, cfg.min_coverage_ratio) + ([aged] if aged[0] else [])
+    verdict, reason = apply_caps(verdict, reason, caps)
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
     design = designs.primary(spec, client, initiative, baseline, m.samples, start_at, end_at, step,
                              sig.category if sig else "unknown", baseline.direction,
                              confidence=judgement.confidence if judgement is not None and judgement.confidence else None, loads=loads)
     if design.verdict and verdict != "NO_DATA":
-        verdict, reason = cap_verdict(design.verdict, design.reason, m, baseline, cfg.min_coverage_ratio)
+        verdict, reason = apply_caps(design.verdict, design.reason, caps)
+    if note:
+        reason = f"{reason}; {note}"
     return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design)

@@ -244,8 +244,13 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
         baseline = designs.control_group_baseline(spec, client, store, initiative, start_at, end_at, step)
     m = measured.result() if measured is not None else _measure_primary(spec, client, initiative, baseline, start_at, end_at, step)
     own_side = side if side is not None and side.baseline_id == baseline.id else None
-    primary = verdict.judge_primary(spec, client, initiative, baseline, m, start_at, end_at, step, planned, own_side,
-                                    loads.result if loads is not None and baseline.id == initiative.baseline_id else None)
+    prefetched = loads.result if loads is not None and baseline.id == initiative.baseline_id else None
+    aged, note = (None, ""), ""
+    if baseline.id == initiative.baseline_id and verdict.aged(initiative, baseline):
+        # An aged baseline: the period right before the start is the comparison's other side.
+        baseline, aged, note = verdict.before_start(spec, client, initiative, baseline, step)
+        own_side, prefetched = None, None
+    primary = verdict.judge_primary(spec, client, initiative, baseline, m, start_at, end_at, step, planned, own_side, prefetched, aged, note)
     estimate, judgement, design = primary.estimate, primary.judgement, primary.design
     *guard_results, fired = [future.result() for future in pending]
     overall, overall_reason = verdict.overall_verdict(primary.verdict, primary.reason, guard_results, cfg.confidence, cfg.optional_guards)

@@ -179,6 +179,34 @@ def guards_cell(phi: float, guards: int, reps: int, seed: int) -> Tally:
     return tally
 
 
+def aging_cell(phi: float, drift_per_day: float, gap_hours: float, reps: int, seed: int) -> Tally:
+    """A null with a linear drift, the 1 h baseline ending ``gap_hours`` before the start:
+    the verdict on the first hour after the start against the aged baseline ("without")
+    and, as ``verify`` judges an aged baseline, against the hour right before the start
+    ("with", :func:`obsctl.baselining.verdict.before_start`)."""
+    rng = np.random.default_rng(seed)
+    steps, gap = PER_HOUR, int(gap_hours * PER_HOUR)
+    b0 = HISTORY_STEPS
+    tally = Tally()
+    for _ in range(reps):
+        n = b0 + steps + gap + steps
+        t = np.arange(n) * STEP
+        x = MU * (1 + SD * ar1(rng, phi, n)) * (1 + drift_per_day * t / 86400)
+        memory = fit_memory(t[:b0 + steps], x[:b0 + steps], STEP)
+        base = (t[b0:b0 + steps], x[b0:b0 + steps])
+        start = b0 + steps + gap
+        window = (t[start:], x[start:])
+        j = judge(base, window, STEP, memory, CONFIDENCE, "higher_is_better", MARGIN)
+        before = judge((t[start - steps:start], x[start - steps:start]), window, STEP, memory, CONFIDENCE, "higher_is_better", MARGIN)
+        tally.n += 1
+        tally.add(f"without {j.verdict}")
+        tally.add(f"with {before.verdict}")
+        if before.low is not None:
+            tally.add("interval")
+            tally.add("covered", before.low <= 0 <= before.high)
+    return tally
+
+
 def pct(r: tuple[float, float, float]) -> str:
     rate, lo, hi = r
     return "n/a" if math.isnan(rate) else f"{rate * 100:5.1f} [{lo * 100:4.1f}, {hi * 100:5.1f}]"
@@ -230,6 +258,11 @@ def run(scale: float = 1.0, out=sys.stdout) -> list[tuple[str, bool]]:
     print(f"3 unchanged guards (phi=0.95, 1 h vs 1 h, tolerance {TOLERANCE:.0%}, Bonferroni): family-wise false REGRESSED {pct(fw)}, "
           f"any guard undecided {pct(g.rate('any_undecided'))} ({g.n} reps)", file=out, flush=True)
     goals.append(("guards: family-wise false REGRESSED <= 5 %", fw[2] <= 0.05))
+    a = aging_cell(0.9, 0.02, 23.0, n(400), seed=5000)
+    print(f"+2 %/day drift, no change, 1 h baseline ending 1 day before the start (phi=0.9): false IMPROVED against the aged baseline "
+          f"{pct(a.rate('without IMPROVED'))}, against the hour before the start (verify) {pct(a.rate('with IMPROVED'))}; false REGRESSED "
+          f"{pct(a.rate('with REGRESSED'))}; coverage of 0 {pct(a.rate('covered', a.counts.get('interval', 0)))} ({a.n} reps)", file=out, flush=True)
+    goals.append(("aged baseline (+2 %/day): false IMPROVED <= 5 %", a.rate("with IMPROVED")[2] <= 0.05))
     print(file=out)
     for goal, ok in goals:
         print(f"{'PASS' if ok else 'FAIL'}  {goal}", file=out)

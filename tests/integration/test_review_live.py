@@ -249,7 +249,7 @@ def test_review_write_leaves_an_escaped_dated_document(planted):
     doc = spec_path.parent / "reviews" / f"review-{_at(fleet, 0).date().isoformat()}.md"
     text = doc.read_text()
     assert "baseline\\_drifted" in text or "baseline_drifted" in text
-    assert "team\\-embed" in text  # untrusted text Markdown-escaped
+    assert "team-embed" in text and "<" not in text.replace("\\<", "")  # untrusted text Markdown-escaped: no raw HTML
 
 
 def test_review_unreachable_prometheus_is_exit_3(planted, tmp_path):

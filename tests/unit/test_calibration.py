@@ -47,3 +47,12 @@ def test_repeated_looks_do_not_inflate_false_improved(bench):
     tally, planned = bench.sequential_cell(0.95, 0.0, 12, 60, seed=73)
     assert 3000 <= planned <= 4500  # the planner's 12-look window for +10 % at phi 0.95 (about 61 min)
     assert tally.counts.get("IMPROVED", 0) <= 4  # goal 5 %: about 1 of 60 expected
+
+
+def test_an_aged_baseline_with_drift_is_not_read_as_the_change(bench):
+    # +2 %/day over the 23 h gap: against the aged baseline the drift is read as an
+    # improvement well above the nominal 2.5 %; verify compares with the hour before the
+    # start (drift there ~0.2 %), so the null stays near nominal.
+    tally = bench.aging_cell(0.9, 0.02, 23.0, 150, seed=5001)
+    assert tally.rate("without IMPROVED")[1] > 0.05  # the confound is real (Wilson lower bound)
+    assert tally.rate("with IMPROVED")[2] <= 0.06 and tally.rate("with REGRESSED")[2] <= 0.06

@@ -12,10 +12,10 @@ import sys
 import click
 
 from obsctl.baselining.store import Store
-from obsctl.timeutil import parse_instant, rfc3339
 from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
 from obsctl.errors import EXIT_FAILURE
 from obsctl.spec import LEVERS
+from obsctl.timeutil import parse_instant, rfc3339
 
 
 def _prefetch_statistics() -> None:
@@ -567,7 +567,8 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     """
     _prefetch_statistics()
     from obsctl.baselining.present import guards_line, statistics_line, verdict_line, verification_lines
-    from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved, verify as run_verify
+    from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved
+    from obsctl.baselining.verify import verify as run_verify
 
     spec = load(spec_path)
     not_saved = None

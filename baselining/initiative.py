@@ -13,11 +13,11 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from obsctl.records import MAX_LEVER_DESCRIPTION, Initiative
 from obsctl.baselining.store import Store
-from obsctl.timeutil import utcnow
 from obsctl.errors import StoreError, UsageError
+from obsctl.records import MAX_LEVER_DESCRIPTION, Initiative
 from obsctl.spec import LEVERS, OWNER_PATTERN, Spec
+from obsctl.timeutil import utcnow
 
 if TYPE_CHECKING:
     from obsctl.baselining.designs.run import Choice
@@ -97,7 +97,7 @@ def start_initiative(
     now = now or utcnow()
     if started_at is not None and (started_at - now).total_seconds() > MAX_START_SKEW_SECONDS:
         raise UsageError(
-            f"--started-at {started_at.astimezone(dt.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} is in the future "
+            f"--started-at {started_at.astimezone(dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} is in the future "
             f"(now is {now.strftime('%Y-%m-%dT%H:%M:%SZ')}; at most {MAX_START_SKEW_SECONDS:.0f}s ahead allowed): "
             "start the initiative when the change goes live"
         )
@@ -113,7 +113,7 @@ def start_initiative(
             f"obsctl snapshot-baseline --class {workload_class} --signal {signal}"
         )
     designs.check_start(spec, store, workload_class, choice, baseline)
-    started = (started_at or now).astimezone(dt.timezone.utc)
+    started = (started_at or now).astimezone(dt.UTC)
     if due is not None and due < started.date():
         raise UsageError(f"--due {due.isoformat()} is before the start {started.date().isoformat()}: give a later date")
     # The class's other baselines now are the guard signals' baselines for verify.

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import math
 
-from obsctl.records import Baseline, Initiative
 from obsctl.baselining.statistics import power as stats_planner
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 from obsctl.durations import parse_duration
-
 from obsctl.errors import UsageError
+from obsctl.records import Baseline, Initiative
 from obsctl.spec import Spec
 
 

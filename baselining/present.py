@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
+from obsctl.baselining.statistics import power as stats_planner
 from obsctl.durations import format_duration
 from obsctl.escape import markdown_text
 from obsctl.formatting import format_confidence, format_number, format_percent
-from obsctl.baselining.statistics import power as stats_planner
 from obsctl.records import Coverage, GuardResult, VerificationResult
 from obsctl.timeutil import rfc3339
 
@@ -202,8 +202,10 @@ def plan_lines(plan: stats_planner.Plan, label: str) -> list[str]:
 
 def guard_regressions(guards: list[GuardResult], confidence: float) -> str:
     """``quality guard q regressed -10.0 % (95 % CI -11.2 % .. -8.8 %)`` for each REGRESSED guard, ``; ``-joined ("" if none)."""
-    return "; ".join(
-        f"{g.category} guard {g.signal} regressed {format_percent(g.change_ratio) if g.change_ratio is not None else f'from {format_number(g.baseline_mean)} to {format_number(g.window_mean)}'} "
-        f"({interval_text(g.ci_low, g.ci_high, (g.assessment.interval_confidence if g.assessment and g.assessment.interval_confidence else confidence), g.exact)})"
-        for g in guards if g.verdict == "REGRESSED"
-    )
+    def one(g: GuardResult) -> str:
+        change = format_percent(g.change_ratio) if g.change_ratio is not None else \
+            f"from {format_number(g.baseline_mean)} to {format_number(g.window_mean)}"
+        level = g.assessment.interval_confidence if g.assessment and g.assessment.interval_confidence else confidence
+        return f"{g.category} guard {g.signal} regressed {change} ({interval_text(g.ci_low, g.ci_high, level, g.exact)})"
+
+    return "; ".join(one(g) for g in guards if g.verdict == "REGRESSED")

@@ -5,7 +5,8 @@ impact, baseline vs window (windows, means, sample and batch counts, population)
 the change with its interval, the verdict and why, the guard signals (one row each:
 signal, category, baseline mean, window mean, change, interval, verdict), the
 real-sample coverage of baseline, window and guards with Prometheus' warnings
-(:mod:`obsctl.baselining.measure.coverage`), the alerts that fired, and the PromQL. The figure (matplotlib, Agg backend, no display needed) draws the baseline and
+(:mod:`obsctl.baselining.measure.coverage`), the alerts that fired, and the PromQL. The
+figure (matplotlib, Agg backend, no display needed) draws the baseline and
 verification series on a common "minutes into the window" axis, their batch means as
 steps, and the interval of the change as a band around the baseline mean.
 Both files are written atomically.
@@ -23,14 +24,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
-from obsctl.records import Baseline, Initiative, Population, VerificationResult  # noqa: E402
-from obsctl.baselining.store import Store  # noqa: E402
-from obsctl.timeutil import rfc3339  # noqa: E402
-from obsctl.durations import format_duration
 from obsctl.baselining.present import describe, guards_line, lever_text, report_lines, statistics_line, verdict_line  # noqa: E402
-from obsctl.formatting import format_confidence, format_number, format_percent  # noqa: E402
+from obsctl.baselining.store import Store  # noqa: E402
+from obsctl.durations import format_duration
 from obsctl.errors import StoreError  # noqa: E402
 from obsctl.escape import markdown_text  # noqa: E402
+from obsctl.formatting import format_confidence, format_number, format_percent  # noqa: E402
+from obsctl.records import Baseline, Initiative, Population, VerificationResult  # noqa: E402
+from obsctl.timeutil import rfc3339  # noqa: E402
 
 
 def write_report(store: Store, initiative_id: str, out_dir: Path) -> tuple[Path, Path]:
@@ -78,7 +79,8 @@ def render_figure(baseline: Baseline, result: VerificationResult) -> bytes:
             ax.axhline(result.baseline_mean, color="tab:blue", linestyle="--", linewidth=1, label="baseline mean")
             if result.ci_low is not None and result.ci_high is not None:
                 ax.axhspan(result.baseline_mean * (1 + result.ci_low), result.baseline_mean * (1 + result.ci_high), color="tab:green", alpha=0.18,
-                           label=f"baseline mean x (1 + change), {format_confidence(result.confidence)} CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}")
+                           label=f"baseline mean x (1 + change), {format_confidence(result.confidence)} CI "
+                                 f"{format_percent(result.ci_low)} .. {format_percent(result.ci_high)}")
         ax.set_xlabel("minutes into the window")
         ax.set_ylabel(f"{baseline.signal} ({baseline.unit})")
         ax.set_title(f"{baseline.workload_class}: {result.verdict} {format_percent(result.change_ratio)}")
@@ -150,6 +152,10 @@ def _coverage_lines(baseline: Baseline, result: VerificationResult) -> list[str]
     return [*lines, ""]
 
 
+def _window_text(window) -> str:
+    return f"{rfc3339(window.start)} .. {rfc3339(window.end)} ({format_duration((window.end - window.start).total_seconds())})"
+
+
 def _code_block(text: str, language: str) -> list[str]:
     """A fenced code block that ``text`` cannot close: the fence is longer than any run of
     backticks in it (CommonMark 0.31 section 4.5)."""
@@ -173,7 +179,8 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         "",
         f"**{md(verdict_line(result, baseline.unit))}**",
         "",
-        f"- Initiative: `{initiative.id}`, lever **{md(lever_text(initiative.lever, initiative.lever_description))}**, workload class **{initiative.workload_class}**, started {rfc3339(initiative.started_at)}, status {initiative.status}",
+        f"- Initiative: `{initiative.id}`, lever **{md(lever_text(initiative.lever, initiative.lever_description))}**, "
+        f"workload class **{initiative.workload_class}**, started {rfc3339(initiative.started_at)}, status {initiative.status}",
         f"- Primary signal: `{baseline.signal}` ({md(baseline.unit)}, {baseline.direction.replace('_', ' ')}); expected impact {expected}",
         f"- Verdict: **{result.verdict}** ({md(result.reason)}); verified {rfc3339(result.verified_at)}",
         f"- Change: {format_percent(result.change_ratio)}, {format_confidence(result.confidence)} confidence interval {ci} "
@@ -189,8 +196,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         "| | baseline | verification window |",
         "|---|---|---|",
         row("id / source", f"`{baseline.id}` ({baseline.source})", f"initiative `{initiative.id}`"),
-        row("window (UTC)", f"{rfc3339(baseline.window.start)} .. {rfc3339(baseline.window.end)} ({format_duration((baseline.window.end - baseline.window.start).total_seconds())})",
-            f"{rfc3339(result.window.start)} .. {rfc3339(result.window.end)} ({format_duration((result.window.end - result.window.start).total_seconds())})"),
+        row("window (UTC)", _window_text(baseline.window), _window_text(result.window)),
         row("step", f"{baseline.window.step_seconds:g}s", f"{result.window.step_seconds:g}s"),
         row("samples", baseline.stats.sample_count, ws.sample_count if ws else 0),
         row("mean", format_number(baseline.stats.mean), format_number(ws.mean if ws else None)),

@@ -420,11 +420,13 @@ def _review_targets(spec: Spec, store, client: PrometheusClient, wc: WorkloadCla
         if need is not None and need > band.aspirational_per_quarter:
             vs = f", the team verified {format_percent(rate)}/quarter" if rate is not None else ""
             out.append(Finding("target_unrealistic", wc.name, t.signal, "warning", usd,
-                               f"{name} target needs {format_percent(need)}/quarter (aspirational above {format_percent(band.aspirational_per_quarter, sign=False)}{vs})",
+                               f"{name} target needs {format_percent(need)}/quarter "
+                               f"(aspirational above {format_percent(band.aspirational_per_quarter, sign=False)}{vs})",
                                "split it into quarterly steps of about 5 %, or move the deadline", owner, evidence))
         elif st.progress is not None and st.progress < st.elapsed:
             out.append(Finding("target_behind", wc.name, t.signal, "warning", usd,
-                               f"{name} target {format_percent(st.progress, sign=False)} done with {format_percent(min(st.elapsed, 1), sign=False)} of the time gone",
+                               f"{name} target {format_percent(st.progress, sign=False)} done with "
+                               f"{format_percent(min(st.elapsed, 1), sign=False)} of the time gone",
                                "start an initiative on the opportunity's lever (obsctl initiative start)", owner, {**evidence, "overdue": False}))
     return out
 
@@ -437,7 +439,7 @@ def planned_end(spec: Spec, i: Initiative) -> dt.datetime:
     target's deadline) if it has one, else its start plus its planned window (default
     ``verification.window``)."""
     if i.due is not None:
-        return dt.datetime.combine(i.due, dt.time(0, 0), tzinfo=dt.timezone.utc)
+        return dt.datetime.combine(i.due, dt.time(0, 0), tzinfo=dt.UTC)
     seconds = i.planned_window_seconds or parse_duration(spec.verification.window, "verification.window")
     return i.started_at + dt.timedelta(seconds=seconds)
 

@@ -39,9 +39,9 @@ def review(spec_path, classes, as_of, fail_on, write, out_dir, output):
     """
     from pathlib import Path
 
-    from obsctl.baselining.statistics import distributions
     from obsctl.baselining.present_review import review_lines, review_markdown
     from obsctl.baselining.review import review as run_review
+    from obsctl.baselining.statistics import distributions
     from obsctl.baselining.store import Store
     from obsctl.errors import UsageError
     from obsctl.promapi import PrometheusClient

@@ -38,22 +38,21 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from threadpoolctl import threadpool_limits
 
 from obsctl.baselining import present, verdict
 from obsctl.baselining.measure.history import fit_history, history_step, read_history
 from obsctl.baselining.measure.window import Measurement, read_answers, summarize_answers
-from obsctl.records import Baseline, Coverage
-from obsctl.promapi import PrometheusClient
 from obsctl.baselining.store import Store
-from obsctl.timeutil import align_down, check_window_points, minus_seconds, utcnow
 from obsctl.durations import parse_duration
 from obsctl.errors import UsageError
+from obsctl.promapi import PrometheusClient
+from obsctl.records import Baseline, Coverage
 from obsctl.spec import Spec
-
+from obsctl.timeutil import align_down, check_window_points, minus_seconds, utcnow
 
 #: How many pairs' answers ``snapshot`` reads ahead of the pair it judges and stores
 #: (each holds one window of samples in memory until judged).

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, TypeVar
+from typing import TypeVar
 
 import yaml
 from filelock import FileLock, Timeout
@@ -41,9 +42,9 @@ from pydantic import BaseModel, ValidationError
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_yaml
 from obsctl.baselining import sidecar
-from obsctl.records import SCHEMA_VERSION, Baseline, Initiative
 from obsctl.errors import ObsctlError, StoreError
 from obsctl.names import is_record_id
+from obsctl.records import SCHEMA_VERSION, Baseline, Initiative
 
 #: Largest store file read (a record's YAML; bulk samples live in sidecars). A month of
 #: metadata is a few kB; this bounds what a damaged or planted file can make a reader hold.

@@ -168,7 +168,7 @@ def state(target: Target, signal: Signal, record: TargetRecord, current: float |
     else:
         start = record.anchor_value
         value = start * (1 + target.relative) if start is not None else None
-    deadline = dt.datetime.combine(target.deadline, dt.time(0, 0), tzinfo=dt.timezone.utc)
+    deadline = dt.datetime.combine(target.deadline, dt.time(0, 0), tzinfo=dt.UTC)
     span = (deadline - record.anchored_at).total_seconds()
     elapsed = 1.0 if span <= 0 else max(0.0, (now - record.anchored_at).total_seconds() / span)
     days_left = (deadline - now).total_seconds() / 86400

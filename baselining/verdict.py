@@ -20,13 +20,14 @@ One pipeline from a measurement to the overall verdict, and the only one:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
 import datetime as dt
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from operator import itemgetter
 
 import numpy as np
+
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.run import Outcome
 from obsctl.baselining.measure.window import Measurement, measure
@@ -38,8 +39,8 @@ from obsctl.baselining.statistics.memory import MemoryModel
 from obsctl.durations import format_duration, parse_duration
 from obsctl.promapi import PrometheusClient, is_partial_warning
 from obsctl.records import Assessment, Baseline, BaselineSide, Coverage, GuardResult, Initiative, Verdict
-from obsctl.timeutil import rfc3339
 from obsctl.spec import Spec
+from obsctl.timeutil import rfc3339
 
 
 def columns(samples: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:

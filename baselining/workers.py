@@ -76,7 +76,7 @@ class DaemonPool:
             except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the future
                 future.set_exception(exc)
 
-    def __enter__(self) -> "DaemonPool":
+    def __enter__(self) -> DaemonPool:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -27,12 +27,13 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from obsctl.baselining.statistics import power as planner
-from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff
-from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
-from obsctl.baselining.statistics.comparison import LookContext, judge
 from scipy import signal as spsignal
 from scipy import stats as sps
+
+from obsctl.baselining.statistics import power as planner
+from obsctl.baselining.statistics.comparison import LookContext, judge
+from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff
+from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 
 STEP = 15.0
 MU, SD = 100.0, 0.05
@@ -216,7 +217,8 @@ def run(scale: float = 1.0, out=sys.stdout) -> list[tuple[str, bool]]:
     """Run every cell (replicates x ``scale``), print the tables, return ``[(goal, passed)]``."""
     goals: list[tuple[str, bool]] = []
     n = lambda full: max(50, int(full * scale))
-    print("| cell | reps | false IMPROVED | false REGRESSED | NO_CHANGE | INCONCLUSIVE (too short) | coverage (with interval) | IMPROVED at +5 % | IMPROVED at +10 % | REGRESSED at -10 % |", file=out)
+    print("| cell | reps | false IMPROVED | false REGRESSED | NO_CHANGE | INCONCLUSIVE (too short) | coverage (with interval) "
+          "| IMPROVED at +5 % | IMPROVED at +10 % | REGRESSED at -10 % |", file=out)
     print("|---|---|---|---|---|---|---|---|---|---|", file=out)
     cells = [(0.0, 1.0, 1000), (0.9, 1.0, 1000), (0.95, 1.0, 5000), (0.99, 1.0, 1000), (0.995, 1.0, 1000), (0.99, 6.0, 1000)]
     for i, (phi, hours, full) in enumerate(cells):

@@ -33,6 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import signal as spsignal
+from scipy import stats as sps
+
 from obsctl.baselining.designs import (
     before_after,
     canary,
@@ -44,8 +47,6 @@ from obsctl.baselining.designs import (
     seasonal,
 )
 from obsctl.rules import saturation
-from scipy import signal as spsignal
-from scipy import stats as sps
 
 STEP = 15
 HOUR = 3600

@@ -29,9 +29,9 @@ from prometheus_client.openmetrics.exposition import generate_latest as om_gener
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support import stubnvml  # noqa: E402
 from obsctl.exporters.exposition import TextRenderer  # noqa: E402
 from obsctl.exporters.gpu.nvml import NvmlSource  # noqa: E402
+from support import stubnvml  # noqa: E402
 
 
 def rss_mib() -> float:

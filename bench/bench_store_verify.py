@@ -54,13 +54,12 @@ TOKENS = "bench_tokens_per_second"
 CLI_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 QUALITY = "bench_quality_ratio"
 
+from obsctl.atomicio import atomic_write_yaml
 from obsctl.baselining.initiative import start_initiative
-from obsctl.records import Initiative, VerificationResult, Window
-from obsctl.promapi import PrometheusClient
 from obsctl.baselining.snapshot import snapshot
 from obsctl.baselining.store import Store
-
-from obsctl.atomicio import atomic_write_yaml
+from obsctl.promapi import PrometheusClient
+from obsctl.records import Initiative, VerificationResult, Window
 from obsctl.spec import load_spec
 from obsctl.stack import Prometheus, create_blocks_from_openmetrics
 

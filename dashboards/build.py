@@ -18,7 +18,6 @@ from obsctl.dashboards import (
     training,
     verification,
 )
-
 from obsctl.generated import regenerate_main, stale_files, write_files
 from obsctl.spec import Spec
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from obsctl.dashboards import build as builder
 
 from obsctl.clikit import emit_json, load, output_option, spec_option, wrap_errors
+from obsctl.dashboards import build as builder
 from obsctl.dashboards import configmap
 from obsctl.errors import ObsctlError, UsageError
 from obsctl.generated import stale_files

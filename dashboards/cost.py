@@ -8,7 +8,6 @@ from obsctl.dashboards.per_class import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
 from obsctl.rules.cost import GPU_COST, GPU_COST_SHARE
 from obsctl.rules.loop_series import number
-
 from obsctl.spec import Spec
 
 UID = "obsctl-cost"

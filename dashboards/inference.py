@@ -9,7 +9,6 @@ from __future__ import annotations
 from obsctl.dashboards import grafana as g
 from obsctl.dashboards.per_class import CLASS, by_class, class_variable, initiative_annotations
 from obsctl.rules import canonical as C
-
 from obsctl.spec import Spec
 
 UID = "obsctl-inference"

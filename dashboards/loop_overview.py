@@ -21,7 +21,6 @@ from obsctl.rules.loop_series import (
     number,
     selector,
 )
-
 from obsctl.rules.signals import class_signals
 from obsctl.spec import Signal, Spec, WorkloadClass
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
 from obsctl.rules.loop_series import INITIATIVE_EVENT
-
 from obsctl.spec import Spec
 
 #: Matcher every per-class query carries (Grafana substitutes the selected classes).

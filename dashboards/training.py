@@ -7,7 +7,6 @@ from obsctl.dashboards import grafana as g
 from obsctl.dashboards.per_class import CLASS, by_class, class_variable, initiative_annotations
 from obsctl.rules import canonical as C
 from obsctl.rules.cost import run_cost_usd_query
-
 from obsctl.spec import Spec
 
 UID = "obsctl-training"

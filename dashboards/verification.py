@@ -29,7 +29,6 @@ from obsctl.dashboards import grafana as g
 from obsctl.dashboards.per_class import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
 from obsctl.rules.loop_series import BASELINE_VALUE, JOIN
-
 from obsctl.spec import Spec, WorkloadClass, escape_label_value
 
 UID = "obsctl-verification"

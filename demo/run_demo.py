@@ -97,7 +97,7 @@ def sleep_with_progress(seconds: float, what: str) -> None:
 
 
 def utc(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def main() -> int:

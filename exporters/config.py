@@ -39,8 +39,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from obsctl.errors import UsageError
 from obsctl import yamlio
+from obsctl.errors import UsageError
 from obsctl.httpconfig import HTTPClientConfig, validate_url
 from obsctl.spec import Pricing, load_spec
 

@@ -32,8 +32,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from prometheus_client.core import Metric
@@ -156,7 +156,7 @@ class ExporterServer:
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "ExporterServer":
+    def start(self) -> ExporterServer:
         """Bind and start serving on a background thread."""
         handler = _make_handler(self)
         server_cls = _Server

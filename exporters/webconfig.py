@@ -144,7 +144,7 @@ class TLSServerConfig(_Model):
         return names
 
     @model_validator(mode="after")
-    def _consistent(self) -> "TLSServerConfig":
+    def _consistent(self) -> TLSServerConfig:
         if self.cert_file and not self.key_file:
             raise ValueError("missing key_file (cert_file and key_file go together)")
         if self.key_file and not self.cert_file:

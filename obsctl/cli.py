@@ -17,7 +17,7 @@ import os
 import click
 
 from obsctl import __version__
-from obsctl.clikit import error_document, emit_json, load, output_option, run_main, spec_option, wrap_errors
+from obsctl.clikit import emit_json, error_document, load, output_option, run_main, spec_option, wrap_errors
 from obsctl.errors import SpecError
 
 

@@ -11,7 +11,8 @@ import functools
 import json
 import math
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 

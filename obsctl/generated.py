@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from obsctl.atomicio import atomic_write_text
 from obsctl.spec import Spec, load_spec

@@ -193,7 +193,7 @@ class TLSConfig(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _pair(self) -> "TLSConfig":
+    def _pair(self) -> TLSConfig:
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("cert_file and key_file go together: set both or neither")
         return self
@@ -236,7 +236,7 @@ class Header(_Strict):
         return [_file_path(v) for v in values]
 
     @model_validator(mode="after")
-    def _some(self) -> "Header":
+    def _some(self) -> Header:
         if not self.values and not self.files:
             raise ValueError("needs at least one of values or files")
         return self
@@ -326,7 +326,7 @@ class HTTPClientConfig(_Strict):
         return None if value is None else _check_url(value, "proxy")
 
     @model_validator(mode="after")
-    def _one_auth(self) -> "HTTPClientConfig":
+    def _one_auth(self) -> HTTPClientConfig:
         if self.authorization is not None and self.basic_auth is not None:
             raise ValueError("at most one of authorization and basic_auth may be set")
         if self.proxy_url is not None and self.proxy_from_environment:
@@ -419,7 +419,7 @@ def check_files(cfg: HTTPClientConfig, base_dir: str | os.PathLike[str] | None =
 class _FileAuth(requests.auth.AuthBase):
     """Sets Authorization and the extra headers on each request, reading secret files then."""
 
-    def __init__(self, session: "ConfiguredSession", cfg: HTTPClientConfig, resolve: Any, label: str):
+    def __init__(self, session: ConfiguredSession, cfg: HTTPClientConfig, resolve: Any, label: str):
         self.session, self.cfg, self.resolve, self.label = session, cfg, resolve, label
 
     def _secret(self, path: str, field: str, header_value: bool = True) -> str:

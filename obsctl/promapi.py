@@ -21,11 +21,11 @@ import datetime as dt
 import http.client
 import json
 import math
-from operator import itemgetter
 import re
 import ssl
 import time
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Literal
 
 import msgspec
@@ -181,7 +181,8 @@ def plan_chunks(start: float, end: float, step: float, max_points: int = MAX_POI
         return []
     total = int(math.floor((end - start) / step + 1e-9)) + 1
     if total > MAX_RANGE_POINTS:
-        raise UsageError(f"query window of {total:,} points at a {step:g}s step is longer than the maximum of {MAX_RANGE_POINTS:,} points; use a shorter window")
+        raise UsageError(f"query window of {total:,} points at a {step:g}s step is longer than the maximum of {MAX_RANGE_POINTS:,} points; "
+                         "use a shorter window")
     chunks = []
     for first in range(0, total, max_points):
         last = min(first + max_points, total) - 1
@@ -381,7 +382,7 @@ class PrometheusClient:
         self.extra_params: dict[str, str] = dict(BACKENDS[backend]["params"])
 
     @classmethod
-    def from_spec(cls, spec: Any) -> "PrometheusClient":
+    def from_spec(cls, spec: Any) -> PrometheusClient:
         """Client for ``spec.prometheus``: URL, deadlines, body cap, credentials, TLS, headers.
 
         Raises:

@@ -18,17 +18,15 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import (BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator,
-                      model_validator)
-from pydantic import ValidationInfo
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, ValidationError, ValidationInfo, field_validator, model_validator
 
 from obsctl import names as _names
-from obsctl.names import LEVERS, OWNER_PATTERN, Lever  # noqa: F401 (the spec's levers and owners)
 from obsctl import yamlio
 from obsctl.durations import is_duration
 from obsctl.errors import SpecError
 from obsctl.escape import promql_string
 from obsctl.httpconfig import HTTPClientConfig, validate_url
+from obsctl.names import LEVERS, OWNER_PATTERN, Lever  # noqa: F401 (the spec's levers and owners)
 
 DEFAULT_SPEC_PATH = "obsctl.yaml"
 SPEC_ENV = "OBSCTL_SPEC"
@@ -111,7 +109,7 @@ class PrometheusConfig(HTTPClientConfig):
         return _byte_size(value)
 
     @model_validator(mode="after")
-    def _tenant(self) -> "PrometheusConfig":
+    def _tenant(self) -> PrometheusConfig:
         if self.tenant is not None and self.backend != "mimir":
             raise ValueError(f"tenant is for backend mimir (X-Scope-OrgID); backend is {self.backend}")
         if self.backend == "mimir" and self.tenant is None:
@@ -119,7 +117,7 @@ class PrometheusConfig(HTTPClientConfig):
         return self
 
     @model_validator(mode="after")
-    def _deadline(self) -> "PrometheusConfig":
+    def _deadline(self) -> PrometheusConfig:
         if self.deadline_seconds is not None and self.deadline_seconds < self.timeout_seconds:
             raise ValueError(f"deadline_seconds ({self.deadline_seconds:g}) must be at least timeout_seconds ({self.timeout_seconds:g})")
         return self
@@ -177,7 +175,7 @@ class QueueSource(_Model):
         return value
 
     @model_validator(mode="after")
-    def _options(self) -> "QueueSource":
+    def _options(self) -> QueueSource:
         given = {k for k in ("cluster_queue", "local_queue", "partition") if getattr(self, k) is not None}
         wanted = {"kueue": None, "slurm": {"partition"}, "ray-serve": set()}[self.source]
         if self.source == "kueue":
@@ -213,7 +211,7 @@ class MfuConfig(_Numbers):
     peak_flops_per_second: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
-    def _one_of(self) -> "MfuConfig":
+    def _one_of(self) -> MfuConfig:
         if (self.flops_per_token is None) == (self.flops_per_sample is None):
             raise ValueError("give exactly one of 'flops_per_token' or 'flops_per_sample'")
         return self
@@ -376,7 +374,7 @@ class Target(_Model):
     owner: str | None = Field(None, min_length=1, max_length=128, pattern=OWNER_PATTERN)
 
     @model_validator(mode="after")
-    def _one_of(self) -> "Target":
+    def _one_of(self) -> Target:
         if (self.relative is None) == (self.absolute is None):
             raise ValueError("give exactly one of 'relative' (e.g. 0.2 for +20 %) or 'absolute'")
         return self
@@ -448,13 +446,13 @@ class Pricing(_Numbers):
         return value
 
     @model_validator(mode="after")
-    def _model_priced(self) -> "Pricing":
+    def _model_priced(self) -> Pricing:
         for name, price in [("node_hour_usd", self.node_hour_usd), *self.accelerator_hour_usd.items()]:
             if isinstance(price, PriceByModel) and getattr(price, self.pricing_model) is None:
                 raise ValueError(f"{name}: no {self.pricing_model} price (pricing_model is {self.pricing_model})")
         return self
 
-    def _pick(self, price: "float | PriceByModel | None") -> float | None:
+    def _pick(self, price: float | PriceByModel | None) -> float | None:
         return getattr(price, self.pricing_model) if isinstance(price, PriceByModel) else price
 
     def node_price(self) -> float | None:
@@ -493,7 +491,7 @@ class Saturation(SaturationThresholds):
     classes: dict[str, SaturationThresholds] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _idle_below_busy(self) -> "Saturation":
+    def _idle_below_busy(self) -> Saturation:
         # given values only; against the built-in defaults obsctl.rules.saturation checks at generation
         for name, layer in [("saturation", self), *((f"saturation.classes.{n}", c) for n, c in self.classes.items())]:
             idle = layer.idle_ratio if layer.idle_ratio is not None else self.idle_ratio
@@ -528,7 +526,7 @@ class Variant(_Model):
         return value
 
     @model_validator(mode="after")
-    def _distinct(self) -> "Variant":
+    def _distinct(self) -> Variant:
         if self.control == self.treatment:
             raise ValueError(f"control and treatment must differ (both {self.control!r})")
         return self
@@ -681,14 +679,14 @@ class Review(_Numbers):
         return value if value is None else _positive_duration(value)
 
     @model_validator(mode="after")
-    def _band(self) -> "Review":
+    def _band(self) -> Review:
         if self.aspirational_per_quarter <= self.realistic_per_quarter:
             raise ValueError(f"aspirational_per_quarter ({self.aspirational_per_quarter}) must be above "
                              f"realistic_per_quarter ({self.realistic_per_quarter})")
         return self
 
 
-def target_bound_error(target: "Target", signal: "Signal") -> str | None:
+def target_bound_error(target: Target, signal: Signal) -> str | None:
     """Why ``target``'s value is beyond a physical bound of ``signal``, or None.
 
     Bounds: a ``ratio`` (utilization, MFU, hit or error ratio) lies in [0, 1]; a cost is
@@ -699,7 +697,7 @@ def target_bound_error(target: "Target", signal: "Signal") -> str | None:
     return value_bound_error(target.absolute, signal) if target.absolute is not None else None
 
 
-def value_bound_error(value: float, signal: "Signal") -> str | None:
+def value_bound_error(value: float, signal: Signal) -> str | None:
     """Why a target value of ``value`` is beyond ``signal``'s physical bound (see :func:`target_bound_error`), or None."""
     if signal.unit == "ratio" and not 0 <= value <= 1:
         return f"{value:g} is outside [0, 1], the range of a ratio (MFU and utilization cannot exceed their peak)"
@@ -764,7 +762,7 @@ class Spec(_Model):
         return None
 
     @model_validator(mode="after")
-    def _references(self) -> "Spec":
+    def _references(self) -> Spec:
         classes = [c.name for c in self.workload_classes]
         signals = [s.name for s in self.signals]
         for kind, names in (("workload class", classes), ("signal", signals)):
@@ -785,7 +783,7 @@ class Spec(_Model):
         return self
 
     @model_validator(mode="after")
-    def _comparison_references(self) -> "Spec":
+    def _comparison_references(self) -> Spec:
         classes = [c.name for c in self.workload_classes]
         signals = [s.name for s in self.signals]
         for name, cc in self.comparison.classes.items():

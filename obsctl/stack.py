@@ -174,7 +174,7 @@ class Prometheus(_LoopbackServer):
             cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [self.alertmanager]}]}]}
         return cfg
 
-    def start(self, timeout: float = 60.0) -> "Prometheus":
+    def start(self, timeout: float = 60.0) -> Prometheus:
         """Write the config, start the server and wait for /-/ready."""
         binary = require_binary(PROMETHEUS_BIN)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -224,7 +224,7 @@ class Alertmanager(_LoopbackServer):
     port: int = 0
     proc: ManagedProcess | None = None
 
-    def start(self, timeout: float = 60.0) -> "Alertmanager":
+    def start(self, timeout: float = 60.0) -> Alertmanager:
         """Write the config, start the server and wait for /-/ready."""
         binary = require_binary(ALERTMANAGER_BIN)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -270,7 +270,7 @@ class Pushgateway(_LoopbackServer):
     port: int = 0
     proc: ManagedProcess | None = None
 
-    def start(self, timeout: float = 60.0) -> "Pushgateway":
+    def start(self, timeout: float = 60.0) -> Pushgateway:
         """Start the server and wait for /-/ready."""
         binary = require_binary(PUSHGATEWAY_BIN)
         self.workdir.mkdir(parents=True, exist_ok=True)

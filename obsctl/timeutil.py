@@ -13,13 +13,13 @@ from obsctl.errors import UsageError
 
 #: Instants accepted by :func:`parse_instant`: from the Unix epoch to the end of year 9999
 #: (Python's datetime range; Prometheus data before 1970 does not exist in practice).
-EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc)
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
 
 
 def utcnow() -> dt.datetime:
     """The current time, UTC, timezone-aware."""
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def parse_instant(text: str | None, what: str = "time", now: dt.datetime | None = None) -> dt.datetime:
@@ -45,16 +45,16 @@ def parse_instant(text: str | None, what: str = "time", now: dt.datetime | None 
             raise UsageError(f"{what}: {raw!r} is not a time")
         if not EARLIEST.timestamp() <= number <= LATEST.timestamp():
             raise out_of_range
-        value = dt.datetime.fromtimestamp(number, dt.timezone.utc)
+        value = dt.datetime.fromtimestamp(number, dt.UTC)
     else:
         try:
             value = dt.datetime.fromisoformat(raw.replace("z", "Z"))
         except ValueError:
             raise UsageError(f"{what}: {raw!r} is not an RFC 3339 time (e.g. 2026-01-31T12:00:00Z), a Unix timestamp or 'now'") from None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.replace(tzinfo=dt.UTC)
     try:
-        value = value.astimezone(dt.timezone.utc)
+        value = value.astimezone(dt.UTC)
     except OverflowError:
         raise out_of_range from None
     if not EARLIEST <= value <= LATEST:
@@ -98,14 +98,14 @@ def align_down(instant: dt.datetime, step_seconds: float) -> dt.datetime:
     same instants (and match the evaluation grid of recording rules).
     """
     ts = math.floor(instant.timestamp() / step_seconds) * step_seconds
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ts, dt.UTC)
 
 
 def to_datetime(seconds: float) -> dt.datetime:
     """A Unix timestamp in seconds as a UTC datetime."""
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(seconds, dt.UTC)
 
 
 def rfc3339(instant: dt.datetime) -> str:
     """``2026-01-31T12:00:00Z`` (seconds precision, UTC)."""
-    return instant.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return instant.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -20,8 +20,18 @@ import datetime as dt
 
 from obsctl.escape import go_template_text as literal
 from obsctl.rules.loop_series import (
-    BASELINE_VALUE, CLASS_SIGNAL_INFO, JOIN, REVIEW_BASELINE_CREATED, REVIEW_BASELINE_MAX_AGE, REVIEW_FINDINGS,
-    REVIEW_INITIATIVE_DUE, TARGET_VALUE, number, runbook_url, selector, with_owner,
+    BASELINE_VALUE,
+    CLASS_SIGNAL_INFO,
+    JOIN,
+    REVIEW_BASELINE_CREATED,
+    REVIEW_BASELINE_MAX_AGE,
+    REVIEW_FINDINGS,
+    REVIEW_INITIATIVE_DUE,
+    TARGET_VALUE,
+    number,
+    runbook_url,
+    selector,
+    with_owner,
 )
 from obsctl.rules.signals import class_signals
 from obsctl.spec import Signal, Spec, Target, WorkloadClass
@@ -69,7 +79,9 @@ def absent_rule(sig: Signal) -> dict:
     has a baseline series but no current value."""
     baseline = selector(BASELINE_VALUE, signal=sig.name)
     return _alert(
-        "ObsctlSignalAbsent", with_owner(f"{baseline}\nand {JOIN} {selector(CLASS_SIGNAL_INFO, signal=sig.name)}\nunless {JOIN} {sig.record_name}"), ABSENT_FOR, "warning", {"signal": sig.name},
+        "ObsctlSignalAbsent",
+        with_owner(f"{baseline}\nand {JOIN} {selector(CLASS_SIGNAL_INFO, signal=sig.name)}\nunless {JOIN} {sig.record_name}"),
+        ABSENT_FOR, "warning", {"signal": sig.name},
         f"{sig.name} of {{{{ $labels.workload_class }}}} has a baseline but no data",
         f"The recording rule {sig.record_name} returns nothing for workload class {{{{ $labels.workload_class }}}} "
         f"although a baseline exists: the workload stopped, its series were renamed, or a scrape fails. "
@@ -97,7 +109,7 @@ def deadline_rule(target: Target, sig: Signal, owner: str | None = None) -> dict
     """``ObsctlTargetDeadlinePassed``: after the deadline day (UTC) the target is not met;
     labelled with ``owner`` (the target's, else its class's) when given."""
     identity = {"workload_class": target.workload_class, "signal": target.signal}
-    after = dt.datetime.combine(target.deadline + dt.timedelta(days=1), dt.time(), dt.timezone.utc).timestamp()
+    after = dt.datetime.combine(target.deadline + dt.timedelta(days=1), dt.time(), dt.UTC).timestamp()
     op = "<" if sig.direction == "higher_is_better" else ">"
     expr = (
         f"({selector(sig.record_name, workload_class=target.workload_class)}\n"

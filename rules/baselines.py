@@ -17,7 +17,14 @@ from collections.abc import Iterable
 
 from obsctl.records import Baseline
 from obsctl.rules.loop_series import (
-    BASELINE_INFO, BASELINE_VALUE, JOIN, TARGET_GAP, TARGET_INFO, TARGET_VALUE, number, selector,
+    BASELINE_INFO,
+    BASELINE_VALUE,
+    JOIN,
+    TARGET_GAP,
+    TARGET_INFO,
+    TARGET_VALUE,
+    number,
+    selector,
 )
 from obsctl.spec import Spec
 
@@ -25,8 +32,8 @@ from obsctl.spec import Spec
 def rfc3339(moment: dt.datetime) -> str:
     """A datetime as an RFC 3339 UTC string (``2026-01-02T03:04:05Z``); naive means UTC."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return moment.astimezone(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def select_baselines(spec: Spec, baselines: Iterable[Baseline]) -> tuple[list[Baseline], list[str]]:

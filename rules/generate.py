@@ -13,15 +13,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from obsctl.escape import go_template_text
+from obsctl.generated import regenerate_main, stale_files, write_files
 from obsctl.records import Baseline
 from obsctl.rules.alerts import alert_groups
 from obsctl.rules.baselines import baseline_groups, select_baselines, target_groups
-from obsctl.rules.gpu import gpu_groups
 from obsctl.rules.cost import cost_groups
-from obsctl.rules.saturation import saturation_groups
-from obsctl.escape import go_template_text
-from obsctl.generated import regenerate_main, stale_files, write_files
+from obsctl.rules.gpu import gpu_groups
 from obsctl.rules.render import dump_rule_file
+from obsctl.rules.saturation import saturation_groups
 from obsctl.rules.signals import signal_groups
 from obsctl.rules.sources import source_groups
 from obsctl.rules.training import training_groups

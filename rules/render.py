@@ -7,7 +7,6 @@ for readability.
 
 from __future__ import annotations
 
-
 import yaml
 
 from obsctl.escape import yaml_comment

@@ -75,7 +75,7 @@ class Thresholds:
     cpu_cores: float | None = None
 
     @classmethod
-    def for_class(cls, spec: Spec, name: str) -> "Thresholds":
+    def for_class(cls, spec: Spec, name: str) -> Thresholds:
         """Defaults, overlaid with the spec's ``saturation:`` block and ``saturation.classes.<name>``.
 
         Raises:

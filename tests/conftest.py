@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.history import History, build_history, openmetrics
 from support.prometheus import served_history
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from obsctl.baselining.designs import align
-from obsctl.baselining.designs import cycle
+from obsctl.baselining.designs import align, cycle, mix
 from obsctl.baselining.designs import effect as fx
-from obsctl.baselining.designs import mix
 from obsctl.baselining.designs.branch import Branch, Context
 from obsctl.errors import PrometheusUnavailable, UsageError
 

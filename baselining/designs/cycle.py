@@ -229,7 +229,8 @@ def assess(fits: list[CycleFit], min_effect_ratio: float) -> CycleCheck:
                               f"the baseline varies +-{f.amplitude:.0%} over the {unit} (peak at hour {f.peak_hour:.0f}, "
                               f"p = {f.p_value:.2g}); use --design seasonal or a control class")
         last = CycleCheck(True, False, f.cycle, f.amplitude, f.p_value, f.peak_hour,
-                          f"no {'daily' if unit == 'day' else 'weekly'} cycle past +-{relevant:.1%} in the baseline (fitted +-{f.amplitude:.1%}, p = {f.p_value:.2g})")
+                          f"no {'daily' if unit == 'day' else 'weekly'} cycle past +-{relevant:.1%} in the baseline "
+                          f"(fitted +-{f.amplitude:.1%}, p = {f.p_value:.2g})")
     return last
 
 

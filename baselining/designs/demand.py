@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from obsctl.rules import saturation
 
 #: Share of a period's classified samples with a building queue that makes it capacity-bound.

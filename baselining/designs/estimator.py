@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from obsctl.baselining.statistics import memory as _memory
 from obsctl.baselining.statistics.lrv import side_estimate
 

@@ -30,7 +30,6 @@ from obsctl.baselining import plan as planner
 from obsctl.baselining.statistics import power as stats_planner
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.durations import parse_duration
-
 from obsctl.errors import UsageError
 
 

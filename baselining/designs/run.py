@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from obsctl.baselining.designs import (
     DESIGNS,
     align,
@@ -44,11 +45,9 @@ from obsctl.baselining.designs.branch import Branch, Context, range_samples, wit
 from obsctl.baselining.designs.effect import Effect
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.workers import DaemonPool
-from obsctl.rules import canonical, saturation
-
 from obsctl.errors import PrometheusUnavailable, StoreError, UsageError
+from obsctl.rules import canonical, saturation
 from obsctl.spec import Spec, WorkloadClass, escape_label_value
-
 
 
 @dataclass(frozen=True)
@@ -364,8 +363,8 @@ def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.d
     Raises:
         StoreError: the control group has no data in the window, or the store refuses the write.
     """
-    from obsctl.records import Baseline
     from obsctl.baselining.measure.window import measure
+    from obsctl.records import Baseline
     from obsctl.timeutil import utcnow
 
     wc = spec.workload_class(initiative.workload_class)

@@ -64,8 +64,9 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 import numpy as np
-from obsctl.records import Coverage, Hole
+
 from obsctl.promapi import PrometheusClient, QueryResult
+from obsctl.records import Coverage, Hole
 
 #: A grid point is fresh when its latest real sample is younger than this many own intervals.
 FRESH_INTERVALS = 1.5

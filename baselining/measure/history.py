@@ -20,9 +20,9 @@ from operator import itemgetter
 
 import numpy as np
 
-from obsctl.records import Memory
-from obsctl.promapi import PrometheusClient
 from obsctl.baselining.statistics.memory import fit_memory
+from obsctl.promapi import PrometheusClient
+from obsctl.records import Memory
 from obsctl.timeutil import align_down
 
 #: Most points the history query may return (two range requests of 11,000 at most).

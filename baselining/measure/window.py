@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 import numpy as np
+
 from obsctl.baselining.measure import coverage as cov
 from obsctl.baselining.statistics import summary as summary_stats
 from obsctl.errors import UsageError
 from obsctl.promapi import PrometheusClient, QueryResult
 from obsctl.records import Coverage, Population, Statistics, Window
-
 
 #: At most this many label sets are kept in a Population (the count is always exact).
 MAX_LABEL_SETS = 200
@@ -180,7 +180,8 @@ def summarize_answers(a: Answers, min_samples: int) -> Measurement:
     dropped, stale = len(fresh) - len(samples), len(raw) - len(fresh)
     summary = summary_stats.summarize(values.tolist()) if samples else None
     if summary is not None:
-        summary = summary.model_copy(update={"batch_means": cov.time_batch_means_of(times, values, start.timestamp(), end.timestamp(), summary_stats.SUMMARY_BATCHES)})
+        batch_means = cov.time_batch_means_of(times, values, start.timestamp(), end.timestamp(), summary_stats.SUMMARY_BATCHES)
+        summary = summary.model_copy(update={"batch_means": batch_means})
     reason = f"{dropped} samples, all NaN/Inf" if fresh and not samples else ""
     bad = summary_stats.non_finite_fields(summary) if summary is not None else []
     if bad:

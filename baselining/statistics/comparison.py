@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from obsctl.baselining.statistics import sequential
 from obsctl.baselining.statistics.decision import Estimate, decide, exact_change
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
@@ -204,7 +205,8 @@ def _too_short(sx: Side, sy: Side, memory: MemoryModel, step_seconds: float) -> 
         need_text = format_duration(need) if need is not None else "more than the 173-day query limit"
         fix = "re-snapshot the baseline with --window" if name == "baseline" else "use a window of"
         return (f"{name} too short for the signal's memory: the memory is {bound} {format_duration(tau)}"
-                f" (integrated autocorrelation time, from {'the windows only' if memory.source == 'windows' else format_duration(memory.span_seconds) + ' of history'});"
+                f" (integrated autocorrelation time, from "
+                f"{'the windows only' if memory.source == 'windows' else format_duration(memory.span_seconds) + ' of history'});"
                 f" the {format_duration(side.span_seconds)} {name} holds about {side.n_eff:.1f} independent samples, fewer than {N_EFF_MIN:.0f};"
                 f" {fix} at least {need_text}")
     return ""

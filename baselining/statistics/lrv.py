@@ -28,13 +28,14 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from obsctl.baselining.statistics import distributions as special
 from obsctl.baselining.statistics.memory import (
     MemoryModel,
     grid_index,
     quadratic_forms,
     scale_dof,
 )
-from obsctl.baselining.statistics import distributions as special
 
 #: Two-sided level of the test that the side's scale agrees with the history's.
 SCALE_TEST_LEVEL = 0.05

@@ -25,10 +25,11 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
 from obsctl.baselining.statistics import sequential
+from obsctl.baselining.statistics.distributions import ndtri
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.statistics.memory import MemoryModel
-from obsctl.baselining.statistics.distributions import ndtri
 
 #: Fewest effective samples a window needs before it can decide.
 N_EFF_MIN = 5.0

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.statistics import distributions as special
+from obsctl.baselining.statistics.lrv import Side
 
 
 def satterthwaite(parts: list[tuple[float, float]]) -> float:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from obsctl.baselining.statistics.distributions import ndtr, ndtri
 
 #: Grid points per look for the recursive integration (trapezoid): the 5-look values of the

@@ -9,11 +9,12 @@ not use the batch means (their interval comes from the signal's memory, :mod:`.l
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
-from obsctl.records import Statistics
+
 from obsctl.baselining.statistics.decision import CONSTANT_RTOL
+from obsctl.records import Statistics
 
 #: Batches of the stored summary's ``batch_means`` (the report's figure draws them).
 SUMMARY_BATCHES = 10

@@ -231,7 +231,7 @@ class FamilySet:
             fam = self._families[sample[0]] = new_family(BY_NAME[sample[0]])
         fam.samples.append(sample)
 
-    def extend(self, other: "FamilySet") -> None:
+    def extend(self, other: FamilySet) -> None:
         """Merge another set's samples into this one (already validated: not checked again)."""
         for name, fam in other._families.items():
             mine = self._families.get(name)

@@ -92,7 +92,7 @@ class AutoSource:
 
     name = "auto"
 
-    def __init__(self, nvml: Any, dcgm: "DcgmSource | None", nvml_retry_seconds: float = 60.0,
+    def __init__(self, nvml: Any, dcgm: DcgmSource | None, nvml_retry_seconds: float = 60.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.nvml = nvml
         self.dcgm = dcgm

@@ -35,6 +35,9 @@ from dataclasses import dataclass, field
 
 import requests
 import urllib3
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
 from obsctl.exporters.gpu import dcgm_fields as F
 from obsctl.exporters.gpu.catalogue import CLOCK_EVENT_REASONS, FamilySet
 from obsctl.exporters.gpu.errors import (
@@ -45,9 +48,6 @@ from obsctl.exporters.gpu.errors import (
     GpuSourceError,
 )
 from obsctl.exporters.gpu.inventory import GpuRef, PodBinding
-from prometheus_client.core import Metric
-from prometheus_client.parser import text_string_to_metric_families
-
 from obsctl.httpconfig import redact_url
 
 log = logging.getLogger(__name__)

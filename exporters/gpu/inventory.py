@@ -69,7 +69,7 @@ class GpuInventory:
     pods: dict[GpuRef, list[PodBinding]] = field(default_factory=dict)
 
     @classmethod
-    def from_metrics(cls, metrics: Iterable[Metric], pods: dict[GpuRef, list[PodBinding]] | None = None) -> "GpuInventory":
+    def from_metrics(cls, metrics: Iterable[Metric], pods: dict[GpuRef, list[PodBinding]] | None = None) -> GpuInventory:
         """Derive the units from catalogue families.
 
         A GPU is any (gpu, uuid) with an ``obsctl_gpu_up`` or ``obsctl_gpu_info`` sample; a

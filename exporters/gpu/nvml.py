@@ -27,15 +27,23 @@ from types import ModuleType
 from typing import Any
 
 from prometheus_client.core import Metric
-
 from prometheus_client.samples import Sample
 
 from obsctl.exporters.gpu import errors
 from obsctl.exporters.gpu.catalogue import FamilySet, check_labels
 from obsctl.exporters.gpu.errors import GpuSourceError
 from obsctl.exporters.gpu.nvml_fields import (
-    FUNCTION_NOT_FOUND, INVALID_ARGUMENT, NO_PERMISSION, NOT_FOUND, NOT_SUPPORTED, READERS,
-    SLOW_READERS, FieldCache, GpuLabels, memory_info, nvml_code,
+    FUNCTION_NOT_FOUND,
+    INVALID_ARGUMENT,
+    NO_PERMISSION,
+    NOT_FOUND,
+    NOT_SUPPORTED,
+    READERS,
+    SLOW_READERS,
+    FieldCache,
+    GpuLabels,
+    memory_info,
+    nvml_code,
 )
 from obsctl.exporters.gpu.xid_events import XidCounts, XidWatcher
 

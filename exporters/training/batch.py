@@ -42,11 +42,10 @@ import logging
 import re
 import socket
 import time
-from collections.abc import Callable
-
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, pushadd_to_gateway
 
@@ -239,7 +238,7 @@ class BatchJob:
         else:
             self._send(pushadd_to_gateway, self._status)
 
-    def __enter__(self) -> "BatchJob":
+    def __enter__(self) -> BatchJob:
         self._start = time.monotonic()
         return self
 

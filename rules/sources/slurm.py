@@ -14,7 +14,6 @@ from __future__ import annotations
 from obsctl.rules import canonical as c
 from obsctl.rules.sources import promql as q
 from obsctl.rules.sources.base import Ctx, Mapping, Source
-
 from obsctl.spec import escape_label_value
 
 ON = ("instance", "job")

@@ -9,6 +9,7 @@ fault mode costs at most about two seconds.
 from __future__ import annotations
 
 import pytest
+
 from support.faultproxy import FaultProxy
 from support.openssl_certs import SERVER_NAME, make_pki
 

@@ -208,7 +208,7 @@ def test_unusable_secret_file_names_the_spec_line(tmp_path, broken, field):
     spec_path = tmp_path / "obsctl.yaml"
     spec_path.write_text(text)
     key = {"token": "credentials_file:", "ca": "ca_file:", "header": "files:"}[broken]
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if key in l)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if key in row)
     expected = f"{spec_path.resolve()}:{line}: {field}: {tmp_path / files[broken]}: not a regular file"
     with pytest.raises(SecretFileError) as info:
         PrometheusClient.from_spec(load_spec(spec_path))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from support.faultkit import write_fault_spec
 from support.faultproxy import FaultProxy
 from support.openssl_certs import SERVER_NAME

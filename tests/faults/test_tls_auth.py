@@ -11,6 +11,7 @@ import shutil
 import pytest
 import yaml
 from click.testing import CliRunner
+
 from obsctl.baselining.cli import snapshot_baseline
 from obsctl.baselining.store import Store
 from support.faultkit import write_fault_spec

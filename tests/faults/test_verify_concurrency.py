@@ -24,12 +24,12 @@ import urllib.parse
 import pytest
 import yaml
 from click.testing import CliRunner
+
 from obsctl.baselining.cli import verify
+from obsctl.stack import free_port
 from support.faultkit import seed_store, tree_digest, write_fault_spec
 from support.history import LATENCY, METRIC, QUALITY
 from support.polling import wait_until
-
-from obsctl.stack import free_port
 
 #: Six guard signals of the steady class (quality and saturation categories), sorted by name.
 GUARDS = [
@@ -209,10 +209,10 @@ def test_a_load_context_fault_costs_its_period_only(mode, proxy, gspec, history)
 # --- many guards: same results, same order as one at a time ----------------------------
 
 def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history):
-    from obsctl.baselining.store import Store
     from obsctl.baselining.guards import guard_baselines
-    from obsctl.baselining.verdict import judge_guard as evaluate_guard, look_context
-
+    from obsctl.baselining.store import Store
+    from obsctl.baselining.verdict import judge_guard as evaluate_guard
+    from obsctl.baselining.verdict import look_context
     from obsctl.promapi import PrometheusClient
     from obsctl.spec import load_spec as load
 

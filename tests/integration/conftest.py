@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from support.history import write_guard_spec, write_spec
 
 

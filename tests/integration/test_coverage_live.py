@@ -29,9 +29,9 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
+
 from obsctl.baselining.cli import initiative, report, snapshot_baseline, verify
 from obsctl.baselining.store import Store
-
 from support.prometheus import served_history
 
 STEP = 15

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
+
 from obsctl.baselining.cli import (
     baseline,
     initiative,
@@ -33,7 +34,6 @@ from obsctl.baselining.cli import (
     verify,
 )
 from obsctl.baselining.store import Store
-
 from support.prometheus import served_history
 
 STEP = 15

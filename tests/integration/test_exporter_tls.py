@@ -35,7 +35,6 @@ import pytest
 import requests
 
 from obsctl.stack import Prometheus, free_port
-
 from support.dcgm_standin import DcgmStandIn
 from support.openssl_certs import Pki, issue, make_pki
 from support.polling import wait_until

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 
-
 def obsctl(*args):
     cmd = [sys.executable, "-c", "from obsctl.cli import main; main()", *map(str, args)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -64,7 +64,7 @@ def stack(tmp_path_factory):
     spec_path.write_text(yaml.safe_dump(_spec(prom.url, str(work / "store"))))
     store = Store(work / "store")
     for name in "abc":
-        store.save_baseline(baseline(name, "level", BASELINE, dt.datetime.now(dt.timezone.utc).isoformat()))
+        store.save_baseline(baseline(name, "level", BASELINE, dt.datetime.now(dt.UTC).isoformat()))
     out = work / "rules"
     result = subprocess.run([sys.executable, "-m", "obsctl", "rules", "generate", "--spec", str(spec_path), "--out", str(out)],
                             capture_output=True, text=True, timeout=120)

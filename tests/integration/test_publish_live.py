@@ -100,7 +100,7 @@ def test_overdue_initiative_and_review_panels(published):
     findings = [Finding("target_behind", L.CLASS, L.SIGNAL, "warning", 1200.0, "behind", "act", "finance",
                         {"progress": 0.2, "elapsed": 0.6}),
                 Finding("opportunity", L.CLASS, None, "info", 845.5, "idle GPUs", "right-size", "team-search", {"lever": "right-sizing"})]
-    result = ReviewResult(as_of=dt.datetime.now(dt.timezone.utc), classes=[L.CLASS], cadences={L.CLASS: "weekly"}, findings=findings)
+    result = ReviewResult(as_of=dt.datetime.now(dt.UTC), classes=[L.CLASS], cadences={L.CLASS: "weekly"}, findings=findings)
     push(spec, collect(spec, store, result), published["gateway"].url)
     wait_until(lambda: served.query("obsctl_review_opportunity_usd_per_month", at=time.time()), 30, what="the review series")
     dash = loop_overview.build(spec)

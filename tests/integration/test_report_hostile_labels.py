@@ -40,7 +40,7 @@ def served(tmp_path_factory):
 def iso(ts: int) -> str:
     import datetime as dt
 
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_hostile_label_is_escaped_in_the_report(served, tmp_path):

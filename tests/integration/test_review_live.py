@@ -112,7 +112,7 @@ def _ar1(rng, n: int, phi: float, sd: float) -> np.ndarray:
 
 
 def _at(fleet: Fleet, offset_days: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(fleet.T + offset_days * DAY, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(fleet.T + offset_days * DAY, dt.UTC)
 
 
 @pytest.fixture(scope="module")

@@ -115,7 +115,7 @@ def live(tmp_path_factory):
         prom.port = free_port()
         spec_path = work / "obsctl.yaml"
         spec_path.write_text(yaml.safe_dump(spec_dict(prom.url, str(work / "store"))))
-        Store(work / "store").save_baseline(baseline("tokens_per_second", BASELINE_TOKENS_PER_SECOND, dt.datetime.now(dt.timezone.utc)))
+        Store(work / "store").save_baseline(baseline("tokens_per_second", BASELINE_TOKENS_PER_SECOND, dt.datetime.now(dt.UTC)))
         exporter = spawn(
             "exporter",
             [sys.executable, "-m", "obsctl.exporters.main", f"--web.listen-address=127.0.0.1:{exporter_port}",
@@ -142,7 +142,7 @@ def test_slowdown_fires_regression_alert_delivered_by_alertmanager(live):
     prom, load, receiver = live["prom"], live["load"], live["receiver"]
     # A series' first rate() windows extrapolate low, so a regression may already have
     # fired and resolved at start-up: only alerts that start after the slowdown count.
-    slowed_at = dt.datetime.now(dt.timezone.utc)
+    slowed_at = dt.datetime.now(dt.UTC)
     load.tokens_per_second = BASELINE_TOKENS_PER_SECOND * 0.4  # 60 % slower, tolerance is 20 %
     alerts = wait_until(lambda: receiver.firing("ObsctlSignalRegression", slowed_at), 90, interval=0.5,
                         what="the regression alert at the webhook")

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from obsctl.baselining.cli import snapshot_baseline
-from obsctl.promapi import PrometheusClient
 from obsctl.baselining.store import Store
 from obsctl.errors import PrometheusUnavailable, UsageError
+from obsctl.promapi import PrometheusClient
 from obsctl.stack import free_port
 
 

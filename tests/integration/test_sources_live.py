@@ -36,11 +36,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from obsctl.rules import canonical as c
 from obsctl.rules.render import dump_rule_file
 from obsctl.rules.signals import signal_groups
 from obsctl.rules.sources import source_groups
-
 from obsctl.spec import load_spec
 from obsctl.stack import Prometheus
 from support.polling import wait_until

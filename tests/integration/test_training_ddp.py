@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from obsctl.exporters.sdk import multiprocess_registry, prepare_multiprocess_dir
 
 SCRIPT = Path(__file__).resolve().parent / "ddp_lightning_script.py"

@@ -11,6 +11,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+
 from obsctl.baselining.cli import initiative, plan, report, snapshot_baseline, verify
 from obsctl.baselining.store import Store
 
@@ -68,6 +69,7 @@ def test_verify_judges_the_baseline_sides_stored_at_start_without_their_samples(
     import shutil
 
     import yaml
+
     from obsctl.baselining.verdict import stored_side
     from obsctl.spec import load_spec
 

@@ -8,12 +8,12 @@ import copy
 
 import pytest
 import yaml
-from obsctl.rules import generate as gen
-from obsctl.rules import promtool
-from support.rules_fixtures import SPEC, TRICKY, baseline, write_spec
 
 from obsctl import escape
 from obsctl.errors import SpecError
+from obsctl.rules import generate as gen
+from obsctl.rules import promtool
+from support.rules_fixtures import SPEC, TRICKY, baseline, write_spec
 
 STEP = 15
 UNIT = 'tokens {{ query "up" }} / s {'  # a template action if copied raw; the trailing '{' too

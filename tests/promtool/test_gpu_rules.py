@@ -8,7 +8,6 @@ import yaml
 
 from obsctl.rules import gpu, promtool
 
-
 UTIL = {"GPU-a": 0.5, "GPU-b": 1.0}
 MIG_UTIL = 0.25
 # (uuid, gpu_instance or "", class): GPU-a is shared by x and y, GPU-b is x's alone, a MIG
@@ -28,7 +27,7 @@ def _suite(tmp_path, expected: dict[str, float]):
     rules = tmp_path / "gpu.rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": gpu.gpu_groups()}))
     series = [{"series": f'obsctl_gpu_utilization_ratio{{uuid="{u}",instance="n1"}}', "values": f"{v}x10"} for u, v in UTIL.items()]
-    series.append({"series": f'obsctl_gpu_utilization_ratio{{uuid="GPU-c",gpu_instance="1",instance="n1"}}', "values": f"{MIG_UTIL}x10"})
+    series.append({"series": 'obsctl_gpu_utilization_ratio{uuid="GPU-c",gpu_instance="1",instance="n1"}', "values": f"{MIG_UTIL}x10"})
     for uuid, inst, cls in ATTRIBUTION:
         extra = f',gpu_instance="{inst}"' if inst else ""
         series.append({"series": f'obsctl_gpu_attribution_info{{uuid="{uuid}"{extra},workload_class="{cls}",instance="n1"}}', "values": "1x10"})

@@ -13,7 +13,7 @@ from support.promtool import evaluate
 from support.rules_fixtures import SPEC, TRICKY, baseline, write_spec
 
 OWNER_SVC, OWNER_OTHER = 'ops "x"\\y', "team-other"
-SVC = 'obsctl_tokens_total{job="w",workload="%s"}' % TRICKY.replace("\\", "\\\\").replace('"', '\\"')
+SVC = 'obsctl_tokens_total{job="w",workload="' + TRICKY.replace("\\", "\\\\").replace('"', '\\"') + '"}'
 
 
 def test_firing_alerts_carry_their_class_owner(tmp_path):

@@ -13,7 +13,10 @@ import yaml
 
 from obsctl.rules import generate as gen
 from obsctl.rules.loop_series import (
-    REVIEW_BASELINE_CREATED, REVIEW_BASELINE_MAX_AGE, REVIEW_FINDINGS, REVIEW_INITIATIVE_DUE,
+    REVIEW_BASELINE_CREATED,
+    REVIEW_BASELINE_MAX_AGE,
+    REVIEW_FINDINGS,
+    REVIEW_INITIATIVE_DUE,
 )
 from support.promtool import evaluate
 from support.rules_fixtures import SPEC, write_spec

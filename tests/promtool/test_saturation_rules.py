@@ -11,7 +11,7 @@ from obsctl.rules import canonical as C
 from obsctl.rules import promtool
 from obsctl.rules import saturation as S
 from obsctl.rules.generate import generate
-from support.saturation_scenarios import EVAL, N, SCENARIOS, STEP, input_series, python_state, scenario_spec
+from support.saturation_scenarios import EVAL, SCENARIOS, STEP, N, input_series, python_state, scenario_spec
 
 
 def test_rules_agree_with_python(tmp_path):

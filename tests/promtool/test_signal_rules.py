@@ -18,7 +18,7 @@ from obsctl.rules import promtool
 from support.rules_fixtures import TRICKY, baseline, write_spec
 
 STEP = 15  # seconds between input samples
-SVC = 'obsctl_tokens_total{job="w",workload="%s"}' % TRICKY.replace("\\", "\\\\").replace('"', '\\"')
+SVC = 'obsctl_tokens_total{job="w",workload="' + TRICKY.replace("\\", "\\\\").replace('"', '\\"') + '"}'
 PRICE = 'obsctl_node_price_usd_per_hour{job="x"}'
 BASE_TOKENS, BASE_USD, TOL = 100.0, 1.0, 0.1
 
@@ -176,6 +176,7 @@ def test_rules_check_command_reports_promtool_in_json(tmp_path, generated):
     import json
 
     from click.testing import CliRunner
+
     from obsctl.rules.cli import rules
 
     out = tmp_path / "out"

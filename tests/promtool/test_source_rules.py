@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+
 from obsctl.rules import canonical as c
 from obsctl.rules import promtool
 from obsctl.rules.render import dump_rule_file

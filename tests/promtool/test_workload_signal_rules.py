@@ -46,7 +46,7 @@ def rules(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("workload-rules")
     (tmp / "obsctl.yaml").write_text(yaml.safe_dump(spec_dict("http://127.0.0.1:9090", str(tmp / "store"))))
     spec = load_spec(tmp / "obsctl.yaml")
-    created = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    created = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     files, _ = gen.generate(spec, [baseline("tokens_per_second", BASELINE_TOKENS_PER_SECOND, created)])
     return tmp, gen.write(tmp / "rules", files)
 

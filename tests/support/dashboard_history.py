@@ -13,10 +13,9 @@ from __future__ import annotations
 import datetime as dt
 
 from obsctl.dashboards import build as builder
+from obsctl.records import Baseline, Population, Statistics, Window
 from obsctl.rules import canonical as C
 from obsctl.rules import generate as gen
-
-from obsctl.records import Baseline, Population, Statistics, Window
 from obsctl.spec import load_spec
 from support import promtool
 

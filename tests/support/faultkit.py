@@ -37,6 +37,7 @@ def seed_store(work: Path, history, write_spec) -> Path:
     and an open initiative started at hour 1, made through a pass-through proxy with the
     spec ``write_spec(path, url, store)`` writes; returns the store directory."""
     from click.testing import CliRunner
+
     from obsctl.baselining.cli import initiative, snapshot_baseline
 
     def run(cmd, args):

@@ -59,7 +59,7 @@ class History:
         return int(self.t0 + hours * HOUR)
 
     def iso(self, hours: float) -> str:
-        return dt.datetime.fromtimestamp(self.at(hours), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return dt.datetime.fromtimestamp(self.at(hours), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _ar1(rng: np.random.Generator, n: int, phi: float = 0.8, sd: float = 20.0) -> np.ndarray:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from obsctl.exporters.gpu.nvml import NvmlSource
 from prometheus_client import CollectorRegistry, generate_latest
 
+from obsctl.exporters.gpu.nvml import NvmlSource
 from support import stubnvml
 
 __all__ = ["stub_so", "nvml_env", "NvmlEnv", "Scrape"]

@@ -106,7 +106,7 @@ def _started(group: dict) -> float:
     """A group's lastEvaluation (start of its last completed evaluation) in unix seconds."""
     text = group["lastEvaluation"]
     whole, _, frac = text.rstrip("Z").partition(".")
-    stamp = dt.datetime.fromisoformat(whole).replace(tzinfo=dt.timezone.utc).timestamp()
+    stamp = dt.datetime.fromisoformat(whole).replace(tzinfo=dt.UTC).timestamp()
     return stamp + float(f"0.{frac or 0}")
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import yaml
+
 from obsctl.rules import promtool
 
 _BLOCK = re.compile(r'^\s*expr: (".*"), time: (\S+),\n\s*exp: .*\n\s*got: (.*)$', re.M)

@@ -47,8 +47,8 @@ def baseline(workload_class: str, signal: str, mean: float, created: str = "2026
     return Baseline(
         id=f"{workload_class}.{signal}.{created[:19].replace(':', '')}",
         workload_class=workload_class, signal=signal, unit="u", direction="higher_is_better", query="q",
-        window=Window(start=dt.datetime(2026, 1, 10, 10, tzinfo=dt.timezone.utc),
-                      end=dt.datetime(2026, 1, 10, 11, tzinfo=dt.timezone.utc), step_seconds=15),
+        window=Window(start=dt.datetime(2026, 1, 10, 10, tzinfo=dt.UTC),
+                      end=dt.datetime(2026, 1, 10, 11, tzinfo=dt.UTC), step_seconds=15),
         population=Population(series_count=3),
         stats=Statistics(sample_count=240, mean=mean, median=mean, p5=mean, p95=mean, stddev=0.0, batch_means=[mean] * 10),
         created_at=dt.datetime.fromisoformat(created),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from obsctl.baselining.store import Store
 from obsctl.records import (
     Baseline,
     Initiative,
@@ -12,9 +13,8 @@ from obsctl.records import (
     Statistics,
     Window,
 )
-from obsctl.baselining.store import Store
 
-T0 = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
 
 
 def make_baseline(cls="embed-online", sig="tokens_per_second", mean=2400.0, created=T0, bid=None) -> Baseline:

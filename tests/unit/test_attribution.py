@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from obsctl.exporters.app import ScrapeContext
+from obsctl.exporters.app import Exporter, ScrapeContext
 from obsctl.exporters.config import AttributionConfig
-from obsctl.exporters.app import Exporter
 from obsctl.exporters.gpu.attribution import AttributionCollector
 from obsctl.exporters.gpu.inventory import GpuInventory, GpuRef, PodBinding
 from obsctl.exporters.gpu.procinfo import ProcessCache, ProcessInfo, read_process, slurm_job_from_cgroup

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+
 from obsctl.exporters.app import Exporter
 from obsctl.exporters.gpu.attribution import AttributionCollector
 from obsctl.exporters.gpu.collector import GpuCollector

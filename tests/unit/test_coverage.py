@@ -9,6 +9,7 @@ import datetime as dt
 
 import numpy as np
 import pytest
+
 from obsctl.baselining import present
 from obsctl.baselining import verdict as caps
 from obsctl.baselining.measure import coverage as cov

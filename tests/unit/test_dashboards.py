@@ -7,12 +7,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
+
 from obsctl.dashboards import build as builder
 from obsctl.dashboards import grafana
 from obsctl.dashboards.cli import dashboards
-from support.rules_fixtures import write_spec
-
 from obsctl.spec import load_spec
+from support.rules_fixtures import write_spec
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,6 @@ def test_verification_dashboard_shows_design_context(built):
     for classes with a variant, and only for signals the variant label can split ($selector queries)."""
     from obsctl.rules import canonical as C
     from obsctl.rules.loop_series import BASELINE_VALUE
-
     from obsctl.spec import ClassComparison, Comparison, Variant
 
     spec = load_spec(builder.EXAMPLE_SPEC)

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
 from obsctl.exporters.gpu.dcgm import DcgmSource
 from obsctl.exporters.gpu.errors import GpuSourceError
-
 from obsctl.httpconfig import HTTPClientConfig, session_for
 
 SECRET = "tenant-token-7f3a9c1e55d2"

@@ -6,6 +6,8 @@ import datetime as dt
 
 import numpy as np
 import pytest
+
+from obsctl.baselining import present
 from obsctl.baselining.designs import (
     before_after,
     canary,
@@ -16,10 +18,8 @@ from obsctl.baselining.designs import (
     mix,
     seasonal,
 )
-from obsctl.baselining import present
-from obsctl.rules import saturation
-
 from obsctl.errors import UsageError
+from obsctl.rules import saturation
 
 T0 = 1_798_761_600  # midnight UTC
 STEP = 15
@@ -211,7 +211,6 @@ def _baseline(rng, hours=2):
 
 def test_planner_accounts_for_the_design():
     from obsctl.baselining.designs.plan import design_plan, factors
-
     from obsctl.spec import Spec
 
     spec = Spec.model_validate({"workload_classes": [{"name": "a", "kind": "inference", "selector": {"job": "x"}}],

@@ -7,8 +7,9 @@ import sys
 
 import numpy as np
 import pytest
-from obsctl.baselining.statistics import distributions as dist
 from scipy import special
+
+from obsctl.baselining.statistics import distributions as dist
 
 
 @pytest.mark.parametrize(("ours", "theirs", "args"), [

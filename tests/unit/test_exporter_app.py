@@ -12,12 +12,12 @@ import pytest
 import requests
 from prometheus_client.core import GaugeMetricFamily
 
+from obsctl.durations import parse_duration
 from obsctl.errors import SpecError, UsageError
 from obsctl.exporters.app import Exporter
 from obsctl.exporters.config import load_exporter_config
 from obsctl.exporters.gpu.collector import AutoSource, GpuCollector, make_source
 from obsctl.exporters.gpu.errors import GpuSourceError
-from obsctl.durations import parse_duration
 from obsctl.exporters.main import build, build_parser
 from obsctl.exporters.pricing import PricingCollector
 from obsctl.exporters.server import ExporterServer, landing_page, parse_listen_address

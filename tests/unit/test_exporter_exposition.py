@@ -11,9 +11,6 @@ import math
 import time
 
 import pytest
-from obsctl.exporters.app import Exporter
-from obsctl.exporters.exposition import OpenMetricsRenderer, TextRenderer, encoder_for
-from obsctl.exporters.gpu.collector import GpuCollector
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -38,6 +35,10 @@ from prometheus_client.openmetrics.exposition import (
 from prometheus_client.openmetrics.exposition import (
     generate_latest as om_generate_latest,
 )
+
+from obsctl.exporters.app import Exporter
+from obsctl.exporters.exposition import OpenMetricsRenderer, TextRenderer, encoder_for
+from obsctl.exporters.gpu.collector import GpuCollector
 from support import stubnvml
 
 

@@ -9,6 +9,7 @@ import socket
 import time
 
 import pytest
+
 from obsctl.exporters import connections as conn
 from obsctl.exporters.server import ExporterServer
 

@@ -22,7 +22,6 @@ from obsctl.exporters.app import Exporter
 from obsctl.exporters.gpu.collector import GpuCollector
 from obsctl.exporters.gpu.dcgm import DcgmSource
 from obsctl.exporters.gpu.errors import GpuSourceError
-
 from support.dcgm_standin import DcgmStandIn, refused_url
 
 CAP = 1 * 2**20  # a small cap keeps the over-cap mode fast; the stand-in sends twice that

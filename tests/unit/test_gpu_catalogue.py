@@ -8,7 +8,13 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from obsctl.exporters.gpu.catalogue import (
-    BY_NAME, CATALOGUE, GPU_LABELS, MIG_LABELS, FamilySet, MetricDef, render_markdown_table,
+    BY_NAME,
+    CATALOGUE,
+    GPU_LABELS,
+    MIG_LABELS,
+    FamilySet,
+    MetricDef,
+    render_markdown_table,
 )
 
 # Non-base units and spellings that must never appear in a name (Prometheus naming guide).

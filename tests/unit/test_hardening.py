@@ -71,7 +71,7 @@ def test_rules_promtool_rejects_are_refused_and_old_files_kept(tmp_path):
     good = REPO / "examples/obsctl.yaml"
     out = tmp_path / "rules"
     assert obsctl("rules", "generate", "--spec", str(good), "--out", str(out)).returncode == 0
-    before = {p.name: p.read_text() for p in out.iterdir()}
+    before = {str(p.relative_to(out)): p.read_text() for p in out.rglob("*") if p.is_file()}
     bad = tmp_path / "bad.yaml"
     text = good.read_text()
     query = "query: sum(rate(obsctl_tokens_total{$selector}[1m]))"
@@ -83,7 +83,7 @@ def test_rules_promtool_rejects_are_refused_and_old_files_kept(tmp_path):
         assert f"{bad}:{line}: signals[0].query (tokens_per_second): Prometheus would reject it" in result.stderr
         assert "unclosed left parenthesis" in result.stderr
         assert "Traceback" not in result.stderr
-    assert {p.name: p.read_text() for p in out.iterdir()} == before
+    assert {str(p.relative_to(out)): p.read_text() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_check_json_reports_an_invalid_spec_on_stdout(tmp_path):

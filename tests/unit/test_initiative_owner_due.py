@@ -28,7 +28,7 @@ SPEC = {"store": "store",
         "workload_classes": [{"name": CLASS, "kind": "inference", "selector": {"workload": CLASS}, "owner": "team-embed"}],
         "signals": [{"name": SIGNAL, "category": "throughput", "query": "sum(rate(obsctl_tokens_total{$selector}[1m]))",
                      "unit": "tokens/s", "direction": "higher_is_better"}]}
-NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
 def _spec(tmp_path, baseline=None) -> str:

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 
 import pytest
 import yaml

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+
 from obsctl.exporters.gpu.errors import GpuSourceError
 from support import stubnvml
 from support.nvml_fixtures import Scrape

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from support import stubnvml
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

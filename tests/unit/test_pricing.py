@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from obsctl.exporters.pricing import PricingCollector
 from pydantic import ValidationError
 
+from obsctl.exporters.pricing import PricingCollector
 from obsctl.spec import Pricing
 
 

@@ -3,8 +3,6 @@ plus an open initiative), the textfile, and one-line errors."""
 
 from __future__ import annotations
 
-import datetime as dt
-
 import yaml
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families

@@ -13,14 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from obsctl.baselining import movement, review as rv, targets
+from obsctl.baselining import movement, targets
+from obsctl.baselining import review as rv
 from obsctl.baselining.present_review import review_lines, review_markdown
 from obsctl.baselining.store import Store
 from obsctl.records import Initiative, Population, VerificationResult, Window
 from obsctl.spec import Signal, Target
 from support.rules_fixtures import SPEC, write_spec
 
-NOW = dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_drift.py"
 
 
@@ -159,7 +160,7 @@ def test_relative_target_stays_anchored_after_a_promotion(tmp_path):
 def test_target_state_overdue_and_elapsed():
     t = Target(workload_class="c", signal="s", absolute=2000, driver="d", deadline=dt.date(2026, 5, 1))
     rec = targets.TargetRecord(workload_class="c", signal="s", absolute=2000, deadline=t.deadline,
-                               anchored_at=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))
+                               anchored_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     st = targets.state(t, _signal(), rec, 1500.0, 1000.0, NOW)
     assert st.overdue and not st.met and st.elapsed > 1 and st.progress == pytest.approx(0.5)
 

@@ -22,7 +22,7 @@ from obsctl.records import Initiative, VerificationResult, Window
 from support.rules_fixtures import write_spec
 from support.store_records import make_baseline
 
-NOW = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
 
 
 def _done(iid, expected, change, verdict="IMPROVED", status="promoted", lesson=""):

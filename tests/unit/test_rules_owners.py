@@ -82,6 +82,7 @@ def test_merged_config_puts_owner_routes_first_and_keeps_user_receivers(tmp_path
 
 def test_cli_writes_and_checks_the_route_tree(tmp_path):
     from click.testing import CliRunner
+
     from obsctl.rules.cli import rules
 
     spec = _spec(tmp_path)

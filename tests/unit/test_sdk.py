@@ -218,7 +218,7 @@ def test_non_finite_or_negative_input_is_refused_and_changes_nothing(wl, call):
     with pytest.raises(ValueError, match="must be a"):
         call(wl)
     after = generate_latest(wl.registry).decode()
-    strip = lambda text: [l for l in text.splitlines() if not l.startswith("process_cpu")]  # noqa: E731
+    strip = lambda text: [row for row in text.splitlines() if not row.startswith("process_cpu")]
     assert strip(after) == strip(before)
     assert "NaN" not in after and "-1" not in after.replace("e-1", "")
 

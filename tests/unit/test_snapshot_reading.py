@@ -110,8 +110,8 @@ def test_fit_history_columns_equal_the_lists_fit_memory_had():
     # history.fit_history hands fit_memory float64 columns (fromiter) instead of Python
     # lists; the model must be the same to the last bit (with holes and with history).
     from obsctl.baselining.measure.history import MIN_HISTORY_SAMPLES, fit_history
-    from obsctl.records import Memory
     from obsctl.baselining.statistics.memory import fit_memory
+    from obsctl.records import Memory
 
     rng = np.random.default_rng(3)
     x = np.zeros(6000)
@@ -232,8 +232,8 @@ def test_summarize_answers_columns_are_the_samples():
     import datetime as dt
 
     from obsctl.baselining.measure import coverage
-    from obsctl.promapi import QueryResult, RangeSeries
     from obsctl.baselining.measure.window import Answers, summarize_answers
+    from obsctl.promapi import QueryResult, RangeSeries
     from obsctl.records import Population
 
     start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from obsctl.rules import canonical
-from obsctl.rules.sources import QUEUE_SOURCES, SOURCES, class_mappings, source_groups
 
 from obsctl import spec as spec_module
 from obsctl.cli import cli
 from obsctl.errors import SpecError
+from obsctl.rules import canonical
+from obsctl.rules.sources import QUEUE_SOURCES, SOURCES, class_mappings, source_groups
 from obsctl.spec import load_spec
 
 CANONICAL = {v for k, v in vars(canonical).items() if k.isupper() and isinstance(v, str)}

@@ -8,7 +8,12 @@ import math
 
 import numpy as np
 import pytest
-from obsctl.baselining.statistics import power as planner, sequential
+from scipy import signal as spsignal
+from scipy import stats as sps
+
+from obsctl.baselining.statistics import power as planner
+from obsctl.baselining.statistics import sequential
+from obsctl.baselining.statistics.comparison import LookContext, judge
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
 from obsctl.baselining.statistics.memory import (
     MemoryModel,
@@ -22,9 +27,6 @@ from obsctl.baselining.statistics.ratio import (
     estimate_ratio,
     fieller,
 )
-from obsctl.baselining.statistics.comparison import LookContext, judge
-from scipy import signal as spsignal
-from scipy import stats as sps
 
 
 def ar1_model(phi: float, variance: float = 1.0, step: float = 15.0, dof: float = 1e6) -> MemoryModel:

@@ -8,11 +8,11 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-from obsctl.baselining.store import Store
-from support.store_records import T0, make_baseline, make_initiative
 
 from obsctl.atomicio import atomic_write_yaml
+from obsctl.baselining.store import Store
 from obsctl.errors import StoreError
+from support.store_records import T0, make_baseline, make_initiative
 
 
 def test_empty_store(tmp_path):

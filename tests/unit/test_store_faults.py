@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from obsctl.baselining.store import Store
-from support.store_records import make_baseline, make_initiative
 
+from obsctl.baselining.store import Store
 from obsctl.errors import StoreError
+from support.store_records import make_baseline, make_initiative
 
 
 def test_lock_path_is_a_directory(tmp_path):

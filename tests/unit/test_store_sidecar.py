@@ -9,8 +9,12 @@ import datetime as dt
 
 import numpy as np
 import pytest
+
+from obsctl.atomicio import atomic_write_yaml
 from obsctl.baselining import sidecar
 from obsctl.baselining import store as store_module
+from obsctl.baselining.store import Store
+from obsctl.errors import StoreError
 from obsctl.records import (
     Baseline,
     Initiative,
@@ -19,10 +23,6 @@ from obsctl.records import (
     VerificationResult,
     Window,
 )
-from obsctl.baselining.store import Store
-
-from obsctl.atomicio import atomic_write_yaml
-from obsctl.errors import StoreError
 
 T0 = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
 STEP = 60.0

@@ -20,7 +20,7 @@ from obsctl.baselining.store import Store
 from support.store_records import make_baseline
 
 CLASS, SIGNAL = "embed-online", "tokens_per_second"
-TODAY = dt.datetime.now(dt.timezone.utc).date()
+TODAY = dt.datetime.now(dt.UTC).date()
 
 
 def _spec(tmp_path, targets) -> str:
@@ -41,7 +41,7 @@ def _show(spec, output="json"):
 
 
 def _promote(store, mean, days):
-    created = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) - dt.timedelta(days=days)
+    created = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(days=days)
     return store.save_baseline(make_baseline(cls=CLASS, sig=SIGNAL, mean=mean, created=created))
 
 

@@ -7,12 +7,12 @@ import datetime as dt
 
 import pytest
 
-from obsctl.records import GuardResult, VerificationResult, Window
-from obsctl.baselining.report import _guard_table
 from obsctl.baselining.present import guards_line, verdict_line
+from obsctl.baselining.report import _guard_table
 from obsctl.baselining.verdict import overall_verdict
+from obsctl.records import GuardResult, VerificationResult, Window
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 # --- overall verdict -----------------------------------------------------------------------

@@ -6,15 +6,15 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from obsctl.records import Initiative, VerificationResult, Window
-from obsctl.promapi import plan_chunks
+
 from obsctl.baselining.measure.window import selectors_of
-from obsctl.timeutil import align_down, parse_instant
-from obsctl.durations import parse_duration
 from obsctl.baselining.present import verdict_line
 from obsctl.baselining.verify import VERDICT_EXIT_CODES, verification_window
-
+from obsctl.durations import parse_duration
 from obsctl.errors import UsageError
+from obsctl.promapi import plan_chunks
+from obsctl.records import Initiative, VerificationResult, Window
+from obsctl.timeutil import align_down, parse_instant
 
 UTC = dt.UTC
 
@@ -133,10 +133,10 @@ def test_verdict_line_and_exit_codes():
 def _guard_store(tmp_path, categories):
     # A real store with one baseline per signal of the class (values irrelevant here).
     import yaml
-    from obsctl.baselining.statistics import summary as stats
-    from obsctl.records import Baseline, Population
-    from obsctl.baselining.store import Store
 
+    from obsctl.baselining.statistics import summary as stats
+    from obsctl.baselining.store import Store
+    from obsctl.records import Baseline, Population
     from obsctl.spec import load_spec
 
     signals = [{"name": name, "category": cat, "query": "sum(x{$selector})", "unit": "u", "direction": "higher_is_better"}

@@ -19,9 +19,9 @@ import yaml
 from click.testing import CliRunner
 
 from obsctl.baselining.cli import baseline, initiative, snapshot_baseline, target, verify
-from obsctl.promapi import PrometheusClient
 from obsctl.baselining.store import Store
 from obsctl.errors import PrometheusUnavailable
+from obsctl.promapi import PrometheusClient
 
 END = 1_767_225_600  # 2026-01-01T00:00:00Z, a multiple of the 15 s step
 HOUR = 3600
@@ -137,7 +137,7 @@ def run(cmd, args):
 
 
 def iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def snap(spec, end=END - HOUR, extra=()):
@@ -375,5 +375,5 @@ def test_initiative_start_refuses_future_and_non_finite_impact(fake, spec):
     for value in ("nan", "inf", "-inf"):
         r = run(initiative, [*base, "--expected-impact", value])
         assert r.exit_code == 2 and "--expected-impact" in r.stderr and "not a finite ratio" in r.stderr
-    soon = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=60)  # clock skew allowance
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=60)  # clock skew allowance
     assert run(initiative, [*base, "--started-at", soon.strftime("%Y-%m-%dT%H:%M:%SZ")]).exit_code == 0

@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -50,6 +49,10 @@ def _ar1(rng, n, sd=0.005, phi=0.8):
         e = phi * e + rng.normal(0.0, sd * math.sqrt(1 - phi * phi))
         out[i] = e
     return out
+
+
+#: The history ends 10 minutes before this instant (2026-12-01T06:40:00Z).
+HISTORY_NOW = 1_796_107_200
 
 
 class History:
@@ -122,7 +125,9 @@ class History:
 
 @pytest.fixture(scope="module")
 def hist(tmp_path_factory):
-    h = History(time.time())
+    # A fixed instant, not the wall clock: the daily cycle's phase in the windows (and so the
+    # fitted memory and every plan) would otherwise depend on the hour the suite runs.
+    h = History(HISTORY_NOW)
     with served_history(tmp_path_factory.mktemp("designs-prometheus"), h.openmetrics()) as served:
         h.url = served.url
         yield h

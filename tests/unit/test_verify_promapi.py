@@ -1,6 +1,6 @@
 """The loop against a small local http.server stand-in for Prometheus: malformed API
 answers, raw bytes, redirects, NaN/Inf and overflowing samples, unusable stores and
-bad times (BREAKER findings 2, 3, 4, 5, 9, 10, 11, 14, 15). The stand-in answers like
+bad times. The stand-in answers like
 Prometheus' HTTP API (query_range matrix at the requested step, series, query), so no
 Prometheus process is needed; the real-Prometheus path is in tests/integration."""
 

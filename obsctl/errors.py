@@ -7,6 +7,9 @@ from an unreachable Prometheus from a verdict (verdict codes live in
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterator
+
 #: Exit codes shared by every ``obsctl`` command (verdict codes 10-14 are separate).
 EXIT_OK = 0
 EXIT_FAILURE = 1  # an operation failed (store conflict, refused action)
@@ -54,3 +57,18 @@ class StoreError(ObsctlError):
 class WriteError(StoreError):
     """A file (store record, rule file, dashboard, report) could not be written; the old
     content is kept (exit 1)."""
+
+
+def linked_errors(exc: BaseException, breadth_first: bool = False) -> Iterator[BaseException]:
+    """``exc`` and every exception linked to it (its exception arguments, a ``reason``
+    attribute, ``__cause__`` and ``__context__``), each once: depth first from the last
+    link (the innermost cause first), or ``breadth_first`` (the nearest first)."""
+    seen, todo = set(), deque([exc])
+    while todo:
+        err = todo.popleft() if breadth_first else todo.pop()
+        if id(err) in seen:
+            continue
+        seen.add(id(err))
+        yield err
+        todo += [a for a in getattr(err, "args", ()) if isinstance(a, BaseException)]
+        todo += [r for r in (getattr(err, "reason", None), err.__cause__, err.__context__) if isinstance(r, BaseException)]

@@ -30,6 +30,8 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import InsecureRequestWarning
 
+from obsctl.errors import linked_errors
+
 #: Default cap on one answer's (decoded) body: 64 MiB.
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 _CHUNK = 64 * 1024
@@ -181,16 +183,9 @@ class TransportAdapter(HTTPAdapter):
 def _bad_status_line(exc: BaseException) -> str | None:
     """The line of a ``BadStatusLine`` (a peer that does not speak HTTP) anywhere in
     ``exc``'s chain or arguments, as text; None when there is none."""
-    seen, todo = set(), [exc]
-    while todo:
-        err = todo.pop()
-        if id(err) in seen:
-            continue
-        seen.add(id(err))
+    for err in linked_errors(exc):
         if isinstance(err, http.client.BadStatusLine):
             return err.line if isinstance(err.line, str) else repr(err.line)
-        todo += [a for a in getattr(err, "args", ()) if isinstance(a, BaseException)]
-        todo += [e for e in (err.__cause__, err.__context__) if e is not None]
     return None
 
 

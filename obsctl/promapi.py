@@ -32,7 +32,7 @@ import msgspec
 import requests
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_before_delay, wait_exponential
 
-from obsctl.errors import ObsctlError, PrometheusUnavailable, UsageError
+from obsctl.errors import ObsctlError, PrometheusUnavailable, UsageError, linked_errors
 from obsctl.httpconfig import HTTPClientConfig, SecretFileError, auth_kind, check_files, redact_url, session_for
 from obsctl.httpfetch import DEFAULT_MAX_BODY_BYTES, Answer, BodyTooLarge, DeadlineExceeded, bounded_get
 
@@ -664,12 +664,7 @@ def _size(n: int) -> str:
 
 def _tls_reason(exc: BaseException) -> str:
     """The innermost ssl error's own words: ``certificate verify failed: <why>`` or its reason code."""
-    seen, todo = set(), [exc]
-    while todo:
-        err = todo.pop()
-        if id(err) in seen:
-            continue
-        seen.add(id(err))
+    for err in linked_errors(exc):
         if isinstance(err, ssl.SSLCertVerificationError):
             return printable(f"certificate verify failed: {err.verify_message}".rstrip("."))
         if isinstance(err, ssl.SSLError) and "PEM lib" in str(err):
@@ -677,20 +672,13 @@ def _tls_reason(exc: BaseException) -> str:
         if isinstance(err, ssl.SSLError) and getattr(err, "reason", None):
             reason = str(err.reason).replace("_", " ").lower()
             return "ca_file holds no PEM certificate" if reason == "no certificate or crl found" else printable(reason)
-        todo += [a for a in getattr(err, "args", ()) if isinstance(a, BaseException)]
-        todo += [r for r in (getattr(err, "reason", None), err.__cause__, err.__context__) if isinstance(r, BaseException)]
     return _short(exc) if isinstance(exc, requests.RequestException) else printable(str(exc))
 
 
 def _transport_reason(exc: BaseException) -> str | None:
     """Words for the transport failures whose nested reprs read badly (a reset or cut
     answer, a peer that does not speak HTTP); None for the others."""
-    seen, todo = set(), [exc]
-    while todo:
-        err = todo.pop(0)
-        if id(err) in seen:
-            continue
-        seen.add(id(err))
+    for err in linked_errors(exc, breadth_first=True):
         if isinstance(err, ConnectionResetError):
             return "connection reset by the server" + (" in the middle of the answer" if isinstance(exc, requests.exceptions.ChunkedEncodingError) else "")
         if isinstance(err, http.client.IncompleteRead):
@@ -700,8 +688,6 @@ def _transport_reason(exc: BaseException) -> str | None:
             return f"not an HTTP answer (it began {printable(line.strip(), 40)!r})" if line.strip() else "the server closed the connection without answering"
         if isinstance(err, http.client.LineTooLong) or (type(err) is http.client.HTTPException and "headers" in str(err)):
             return f"malformed HTTP headers ({printable(str(err), 80)})"
-        todo += [a for a in getattr(err, "args", ()) if isinstance(a, BaseException)]
-        todo += [r for r in (getattr(err, "reason", None), err.__cause__, err.__context__) if isinstance(r, BaseException)]
     return None
 
 

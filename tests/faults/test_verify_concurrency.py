@@ -102,7 +102,10 @@ def verify_args(spec, history, *extra):
 def interrupt(args: list, ready, proxy) -> tuple[subprocess.Popen, str, str, float]:
     """Run the console script's ``verify ARGS``, send SIGINT once ``ready()`` holds (its
     calls hang in the proxy), and return ``(process, stdout, stderr, seconds to exit)``."""
-    p = subprocess.Popen([*CONSOLE, "verify", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The child gets SIGINT's default disposition whatever the suite inherited: a suite started
+    # as a background job has SIGINT ignored, and Python then never raises KeyboardInterrupt.
+    p = subprocess.Popen([*CONSOLE, "verify", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait_until(ready, 20, interval=0.02, what=lambda: f"verify's calls to hang in the proxy (seen: {proxy.seen})")
         time.sleep(0.3)

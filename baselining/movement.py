@@ -23,18 +23,33 @@ blocks and on both sides pooled, and the longer of the two is kept: an AR fit on
 baseline's few days of history misses slow memory (a component of several hours), and the
 window holds days that history did not.
 
+Placebo periods. Even the longer fit misses part of a memory with several time scales
+(a sum of AR(1)s whose slowest part lasts hours: its block means are an AR(1) plus noise,
+which a low-order AR fit reads as shorter memory), and the baseline's mean, one period of
+the signal, is the error every review shares. The window holds many periods of the
+baseline's length in which nothing was changed on purpose: the spread of their means
+(overlapping batch means, one block apart: Meketon & Schmeiser, "Overlapping batch means",
+Winter Simulation Conference 1984; their variance is about 2/3 of non-overlapping batch
+means', hence ``1.5 (m - 1)`` degrees of freedom for ``m`` periods) is a direct estimate of
+the variance of a baseline-length mean at every time scale up to the period. When it
+exceeds the model's, both sides' variances are widened by the ratio and carry the
+placebos' degrees of freedom (:func:`placebo_widening`); it never narrows them. It needs
+:data:`PLACEBO_MIN` whole periods in the window (a weekly review of a 1-day baseline has 7).
+Assumption: the signal is stationary over the window (a drift inside it widens the
+interval, which costs power, not error).
+
 Error over a baseline's life. A baseline is reviewed once per cadence period for
 ``reviews`` periods (``review.baseline_life``, default 8: two months of weekly reviews)
 before it is stale. Each review is tested at ``alpha / (MODEL_MARGIN x reviews)``: by
 Bonferroni's inequality (Dunn, "Multiple comparisons among means", JASA 56(293), 1961)
 ``alpha / reviews`` keeps the chance that *any* review flags an unmoved signal at most
 ``alpha`` whatever the dependence between the reviews (they share the baseline's side), and
-:data:`MODEL_MARGIN` holds half of it back for the error of the estimated memory at these
-far tails. The group-sequential spending of :mod:`.statistics.sequential` does not apply:
-its information fractions describe a *cumulative* window growing from one start, while
-each review's window is a new, disjoint period against a fixed baseline. Calibration
-(false drift over all the reviews of a baseline's life, detection of a +-10 % step):
-``bench/bench_drift.py``, table in docs/practice.md.
+:data:`MODEL_MARGIN` holds two thirds of it back for the error of the estimated memory and
+scale at these far tails. The group-sequential spending of :mod:`.statistics.sequential`
+does not apply: its information fractions describe a *cumulative* window growing from one
+start, while each review's window is a new, disjoint period against a fixed baseline.
+Calibration (false drift over all the reviews of a baseline's life, detection of a +-10 %
+step): ``bench/bench_drift.py``, table in docs/practice.md.
 """
 
 from __future__ import annotations
@@ -55,16 +70,21 @@ from obsctl.records import Baseline, Population
 DEFAULT_REVIEWS = 8
 
 #: Each review is tested at ``alpha / (MODEL_MARGIN x reviews)``: Bonferroni over the
-#: reviews would be ``alpha / reviews``, and half of that is held back for the error of the
-#: memory and scale estimated from the data at these far tails (at ``alpha / reviews`` the
-#: measured false drift over a life was 4.5-5.5 %, at the bound; bench/bench_drift.py).
-MODEL_MARGIN = 2
+#: reviews would be ``alpha / reviews``, and two thirds of that are held back for the error
+#: of the memory and scale estimated from the data at these far tails (with the placebo
+#: widening, a margin of 2 left 3.0-3.8 % false drift over a multi-scale baseline's life,
+#: at the 5 % bound's Wilson edge; bench/bench_drift.py).
+MODEL_MARGIN = 3
 
 #: Most points one range query of the window asks for (Prometheus refuses more than 11,000
 #: points per series); a longer window is read at a multiple of the baseline's step.
 MAX_POINTS = 10_000
 
 MOVED_VERDICTS = ("IMPROVED", "REGRESSED")
+
+#: Fewest whole placebo periods (each as long as the baseline) the window must hold for
+#: the placebo calibration (module doc, "Placebo periods"): below it the model stands alone.
+PLACEBO_MIN = 4
 
 #: Blocks the baseline is cut into (module doc, "The test"): enough for its scale to have
 #: about 20 degrees of freedom when the blocks are nearly independent.
@@ -75,7 +95,7 @@ def review_confidence(confidence: float, reviews: int) -> float:
     """The level of one review: ``1 - (1 - confidence) / (MODEL_MARGIN x reviews)``
     (Bonferroni over the reviews, with the margin for the estimated memory; module doc).
 
-    ``review_confidence(0.95, 8)`` = 0.996875 (z = 2.95 two-sided)."""
+    ``review_confidence(0.95, 8)`` = 0.997917 (z = 3.08 two-sided)."""
     return 1.0 - (1.0 - confidence) / (MODEL_MARGIN * max(1, int(reviews)))
 
 
@@ -179,7 +199,8 @@ def judge_movement(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.nda
 
     Returns:
         The :class:`comparison.Judgement` (verdict, change, interval, reason) of
-        :func:`comparison.judge` at :func:`review_confidence`.
+        :func:`comparison.judge` at :func:`review_confidence`, widened by the window's
+        placebo periods where they spread more than the model says (:func:`placebo_widening`).
     """
     bt, bv = (np.asarray(a, dtype=float) for a in baseline)
     wt, wv = (np.asarray(a, dtype=float) for a in window)
@@ -193,8 +214,50 @@ def judge_movement(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.nda
         return comparison.judge((bt, bv), (wt, wv), step_seconds, model, level, direction, min_effect)
     bt, bv = block_means(bt, bv, block, step_seconds)
     wt, wv = block_means(wt, wv, block, step_seconds)
-    return comparison.judge((bt, bv), (wt, wv), block, _longer(fit_memory(wt, wv, block), pooled_memory([(bt, bv), (wt, wv)], block)),
-                            level, direction, min_effect)
+    model = _longer(fit_memory(wt, wv, block), pooled_memory([(bt, bv), (wt, wv)], block))
+    widen = None
+    if model is not None and bv.size >= 2:
+        predicted = comparison.baseline_side(bt, bv, block, model).side.var_mean
+        widen = placebo_widening(wt, wv, span, predicted)
+    return comparison.judge((bt, bv), (wt, wv), block, model, level, direction, min_effect, widen=widen)
+
+
+def placebo_widening(times: np.ndarray, means: np.ndarray, span_seconds: float, predicted: float) -> tuple[float, float] | None:
+    """The placebo calibration of the baseline side's variance (module doc, "Placebo periods").
+
+    Args:
+        times, means: the window's block start times (s) and block means, shapes ``(n,)``.
+        span_seconds: the baseline's span (s): the length of each placebo period.
+        predicted: the model's variance of the baseline's mean (unit squared).
+
+    Returns:
+        ``(factor, dof)`` for :func:`comparison.judge`'s ``widen`` when the spread of the
+        window's placebo means exceeds ``predicted`` (factor > 1); None when the model
+        holds, or the window holds fewer than :data:`PLACEBO_MIN` whole periods.
+    """
+    if times.size == 0 or not (math.isfinite(predicted) and predicted > 0):
+        return None
+    step = float(np.median(np.diff(times))) if times.size >= 2 else span_seconds
+    grid = np.round((times - times[0]) / step).astype(np.int64)
+    per = max(1, int(round(span_seconds / step)))
+    full = np.full(int(grid[-1]) + 1, np.nan)
+    full[grid] = means
+    periods = full.size / per
+    if periods < PLACEBO_MIN:
+        return None
+    # Every placebo period of the baseline's length, one block apart (overlapping batch
+    # means); a period missing more than half its blocks is skipped.
+    present = np.isfinite(full)
+    csum = np.concatenate(([0.0], np.cumsum(np.where(present, full, 0.0))))
+    ccount = np.concatenate(([0], np.cumsum(present)))
+    counts = ccount[per:] - ccount[:-per]
+    ok = counts >= 0.5 * per
+    if ok.sum() < 2:
+        return None
+    placebos = (csum[per:] - csum[:-per])[ok] / counts[ok]
+    observed = float(np.mean((placebos - np.nanmean(full)) ** 2)) * periods / (periods - 1)
+    dof = 1.5 * (periods - 1)
+    return (observed / predicted, dof) if observed > predicted else None
 
 
 def _longer(a: MemoryModel | None, b: MemoryModel | None) -> MemoryModel | None:

@@ -7,7 +7,7 @@ Each replicate is one baseline's life, through the same function ``review`` call
 
 - 60 s grid, mean 100, three days of history, a 1-day baseline, then ``REVIEWS`` (8)
   weekly reviews, each judging the 7 days since the previous one against the baseline at
-  the Bonferroni level ``1 - 0.05 / 8``; the first review starts ``age`` after the
+  the level of :func:`obsctl.baselining.movement.review_confidence`; the first review starts ``age`` after the
   baseline's end (0 or 3 days: baselines of different ages);
 - nulls: AR(1) with phi 0.95 (5 % sd, tau about 39 min) and a multi-scale sum of three
   AR(1)s (phi 0.5 / 0.95 / 0.995, sds 3 / 3 / 2 %: memory from a minute to about 7 h);
@@ -17,7 +17,7 @@ Each replicate is one baseline's life, through the same function ``review`` call
   when review 3 or review 4 says moved in the step's direction (goal >= 80 %, lower
   Wilson bound).
 
-Run: ``.venv/bin/python bench/bench_drift.py`` (full: 400 lives per null cell, 200 per
+Run: ``.venv/bin/python bench/bench_drift.py`` (full: 800 lives per null cell, 200 per
 step cell; ``--scale 0.25`` for a quick look). Seeds are fixed per cell.
 """
 
@@ -121,7 +121,7 @@ def table(scale: float = 1.0, seed: int = 20260601) -> list[Cell]:
     cells = []
     for f, family in enumerate(FAMILIES):
         for a, age in enumerate((0, 3)):
-            cells.append(run_cell(family, age, 0.0, max(10, round(400 * scale)), seed + 100 * f + a))
+            cells.append(run_cell(family, age, 0.0, max(10, round(800 * scale)), seed + 100 * f + a))
         for s, step in enumerate((0.10, -0.10)):
             cells.append(run_cell(family, 0, step, max(10, round(200 * scale)), seed + 100 * f + 10 + s))
     return cells

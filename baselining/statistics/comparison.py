@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -115,7 +115,8 @@ def baseline_side(times, values, step_seconds: float, memory: MemoryModel) -> Ba
 
 def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[np.ndarray, np.ndarray], step_seconds: float,
           memory: MemoryModel | None, confidence: float, direction: str, min_effect: float,
-          look: LookContext | None = None, guard_tolerance: float | None = None, guard_alpha: float | None = None) -> Judgement:
+          look: LookContext | None = None, guard_tolerance: float | None = None, guard_alpha: float | None = None,
+          widen: tuple[float, float] | None = None) -> Judgement:
     """The verdict of ``window`` against ``baseline``.
 
     Args:
@@ -131,6 +132,9 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         look: the look context (None: one fixed look).
         guard_tolerance: judge as a guard with this non-inferiority margin (ratio).
         guard_alpha: the guard's two-sided level (its Bonferroni share), default ``1 - confidence``.
+        widen: ``(factor >= 1, dof)`` from a calibration that found the model's variance
+            too small (the movement test's placebo periods): both sides' variances of the
+            mean are multiplied by ``factor`` and carry at most ``dof`` degrees of freedom.
     """
     stored = baseline if isinstance(baseline, BaselineSide) else None
     if stored is not None and (memory is None or not math.isclose(stored.step_seconds, step_seconds)):
@@ -154,6 +158,9 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
     look = look or LookContext()
     sx = stored.side if stored is not None else side_estimate(tx, x, step_seconds, memory)
     sy = side_estimate(ty, y, step_seconds, memory)
+    if widen is not None and widen[0] > 1:
+        factor, dof = widen
+        sx, sy = (replace(s, var_mean=s.var_mean * factor, dof=min(s.dof, dof)) for s in (sx, sy))
     j = Judgement("INCONCLUSIVE", "", sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
                   n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, planned_seconds=look.planned_seconds)
     if sx.mean != 0:

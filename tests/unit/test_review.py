@@ -181,3 +181,47 @@ def test_text_and_markdown_escape_untrusted_text():
     assert "a \\*bold\\* \\| pipe" in md and "team \\<x\\>" in md
     assert result.fails("warning") and not result.fails("critical")
     assert math.isclose(result.as_dict()["findings"][0]["usd_per_month"], 12345.0)
+
+
+def test_placebo_widening_known_answer():
+    # Seven 1-day periods of hourly blocks, each day at its own level: the overlapping
+    # 1-day means around the grand mean, times m / (m - 1), against the model's variance.
+    levels = np.array([0.0, 2.0, -1.0, 3.0, 1.0, -2.0, 4.0])
+    means = np.repeat(levels, 24) + 100
+    times = np.arange(means.size) * 3600.0
+    per, m = 24, 7
+    placebos = np.array([means[i:i + per].mean() for i in range(means.size - per + 1)])
+    observed = np.mean((placebos - means.mean()) ** 2) * m / (m - 1)
+    factor, dof = movement.placebo_widening(times, means, 86400.0, 0.1)
+    assert factor == pytest.approx(observed / 0.1) and dof == pytest.approx(1.5 * (m - 1))
+    assert movement.placebo_widening(times, means, 86400.0, observed * 2) is None  # the model already wider
+    assert movement.placebo_widening(times[:72], means[:72], 86400.0, 0.1) is None  # 3 periods < PLACEBO_MIN
+
+
+def test_judge_movement_widens_by_the_placebo_periods():
+    # A signal with memory on several time scales (the benchmark's multi-scale family):
+    # where the window's placebo periods spread more than the model says, the verdict's
+    # interval is the model's, widened by exactly their factor and dof.
+    loader = importlib.util.spec_from_file_location("bench_drift", BENCH)
+    bench_drift = importlib.util.module_from_spec(loader)
+    sys.modules["bench_drift"] = bench_drift
+    loader.loader.exec_module(bench_drift)
+    family = bench_drift.FAMILIES["multi-scale (phi 0.5, 0.95, 0.995)"]
+    t = np.arange(1440 * 8) * 60.0
+    level = movement.review_confidence(0.95, 8)
+    for seed in range(40):
+        x = bench_drift.path(np.random.default_rng(seed), family, t.size)
+        base, win = (t[:1440], x[:1440]), (t[1440:], x[1440:])
+        bt, bv = movement.block_means(*base, 3600, 60)
+        wt, wv = movement.block_means(*win, 3600, 60)
+        model = movement._longer(movement.fit_memory(wt, wv, 3600), movement.pooled_memory([(bt, bv), (wt, wv)], 3600))
+        widen = movement.placebo_widening(wt, wv, 86400.0, movement.comparison.baseline_side(bt, bv, 3600, model).side.var_mean)
+        plain = movement.comparison.judge((bt, bv), (wt, wv), 3600, model, level, "higher_is_better", 0.02)
+        if widen is not None and plain.low is not None:
+            break
+    else:
+        pytest.fail("no seed widened")
+    explicit = movement.comparison.judge((bt, bv), (wt, wv), 3600, model, level, "higher_is_better", 0.02, widen=widen)
+    got = movement.judge_movement(base, win, 60, None, "higher_is_better", 0.02)
+    assert (got.low, got.high) == (explicit.low, explicit.high)
+    assert got.high - got.low > plain.high - plain.low

@@ -6,6 +6,7 @@ and would count a GPU's memory twice. Ratios are ratios of sums.
 
 from __future__ import annotations
 
+from obsctl.rules.gpu_health import gpu_health_rules
 from obsctl.rules.loop_series import runbook_url
 
 _WHOLE = '{gpu_instance=""}'
@@ -28,7 +29,8 @@ RECORDING = [
 
 
 def gpu_groups() -> list[dict]:
-    """Groups ``obsctl.gpu`` (recording) and ``obsctl.alerts.gpu`` (ObsctlGpuDown, ObsctlExporterCollectorFailed)."""
+    """Groups ``obsctl.gpu`` (recording) and ``obsctl.alerts.gpu`` (ObsctlGpuDown, ObsctlExporterCollectorFailed,
+    then the health and exporter alerts of :mod:`obsctl.rules.gpu_health`)."""
     alerts = [
         {
             "alert": "ObsctlGpuDown",
@@ -57,5 +59,5 @@ def gpu_groups() -> list[dict]:
     ]
     return [
         {"name": "obsctl.gpu", "rules": [{"record": r, "expr": e} for r, e in RECORDING]},
-        {"name": "obsctl.alerts.gpu", "rules": alerts},
+        {"name": "obsctl.alerts.gpu", "rules": alerts + gpu_health_rules()},
     ]

@@ -21,11 +21,12 @@ from obsctl.dashboards import build as builder
 from support import dashboard_history as D
 from support.prometheus import served_history
 
-#: Panels whose query is correctly empty on healthy fixture data, and the review row's
+#: Panels whose query is correctly empty on healthy fixture data (a healthy GPU has no XID
+#: series at all), and the review row's
 #: panels, which read what obsctl publish pushes (run against a real Prometheus scraping a
 #: real Pushgateway in tests/integration/test_publish_live.py).
 MAY_BE_EMPTY = {"Failing exporter collectors", "Firing obsctl alerts", "Review: findings", "Review: opportunities (USD/month)",
-                "Ledger: verified initiatives (last look's change)", "Baseline age (days)"}
+                "Ledger: verified initiatives (last look's change)", "Baseline age (days)", "XID errors"}
 BEFORE, AFTER = 1800, 3 * 3600  # seconds of history before and after start-up
 #: $__interval here (Grafana's for a narrow panel): the subquery step of the range panels over
 #: recorded series; the barrier waits that long past settling so one step lands on settled samples.
@@ -38,6 +39,8 @@ def prometheus(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dashq")
     spec = D.example_spec()
     rules = D.write_rules(tmp / "rules", spec)
+    # Where the data lie, not a query time: the rules evaluate live at the server's clock,
+    # so the history must cover it; every query reads the barrier's instant inside it.
     start = time.time() - BEFORE
     with served_history(tmp, D.openmetrics(start, (BEFORE + AFTER) // D.STEP + 1), rule_files=rules,
                         evaluation_interval="500ms", settled_for=SUBQUERY_STEP) as served:

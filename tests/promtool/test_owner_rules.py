@@ -27,7 +27,8 @@ def test_firing_alerts_carry_their_class_owner(tmp_path):
     files, _ = gen.generate(spec, [baseline("svc", "tokens_per_second", 100.0), baseline("svc", "usd_per_million_tokens", 1.0)])
     paths = gen.write(tmp_path / "rules", files)
     inputs = [(SVC, "0+750x80"), ('obsctl_tokens_total{job="w",workload="other"}', "0+1500x80"),
-              ('obsctl_node_price_usd_per_hour{job="x"}', "0.36x80")]
+              ('obsctl_node_price_usd_per_hour{job="x"}', "0.36x80"),
+              ('up{job="obsctl-exporter",instance="n1"}', "1x80")]  # the exporter is scraped: no ObsctlExporterAbsent
     got = evaluate(tmp_path / "t", paths, inputs, {"alerts": 'ALERTS{alertstate="firing"}'}, "20m")["alerts"]
     fired = sorted((s["alertname"], s["workload_class"], s.get("signal", ""), s["severity"], s.get("owner")) for s, _ in got)
     assert fired == [

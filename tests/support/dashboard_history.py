@@ -80,6 +80,19 @@ def families() -> dict[str, tuple[str, list[tuple[dict, object]]]]:
         if wc:
             gauge("obsctl_gpu_attribution_info").append(({**gl, "workload_class": wc, "owner": "team"}, 1.0))
         fam.setdefault("obsctl_gpu_energy_joules", ("counter", []))[1].append((gl, lambda i: 300.0 * STEP * i))
+        # Health of a healthy GPU: no uncorrected errors, no pending or failed remap, every
+        # NVLink up; a few corrected errors and PCIe replays, and sw_power_cap (normal under load).
+        counter = lambda name: fam.setdefault(name, ("counter", []))[1]
+        counter("obsctl_gpu_ecc_errors").extend([({**gl, "error_type": "corrected"}, lambda i: float(i // 60)),
+                                                       ({**gl, "error_type": "uncorrected"}, 0.0)])
+        counter("obsctl_gpu_pcie_replays").append((gl, lambda i: float(i // 30)))
+        gauge("obsctl_gpu_remapped_rows").extend([({**gl, "cause": "correctable"}, 0.0), ({**gl, "cause": "uncorrectable"}, 0.0)])
+        gauge("obsctl_gpu_remapped_rows_pending").append((gl, 0.0))
+        gauge("obsctl_gpu_remapped_rows_failed").append((gl, 0.0))
+        gauge("obsctl_gpu_clock_event_reason_active").extend([({**gl, "reason": r}, 1.0 if r == "sw_power_cap" else 0.0)
+                                                              for r in ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown",
+                                                                        "hw_thermal_slowdown", "hw_power_brake_slowdown")])
+        gauge("obsctl_gpu_nvlink_link_up").extend([({**gl, "link": str(k)}, 1.0) for k in range(2)])
     return fam
 
 

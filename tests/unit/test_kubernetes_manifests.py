@@ -114,6 +114,27 @@ def test_daemonset_runs_on_gpu_nodes_with_least_privilege(kps):
     assert not pod.get("hostPID") and not pod.get("hostNetwork")
 
 
+def test_scrape_labels_name_the_node_and_the_job_the_alerts_select(built):
+    """Every ServiceMonitor / PodMonitor endpoint sets ``instance`` to the node name (as dcgm-exporter
+    users expect, and what the fleet dashboard's $instance lists), not the pod IP; a ServiceMonitor
+    without jobLabel gives its targets the Service's name as ``job``, the job ObsctlExporterDown selects."""
+    from obsctl.rules.gpu_health import EXPORTER_JOB
+
+    node = {"__meta_kubernetes_pod_node_name", "__meta_kubernetes_endpoint_node_name"}
+    monitors = [o for o in built if o["kind"] in ("ServiceMonitor", "PodMonitor")]
+    assert monitors
+    for monitor in monitors:
+        for endpoint in monitor["spec"].get("endpoints", monitor["spec"].get("podMetricsEndpoints", [])):
+            sets = [r for r in endpoint.get("relabelings", []) if r.get("targetLabel") == "instance"]
+            assert len(sets) == 1, monitor["metadata"]["name"]
+            assert len(sets[0]["sourceLabels"]) == 1 and sets[0]["sourceLabels"][0] in node
+            assert sets[0].get("action", "replace") == "replace" and "regex" not in sets[0]
+    service_monitor = _one(built, "ServiceMonitor", "obsctl-exporter")
+    assert "jobLabel" not in service_monitor["spec"]
+    service = _one(built, "Service", EXPORTER_JOB)
+    assert service["metadata"]["labels"].items() >= service_monitor["spec"]["selector"]["matchLabels"].items()
+
+
 def test_exporter_args_parse_with_the_real_exporter(kps):
     """The DaemonSet's flags are flags obsctl-exporter has (its own parser, not a copy)."""
     from obsctl.exporters.main import build_parser

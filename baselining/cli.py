@@ -64,9 +64,13 @@ def _baseline_summary(b) -> dict:
 @click.option("--end", default="now", show_default=True, metavar="RFC3339|now", help="Window end (aligned down to the step).")
 @click.option("--allow-partial", is_flag=True,
               help="Store a baseline even when Prometheus says its answer is partial (marked partial: verdicts against it are at most INCONCLUSIVE).")
+@click.option("--from-raw", is_flag=True,
+              help="Read catalogue signals from the raw series their source rule reads (vllm:..., obsctl_tokens_total, ...), "
+                   "not the recorded series, which start when the rules were loaded: a baseline from history right after install. "
+                   "Signals derived from other recorded series (cost, efficiency) are REFUSED.")
 @output_option
 @wrap_errors
-def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, output):
+def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, from_raw, output):
     """Measure each class x signal over a window and store it as the current baseline.
 
     Stores the PromQL, the window (UTC), the population (input series), mean, median,
@@ -76,6 +80,8 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, o
     samples count (lookback copies of a stopped series do not): each line shows the
     window's coverage, and one below verification.min_coverage_ratio, or a partial
     answer (Prometheus warnings; see --allow-partial), is REFUSED and not stored.
+    Catalogue signals read obsctl's recorded series; for a window before the rules
+    were loaded, --from-raw reads the source's raw series instead.
 
     Exit codes: 0 when at least one baseline was stored, 1 when nothing was stored,
     2 bad spec or flag, 3 Prometheus unreachable.
@@ -85,7 +91,7 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, o
 
     spec = load(spec_path)
     report = snapshot(spec, _client(spec), _store(spec), list(classes) or None, list(signals) or None, window,
-                      parse_instant(end, "--end"), progress=progress, allow_partial=allow_partial)
+                      parse_instant(end, "--end"), progress=progress, allow_partial=allow_partial, from_raw=from_raw)
     if output == "json":
         emit_json({"stored": len(report.stored), "outcomes": [o.as_dict() for o in report.outcomes]})
     else:

@@ -45,6 +45,7 @@ from threadpoolctl import threadpool_limits
 
 from obsctl.baselining import present, verdict
 from obsctl.baselining.measure.history import fit_history, history_step, read_history
+from obsctl.baselining.measure.raw import raw_query
 from obsctl.baselining.measure.window import Measurement, read_answers, summarize_answers
 from obsctl.baselining.store import Store
 from obsctl.durations import parse_duration
@@ -111,6 +112,7 @@ def snapshot(
     end: dt.datetime | None = None,
     progress: Callable[[str], None] = lambda _msg: None,
     allow_partial: bool = False,
+    from_raw: bool = False,
 ) -> SnapshotReport:
     """Snapshot a baseline of every selected class x signal and store it as current.
 
@@ -127,6 +129,9 @@ def snapshot(
         end: window end (default now); aligned down to a multiple of the step.
         progress: called with one line per pair, e.g.
             ``[3/10] embed-online/tokens_per_second ... 240 samples``.
+        from_raw: read catalogue signals from the raw series their source rule reads
+            (:func:`obsctl.baselining.measure.raw.raw_query`), for windows before the
+            rules were loaded; a signal that cannot be read raw is reported ``refused``.
 
     Raises:
         SpecError: an unknown class or signal name.
@@ -156,14 +161,26 @@ def snapshot(
 
     # One worker thread makes the requests, one at a time, while this thread judges, fits
     # and stores (module doc: "Overlap").
-    reader = _Reader([(read_answers, (client, spec.query_for(s, w), start_at, end_at, step, f"{w.name}/{s.name}",
-                                      s.name in cfg.fresh_on_change)) for w, s in pairs])
+    queries = [raw_query(spec, w, s) if from_raw else (spec.query_for(s, w), "") for w, s in pairs]
+    jobs = [i for i, (q, _) in enumerate(queries) if q is not None]
+    job_of = {pair: k for k, pair in enumerate(jobs)}
+    reader = _Reader([(read_answers, (client, queries[i][0], start_at, end_at, step, f"{w.name}/{s.name}",
+                                      s.name in cfg.fresh_on_change)) for i, (w, s) in ((i, pairs[i]) for i in jobs)])
     try:
         for i, (wc, sig) in enumerate(pairs, start=1):
-            m = summarize_answers(reader.take(i - 1), cfg.min_samples)
+            query, why = queries[i - 1]
+            if query is None:
+                reason = f"cannot be read from the raw series: {why}"
+                progress(f"[{i}/{total}] {wc.name}/{sig.name} ... REFUSED ({reason})")
+                report.outcomes.append(SnapshotOutcome(wc.name, sig.name, "refused", 0, reason=reason))
+                continue
+            m = summarize_answers(reader.take(job_of[i - 1]), cfg.min_samples)
             n = len(m.samples)
             notes = {"dropped": m.dropped, "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial}
             status, reason = refusal(m, cfg.min_samples, cfg.min_coverage_ratio, allow_partial)
+            if status == "no_data" and sig.catalogue is not None and not from_raw:
+                reason += ("; a catalogue signal reads the recorded series, which start when the rules were loaded: "
+                           "--from-raw reads the source's raw series for earlier windows")
             if status:
                 progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {'NO DATA' if status == 'no_data' else 'REFUSED'} ({reason})")
                 report.outcomes.append(SnapshotOutcome(wc.name, sig.name, status, n, reason=reason, **notes))

@@ -370,6 +370,16 @@ def gap_usd(category: str, direction: str, current: float, value: float, cost: f
     return max(0.0, share) * cost
 
 
+def progress_phrase(st: target_rules.TargetState, unit: str) -> str:
+    """How far a target is, in words: ``40 % done``, or, when the signal moved away from
+    the target since its start (negative progress), the start, the current level and the
+    target (a "-250 % done" says nothing an SRE can act on)."""
+    if st.progress is not None and st.progress >= 0:
+        return f"{format_percent(st.progress, sign=False)} done"
+    return (f"moved away from its start ({format_number(st.start)} -> {format_number(st.current)} {unit}, "
+            f"target {format_number(st.value)})")
+
+
 def _review_targets(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass, period: float, cost: float | None,
                     as_of: dt.datetime, write_anchors: bool, levels: dict, initiatives: list[Initiative]) -> list[Finding]:
     out = []
@@ -425,8 +435,7 @@ def _review_targets(spec: Spec, store, client: PrometheusClient, wc: WorkloadCla
                                "split it into quarterly steps of about 5 %, or move the deadline", owner, evidence))
         elif st.progress is not None and st.progress < st.elapsed:
             out.append(Finding("target_behind", wc.name, t.signal, "warning", usd,
-                               f"{name} target {format_percent(st.progress, sign=False)} done with "
-                               f"{format_percent(min(st.elapsed, 1), sign=False)} of the time gone",
+                               f"{name} target {progress_phrase(st, sig.unit)} with {format_percent(min(st.elapsed, 1), sign=False)} of the time gone",
                                "start an initiative on the opportunity's lever (obsctl initiative start)", owner, {**evidence, "overdue": False}))
     return out
 

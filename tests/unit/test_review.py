@@ -225,3 +225,12 @@ def test_judge_movement_widens_by_the_placebo_periods():
     got = movement.judge_movement(base, win, 60, None, "higher_is_better", 0.02)
     assert (got.low, got.high) == (explicit.low, explicit.high)
     assert got.high - got.low > plain.high - plain.low
+
+
+def test_progress_phrase_says_moved_away_instead_of_negative_progress():
+    def state(start, current, value):
+        return targets.TargetState(value, start, current, (current - start) / (value - start), 0.5, False, False, 30)
+
+    assert rv.progress_phrase(state(100.0, 140.0, 200.0), "tokens/s") == "40.0 % done"
+    away = rv.progress_phrase(state(100.0, 60.0, 120.0), "tokens/s")  # progress -2.0
+    assert away == "moved away from its start (100 -> 60 tokens/s, target 120)" and "%" not in away

@@ -7,6 +7,7 @@ Two shapes are accepted:
    section is used, so one file drives the CLI and every node's exporter.
 2. A small exporter file::
 
+       spec: obsctl.yaml                 # prices from the spec (one source of prices); or pricing:
        pricing:
          node_hour_usd: 0.40
          accelerator_hour_usd: {"NVIDIA H100 80GB HBM3": 4.10}
@@ -27,6 +28,10 @@ Two shapes are accepted:
          process_env: true               # read OBSCTL_WORKLOAD_CLASS from GPU processes
          cache_ttl_seconds: 60           # how long one process's answer is reused
          refresh_interval_seconds: 15    # background GPU -> process -> class resolution
+
+With ``spec:`` (relative to this file's folder) the prices, and the namespaces the spec's
+classes select, come from the obsctl spec, so the exporter file holds only what the spec
+has no place for (the dcgm client, attribution); giving ``pricing:`` as well is an error.
 
 Any problem (missing file, YAML error, unknown key, wrong type) raises an
 :class:`ObsctlError` subclass whose message names the file, the line and the field; the
@@ -109,6 +114,7 @@ class DcgmClientConfig(HTTPClientConfig):
 class ExporterConfig(_Model):
     """Everything the exporter reads from ``--config.file``; the defaults are zero config."""
 
+    spec: str | None = None
     pricing: Pricing = Field(default_factory=Pricing)
     dcgm: DcgmClientConfig = Field(default_factory=DcgmClientConfig)
     attribution: AttributionConfig = Field(default_factory=AttributionConfig)
@@ -151,7 +157,17 @@ def load_exporter_config(path: str | Path | None) -> ExporterConfig:
         cfg = ExporterConfig.model_validate(data)
     except ValidationError as exc:
         raise UsageError(yamlio.validation_message(cfg_path, exc, lines, ExporterConfig)) from None
-    return cfg.model_copy(update={"path": cfg_path.resolve()})
+    if cfg.spec is None:
+        return cfg.model_copy(update={"path": cfg_path.resolve()})
+    if "pricing" in data:
+        raise UsageError(f"{cfg_path}:{lines.get(('pricing',), 1)}: pricing: and spec: {cfg.spec} both give prices; "
+                         "keep one source of prices (the spec's pricing section)")
+    spec_path = Path(cfg.spec).expanduser()
+    spec = load_spec(spec_path if spec_path.is_absolute() else cfg_path.parent / spec_path)  # SpecError: file/line/field
+    kube = cfg.attribution.kubernetes
+    namespaces = {**spec_namespace_classes(spec), **kube.namespace_classes}
+    attribution = cfg.attribution.model_copy(update={"kubernetes": kube.model_copy(update={"namespace_classes": namespaces})})
+    return cfg.model_copy(update={"pricing": spec.pricing, "attribution": attribution, "path": cfg_path.resolve()})
 
 
 __all__ = ["ExporterConfig", "AttributionConfig", "DcgmClientConfig", "load_exporter_config"]

@@ -15,13 +15,13 @@ from prometheus_client.core import GaugeMetricFamily
 from obsctl.durations import parse_duration
 from obsctl.errors import SpecError, UsageError
 from obsctl.exporters.app import Exporter
-from obsctl.exporters.config import load_exporter_config
+from obsctl.exporters.config import load_exporter_config, spec_namespace_classes
 from obsctl.exporters.gpu.collector import AutoSource, GpuCollector, make_source
 from obsctl.exporters.gpu.errors import GpuSourceError
 from obsctl.exporters.main import build, build_parser
 from obsctl.exporters.pricing import PricingCollector
 from obsctl.exporters.server import ExporterServer, landing_page, parse_listen_address
-from obsctl.spec import Pricing
+from obsctl.spec import Pricing, load_spec
 
 
 def samples(families, name):
@@ -111,6 +111,29 @@ def test_config_from_spec_and_exporter_file(example_spec_path: Path, tmp_path: P
     cfg = load_exporter_config(own)
     assert cfg.pricing.node_hour_usd == 1.5 and cfg.attribution.static["GPU-1"].workload_class == "a"
     assert load_exporter_config(None).pricing.node_hour_usd is None
+
+
+def test_exporter_file_takes_its_prices_from_the_spec(example_spec_path: Path, tmp_path: Path) -> None:
+    # One source of prices: the exporter file names the spec and adds what the spec has no place for.
+    spec = tmp_path / "conf" / "obsctl.yaml"
+    spec.parent.mkdir()
+    spec.write_text(example_spec_path.read_text())
+    own = tmp_path / "conf" / "exporter.yaml"
+    own.write_text("spec: obsctl.yaml\nattribution:\n  static:\n    GPU-1: {workload_class: a}\n"
+                   "  kubernetes:\n    namespace_classes: {ray-llm: llm}\n")
+    cfg = load_exporter_config(own)
+    assert cfg.pricing == load_exporter_config(spec).pricing and cfg.pricing.node_hour_usd == 0.40
+    assert cfg.attribution.static["GPU-1"].workload_class == "a"
+    expected = {**spec_namespace_classes(load_spec(spec)), "ray-llm": "llm"}
+    assert cfg.attribution.kubernetes.namespace_classes == expected
+    both = tmp_path / "conf" / "both.yaml"
+    both.write_text("spec: obsctl.yaml\npricing:\n  node_hour_usd: 1.5\n")
+    with pytest.raises(UsageError, match="both.yaml:2: pricing: and spec: obsctl.yaml both give prices"):
+        load_exporter_config(both)
+    missing = tmp_path / "conf" / "missing.yaml"
+    missing.write_text("spec: nowhere.yaml\n")
+    with pytest.raises((SpecError, UsageError), match="nowhere.yaml"):
+        load_exporter_config(missing)
 
 
 @pytest.mark.parametrize("text, fragment", [

@@ -4,12 +4,11 @@ the synthetic history of :mod:`support.history` (started on first use)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
-from support.history import History, build_history, openmetrics
+from support.history import HISTORY_NOW, History, build_history, openmetrics
 from support.prometheus import served_history
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,7 +44,7 @@ def example_spec_path() -> Path:
 def history(tmp_path_factory) -> History:
     """A real Prometheus (stopped at session end) serving the backfilled synthetic history;
     the values written are on the returned :class:`History`."""
-    hist = build_history(time.time())
+    hist = build_history(HISTORY_NOW)
     with served_history(tmp_path_factory.mktemp("history-prometheus"), openmetrics(hist)) as served:
         hist.prometheus_url = served.url
         yield hist

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
-import time
 
 import pytest
 import requests
@@ -84,10 +83,10 @@ def test_deadline_covers_trickled_headers_and_silence(raw):
     session = session_for(HTTPClientConfig())
     for script in (trickled_headers, silent):
         server = raw(script)
-        started = time.monotonic()
+        # The trickled answer is complete after 7 s, each byte inside the read timeout: only a
+        # deadline over the whole exchange raises here (no wall-clock bound is asserted).
         with pytest.raises(DeadlineExceeded, match="no complete answer within 0.5s") as info:
             bounded_get(session, server.url, timeout_seconds=0.5)
-        assert time.monotonic() - started < 5  # the headers alone would take 7 s, silence 30 s
         assert info.value.__context__ is None  # keeps no frames (and no body) of the failed attempt alive
 
 

@@ -14,6 +14,7 @@ import requests
 
 from obsctl.stack import Prometheus, Pushgateway
 from support.polling import wait_until
+from support.prometheus import scraped
 
 SCRIPT = Path(__file__).resolve().parent / "batch_job_script.py"
 GROUP = 'job="qa-eval",instance="ci-runner"'
@@ -39,67 +40,55 @@ def query(prom, expr: str, at: float) -> dict[str, float]:
     return {r["metric"].get("run", ""): float(r["value"][1]) for r in data["data"]["result"]}
 
 
-def settled(prom, expr: str, expected: dict, timeout: float = 30.0) -> float:
-    """The first instant (whole milliseconds, as Prometheus keeps it) at which ``expr``
-    answers ``expected``: the scrape holding the pushed group is in; the test's other
-    queries read that same instant, so every series comes from that scrape."""
-    def now_if_settled() -> float | None:
-        at = round(time.time(), 3)
-        return at if query(prom, expr, at) == expected else None
-
-    return wait_until(now_if_settled, timeout, interval=0.25,
-                      what=lambda: f"{expr} == {expected} (now {query(prom, expr, time.time())})")
+#: The unix time each run's clock reads (batch_job_script.py --clock).
+CLOCK = {"r1": 1_796_100_000.0, "r2": 1_796_100_600.0, "r3": 1_796_101_200.0}
 
 
-def scraped_past(prom, at: float, timeout: float = 30.0) -> None:
-    """Wait until Prometheus has stored a scrape of the gateway later than ``at``."""
-    wait_until(lambda: query(prom, 'timestamp(up{job="pushgateway"})', time.time()).get("", 0) > at, timeout,
-               interval=0.25, what=f"a scrape after {at}")
-
-
-def run_job(gateway, *args: str) -> tuple[float, float, int]:
-    before = time.time()
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--gateway", gateway.address, *args],
+def run_job(gateway, run: str, *args: str) -> tuple[int, float]:
+    """Run the job; its exit code and the test's clock once it exited: a lower bound for the
+    scrape that holds its push (:func:`scraped`), whose instant every query then reads."""
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--gateway", gateway.address, "--run", run, "--clock", str(CLOCK[run]), *args],
                           capture_output=True, text=True, timeout=60)
-    return before, time.time(), proc.returncode
+    return proc.returncode, time.time()
 
 
 def test_batch_job_values_stay_are_replaced_and_dated(stack):
     gateway, prom = stack
     score = f'obsctl_quality_score{{{GROUP},evaluation="accuracy",workload="qa-eval"}}'
-    b1, a1, rc = run_job(gateway, "--run", "r1", "--n", "40", "--every", "4")
+    rc, exited = run_job(gateway, "r1", "--n", "40", "--every", "4")
     assert rc == 0
-    at = settled(prom, score, {"r1": 10 / 40})
+    at = scraped(prom.url, after=exited)
+    assert query(prom, score, at) == {"r1": 10 / 40}
     assert query(prom, f"obsctl_samples_total{{{GROUP}}}", at) == {"r1": 40}
     assert query(prom, f"obsctl_tokens_total{{{GROUP}}}", at) == {"r1": 400}
     assert query(prom, f"obsctl_batch_job_success{{{GROUP}}}", at) == {"r1": 1}
     (pushed1,) = query(prom, f"push_time_seconds{{{GROUP}}}", at).values()
-    assert b1 - 1 <= pushed1 <= a1 + 1
-    (ok1,) = query(prom, f"obsctl_batch_job_last_success_timestamp_seconds{{{GROUP}}}", at).values()
-    assert b1 - 1 <= ok1 <= a1 + 1
+    assert pushed1 < at  # the gateway dated the push before the scrape that carried it
+    assert query(prom, f"obsctl_batch_job_last_success_timestamp_seconds{{{GROUP}}}", at) == {"r1": CLOCK["r1"]}
 
-    later = at + 2.5  # several 1 s scrapes after the job's process is gone: the values stay
-    scraped_past(prom, later)
+    later = scraped(prom.url, after=at + 2)  # several 1 s scrapes after the job's process is gone: the values stay
     assert query(prom, score, later) == {"r1": 0.25}
     age = query(prom, f"time() - push_time_seconds{{{GROUP}}}", later)[""]
-    assert age == pytest.approx(later - pushed1, abs=1e-3)  # staleness is visible as the push's age
+    assert age == pytest.approx(later - pushed1, abs=1e-6)  # staleness is visible as the push's age
 
-    b2, a2, rc = run_job(gateway, "--run", "r2", "--n", "30", "--every", "3")
+    rc, exited = run_job(gateway, "r2", "--n", "30", "--every", "3")
     assert rc == 0
-    at = settled(prom, score, {"r2": 10 / 30})  # run r2 replaces r1 (no r1 left)
+    at = scraped(prom.url, after=exited)
+    assert query(prom, score, at) == {"r2": 10 / 30}  # run r2 replaces r1 (no r1 left)
     assert query(prom, f"obsctl_samples_total{{{GROUP}}}", at) == {"r2": 30}
     (pushed2,) = query(prom, f"push_time_seconds{{{GROUP}}}", at).values()
-    assert b2 - 1 <= pushed2 <= a2 + 1 and pushed2 > pushed1
+    assert pushed1 < pushed2 < at
 
-    b3, a3, rc = run_job(gateway, "--run", "r3", "--n", "5", "--every", "1", "--fail")
+    rc, exited = run_job(gateway, "r3", "--n", "5", "--every", "1", "--fail")
     assert rc != 0
-    at = settled(prom, f"obsctl_batch_job_success{{{GROUP}}}", {"r3": 0})
+    at = scraped(prom.url, after=exited)
+    assert query(prom, f"obsctl_batch_job_success{{{GROUP}}}", at) == {"r3": 0}
     assert query(prom, score, at) == {"r2": 10 / 30}, "a failed run keeps the last good score"
     assert query(prom, f"obsctl_samples_total{{{GROUP}}}", at) == {"r2": 30}
-    (ok3,) = query(prom, f"obsctl_batch_job_last_success_timestamp_seconds{{{GROUP}}}", at).values()
-    assert b2 - 1 <= ok3 <= a2 + 1, "the success timestamp is the last good run's"
+    ok3 = query(prom, f"obsctl_batch_job_last_success_timestamp_seconds{{{GROUP}}}", at)
+    assert ok3 == {"r2": CLOCK["r2"]}, "the success timestamp is the last good run's"
     (pushed3,) = query(prom, f"push_time_seconds{{{GROUP}}}", at).values()
-    assert b3 - 1 <= pushed3 <= a3 + 1, "the failed run's push is dated too"
+    assert pushed2 < pushed3 < at, "the failed run's push is dated too"
 
 
 def test_refused_and_unreachable_pushes_are_one_readable_line(tmp_path, caplog):

@@ -8,12 +8,13 @@ purpose with ``scripts/cli_golden.py record tests/golden_cli/golden.json``.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
 
 import pytest
+
+from golden_cli import harness
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden_cli"
 
@@ -24,17 +25,7 @@ pytestmark = [
 ]
 
 
-def load_harness():
-    # By file path: tests/ is no package.
-    spec = importlib.util.spec_from_file_location("obsctl_cli_golden_harness", GOLDEN_DIR / "harness.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_cli_output_matches_golden_record():
-    harness = load_harness()
     golden = harness.load(GOLDEN_DIR / "golden.json")
     current = harness.record(harness.Runner(python=sys.executable))
     changed = harness.diff(golden, current)

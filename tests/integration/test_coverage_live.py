@@ -39,6 +39,8 @@ HOUR = 3600
 METRIC = "obsctl_cov_tokens_per_second"
 PUSHED = "obsctl_cov_score"
 WARNING = "remote read: store-gateway 10.0.0.7:10901 unavailable, partial response"
+#: The history ends 10 minutes before this fixed time (2026-12-01T06:40:00Z), not the wall clock.
+HISTORY_NOW = 1_796_107_200
 
 
 class Hist:
@@ -118,7 +120,7 @@ class WarningProxy:
 
 @pytest.fixture(scope="module")
 def hist(tmp_path_factory):
-    h = Hist(time.time())
+    h = Hist(HISTORY_NOW)
     with served_history(tmp_path_factory.mktemp("coverage-prometheus"), _openmetrics(h)) as served:
         h.url = served.url
         with WarningProxy(served.url) as proxy:

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 import requests
 
 from obsctl.stack import Prometheus, free_port, require_binary, wait_ready
-from support.polling import wait_until
+from support.prometheus import scraped
 
 
 def exporter_argv() -> list[str]:
@@ -104,11 +103,7 @@ def test_none_source_serves_prices_passes_promtool_and_prometheus_scrapes_it(
         def ask(expr: str, at: float) -> list[dict]:
             return requests.get(prom.url + "/api/v1/query", params={"query": expr, "time": at}, timeout=5).json()["data"]["result"]
 
-        def first_scraped() -> float | None:  # the first instant the exporter's series answer
-            at = round(time.time(), 3)
-            return at if ask(query, at) else None
-
-        at = wait_until(first_scraped, 20, interval=0.2, what="Prometheus to scrape obsctl_node_price_usd_per_hour")
+        at = scraped(prom.url)  # the instant of the exporter's first stored scrape
         assert float(ask(query, at)[0]["value"][1]) == pytest.approx(0.4 / 3600)
         assert ask('up{job="obsctl-exporter"}', at)[0]["value"][1] == "1"  # the same scrape
     finally:

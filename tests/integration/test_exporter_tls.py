@@ -38,6 +38,7 @@ from obsctl.stack import Prometheus, free_port
 from support.dcgm_standin import DcgmStandIn
 from support.openssl_certs import Pki, issue, make_pki
 from support.polling import wait_until
+from support.prometheus import scraped
 
 PASSWORD = "hunter2-s3cret-pw"
 HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
@@ -113,15 +114,6 @@ def by_job(prom: Prometheus, promql: str, at: float) -> dict[str, str]:
     return {r["metric"].get("job", ""): r["value"][1] for r in data["data"]["result"]}
 
 
-def first_instant(prom: Prometheus, promql: str, want: int, timeout: float = 40.0) -> float:
-    """The first instant (whole milliseconds) at which ``want`` series of ``promql`` answer."""
-    def now_if_answered() -> float | None:
-        at = round(time.time(), 3)
-        return at if len(by_job(prom, promql, at)) >= want else None
-
-    return wait_until(now_if_answered, timeout, interval=0.3, what=f"{want} series of {promql}")
-
-
 def test_prometheus_scrapes_over_tls_with_client_cert_and_basic_auth(
         start, pki: Pki, tmp_path: Path, example_spec_path: Path) -> None:
     tls = f"tls_server_config:\n  cert_file: {pki.server[0].name}\n  key_file: {pki.server[1].name}\n"
@@ -146,7 +138,7 @@ def test_prometheus_scrapes_over_tls_with_client_cert_and_basic_auth(
                       })
     prom.start()
     try:
-        at = first_instant(prom, "up", want=4)  # every target scraped once; the prices came in the same scrapes
+        at = scraped(prom.url)  # every target scraped once; the prices came in the same scrapes
         up = by_job(prom, "up", at)
         prices = by_job(prom, "obsctl_node_price_usd_per_hour", at)
     finally:
@@ -266,7 +258,7 @@ def test_half_sent_request_is_not_served_and_resets_log_one_debug_line(start, fi
                 sock.sendall(partial)
                 sock.shutdown(socket.SHUT_WR)  # the client goes away mid-request
                 assert sock.recv(100) == b""  # closed without an answer
-        time.sleep(0.5)
+        wait_until(lambda: exp.output().count("went away mid-request") == 2, 10, what=lambda: f"both half-sent requests logged:\n{exp.output()}")
         assert dcgm.requests == served, "a half-sent request was served as a scrape"
 
         for _ in range(3):  # a full request, then a reset before the answer is read

@@ -16,9 +16,9 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
-import time
 
 import pytest
+import requests
 import yaml
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
@@ -84,7 +84,7 @@ def stack(tmp_path_factory):
         am.start()
         prom.alertmanager = am.address
         prom.start()
-        yield {"receiver": receiver, "level": level, "tree": tree}
+        yield {"receiver": receiver, "level": level, "tree": tree, "am": am}
     finally:
         for stop in (prom.stop, am.stop, receiver.close, server.shutdown):
             stop()
@@ -103,7 +103,13 @@ def test_regression_reaches_its_owner_and_nobody_else(stack):
     assert alert["labels"]["owner"] == OWNER_A
     level.labels("b").set(BASELINE / 2)
     wait_until(lambda: _regressions(receiver, "/owner-b") == ["b"], 90, what=lambda: f"b's regression at /owner-b: {receiver.notifications}")
-    time.sleep(3)  # a few group intervals: a misrouted copy would have arrived by now
+    # Alertmanager's own routing of what it holds: each class's alerts sit in groups of its
+    # owner's receiver only (a misrouted copy would be a group of another receiver).
+    routed: dict[str | None, set[str]] = {}
+    for group in requests.get(f"{stack['am'].url}/api/v2/alerts/groups", timeout=10).json():
+        for alert in group["alerts"]:
+            routed.setdefault(alert["labels"].get("workload_class"), set()).add(group["receiver"]["name"])
+    assert routed.get("a") == {OWNER_A} and routed.get("b") == {OWNER_B}, routed
     assert _regressions(receiver, "/owner-a") == ["a"]
     assert _regressions(receiver, "/owner-b") == ["b"]
     assert _regressions(receiver, "/default") == []

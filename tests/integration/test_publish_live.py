@@ -5,7 +5,8 @@ Grafana runs them: a range query whose values are event times, each distinct val
 point) and the loop dashboard's review and ledger panels.
 
 The store is support.ledger_store's history (two promoted initiatives, one closed) plus
-an open initiative whose planned end has passed.
+an open initiative whose planned end has passed. Every query reads the instant of the first
+scrape of the gateway after the push (:func:`support.prometheus.scraped`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from obsctl.rules.loop_series import INITIATIVE_EVENT, REVIEW_INITIATIVE_DUE
 from obsctl.spec import load_spec
 from obsctl.stack import Prometheus, Pushgateway, free_port
 from support import ledger_store as L
-from support.polling import wait_until
-from support.prometheus import Served
+from support.prometheus import Served, scraped
 from support.store_records import T0
 
 
@@ -69,8 +69,9 @@ def published(tmp_path_factory):
                                  "--pushgateway", gateway.url], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         assert "published" in result.stdout
-        served = Served(prom.url)
-        wait_until(lambda: served.query(INITIATIVE_EVENT, at=time.time()), 30, what="the pushed events in Prometheus")
+        pushed = time.time()  # publish has returned: a lower bound for the scrape that carries the push
+        served = Served(prom.url, instant=scraped(prom.url, after=pushed))
+        assert served.query(INITIATIVE_EVENT), "the pushed events in Prometheus"
         yield {"spec": spec, "store": store, "served": served, "gateway": gateway}
     finally:
         prom.stop()
@@ -82,9 +83,7 @@ def test_annotations_show_every_initiative_event(published):
     (annotation,) = inference.build(published["spec"])["annotations"]["list"]
     assert annotation["useValueForTime"] is True
     expr = annotation["expr"].replace("$workload_class", L.CLASS)
-    now = time.time()
-    wait_until(lambda: len(served.query_range(expr, now - 30, time.time(), 1)) >= 12, 30, what="every event series scraped")
-    got = _grafana_events(served.query_range(expr, now - 30, time.time() + 1, 1))
+    got = _grafana_events(served.query_range(expr, served.instant - 30, served.instant, 1))
     expected = {(i.id, e["event"], e["look"], e["verdict"], e["at"].timestamp() * 1000)
                 for i in store.initiatives() for e in initiative_events(i)}
     assert got == expected
@@ -94,18 +93,19 @@ def test_annotations_show_every_initiative_event(published):
 
 def test_overdue_initiative_and_review_panels(published):
     spec, store, served = published["spec"], published["store"], published["served"]
-    due = served.query(REVIEW_INITIATIVE_DUE, at=time.time())
+    due = served.query(REVIEW_INITIATIVE_DUE)
     assert [(s["metric"]["initiative"], float(s["value"][1])) for s in due] == [("late-change", (T0 + dt.timedelta(hours=8)).timestamp())]
     # The review's part, pushed through the Python API to the same group.
     findings = [Finding("target_behind", L.CLASS, L.SIGNAL, "warning", 1200.0, "behind", "act", "finance",
                         {"progress": 0.2, "elapsed": 0.6}),
                 Finding("opportunity", L.CLASS, None, "info", 845.5, "idle GPUs", "right-size", "team-search", {"lever": "right-sizing"})]
-    result = ReviewResult(as_of=dt.datetime.now(dt.UTC), classes=[L.CLASS], cadences={L.CLASS: "weekly"}, findings=findings)
+    result = ReviewResult(as_of=T0 + dt.timedelta(hours=9), classes=[L.CLASS], cadences={L.CLASS: "weekly"}, findings=findings)
     push(spec, collect(spec, store, result), published["gateway"].url)
-    wait_until(lambda: served.query("obsctl_review_opportunity_usd_per_month", at=time.time()), 30, what="the review series")
+    at = scraped(served.url, after=time.time())  # the first scrape after the push has returned
+    assert served.query("obsctl_review_opportunity_usd_per_month", at=at), "the review series"
     dash = loop_overview.build(spec)
     review_row = [p for p in dash["panels"] if p["type"] != "row"][:4]
-    answers = {p["title"]: served.query(p["targets"][0]["expr"], at=time.time()) for p in review_row}
+    answers = {p["title"]: served.query(p["targets"][0]["expr"], at=at) for p in review_row}
     assert all(answers.values()), answers
     opp = answers["Review: opportunities (USD/month)"]
     assert [(s["metric"]["lever"], float(s["value"][1])) for s in opp] == [("right-sizing", 845.5)]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -47,6 +46,8 @@ IDLE = "workload_class:obsctl_idle_waste_usd_per_hour:sum"
 COST = "workload_class:obsctl_cost_usd_per_hour:sum"
 UNATTRIBUTED = "cluster:obsctl_unattributed_waste_usd_per_hour:sum"
 CLASSES = ("chat", "embed", "rank", "batch", "vision")
+#: A fixed "now" for the fleet (2026-12-01T06:40:00Z), not the wall clock: its review instant ``T`` is 05:00 that day.
+FLEET_NOW = 1_796_107_200
 
 
 class Fleet:
@@ -117,7 +118,7 @@ def _at(fleet: Fleet, offset_days: float) -> dt.datetime:
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    fleet = Fleet(time.time())
+    fleet = Fleet(FLEET_NOW)
     work = tmp_path_factory.mktemp("review-fleet")
     with served_history(work / "prom", fleet.openmetrics()) as served:
         spec_path = work / "obsctl.yaml"

@@ -43,8 +43,7 @@ from obsctl.rules.signals import signal_groups
 from obsctl.rules.sources import source_groups
 from obsctl.spec import load_spec
 from obsctl.stack import Prometheus
-from support.polling import wait_until
-from support.prometheus import Served, chain_depth, settle
+from support.prometheus import Served, chain_depth, scraped, settle
 
 K = 0.25  # per second: a cumulative series with dump value v rises at K * v per second
 WINDOW = "4s"
@@ -100,7 +99,7 @@ class LiveDump:
                                                          cumulative(m.group(1), types)))
 
         def render() -> bytes:
-            now_ms = int(time.time() * 1000)
+            now_ms = int(time.time() * 1000)  # the target's own clock stamps its samples, as an exporter's does: data, not a query time
             growth = 1 + K * (now_ms / 1000 - t0)
             out = [item[0] if item[1] is None else f"{item[0]} {item[1] * growth if item[2] else item[1]!r} {now_ms}"
                    for item in lines]
@@ -298,17 +297,19 @@ def live(tmp_path_factory, fixtures_dir):
     spec = load_spec(spec_path)
     rules = tmp / "catalogue.rules.yaml"
     rules.write_text(dump_rule_file(source_groups(spec, window=WINDOW) + signal_groups(spec), "live test"))
-    t0 = time.time()
+    t0 = time.time()  # where the targets' series start rising (their own clock), not a query time
     servers = {job: LiveDump(root / rel, t0) for job, rel in TARGETS.items()}
     prom = Prometheus(tmp / "prom", scrape_targets={job: [s.address] for job, s in servers.items()},
                       rule_files=[rules], scrape_interval="500ms", evaluation_interval="500ms")
     try:
         prom.start()
         served = Served(prom.url)
-        filled = f"count_over_time(up[{WINDOW}]) >= 3"  # samples of every target inside one rate window
-        wait_until(lambda: len(served.query(filled, time.time())) == len(servers), 60, interval=0.2,
-                   what=lambda: f"every target scraped ({served.query('up', time.time())})")
-        served.instant = settle(served, chain_depth([rules]) + 1, time.time())
+        # Every target's scrapes fill one rate window (a second of 500 ms scrapes after the
+        # first scrape of all): the barrier starts at that scrape's stored instant.
+        filled = scraped(prom.url, after=scraped(prom.url) + 1)
+        full = served.query(f"count_over_time(up[{WINDOW}]) >= 3", filled)
+        assert len(full) == len(servers), f"every target inside one rate window ({served.query('up', filled)})"
+        served.instant = settle(served, chain_depth([rules]) + 1, filled)
         yield served, root
     finally:
         prom.stop()

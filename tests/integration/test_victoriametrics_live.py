@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import math
 import shutil
 import subprocess
 import threading
@@ -92,6 +93,26 @@ def _vm_query(vm: VictoriaMetrics, expr: str) -> list[dict]:
     return answer["data"]["result"]
 
 
+def _sample_times(vm: VictoriaMetrics, selector: str = "obsctl_tokens_total", span: str = "5m") -> dict[str, list[float]]:
+    """cluster -> times of the raw samples of ``selector`` stored in the last ``span`` (a readiness poll at the server's clock)."""
+    return {s["metric"]["cluster"]: [float(t) for t, _ in s["values"]] for s in _vm_query(vm, f"{selector}[{span}]")}
+
+
+def _covered(vm: VictoriaMetrics, start: float | None, seconds: float) -> int | None:
+    """The whole second to query up to, once both shards' series hold samples from ``start`` (default: their
+    first) through it, ``seconds`` later or more, and 2 s beyond it (past VictoriaMetrics' 1 s latency offset)."""
+    times = _sample_times(vm)
+    if set(times) != {"a", "b"}:
+        return None
+    begin = max(min(t) for t in times.values()) if start is None else start
+    end = math.floor(min(max(t) for t in times.values()) - 2)
+    return end if end >= begin + seconds else None
+
+
+def _iso(unix: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix))
+
+
 @pytest.fixture
 def fleet(tmp_path):
     """VictoriaMetrics, two replicas each scraped by its own shard (cluster a / b), an Alertmanager."""
@@ -117,13 +138,12 @@ def fleet(tmp_path):
 def test_global_view_snapshot_and_regression_alert_through_victoriametrics(fleet, tmp_path):
     vm, replicas, am = fleet
     spec = _spec(tmp_path / "obsctl.yaml", vm.url, tmp_path / "store")
-    # Both shards' series arrive through remote write, told apart by their external label.
-    wait_until(lambda: {s["metric"].get("cluster") for s in _vm_query(vm, "obsctl_tokens_total")} == {"a", "b"}, 60)
-    started = time.time()
-    time.sleep(max(0.0, started + 55 - time.time()))  # 20 s of rate() range + the 30 s window + margin
+    # Both shards' series arrive through remote write, told apart by their external label,
+    # and hold 20 s of rate() range + the 30 s window + margin before the window's end.
+    end = wait_until(lambda: _covered(vm, None, 55), 150, interval=0.5, what=lambda: f"55 s of both series: {_sample_times(vm)}")
 
     runner = CliRunner()
-    snap = runner.invoke(cli, ["snapshot-baseline", "--spec", str(spec), "--output", "json"])
+    snap = runner.invoke(cli, ["snapshot-baseline", "--spec", str(spec), "--end", _iso(end), "--output", "json"])
     assert snap.exit_code == 0, snap.output
     (outcome,) = json.loads(snap.stdout)["outcomes"]
     # The global view: both replicas, one per shard (2 x 50 tokens/s), from two input series.
@@ -143,11 +163,17 @@ def test_global_view_snapshot_and_regression_alert_through_victoriametrics(fleet
         # Recorded series come back through remote write: the signal's and the baseline's.
         wait_until(lambda: _vm_query(vm, 'workload_class:obsctl_signal_baseline:value{workload_class="chat"}'), 60)
         replicas[1].set_rate(0.0)  # shard b's replica stops working: the class halves
-        changed = time.time()
-        settled = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(changed + 22))  # past the 20 s rate() range
+        changed = time.time()  # a lower bound for the first scrape that sees it, not a query time
+
+        def first_after_change() -> float | None:
+            return min((t for t in _sample_times(vm, 'obsctl_tokens_total{cluster="b"}', "1m").get("b", []) if t > changed + 0.002),
+                       default=None)
+
+        seen = wait_until(first_after_change, 60, interval=0.5, what="a sample of shard b after the change")
+        settled = math.ceil(seen + 22)  # past the 20 s rate() range after the first stopped sample
         start = runner.invoke(cli, ["initiative", "start", "--spec", str(spec), "--name", "replica r2 drained",
                                     "--lever", "scheduling", "--class", "chat", "--signal", "tokens_per_second",
-                                    "--started-at", settled, "--output", "json"])
+                                    "--started-at", _iso(settled), "--output", "json"])
         assert start.exit_code == 0, start.output
 
         def fired() -> list[dict]:
@@ -160,8 +186,8 @@ def test_global_view_snapshot_and_regression_alert_through_victoriametrics(fleet
         # ALERTS, written back through remote write, is in VictoriaMetrics for dashboards and verify
         wait_until(lambda: _vm_query(vm, 'ALERTS{alertname="ObsctlSignalRegression",alertstate="firing",workload_class="chat"}'), 30)
         # verify over the global view: the window after the change, against the baseline
-        time.sleep(max(0.0, changed + 22 + 32 - time.time()))
-        verdict = runner.invoke(cli, ["verify", "--spec", str(spec), "--class", "chat", "--output", "json"])
+        end = wait_until(lambda: _covered(vm, settled, 32), 120, interval=0.5, what=lambda: f"the 30 s window stored: {_sample_times(vm)}")
+        verdict = runner.invoke(cli, ["verify", "--spec", str(spec), "--class", "chat", "--end", _iso(end), "--output", "json"])
         assert verdict.exit_code == 12, verdict.output  # REGRESSED
         assert json.loads(verdict.stdout)["verdict"] == "REGRESSED"
     finally:

@@ -1,7 +1,8 @@
 """The synthetic history of the loop's live tests (tests/integration, tests/faults) and
 the specs that measure it; the fixtures serving it are in those folders' conftest.py.
 
-History (``HISTORY``): three hours at 15 s ending a few minutes before now, gauge
+History (``HISTORY``): three hours at 15 s ending 10 minutes before :data:`HISTORY_NOW` (a
+fixed instant: every test names its times from the history, none from the wall clock), gauge
 ``obsctl_synthetic_tokens_per_second{job="synthetic",workload=...}`` per class:
 
 - ``steady``: 1000 tokens/s + AR(1) noise in hour 0, then a +30 % step (1300) in hours 1-2;
@@ -35,6 +36,8 @@ import yaml
 
 STEP = 15
 HOUR = 3600
+#: The "now" the session's history is built for (2026-12-01T06:40:00Z).
+HISTORY_NOW = 1_796_107_200
 METRIC = "obsctl_synthetic_tokens_per_second"
 QUALITY = "obsctl_synthetic_quality_ratio"
 LATENCY = "obsctl_synthetic_request_seconds"

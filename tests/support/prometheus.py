@@ -12,9 +12,15 @@ query time lies at most one interval before its start), so in round ``k`` every 
 ``k`` evaluations deep reads inputs that were complete in round ``k - 1``.
 
 After the barrier, :attr:`Served.instant` is the one instant every query of the test
-uses: every series recorded at or before it is settled, and history written into the
-future (``out_of_order_time_window`` lets the rule manager append at the wall clock
-below those blocks) keeps raw data under it however long the tests run.
+uses, read from the server (the end of the last round's evaluations, from
+``lastEvaluation`` and ``evaluationTime``), never from the test's clock: every series
+recorded at or before it is settled and stored (one more evaluation of every group has
+finished past it), and history written into the future (``out_of_order_time_window``
+lets the rule manager append at the wall clock below those blocks) keeps raw data under
+it however long the tests run.
+
+A scraped live test waits on :func:`scraped` instead: the instant of the first scrape of
+every target past a change, read from ``up``'s own sample times.
 """
 
 from __future__ import annotations
@@ -104,7 +110,11 @@ def chain_depth(rule_files: Iterable[Path]) -> int:
 
 def _started(group: dict) -> float:
     """A group's lastEvaluation (start of its last completed evaluation) in unix seconds."""
-    text = group["lastEvaluation"]
+    return unix_seconds(group["lastEvaluation"])
+
+
+def unix_seconds(text: str) -> float:
+    """An RFC 3339 time of the Prometheus or Alertmanager API (UTC, ``Z``, up to nanoseconds) in unix seconds."""
     whole, _, frac = text.rstrip("Z").partition(".")
     stamp = dt.datetime.fromisoformat(whole).replace(tzinfo=dt.UTC).timestamp()
     return stamp + float(f"0.{frac or 0}")
@@ -113,25 +123,74 @@ def _started(group: dict) -> float:
 def settle(served: Served, rounds: int, data_present_at: float, settled_for: float = 0.0, timeout: float = 120.0) -> float:
     """Wait ``rounds`` barrier rounds (module docstring) from ``data_present_at``; the end of the last.
 
+    A round ends when its evaluations have finished: the latest ``lastEvaluation`` plus
+    ``evaluationTime`` of the groups once every group passed it, as the server reports
+    them. The returned instant is that end of the last round, and it is returned only once
+    every group has evaluated again past it, so no evaluation at or before it is still
+    being written.
+
     With ``settled_for``, one more round starts that many seconds after the last: the
     recorded series then hold at least ``settled_for`` seconds of settled samples before
     the returned instant (a subquery stepping every 15 s needs one step inside them).
     """
-    groups = served.rule_groups()
-    assert groups, "Prometheus loaded no rule groups"
+    assert served.rule_groups(), "Prometheus loaded no rule groups"
+
+    def passed(after: float, what: str) -> list[dict]:
+        def groups() -> list[dict] | None:
+            seen = served.rule_groups()
+            return seen if all(_started(g) >= after + g["interval"] for g in seen) else None
+
+        return wait_until(groups, timeout + settled_for, interval=0.05,
+                          what=lambda: f"{what}: every rule group evaluated again "
+                          f"({[(g['name'], g['lastEvaluation']) for g in served.rule_groups()][:5]} ...)")
+
     boundary = data_present_at
     for n in range(rounds + (1 if settled_for else 0)):
         if n == rounds:
             boundary += settled_for
-
-        def passed(after=boundary) -> bool:
-            return all(_started(g) >= after + g["interval"] for g in served.rule_groups())
-
-        wait_until(passed, timeout + settled_for, interval=0.05,
-                   what=lambda n=n: f"barrier round {n + 1}/{rounds}: every rule group evaluated again "
-                   f"({[(g['name'], g['lastEvaluation']) for g in served.rule_groups()][:5]} ...)")
-        boundary = time.time()
+        groups = passed(boundary, f"barrier round {n + 1}/{rounds}")
+        boundary = max(_started(g) + g["evaluationTime"] for g in groups)
+    passed(boundary, "every evaluation up to the pinned instant stored")
     return boundary
+
+
+#: Prometheus moves a scrape's timestamp by up to 2 ms onto the target's interval grid.
+SCRAPE_ALIGNMENT = 0.002
+
+
+def _scrape_times(url: str) -> dict[tuple[str, str], list[float]]:
+    """(job, instance) of every active target -> the times of its stored scrapes (``up``) of the last minute."""
+    body = requests.get(f"{url}/api/v1/targets", params={"state": "active"}, timeout=10).json()
+    assert body["status"] == "success", body
+    targets = [(t["labels"]["job"], t["labels"]["instance"], t["lastScrape"]) for t in body["data"]["activeTargets"]]
+    last = max((unix_seconds(when) for _, _, when in targets), default=0.0)
+    if last <= 0:  # no target scraped yet (lastScrape is year 1)
+        return {(job, instance): [] for job, instance, _ in targets}
+    # Read at the latest scrape the server reports (not the test's clock); a scrape still
+    # being written is seen at a later poll.
+    rows = _get(f"{url}/api/v1/query", {"query": "up[1m]", "time": round(last + SCRAPE_ALIGNMENT, 3)})
+    times = {(r["metric"]["job"], r["metric"]["instance"]): [float(t) for t, _ in r["values"]] for r in rows}
+    return {(job, instance): times.get((job, instance), []) for job, instance, _ in targets}
+
+
+def scraped(url: str, after: float = 0.0, timeout: float = 60.0) -> float:
+    """Wait until every active target has a scrape stored that began after ``after``; the instant to query it at.
+
+    The instant is the latest of the targets' first such scrapes, as Prometheus stores
+    them (``up``'s sample times). It is returned once every target has a later scrape
+    stored too, so every scrape at or before it is in the TSDB and a query there reads
+    the same samples however often it is repeated. ``after`` is a lower bound (e.g. the
+    test's clock after the change the scrape must see), never a query time.
+    """
+    def first_past() -> float | None:
+        times = _scrape_times(url)
+        firsts = [min((t for t in ts if t > after + SCRAPE_ALIGNMENT), default=None) for ts in times.values()]
+        return max(firsts) if times and None not in firsts else None
+
+    instant = wait_until(first_past, timeout, interval=0.05, what=lambda: f"a scrape of every target after {after}: {_scrape_times(url)}")
+    wait_until(lambda: all(ts and max(ts) > instant for ts in _scrape_times(url).values()), timeout, interval=0.05,
+               what=lambda: f"a scrape of every target after {instant}: {_scrape_times(url)}")
+    return instant
 
 
 @contextmanager
@@ -153,7 +212,9 @@ def served_history(workdir: Path, openmetrics: str | Path, *, rule_files: Iterab
     rule_files = list(rule_files)
     prom = _BackfilledPrometheus(workdir / "prom", rule_files=rule_files, data_dir=workdir / "data",
                                  evaluation_interval=evaluation_interval)
-    data_present_at = time.time()  # every input is on disk before the server starts
+    # A lower bound for the barrier, not a query time: every input is on disk before the
+    # server starts, so an evaluation starting an interval after this reads all of it.
+    data_present_at = time.time()
     try:
         prom.start()
         served = Served(prom.url)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -25,7 +24,7 @@ class WebhookReceiver:
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with lock:
-                    received.setdefault(self.path, []).append({**body, "received_at": time.time()})
+                    received.setdefault(self.path, []).append(body)
                 self.send_response(200)
                 self.end_headers()
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import threading
 import time
 
 import pytest
 
+from obsctl.exporters.gpu import nvml
 from obsctl.exporters.gpu.errors import GpuSourceError
+from obsctl.exporters.gpu.xid_events import XidWatcher
 from support import stubnvml
 from support.nvml_fixtures import Scrape
 
@@ -127,23 +130,22 @@ def test_deadline_cuts_slow_gpu(nvml_env):
     assert all(s.value("obsctl_gpu_up", **_g(i)) == 1 for i in range(8))
 
 
-def test_xid_events_counted_and_thread_stopped(nvml_env):
+def test_xid_events_counted_and_thread_stopped(nvml_env, monkeypatch):
     extra = "event 1 79\nevent 1 79\nevent 2 48\n"
     nvml_env.write(stubnvml.h100_8x(extra=extra))
+    seen_at = 1_796_107_200.25  # the event thread's injected clock: the last-seen time is exact
+    monkeypatch.setattr(nvml, "XidWatcher", functools.partial(XidWatcher, clock=lambda: seen_at))
     src = nvml_env.source(xid_events=True, event_wait_ms=20)
-    t0 = time.time()
     s = nvml_env.scrape(src)
     for _ in range(500):  # the event thread drains the stub's queue; poll, no timing assertion
         if nvml_env.lib.nvmlStub_PendingEvents() == 0:
             break
         time.sleep(0.01)
     s = nvml_env.scrape(src)
-    t1 = time.time()
     assert s.value("obsctl_gpu_xid_errors_total", **_g(1), xid="79") == 2
     assert s.value("obsctl_gpu_xid_errors_total", **_g(2), xid="48") == 1
     assert s.value("obsctl_gpu_xid_errors_total", **_g(0), xid="79") is None
-    seen = s.value("obsctl_gpu_xid_last_seen_timestamp_seconds", **_g(1), xid="79")
-    assert t0 <= seen <= t1
+    assert s.value("obsctl_gpu_xid_last_seen_timestamp_seconds", **_g(1), xid="79") == seen_at
     assert any(t.name == "obsctl-nvml-xid" for t in threading.enumerate())
     src.close()
     assert not any(t.name == "obsctl-nvml-xid" for t in threading.enumerate())

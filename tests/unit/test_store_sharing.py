@@ -38,22 +38,30 @@ def _start(spec_path: str, name: str, go, results) -> None:
         results.put(("refused", str(exc)))
 
 
-def _hold(path: str, seconds: float, held) -> None:
+def _hold(path: str, seconds: float, held, trying=None, releasing=None) -> None:
+    """Hold the store's lock ``seconds`` (with ``trying``: from when the writer is about to
+    write), setting ``releasing`` just before letting go."""
     store = Store(Path(path))
     with store.locked():
         held.set()
+        if trying is not None:
+            trying.wait(60)
         time.sleep(seconds)
+        if releasing is not None:
+            releasing.set()
 
 
-def _write(path: str, timeout: float, results) -> None:
+def _write(path: str, timeout: float, results, trying=None, releasing=None) -> None:
+    """Write one baseline; ``("ok", whether the holder was releasing by then)`` or ``("refused", message)``."""
     from obsctl.baselining import store as store_module
     from obsctl.errors import StoreError
 
     store_module.LOCK_TIMEOUT_SECONDS = timeout
-    t = time.monotonic()
+    if trying is not None:
+        trying.set()
     try:
         Store(Path(path)).save_baseline(make_baseline(sig="queue_wait"))
-        results.put(("ok", time.monotonic() - t))
+        results.put(("ok", releasing is not None and releasing.is_set()))
     except StoreError as exc:
         results.put(("refused", str(exc)))
 
@@ -85,14 +93,14 @@ def test_two_processes_starting_on_one_class_one_wins(tmp_path):
 def test_a_writer_waits_for_the_holder_and_gives_up_with_one_line(tmp_path):
     store_path = str(_spec(tmp_path).parent / "store")
     ctx = multiprocessing.get_context("spawn")
-    held, results = ctx.Event(), ctx.Queue()
-    holder = ctx.Process(target=_hold, args=(store_path, 3.0, held))
+    held, trying, releasing, results = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue()
+    holder = ctx.Process(target=_hold, args=(store_path, 1.0, held, trying, releasing))
     holder.start()
     assert held.wait(30)
-    waiter = ctx.Process(target=_write, args=(store_path, 10.0, results))  # waits out the 3 s hold
+    waiter = ctx.Process(target=_write, args=(store_path, 10.0, results, trying, releasing))  # waits out the hold
     waiter.start()
-    status, waited = results.get(timeout=60)
-    assert status == "ok" and waited > 1.0  # it really waited for the holder
+    status, after_release = results.get(timeout=60)
+    assert status == "ok" and after_release  # it really waited for the holder: its write came after the release
     holder.join(30), waiter.join(30)
     holder = ctx.Process(target=_hold, args=(store_path, 5.0, held))
     held.clear()

@@ -146,7 +146,7 @@ def test_exporter_args_parse_with_the_real_exporter(kps):
 def test_loop_jobs_read_the_spec_configmap_and_write_the_store(kps):
     spec_cm = next(o for o in kps if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("obsctl-spec"))
     assert yaml.safe_load(spec_cm["data"]["obsctl.yaml"]) == yaml.safe_load(SPEC.read_text())
-    for name in ("obsctl-review", "obsctl-snapshot-baseline"):
+    for name in ("obsctl-review", "obsctl-publish", "obsctl-snapshot-baseline"):
         cron = _one(kps, "CronJob", name)
         assert cron["spec"]["concurrencyPolicy"] == "Forbid"
         pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
@@ -163,7 +163,7 @@ def test_loop_jobs_read_the_spec_configmap_and_write_the_store(kps):
 
 
 def test_loop_commands_exist_in_the_cli(kps):
-    for name in ("obsctl-review", "obsctl-snapshot-baseline"):
+    for name in ("obsctl-review", "obsctl-publish", "obsctl-snapshot-baseline"):
         command = _one(kps, "CronJob", name)["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"]
         result = CliRunner().invoke(cli, [*command[1:], "--help"])
         assert result.exit_code == 0, result.output

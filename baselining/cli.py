@@ -281,7 +281,7 @@ def target_show(spec_path, output):
         anchored = (f"anchored to {r['anchor_baseline_id']} ({_num(r['anchor_value'])} {r['unit']}) since {r['anchored_at']}"
                     if r["anchor_baseline_id"] else f"no anchor yet, first seen {r['anchored_at']}")
         progress = "progress n/a" if r["progress"] is None else f"progress {r['progress'] * 100:.0f} %"
-        days = (f"{r['days_left']:.0f} day(s) left" if r["days_left"] >= 0 else f"deadline passed {-r['days_left']:.0f} day(s) ago")
+        days = (f"{r['days_left']:.0f} day(s) left" if r["days_left"] >= 0 else f"deadline passed {int(-r['days_left'])} day(s) ago")
         click.echo(f"  {anchored}; current {_num(r['current'])} {r['unit']}; {progress}, "
                    f"{min(r['elapsed'], 1) * 100:.0f} % of the time gone; {days}")
 

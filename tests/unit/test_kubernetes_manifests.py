@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import click
 import jsonschema
 import kubernetes_validate
 import pytest
@@ -24,7 +25,7 @@ from obsctl.cli import cli
 from obsctl.dashboards.configmap import to_configmaps
 from obsctl.errors import ObsctlError
 from obsctl.exporters.main import DEFAULT_LISTEN
-from obsctl.kubeobjects import APPLY_LIMIT_BYTES, apply_size
+from obsctl.kubeobjects import APPLY_LIMIT_BYTES, apply_size, parse_labels
 from obsctl.rules.prometheusrule import to_prometheus_rules
 from support import kube
 
@@ -143,30 +144,246 @@ def test_exporter_args_parse_with_the_real_exporter(kps):
     build_parser().parse_args(ds["spec"]["template"]["spec"]["containers"][0]["args"])
 
 
+def _pod(cron: dict) -> dict:
+    return cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def _containers(pod: dict) -> list[dict]:
+    """Init containers first, in the order they run, then the containers."""
+    return [*pod.get("initContainers", []), *pod["containers"]]
+
+
+def _obsctl_containers(objects: list[dict]) -> list[tuple[str, dict]]:
+    """``(CronJob name, container)`` of every container that runs obsctl."""
+    return [(o["metadata"]["name"], c) for o in objects if o["kind"] == "CronJob"
+            for c in _containers(_pod(o)) if c["command"][0] == "obsctl"]
+
+
+def _parse(argv: list[str]) -> click.Context:
+    """``obsctl ARGV`` through the real click commands, converted as a run would, never invoked
+    (raises click.UsageError for an unknown flag, a bad choice, a missing required option)."""
+    command: click.Command = cli
+    ctx = None
+    rest = list(argv)
+    name = "obsctl"
+    while isinstance(command, click.Group):
+        ctx = click.Context(command, info_name=name, parent=ctx)
+        name, *rest = rest
+        sub = command.get_command(ctx, name)
+        if sub is None:
+            raise click.UsageError(f"no such command {name!r}", ctx)
+        command = sub
+    return command.make_context(name, rest, parent=ctx)
+
+
 def test_loop_jobs_read_the_spec_configmap_and_write_the_store(kps):
     spec_cm = next(o for o in kps if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("obsctl-spec"))
     assert yaml.safe_load(spec_cm["data"]["obsctl.yaml"]) == yaml.safe_load(SPEC.read_text())
     for name in ("obsctl-review", "obsctl-publish", "obsctl-snapshot-baseline"):
         cron = _one(kps, "CronJob", name)
         assert cron["spec"]["concurrencyPolicy"] == "Forbid"
-        pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-        (container,) = pod["containers"]
-        assert container["command"][0] == "obsctl"
+        pod = _pod(cron)
+        container = next(c for c in _containers(pod) if c["command"][0] == "obsctl")  # the job's own step
         assert pod["securityContext"]["runAsNonRoot"] and container["securityContext"]["capabilities"]["drop"] == ["ALL"]
         volumes = {v["name"]: v for v in pod["volumes"]}
         assert volumes["spec"]["configMap"]["name"] == spec_cm["metadata"]["name"]
         assert volumes["store"]["persistentVolumeClaim"]["claimName"] == "obsctl-store"
         assert volumes["credentials"]["secret"]["optional"] is True
         assert {"name": "OBSCTL_SPEC", "value": "/etc/obsctl/obsctl.yaml"} in container["env"]
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert not mounts["store"].get("readOnly") and mounts["credentials"]["readOnly"]
     assert _one(kps, "CronJob", "obsctl-snapshot-baseline")["spec"]["suspend"] is True
     assert yaml.safe_load(SPEC.read_text())["store"].startswith("/var/lib/obsctl/")
 
 
-def test_loop_commands_exist_in_the_cli(kps):
-    for name in ("obsctl-review", "obsctl-publish", "obsctl-snapshot-baseline"):
-        command = _one(kps, "CronJob", name)["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"]
-        result = CliRunner().invoke(cli, [*command[1:], "--help"])
-        assert result.exit_code == 0, result.output
+def test_every_loop_container_runs_as_non_root_with_a_read_only_root(built):
+    for cron in (o for o in built if o["kind"] == "CronJob"):
+        pod = _pod(cron)
+        assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] != 0
+        assert pod["automountServiceAccountToken"] is False
+        for container in _containers(pod):
+            sc = container["securityContext"]
+            assert sc["capabilities"] == {"drop": ["ALL"]}, (cron["metadata"]["name"], container["name"])
+            assert sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False
+            image = container["image"]
+            assert ":" in image and not image.endswith(":latest"), image  # pinned
+
+
+def test_loop_commands_parse_with_the_real_cli(built):
+    """Every obsctl step's command is accepted by the CLI's own parser: the flags exist, choices and
+    required options are right (parsed and converted, nothing run)."""
+    steps = _obsctl_containers(built)
+    assert {n for n, _ in steps} >= {"obsctl-review", "obsctl-publish", "obsctl-snapshot-baseline"}
+    for name, container in steps:
+        try:
+            _parse(container["command"][1:])
+        except click.ClickException as exc:
+            raise AssertionError(f"{name}/{container['name']}: {' '.join(container['command'])}: "
+                                 f"{exc.format_message()}") from None
+
+
+def test_publish_job_pushes_hourly_to_a_valid_pushgateway_url(built):
+    from obsctl.httpconfig import validate_url
+
+    cron = _one(built, "CronJob", "obsctl-publish")
+    (container,) = _pod(cron)["containers"]
+    ctx = _parse(container["command"][1:])
+    assert ctx.command.name == "publish" and ctx.params["textfile"] is None and not ctx.params["no_review"]
+    validate_url(ctx.params["pushgateway"], "Pushgateway")  # what publish checks before it pushes
+    minute, *rest = cron["spec"]["schedule"].split()
+    assert minute.isdigit() and rest == ["*", "*", "*", "*"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["publish", "--pushgatway", "http://pushgateway:9091"],           # misspelt flag
+    ["publish", "--output", "yaml"],                                  # not a choice
+    ["rules", "generate", "--format", "prometheusrules", "--out", "/rules"],
+    ["rules", "generate", "--format", "prometheusrule"],              # --out is required
+    ["rules", "generat", "--out", "/rules"],
+])
+def test_the_parse_check_refuses_what_obsctl_would(argv):
+    with pytest.raises(click.UsageError):
+        _parse(argv)
+
+
+def _rules_steps(kps: list[dict], cron_name: str) -> tuple[dict, list[dict]]:
+    """The pod of a CronJob and its steps from ``obsctl rules generate`` on."""
+    pod = _pod(_one(kps, "CronJob", cron_name))
+    steps = _containers(pod)
+    first = next(i for i, c in enumerate(steps) if c["command"][1:3] == ["rules", "generate"])
+    return pod, steps[first:]
+
+
+def test_rules_job_generates_then_applies_the_prometheusrules(kps):
+    pod, steps = _rules_steps(kps, "obsctl-rules")
+    assert steps == _containers(pod) and [c["name"] for c in pod["initContainers"]] == ["generate"]
+    generate, apply = steps
+    out = _parse(generate["command"][1:]).params
+    assert out["fmt"] == "prometheusrule" and not out["empty_store"] and not out["check_only"]
+    command = apply["command"]
+    assert command[:2] == ["/bin/kubectl", "apply"] and "--server-side" in command
+    assert "--prune" not in " ".join(command)  # pruning needs delete, which the Role does not grant
+    assert f"--filename={out['out']}" in command
+    gen_mounts = {m["mountPath"]: m for m in generate["volumeMounts"]}
+    apply_mounts = {m["mountPath"]: m for m in apply["volumeMounts"]}
+    assert gen_mounts[str(out["out"])]["name"] == apply_mounts[str(out["out"])]["name"]
+    assert apply_mounts[str(out["out"])]["readOnly"]
+    store = next(m for m in generate["volumeMounts"] if m["name"] == "store")
+    assert store["readOnly"] and yaml.safe_load(SPEC.read_text())["store"].startswith(store["mountPath"] + "/")
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["store"]["persistentVolumeClaim"] == {"claimName": "obsctl-store", "readOnly": True}
+    assert "credentials" not in volumes  # no Prometheus query: no Prometheus secrets
+    _, *fields = apply["image"].partition(":")
+    assert apply["image"].startswith("registry.k8s.io/kubectl:v") and fields[1].count(".") == 2
+
+
+def test_only_the_apply_step_holds_the_kubernetes_token(kps):
+    """The rules ServiceAccount's token is projected into the kubectl container alone: obsctl's
+    containers (and every other pod) hold no Kubernetes credentials."""
+    holders = []
+    for cron in (o for o in kps if o["kind"] == "CronJob"):
+        pod = _pod(cron)
+        assert pod["automountServiceAccountToken"] is False
+        projected = {v["name"] for v in pod["volumes"]
+                     if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))}
+        for container in _containers(pod):
+            if any(m["name"] in projected for m in container.get("volumeMounts", [])):
+                holders.append((cron["metadata"]["name"], container["name"], pod["serviceAccountName"]))
+    assert sorted(holders) == [("obsctl-rules", "apply", "obsctl-rules"), ("obsctl-snapshot-baseline", "apply", "obsctl-rules")]
+
+
+def test_rules_role_grants_only_what_server_side_apply_of_prometheusrules_needs(kps):
+    role = _one(kps, "Role", "obsctl-rules")
+    assert role["rules"] == [{"apiGroups": ["monitoring.coreos.com"], "resources": ["prometheusrules"],
+                              "verbs": ["get", "list", "create", "patch", "update"]}]
+    binding = _one(kps, "RoleBinding", "obsctl-rules")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "obsctl-rules"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "obsctl-rules", "namespace": "obsctl"}]
+    assert _one(kps, "ServiceAccount", "obsctl-rules")["automountServiceAccountToken"] is False
+    assert not [o for o in kps if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    bindings = [o for o in kps if o["kind"] == "RoleBinding"]
+    assert bindings == [binding]  # the loop's other jobs and the exporter get no API access
+    # The namespace the Role is in is the one the apply step writes to (its own, from the downward API).
+    apply = _rules_steps(kps, "obsctl-rules")[1][-1]
+    assert "--namespace=$(POD_NAMESPACE)" in apply["command"]
+    assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in apply["env"]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "obsctl"
+
+
+def test_rules_steps_label_what_the_overlays_prometheus_selects(kps):
+    """The jobs' --label release= is the release the overlay's objects carry, so Prometheus keeps
+    selecting the PrometheusRules after the jobs re-apply them."""
+    selected = {o["metadata"]["labels"]["release"] for o in kps if o["kind"] in ("PrometheusRule", "ServiceMonitor")}
+    assert selected == {"kube-prometheus-stack"}
+    for name in ("obsctl-rules", "obsctl-snapshot-baseline"):
+        generate = _rules_steps(kps, name)[1][0]
+        labels = _parse(generate["command"][1:]).params["labels"]
+        assert parse_labels(labels) == {"release": "kube-prometheus-stack"}, name
+
+
+def test_snapshot_job_then_runs_the_rules_steps(kps):
+    """On the overlay the snapshot Job is the snapshot, then the very steps of CronJob/obsctl-rules."""
+    pod, steps = _rules_steps(kps, "obsctl-snapshot-baseline")
+    (snapshot,) = pod["initContainers"][: -len(steps) + 1]
+    assert snapshot["command"][1] == "snapshot-baseline"
+    rules_pod, rules_steps = _rules_steps(kps, "obsctl-rules")
+    assert steps == rules_steps
+    assert pod["serviceAccountName"] == rules_pod["serviceAccountName"] == "obsctl-rules"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    rules_volumes = {v["name"]: v for v in rules_pod["volumes"]}
+    for name in ("rules", "kube-api-access", "spec"):
+        assert volumes[name] == rules_volumes[name], name
+    # A failed apply fails the Job at once: a retry would take a second snapshot.
+    job = _one(kps, "CronJob", "obsctl-snapshot-baseline")["spec"]["jobTemplate"]["spec"]
+    assert job["podFailurePolicy"]["rules"] == [{"action": "FailJob", "onExitCodes": {
+        "containerName": "apply", "operator": "NotIn", "values": [0]}}]
+
+
+def test_snapshot_job_of_the_base_only_snapshots():
+    base = kube.kustomize_build(KUBE / "base")
+    pod = _pod(_one(base, "CronJob", "obsctl-snapshot-baseline"))
+    assert "initContainers" not in pod and pod["serviceAccountName"] == "obsctl-loop"
+    assert not [o for o in base if o["kind"] in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
+
+
+def _tree(path: Path) -> dict[str, tuple[int, bytes]]:
+    return {str(p.relative_to(path)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
+            for p in sorted(path.rglob("*"))}
+
+
+def test_rules_step_regenerates_from_the_store_without_writing_it(kps, tmp_path):
+    """The generate step, run as the job runs it against a store holding a baseline: the objects
+    are the overlay's (same names and labels, so apply updates them), they carry the baseline, and
+    the store is left as it was (it is mounted read-only)."""
+    from obsctl.baselining.store import Store
+    from support.rules_fixtures import baseline
+
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["store"] = str(tmp_path / "store")
+    spec_path = tmp_path / "obsctl.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    Store(tmp_path / "store").save_baseline(baseline("llm-serving", "tokens_per_second", 1234.5))
+    before = _tree(tmp_path / "store")
+
+    generate = _rules_steps(kps, "obsctl-rules")[1][0]
+    argv = generate["command"][1:]
+    out = _parse(argv).params["out"]
+    argv[argv.index("--out") + 1] = str(tmp_path / "rules")
+    env = {e["name"]: e["value"] for e in generate["env"] if "value" in e}
+    assert env["OBSCTL_SPEC"] == "/etc/obsctl/obsctl.yaml" and str(out) == "/rules"
+    result = CliRunner().invoke(cli, argv, env={**env, "OBSCTL_SPEC": str(spec_path), "HOME": str(tmp_path)})
+    assert result.exit_code == 0, result.output
+
+    assert _tree(tmp_path / "store") == before
+    written = {p.name: yaml.safe_load(p.read_text()) for p in (tmp_path / "rules").iterdir()}
+    committed = {o["metadata"]["name"]: o for o in kps if o["kind"] == "PrometheusRule"}
+    assert sorted(o["metadata"]["name"] for o in written.values()) == sorted(committed)
+    for obj in written.values():
+        kube.validate(obj)
+        assert obj["metadata"]["labels"] == committed[obj["metadata"]["name"]]["metadata"]["labels"]
+        assert "namespace" not in obj["metadata"]  # the apply step's --namespace decides
+    baselines = json.dumps(written["obsctl-baselines.prometheusrule.yaml"]["spec"])
+    assert "1234.5" in baselines and "1234.5" not in json.dumps(committed["obsctl-baselines"]["spec"])
 
 
 def test_spec_of_the_deployment_is_valid():

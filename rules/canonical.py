@@ -134,9 +134,8 @@ CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
     "kv_cache_usage_ratio": (KV_CACHE_USAGE, "", "saturation", "ratio", "lower_is_better"),
     "prefix_cache_hit_ratio": (PREFIX_CACHE_HIT, "", "utilization", "ratio", "higher_is_better"),
     "preemptions_per_second": (PREEMPTIONS, "", "saturation", "preemptions/s", "lower_is_better"),
-    # Efficiency and cost per unit of work (rules/cost.py, ratios of sums): primaries that
-    # do not measure demand (category utilization, so the demand-bound rule for
-    # throughput does not apply).
+    # Efficiency and cost per unit of work (rules/cost.py, ratios of sums). Which of them
+    # demand alone moves on an unsaturated class: DEMAND_SCALED below.
     "tokens_per_gpu_busy_second": (TOKENS_PER_GPU_BUSY_SECOND, "", "utilization", "tokens/GPU-s", "higher_is_better"),
     "tokens_per_gpu_allocated_second": (TOKENS_PER_GPU_ALLOCATED_SECOND, "", "utilization", "tokens/GPU-s", "higher_is_better"),
     "samples_per_gpu_allocated_second": (SAMPLES_PER_GPU_ALLOCATED_SECOND, "", "utilization", "samples/GPU-s", "higher_is_better"),
@@ -148,6 +147,31 @@ CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
     # Model FLOPs utilization (rules/training.py): only for a class with an ``mfu:`` block.
     "mfu_ratio": (MFU, "", "utilization", "ratio", "higher_is_better"),
 }
+
+
+#: Catalogue signals whose value demand alone moves on a class that is not saturated
+#: (the demand-bound rule reads it through :func:`obsctl.baselining.designs.demand.follows_demand`).
+#: Each is one of:
+#:
+#: * a count per wall-clock second (tokens, requests, samples, steps, errors, rejections,
+#:   preemptions per second; seconds per step): on a class that serves what arrives, the
+#:   arrival rate;
+#: * a fixed amount over the work that arrived: the hourly price (cost per token, request,
+#:   sample), the allocated accelerators (work per allocated GPU-second, MFU), the power
+#:   an accelerator draws whatever it serves (work per joule);
+#: * a level that concurrency sets (requests running, KV cache in use: arrivals x latency).
+#:
+#: Not in it: latencies and queue waits (a queue that did not build stays empty), work per
+#: *busy* accelerator-second (the busy time follows the work; a larger batch at higher
+#: load still raises it somewhat: a limit docs/verification-designs.md names), the prefix
+#: cache hit ratio.
+DEMAND_SCALED: frozenset[str] = frozenset({
+    "input_tokens_per_second", "output_tokens_per_second", "tokens_per_second", "requests_per_second",
+    "error_requests_per_second", "rejected_requests_per_second", "offered_requests_per_second", "samples_per_second",
+    "steps_per_second", "step_time_seconds", "requests_running", "kv_cache_usage_ratio", "preemptions_per_second",
+    "tokens_per_gpu_allocated_second", "samples_per_gpu_allocated_second", "tokens_per_joule", "usd_per_million_tokens",
+    "usd_per_million_output_tokens", "usd_per_request", "usd_per_sample", "mfu_ratio",
+})
 
 
 def catalogue_query(key: str) -> str:

@@ -7,7 +7,7 @@
 3. The confounds the design cannot remove make the verdict INCONCLUSIVE with their
    reason (which names the better design or signal), whatever the interval said:
    - ``before-after`` on a baseline with a daily or weekly cycle (:mod:`.cycle`);
-   - a throughput primary that is demand-bound (:mod:`.demand`), in every design;
+   - a primary that follows demand and is demand-bound (:mod:`.demand`), in every design;
    - a mix shift that explains most of the change (:mod:`.mix`).
    NO_DATA and REGRESSED-by-guards are decided elsewhere (:func:`obsctl.baselining.verdict.overall_verdict`).
 """

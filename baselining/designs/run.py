@@ -325,7 +325,7 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
     ctx = Context(spec, client, initiative, baseline, window_samples, start_at.timestamp(), end_at.timestamp(), step,
                   confidence or cfg.confidence, wc, lambda periods: period_loads(spec, client, wc, periods, step), loads)
     found = BRANCHES[design](ctx)
-    load = demand.assess(*found.loads, category, initiative.primary_signal)
+    load = demand.assess(*found.loads, category, initiative.primary_signal, _follows_demand(spec, wc, initiative.primary_signal, category))
     out = Outcome(design, treatment=found.treatment)
     notes = list(found.notes)
     cyc, dec = found.cycle, found.mix
@@ -351,6 +351,16 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
     if design == "canary":
         out.context["variant"] = initiative.variant
     return out
+
+
+def _follows_demand(spec: Spec, wc: WorkloadClass, signal: str, category: str) -> bool:
+    """Whether demand alone moves the primary on this class (the demand-bound rule, :mod:`.demand`):
+    never on a training class (no arrivals), else the signal's own property
+    (:func:`.demand.follows_demand`; by category for a signal no longer in the spec)."""
+    if wc.kind == "training":
+        return False
+    sig = next((s for s in spec.signals if s.name == signal), None)
+    return demand.follows_demand(sig) if sig is not None else category in demand.DEMAND_SCALED_CATEGORIES
 
 
 def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.datetime, end_at: dt.datetime, step: float):

@@ -41,6 +41,8 @@ DAY = 86400
 METRIC = "obsctl_synthetic_design_tokens_per_second"
 GAIN = {"cyc-gain": 0.10, "treated": 0.10}
 CANARY_GAIN = 0.15
+PRICE = "obsctl_synthetic_price_usd_per_hour"
+PRICE_USD_PER_HOUR = 12.0
 
 
 def _ar1(rng, n, sd=0.005, phi=0.8):
@@ -94,6 +96,14 @@ class History:
             put("obsctl_synthetic_requests_per_second", lab, req)
             put("obsctl_synthetic_gpu_seconds_per_second", lab, gpu)
             put("obsctl_synthetic_model_tokens_per_second", lab, rate * gpu * np.exp(_ar1(rng, n)))
+        # A fixed price per hour on unsat (cost per token follows its demand), and sat: saturated
+        # throughout (CPU 97 % busy, 6 waiting, 150 req/s offered), +10 % capacity at t_c.
+        put(PRICE, {"job": "designs", "workload": "unsat"}, np.full(n, PRICE_USD_PER_HOUR))
+        put(PRICE, {"job": "designs", "workload": "sat"}, np.full(n, PRICE_USD_PER_HOUR))
+        put(METRIC, {"job": "designs", "workload": "sat"}, 1000.0 * np.where(late, 1.10, 1.0) * np.exp(_ar1(rng, n)))
+        put("workload_class:obsctl_requests_offered:rate5m", {"workload_class": "sat"}, np.full(n, 150.0))
+        put("workload_class:obsctl_requests_waiting:sum", {"workload_class": "sat"}, np.full(n, 6.0))
+        put("process_cpu_seconds_total", {"job": "designs", "workload": "sat"}, np.cumsum(np.full(n, 0.97 * STEP)))
         self.url = ""
 
     def values(self, cls: str, start: float, end: float, track: str | None = None) -> np.ndarray:
@@ -135,7 +145,7 @@ def hist(tmp_path_factory):
 
 @pytest.fixture
 def spec(tmp_path, hist):
-    classes = ["cyc-null", "cyc-gain", "treated", "ctrl", "canary", "unsat", "mixy"]
+    classes = ["cyc-null", "cyc-gain", "treated", "ctrl", "canary", "unsat", "mixy", "sat"]
     data = {
         "version": 1,
         "prometheus": {"url": hist.url, "timeout_seconds": 20},
@@ -146,7 +156,9 @@ def spec(tmp_path, hist):
                     {"name": "tokens_per_gpu_second", "category": "utilization", "unit": "tokens/GPU-s", "direction": "higher_is_better",
                      "query": "sum(obsctl_synthetic_model_tokens_per_second{$selector}) / sum(obsctl_synthetic_gpu_seconds_per_second{$selector})"},
                     {"name": "requests_per_second", "category": "throughput", "unit": "requests/s", "direction": "higher_is_better",
-                     "query": "sum(obsctl_synthetic_requests_per_second{$selector})"}],
+                     "query": "sum(obsctl_synthetic_requests_per_second{$selector})"},
+                    {"name": "usd_per_million_tokens", "category": "cost", "unit": "USD/1M tokens", "direction": "lower_is_better",
+                     "query": f"sum({PRICE}{{$selector}}) / 3600 / sum({METRIC}{{$selector}}) * 1e6"}],
         "verification": {"window": "1h", "step": "15s", "confidence": 0.95, "min_effect_ratio": 0.02},
         "comparison": {"classes": {
             "treated": {"design": "control", "control": "ctrl"},
@@ -283,6 +295,37 @@ def test_demand_rise_on_an_unsaturated_class_is_not_an_improvement(hist, spec):
     assert load["before"]["state"] == "healthy" and load["after"]["state"] == "healthy"
     assert res["verdict"] == "INCONCLUSIVE" and out.exit_code == 11
     assert "demand-bound" in res["reason"] and "judge an efficiency, latency or queue-wait signal" in res["reason"]
+
+
+def _cost_per_million(hist, cls, start, end):
+    return PRICE_USD_PER_HOUR / 3600 / hist.values_extra(METRIC, cls, start, end) * 1e6
+
+
+def test_demand_rise_moves_cost_per_token_and_is_not_an_improvement(hist, spec):
+    # The same +20 % demand on the unsaturated class: a fixed price over 20 % more tokens.
+    i = start(hist, spec, "unsat", signal="usd_per_million_tokens")
+    out, res = verify_json(hist, spec, i["id"])
+    base = _cost_per_million(hist, "unsat", hist.t_c - HOUR, hist.t_c)
+    window = _cost_per_million(hist, "unsat", hist.t_c, hist.end)
+    assert window.mean() / base.mean() - 1 == pytest.approx(1 / 1.2 - 1, abs=0.01)  # -16.7 %, by demand alone
+    assert res["change_ratio"] == pytest.approx(window.mean() / base.mean() - 1, rel=1e-6)
+    assert res["design_context"]["load"]["demand_bound"] is True
+    assert res["verdict"] == "INCONCLUSIVE" and out.exit_code == 11, out.output
+    assert res["reason"].startswith("usd_per_million_tokens is demand-bound: demand moved +20.0 % while the class was not saturated "
+                                    "in the baseline and the window"), res["reason"]
+
+
+def test_cost_per_token_under_saturation_is_decided(hist, spec):
+    i = start(hist, spec, "sat", signal="usd_per_million_tokens")
+    out, res = verify_json(hist, spec, i["id"])
+    base = _cost_per_million(hist, "sat", hist.t_c - HOUR, hist.t_c)
+    window = _cost_per_million(hist, "sat", hist.t_c, hist.end)
+    expected = window.mean() / base.mean() - 1
+    assert expected == pytest.approx(1 / 1.1 - 1, abs=0.01)  # -9.1 %: the capacity rose 10 % at the same price
+    load = res["design_context"]["load"]
+    assert load["before"]["state"] == "saturated" and load["after"]["state"] == "saturated" and load["demand_bound"] is False
+    assert res["change_ratio"] == pytest.approx(expected, rel=1e-6)
+    assert res["verdict"] == "IMPROVED" and out.exit_code == 0, out.output
 
 
 def test_mix_shift_is_decomposed_and_makes_the_verdict_inconclusive(hist, spec):

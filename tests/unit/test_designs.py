@@ -144,7 +144,7 @@ def test_stored_cycle_fit_gives_the_same_check_and_follows_the_margin():
     assert cycle.fit(samples[:480]) is None
 
 
-def test_demand_bound_only_for_unsaturated_throughput():
+def test_demand_bound_only_for_unsaturated_signals_that_follow_demand():
     thr = saturation.Thresholds()
     calm = {"cpu_busy": [0.5] * 10, "cpus_allocated": [1.0] * 10, "waiting": [0.0] * 10}
     busy = {"cpu_busy": [0.97] * 10, "cpus_allocated": [1.0] * 10, "waiting": [6.0] * 10}
@@ -156,7 +156,10 @@ def test_demand_bound_only_for_unsaturated_throughput():
     assert before.state == "healthy" and after.state == "saturated"
     both = demand.assess(after, after, "throughput", "tokens_per_second")
     assert both.demand_bound is False
-    assert demand.assess(before, after, "cost", "usd_per_token").demand_bound is None
+    assert demand.assess(before, after, "quality", "ttft_p95_seconds").demand_bound is None
+    assert demand.assess(before, after, "utilization", "tokens_per_cpu_second").demand_bound is None
+    assert demand.assess(before, after, "cost", "usd_per_token").demand_bound  # a fixed price over the tokens that arrived
+    assert demand.assess(before, after, "throughput", "t", follows_demand=False).demand_bound is None  # a training class
     unknown = demand.period_load("window", None, [None] * 10)
     assert demand.assess(after, unknown, "throughput", "t").demand_bound is None  # saturated, then unknown
     assert demand.assess(before, unknown, "throughput", "t").demand_bound  # unsaturated in one period is enough

@@ -7,6 +7,10 @@ CPU seconds per scrape, the own-time ratio = (collect time - time inside pynvml 
 pynvml calls, and RSS over 10,000 scrapes of 8 GPUs with checkpoints.
 
     python bench/bench_gpu_exporter.py [--scrapes 2000] [--rss-scrapes 10000] [--http-scrapes 1000]
+    python bench/bench_gpu_exporter.py --against HEAD~1 [--http-scrapes 300] [--rounds 3]
+
+``--against REV`` runs only the HTTP comparison: the exporter of git revision REV and of the working tree,
+interleaved, for 8 and 64 GPUs, text and OpenMetrics, values fixed and moving (see :func:`compare`).
 
 "Time inside pynvml calls" is the wall time of each pynvml function call (its Python wrapper,
 ctypes marshalling and the C function); against the stub the C part is near zero, so on a real driver
@@ -163,8 +167,15 @@ def _proc_rss_mib(pid: int) -> float:
                 if line.startswith("VmRSS:"))
 
 
-def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCEPT) -> dict | None:
+def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCEPT, tree: Path | None = None,
+             vary: bool = False) -> dict | None:
     """Scrape the real exporter (obsctl-exporter --gpu.source=nvml) over HTTP; None if it cannot start.
+
+    Args:
+        tree: run the ``obsctl`` package found in this folder instead of the installed one (see
+            :func:`extract_tree`).
+        vary: the stand-in's values move on every read (utilization, memory used, power,
+            temperatures, SM clock, energy), as a busy GPU's do; otherwise they never change.
 
     Returns p50/p99 latency (ms, client side: request sent to body read and gunzipped), the exporter
     process's RSS at checkpoints ``[(scrape number, MiB)]`` and the body size.
@@ -175,11 +186,13 @@ def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCE
     import socket
     import subprocess
 
-    stubnvml.write_scenario(scen, stubnvml.h100_n(n))
+    stubnvml.write_scenario(scen, stubnvml.h100_n(n, vary=vary))
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
         port = sk.getsockname()[1]
     env = {**os.environ, "LD_LIBRARY_PATH": str(so.parent), stubnvml.ENV: str(scen)}
+    if tree is not None:  # found before the editable install's finder, which comes last on sys.meta_path
+        env["PYTHONPATH"] = str(tree)
     cmd = [sys.executable, "-c", "import sys; from obsctl.exporters.main import main; sys.exit(main())",
            f"--web.listen-address=127.0.0.1:{port}", "--gpu.source=nvml", "--log.level=error"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -224,6 +237,56 @@ def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCE
             proc.wait()
 
 
+def extract_tree(rev: str, dest: Path) -> Path:
+    """``git archive`` of ``rev``'s ``obsctl/`` and ``exporters/`` laid out as the installed package.
+
+    Returns the folder to put on ``PYTHONPATH`` (``dest``, holding ``obsctl/`` with ``obsctl/exporters/``).
+    """
+    import io
+    import subprocess
+    import tarfile
+
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "obsctl", "exporters"], check=True,
+                          capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    (dest / "exporters").rename(dest / "obsctl" / "exporters")
+    return dest
+
+
+def compare(so: Path, scen: Path, rev: str, tmp: Path, scrapes: int, rounds: int) -> None:
+    """HTTP p50 of ``rev`` (before) and the working tree (after), interleaved, with after/before ratios.
+
+    For 8 and 64 GPUs, the text format and Prometheus' default Accept (OpenMetrics), with the
+    stand-in's values fixed and moving (busy GPUs). Each round runs before then after, a fresh exporter
+    process each, ``scrapes`` scrapes; the figure is the median over rounds of each run's p50, and the
+    ratio the median of the per-round ratios (the machine's load drifts less within a round).
+    """
+    before = extract_tree(rev, tmp / "before")
+    print(f"HTTP p50, {rev} (before) against the working tree (after), {rounds} rounds of {scrapes} scrapes, "
+          f"keep-alive, gzip; fresh exporter process per run")
+    print(f"{'GPUs':>5} {'format':>12} {'values':>7} {'before ms':>10} {'after ms':>9} {'after/before':>13} "
+          f"{'after p99':>10}")
+    for n in (8, 64):
+        for fmt, accept in (("text", TEXT_ACCEPT), ("OpenMetrics", PROMETHEUS_ACCEPT)):
+            for vary in (False, True):
+                b_p50, a_p50, ratios, a_p99 = [], [], [], []
+                for _ in range(rounds):
+                    b = http_run(so, scen, n, scrapes, accept, tree=before, vary=vary)
+                    a = http_run(so, scen, n, scrapes, accept, vary=vary)
+                    if a is None or b is None:
+                        print(f"  {n} GPUs {fmt}: exporter did not start")
+                        break
+                    b_p50.append(b["p50_ms"])
+                    a_p50.append(a["p50_ms"])
+                    a_p99.append(a["p99_ms"])
+                    ratios.append(a["p50_ms"] / b["p50_ms"])
+                else:
+                    med = statistics.median
+                    print(f"{n:>5} {fmt:>12} {'moving' if vary else 'fixed':>7} {med(b_p50):>10.3f} {med(a_p50):>9.3f} "
+                          f"{med(ratios):>13.2f} {med(a_p99):>10.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scrapes", type=int, default=2000, help="timed scrapes per GPU count")
@@ -232,10 +295,18 @@ def main() -> None:
                     help="scrapes of the real exporter over HTTP for 64 GPUs (0 = skip HTTP)")
     ap.add_argument("--http-rss-scrapes", type=int, default=10000,
                     help="scrapes of the real exporter over HTTP for 8 GPUs (latency and RSS checkpoints)")
+    ap.add_argument("--against", metavar="REV", default=None,
+                    help="only compare HTTP p50 of git revision REV (before) with the working tree (after)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved before/after rounds for --against")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         so = stubnvml.build(Path(tmp) / "lib")
         scen = Path(tmp) / "scenario.txt"
+        if args.against:
+            print(f"python {sys.version.split()[0]}, stand-in NVML {so.name}, reference loop {reference_ms():.1f} ms")
+            compare(so, scen, args.against, Path(tmp), max(args.http_scrapes, 50), args.rounds)
+            print(f"reference loop after the runs {reference_ms():.1f} ms")
+            return
         print(f"python {sys.version.split()[0]}, stand-in NVML {so.name}, {args.scrapes} scrapes per row, "
               f"reference loop {reference_ms():.1f} ms")
         print(f"{'GPUs':>5} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14} {'collect ms':>11} "

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import partial
+from math import copysign
 
 from prometheus_client.core import Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
@@ -57,6 +58,7 @@ class TextRenderer:
         # after a render that did not use it, so per-scrape dicts are not kept alive.
         self._by_id: dict[tuple, tuple] = {}
         self._headers: dict[tuple, str] = {}
+        self._families: dict[tuple, _FamilyText] = {}  # (name, help, type) -> its last rendering
         self._max = max_cached
         #: The OpenMetrics renderer :func:`encoder_for` uses with this one (its own caches).
         self.openmetrics = OpenMetricsRenderer(max_cached)
@@ -93,13 +95,23 @@ class TextRenderer:
         out: list[str] = []
         append = out.append
         prefixes, old, new = self._prefixes, self._by_id, {}
+        old_families, new_families = self._families, {}
         for metric in families:
+            samples = metric.samples
+            fkey = (metric.name, metric.documentation, metric.type)
+            cached = old_families.get(fkey)
+            if cached is not None and cached.matches(samples):
+                append(cached.text)  # every sample as last time: the family's text as last time
+                new.update(cached.entries)
+                new_families[fkey] = cached
+                continue
+            start, entries = len(out), {}
             mtype = metric.type
             mname = metric.name + _NAME_SUFFIX.get(mtype, "")
             append(self._header(mname, metric.documentation, _TYPE_MAP.get(mtype, mtype)))
             om: dict[str, list[str]] = {}
             om_names = {metric.name + s: s for s in _OM_SUFFIXES}
-            for name, labels, value, ts, _exemplar, _native in metric.samples:
+            for name, labels, value, ts, _exemplar, _native in samples:
                 ikey = (name, id(labels))
                 entry = old.get(ikey)
                 if entry is None or entry[0] is not labels:
@@ -109,6 +121,7 @@ class TextRenderer:
                         prefix = self._prefix(key, name, labels)
                     entry = [labels, prefix, None, ""]  # + the last value and its rendered line
                 new[ikey] = entry
+                entries[ikey] = entry
                 last = entry[2]
                 # An unchanged value reuses last scrape's line: the same object, or an equal non-zero
                 # number (equal numbers format alike, except 0.0 and -0.0, hence the zero test).
@@ -129,8 +142,47 @@ class TextRenderer:
             for suffix, lines in sorted(om.items()):
                 append(self._header(metric.name + suffix, metric.documentation, "gauge"))
                 out.extend(lines)
+            text = "".join(out[start:])
+            del out[start:]
+            append(text)
+            new_families[fkey] = _FamilyText(samples, text, entries)
         self._by_id = new
+        self._families = new_families
         return "".join(out).encode("utf-8")
+
+
+class _FamilyText:
+    """One family's last rendering, reused while its samples compare equal (the scrape's hot path).
+
+    ``samples == last`` runs in C (names, label dicts, values, timestamps, exemplars compared with
+    an identity shortcut), a fraction of rendering the family sample by sample; on a real GPU most
+    families (limits, totals, clock reasons, ECC, remapped rows, NVLink) keep their values from
+    scrape to scrape. Equal samples render alike with one exception, a zero whose sign changed
+    (``0.0 == -0.0``, rendered ``0.0`` and ``-0.0``), so the zero values' signs are compared too.
+    The samples are copied (a caller may reuse its list).
+
+    Attributes:
+        text: the family's rendered lines, headers included.
+        entries: the renderer's per-series entries of this family, kept alive while it is reused.
+    """
+
+    __slots__ = ("entries", "samples", "text", "zeros")
+
+    def __init__(self, samples: list, text: str, entries: dict) -> None:
+        self.samples = list(samples)
+        self.zeros = tuple((i, _sign(s[2])) for i, s in enumerate(self.samples) if s[2] == 0)
+        self.text = text
+        self.entries = entries
+
+    def matches(self, samples: list) -> bool:
+        """True when ``samples`` renders exactly as the cached family did."""
+        if samples != self.samples:
+            return False
+        return all(_sign(samples[i][2]) == sign for i, sign in self.zeros)
+
+
+def _sign(value: float) -> float:
+    return copysign(1.0, value)
 
 
 def _go_float(value: float) -> str:
@@ -159,6 +211,7 @@ class OpenMetricsRenderer:
         self._prefixes: dict[tuple, str] = {}  # (escaping, name, *label items) -> prefix
         self._by_id: dict[tuple, list] = {}  # (escaping, name, id(labels)) -> [labels, prefix, value, line]
         self._headers: dict[tuple, str] = {}
+        self._families: dict[tuple, _FamilyText] = {}  # (escaping, name, help, type, unit) -> last rendering
         self._max = max_cached
 
     def _prefix(self, key: tuple, name: str, labels: dict[str, str], escaping: str) -> str:
@@ -203,13 +256,23 @@ class OpenMetricsRenderer:
         out: list[str] = []
         append = out.append
         prefixes, old, new = self._prefixes, self._by_id, {}
+        old_families, new_families = self._families, {}
         for metric in families:
-            if any(s.exemplar or s.native_histogram for s in metric.samples):
+            samples = metric.samples
+            fkey = (escaping, metric.name, metric.documentation, metric.type, metric.unit)
+            cached = old_families.get(fkey)
+            if cached is not None and cached.matches(samples):  # as last time (no exemplars: compared)
+                append(cached.text)
+                new.update(cached.entries)
+                new_families[fkey] = cached
+                continue
+            if any(s.exemplar or s.native_histogram for s in samples):
                 body = _om.generate_latest(_Families([metric]), escaping=escaping, version=version)
                 append(body.decode("utf-8")[: -len("# EOF\n")])
                 continue
+            start, entries, timestamps = len(out), {}, False
             append(self._header(metric, escaping))
-            for name, labels, value, ts, _exemplar, _native in metric.samples:
+            for name, labels, value, ts, _exemplar, _native in samples:
                 ikey = (escaping, name, id(labels))
                 entry = old.get(ikey)
                 if entry is None or entry[0] is not labels:
@@ -219,6 +282,7 @@ class OpenMetricsRenderer:
                         prefix = self._prefix(key, name, labels, escaping)
                     entry = [labels, prefix, _UNSET, ""]  # a None value must not match "no value yet"
                 new[ikey] = entry
+                entries[ikey] = entry
                 last = entry[2]
                 if ts is None and (value is last or (value == last and value != 0)):
                     append(entry[3])
@@ -228,10 +292,17 @@ class OpenMetricsRenderer:
                     entry[2] = value
                     entry[3] = line = f"{entry[1]}{v}\n"
                 else:
+                    timestamps = True
                     line = f"{entry[1]}{v} {ts}\n"
                 append(line)
+            if not timestamps:  # a timestamp is written as given: equal ones (1 and 1.0) can differ
+                text = "".join(out[start:])
+                del out[start:]
+                append(text)
+                new_families[fkey] = _FamilyText(samples, text, entries)
         append("# EOF\n")
         self._by_id = new
+        self._families = new_families
         return "".join(out).encode("utf-8")
 
 

@@ -1,7 +1,10 @@
 """Per-GPU NVML field readers: which pynvml call fills which catalogue series, and the unit conversion.
 
 Each reader takes ``call`` (``call(fn_name, *args)`` runs ``pynvml.<fn_name>(*args)`` and times it;
-``call.each(fn_name, handle, args)`` makes one such call per element of ``args``),
+``call.each(fn_name, handle, args)`` makes one such call per element of ``args``;
+``call.each_uint(c_symbol, handle, args)`` calls the C function directly with one reused ``c_uint``
+out-parameter, for the per-link calls: same errors, a third of the cost; ``call.field_values(handle, ids)``
+is ``nvmlDeviceGetFieldValues`` without pynvml's per-call array type),
 the device handle, the per-GPU cache ``st`` (its ``labels`` are the GPU's label dicts) and ``out``, and
 appends prometheus_client Samples in base units to ``out`` (only once the whole field was read; Samples
 are built with ``tuple.__new__``, not the namedtuple constructor: this is the scrape's hot path).
@@ -161,7 +164,7 @@ class _FieldError(Exception):
 
 def _memory_temperature(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     # Only reachable through field values (NVML_FI_DEV_MEMORY_TEMP); HBM parts only.
-    (v,) = call("nvmlDeviceGetFieldValues", h, [NVML_FI_DEV_MEMORY_TEMP])
+    (v,) = call.field_values(h, (NVML_FI_DEV_MEMORY_TEMP,))
     if v.nvmlReturn != 0:
         raise _FieldError(v.nvmlReturn)
     c = float(v.value.uiVal)
@@ -230,7 +233,7 @@ def _nvlink(call: Call, h: Any, st: FieldCache, out: Out) -> None:
             raise _FieldError(NOT_SUPPORTED)
         out += found
         return
-    states = call.each("nvmlDeviceGetNvLinkState", h, st.nvlinks)  # all read, then published
+    states = call.each_uint("nvmlDeviceGetNvLinkState", h, st.nvlinks)  # all read, then published
     pairs = st.labels.link_samples
     out += [pairs[link][1] if up else pairs[link][0] for link, up in zip(st.nvlinks, states)]
 

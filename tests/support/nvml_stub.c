@@ -12,6 +12,9 @@
  *   name TEXT... | uuid TEXT | bus TEXT     strings of the current device
  *   <field> [v1 v2 ...] [err=N] [delay_ms=N]
  *   event GPU_INDEX XID       an XID critical event queued for nvmlEventSetWait
+ *   vary 1                    values move on every read, as a busy GPU's do (benchmarks): utilization,
+ *                             memory used, power, temperatures and the SM clock alternate by one unit,
+ *                             energy grows by 1000 mJ
  *
  * Fields (values in NVML's own units): util gpu% mem% | mem total used free reserved |
  * mem_v2 (err only) | power mW | power_limit mW | energy mJ | temp C | mem_temp C |
@@ -63,7 +66,7 @@ static int ndev, nphys, phys[MAXDEV];
 static event_t events[MAXEV];
 static int nevents;
 static char driver[80] = "550.54.15";
-static int init_error, initialized;
+static int init_error, initialized, vary;
 static unsigned long long total_calls;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -78,7 +81,7 @@ static int load(void) {
     if (!fp) return -1;
     pthread_mutex_lock(&mu);
     memset(devs, 0, sizeof devs);
-    ndev = nphys = nevents = init_error = 0;
+    ndev = nphys = nevents = init_error = vary = 0;
     strcpy(driver, "550.54.15");
     sdev_t *cur = NULL;
     char line[4096];
@@ -108,6 +111,7 @@ static int load(void) {
         }
         if (!strcmp(key, "driver") && rest) { snprintf(driver, sizeof driver, "%s", rest); continue; }
         if (!strcmp(key, "init_error") && rest) { init_error = atoi(rest); continue; }
+        if (!strcmp(key, "vary") && rest) { vary = atoi(rest); continue; }
         if (!strcmp(key, "event") && rest && nevents < MAXEV) {
             int g = 0; unsigned long long x = 0;
             if (sscanf(rest, "%d %llu", &g, &x) == 2 && g < nphys) {
@@ -148,6 +152,15 @@ static nvmlReturn_t getf(sdev_t *d, int fi, field_t **out) {
     if (f->delay_ms) sleep_ms(f->delay_ms);
     if (!f->set) return E_NOTSUP;
     *out = f;
+    if (vary && !f->err) {  /* "vary 1": the next read answers a moved value */
+        switch (fi) {
+        case F_UTIL: f->v[0] ^= 1; f->v[1] ^= 1; break;
+        case F_MEM: f->v[1] ^= 1ULL << 20; break;
+        case F_POWER: case F_TEMP: case F_MEM_TEMP: case F_CLOCK_SM: f->v[0] ^= 1; break;
+        case F_ENERGY: f->v[0] += 1000; break;
+        default: break;
+        }
+    }
     return f->err;
 }
 #define GET(fi) field_t *f = NULL; nvmlReturn_t rc_ = getf(d, fi, &f); if (rc_) return rc_;

@@ -121,9 +121,9 @@ def h100_8x(driver: str = "550.54.15", extra: str = "") -> str:
     return f"driver {driver}\n" + "".join(h100_gpu(i) for i in range(8)) + extra
 
 
-def h100_n(n: int) -> str:
-    """``n`` H100s (for the benchmark's 64-GPU case)."""
-    return "driver 550.54.15\n" + "".join(h100_gpu(i, bus=i % 256) for i in range(n))
+def h100_n(n: int, vary: bool = False) -> str:
+    """``n`` H100s (for the benchmark's 64-GPU case); ``vary``: values move on every read, as under load."""
+    return "driver 550.54.15\n" + ("vary 1\n" if vary else "") + "".join(h100_gpu(i, bus=i % 256) for i in range(n))
 
 
 A100_UUID = "GPU-a100a100-0000-1111-2222-333344445555"

@@ -286,3 +286,52 @@ def test_text_1_0_0_with_escaping_stays_with_the_library():
     encode, ctype = encoder_for("text/plain;version=1.0.0;escaping=allow-utf-8", TextRenderer())
     assert "escaping=allow-utf-8" in ctype
     assert not hasattr(encode, "func")
+
+
+def _gpu_like_families(values: dict[str, float], labels: list[dict[str, str]]) -> list[Metric]:
+    """Two families over the same label dicts, one value per (family, GPU): what the NVML source builds."""
+    out = []
+    for name, value in values.items():
+        fam = Metric(name, f"{name} help", "gauge")
+        for i, lab in enumerate(labels):
+            fam.add_sample(name, lab, value if i != 1 else -value)
+        out.append(fam)
+    return out
+
+
+@pytest.mark.parametrize("make, library", [(TextRenderer, _library), (OpenMetricsRenderer, lambda f: _library_om(f))])
+def test_unchanged_family_is_reused_and_a_changed_one_rendered(monkeypatch, make, library):
+    """An unchanged family costs no value formatting; a changed one (also a zero changing sign) is rendered."""
+    from obsctl.exporters import exposition
+
+    labels = [{"gpu": str(i)} for i in range(4)]
+    renderer = make()
+    formatted = []
+    real = exposition._go_float
+    monkeypatch.setattr(exposition, "_go_float", lambda v: formatted.append(v) or real(v))
+    renders = [
+        {"a": 1.5, "b": 0.0},
+        {"a": 1.5, "b": 0.0},   # nothing changed: both families reused
+        {"a": 2.5, "b": 0.0},   # only "a" changed
+        {"a": 2.5, "b": -0.0},  # equal values, but the zeros changed sign: "b" rendered again
+        {"a": 2.5, "b": -0.0},
+    ]
+    counts = []
+    for values in renders:
+        formatted.clear()
+        families = _gpu_like_families(values, labels)  # fresh families and Samples, same label dicts
+        assert renderer.render(families) == library(families), values
+        counts.append(len(formatted))
+    # first render: 8 values; reused families format nothing; a changed family formats its changed values
+    assert counts[0] == 8 and counts[1] == 0 and counts[4] == 0
+    assert counts[2] == 4 and counts[3] == 4
+
+
+def test_openmetrics_equal_timestamps_of_other_types_are_not_reused():
+    """OpenMetrics writes a timestamp as given: 5 and 5.0 are equal samples but different text."""
+    labels = {"gpu": "0"}
+    renderer = OpenMetricsRenderer()
+    for ts in (5, 5.0, 5, 5):
+        g = Metric("stamped", "h", "gauge")
+        g.add_sample("stamped", labels, 1.0, ts)
+        assert renderer.render([g]) == _library_om([g]), ts

@@ -177,3 +177,40 @@ def test_healthy_gpus_served_while_reinit_is_not_due(nvml_env):
         assert s.value("obsctl_gpu_up", **_g(2)) == 0
         assert [s.value("obsctl_gpu_up", **_g(i)) for i in (0, 1, 3, 4, 5, 6, 7)] == [1] * 7
         assert s.value("obsctl_gpu_temperature_celsius", **_g(7)) == 52
+
+
+@pytest.mark.parametrize("code,reason", [(15, "gpu_is_lost"), (999, "unknown")])
+def test_nvlink_state_fault_after_the_probe_takes_the_gpu_down(nvml_env, code, reason):
+    """The per-link state reads (C function called directly) raise pynvml's errors like its wrapper."""
+    nvml_env.write(stubnvml.h100_8x())
+    src = nvml_env.source()
+    assert len([x for x in nvml_env.scrape(src).samples("obsctl_gpu_nvlink_link_up") if x.labels["gpu"] == "2"]) == 18
+    nvml_env.write(_with(stubnvml.h100_8x(), 2, f"nvlink 18 262143 err={code}"))  # links probed: now every read fails
+    s = nvml_env.scrape(src)
+    assert s.value("obsctl_gpu_up", **_g(2)) == 0
+    assert src.last_gpu_errors == {"2": reason}
+    assert s.value("obsctl_gpu_nvlink_link_up", **_g(2), link="0") is None
+    assert s.value("obsctl_gpu_nvlink_link_up", **_g(1), link="0") == 1
+
+
+def test_nvlink_link_not_supported_after_the_probe_is_absent(nvml_env):
+    nvml_env.write(stubnvml.h100_8x())
+    src = nvml_env.source()
+    nvml_env.scrape(src)
+    nvml_env.write(_with(stubnvml.h100_8x(), 2, "nvlink 18 262143 err=3"))
+    s = nvml_env.scrape(src)
+    assert s.value("obsctl_gpu_up", **_g(2)) == 1
+    assert s.value("obsctl_gpu_nvlink_link_up", **_g(2), link="0") is None
+    assert s.value("obsctl_gpu_power_watts", **_g(2)) == 614.345
+
+
+def test_stub_vary_moves_values_between_reads(nvml_env):
+    """The benchmark's busy-GPU mode: utilization, power, temperatures, clock and energy move on each read."""
+    nvml_env.write(stubnvml.h100_n(2, vary=True))
+    src = nvml_env.source()
+    a, b = nvml_env.scrape(src), nvml_env.scrape(src)
+    for name in ("obsctl_gpu_utilization_ratio", "obsctl_gpu_power_watts", "obsctl_gpu_temperature_celsius",
+                 "obsctl_gpu_memory_temperature_celsius", "obsctl_gpu_sm_clock_hertz", "obsctl_gpu_memory_used_bytes"):
+        assert a.value(name, **_g(1)) != b.value(name, **_g(1)), name
+    assert b.value("obsctl_gpu_energy_joules_total", **_g(1)) - a.value("obsctl_gpu_energy_joules_total", **_g(1)) == 1.0
+    assert a.value("obsctl_gpu_power_limit_watts", **_g(1)) == b.value("obsctl_gpu_power_limit_watts", **_g(1))

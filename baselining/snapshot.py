@@ -18,7 +18,8 @@ are those points only (stale lookback copies are dropped), with their times, and
 batch means are taken over equal stretches of *time* (holes leave a stretch thinner or
 empty, never shift the others). A baseline whose coverage is below
 ``verification.min_coverage_ratio``, or whose answer Prometheus marked partial, is
-refused (``--allow-partial`` stores a partial one, marked ``partial``).
+refused (``--allow-partial`` stores a partial one, marked ``partial``), and so is one whose
+mean is 0 (every verdict is relative to it).
 
 Overlap: one worker thread (:class:`_Reader`) makes the requests while the calling
 thread judges coverage, summarizes, fits the memory model and stores, so the CPU work of
@@ -37,6 +38,7 @@ is awaited, so none outlives the call.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -119,7 +121,8 @@ def snapshot(
     A pair with fewer samples than ``spec.verification.min_samples`` (no data at all
     included), or whose inputs had no fresh sample or stopped (coverage NO_DATA), is
     reported as ``no_data``; one with coverage below ``verification.min_coverage_ratio``,
-    or a partial answer (without ``allow_partial``), as ``refused``. Neither is stored.
+    a partial answer (without ``allow_partial``), or a mean of 0 (a relative change has no
+    scale), as ``refused``. Neither is stored.
     With ``allow_partial`` a partial answer is stored with ``partial: true`` and its
     warnings; every verdict against it is at most INCONCLUSIVE.
 
@@ -315,8 +318,9 @@ def refusal(m: Measurement, min_samples: int, min_coverage_ratio: float, allow_p
     """Why a measurement cannot be a baseline: ``("no_data" | "refused", reason)``, or ``("", "")``.
 
     ``no_data``: too few finite samples, or coverage NO_DATA (nothing fresh, or the
-    signal stopped); ``refused``: coverage below ``min_coverage_ratio``, or a partial
-    answer without ``allow_partial`` (the same caps ``verify`` puts on a verdict).
+    signal stopped); ``refused``: a mean of 0 (:func:`zero_mean_reason`), coverage below
+    ``min_coverage_ratio``, or a partial answer without ``allow_partial`` (the same caps
+    ``verify`` puts on a verdict).
     """
     cap, why = verdict.coverage_cap(m.coverage, min_coverage_ratio, "baseline")
     if cap == "NO_DATA":
@@ -324,9 +328,26 @@ def refusal(m: Measurement, min_samples: int, min_coverage_ratio: float, allow_p
     reason = m.no_data_reason(min_samples)
     if reason:
         return "no_data", reason
+    reason = zero_mean_reason(m)
+    if reason:
+        return "refused", reason
     if cap == "INCONCLUSIVE":
         return "refused", why
     if m.partial and not allow_partial:
         _, why = verdict.partial_cap(m.warnings, m.partial, "baseline")
         return "refused", f"{why}; use --allow-partial to store it marked partial"
     return "", ""
+
+
+def zero_mean_reason(m: Measurement) -> str:
+    """Why a measurement with a mean of 0 cannot be a baseline (``""`` otherwise).
+
+    Every verdict is a change relative to the baseline's mean (``window / baseline - 1``):
+    against 0 it has no scale, and a stored zero baseline would later read as
+    ``NO_CHANGE +0.0 %``. Both means count: the summary's (``m.stats.mean``, the samples the
+    batch means use) and the mean of every kept sample (what ``verify`` divides by).
+    """
+    if m.stats is None or (m.stats.mean != 0 and math.fsum(v for _, v in m.samples) != 0):
+        return ""
+    return ("the mean over the window is 0: a change relative to it has no scale (every verdict would read +0.0 %); "
+            "snapshot a window in which the signal is not 0, or choose a signal whose level is not 0 at rest")

@@ -113,3 +113,21 @@ def test_instant_query_result_types_and_range_scalar(history):
     assert client.query("vector(3)")[0].value == 3.0
     with pytest.raises(UsageError, match="returned a matrix"):
         client.query("obsctl_synthetic_tokens_per_second[1m]")
+
+
+def test_a_baseline_whose_mean_is_zero_is_refused_and_nothing_is_written(history, loop_spec, tmp_path):
+    # x * 0 is 0 at every instant on a real Prometheus: a baseline every verdict would divide by.
+    import yaml
+
+    spec = yaml.safe_load(loop_spec.read_text())
+    spec["signals"][0]["query"] = "sum(obsctl_synthetic_tokens_per_second{$selector}) * 0"
+    loop_spec.write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = run(snapshot_baseline, ["--spec", loop_spec, "--class", "steady", "--window", "1h", "--end", history.iso(1)])
+    assert result.exit_code == 1
+    refused = [line for line in result.stdout.splitlines() if "REFUSED" in line]
+    assert refused == ["steady/tokens_per_second: REFUSED (the mean over the window is 0: a change relative to it has no scale "
+                       "(every verdict would read +0.0 %); snapshot a window in which the signal is not 0, or choose a signal "
+                       "whose level is not 0 at rest); not stored"]
+    assert "no baseline stored" in result.stderr
+    store = Store(tmp_path / "store")
+    assert store.current_baseline("steady", "tokens_per_second") is None and store.all_baselines() == []

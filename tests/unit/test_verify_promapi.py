@@ -240,11 +240,20 @@ def test_verify_all_nan_window_reason(fake, spec):
 
 
 def test_target_show_non_finite_and_zero_baseline(fake, tmp_path):
-    # 2: a baseline mean of 0 (an error ratio with no errors) has no gap ratio.
+    # 2: a baseline mean of 0 (an error ratio with no errors) has no gap ratio. snapshot-baseline
+    # refuses such a baseline now; one stored before that still shows as n/a.
     spec = write_spec(tmp_path / "o.yaml", fake.url, tmp_path / "store",
                       targets=[{"workload_class": "a", "signal": "tokens", "relative": 0.5, "driver": "d", "deadline": "2027-01-01"}])
     fake.value = lambda t: 0.0
+    refused = snap(spec)
+    assert refused.exit_code == 1 and "a/tokens: REFUSED (the mean over the window is 0" in refused.stdout
+    fake.value = lambda t: 1.0
     assert snap(spec).exit_code == 0
+    store = Store(tmp_path / "store")
+    b = store.current_baseline("a", "tokens")
+    zero = b.stats.model_copy(update={"mean": 0.0, "median": 0.0, "p5": 0.0, "p95": 0.0, "stddev": 0.0,
+                                      "batch_means": [0.0] * len(b.stats.batch_means)})
+    store.save_baseline(b.model_copy(update={"id": b.id + "z", "stats": zero, "samples": [(t, 0.0) for t, _ in b.samples]}))
     r = run(target, ["show", "--spec", spec])
     assert r.exit_code == 0, r.output
     assert "a/tokens: baseline 0 -> target 0 tokens/s (gap +0, gap ratio n/a)" in r.stdout

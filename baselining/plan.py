@@ -6,6 +6,15 @@ needed to detect an effect with ``verification.power`` at ``verification.confide
 over ``verification.planned_looks`` looks, the smallest effect the default window can
 detect, and the window that reaches NO_CHANGE at ``min_effect_ratio``.
 
+**Never shorter than verify accepts.** A query with a range selector (``rate(x[5m])``)
+or a subquery averages its input over that range, so samples closer than the range share
+input: the signal's memory is at least about the range, whatever a fit at a coarser
+history step or on a quiet stretch found. :func:`memory_for` raises the memory to an AR(1)
+whose integrated time is the query's longest range (:func:`range_floor`), and every window
+the plan gives is at least the shortest window with the minimum effective samples under it
+and at least the range itself (:func:`floored`): the plan never promises a window that
+``verify``'s too-short rule would refuse for the same baseline.
+
 An initiative's **planned length** (the end of its cumulative looks) is
 ``max(verification.window, planner window for its --expected-impact)``; it is a pure
 function of the stored baseline and the spec, so it is fixed when the initiative
@@ -14,7 +23,9 @@ starts (``initiative start`` prints it) and every ``verify`` recomputes the same
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 
 from obsctl.baselining.statistics import power as stats_planner
 from obsctl.baselining.statistics.lrv import side_estimate
@@ -24,14 +35,66 @@ from obsctl.errors import UsageError
 from obsctl.records import Baseline, Initiative
 from obsctl.spec import Spec
 
+#: A range selector ``[5m]`` or a subquery's range ``[1h:1m]`` (group 1: the range).
+_RANGE = re.compile(r"\[\s*([0-9][0-9A-Za-z]*)\s*(?::[^\]]*)?\]")
+#: PromQL string literals ("...", '...', `...`): a label value may hold ``[5m]``.
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+
+
+def longest_range_seconds(query: str) -> float:
+    """The longest range selector or subquery range in PromQL ``query`` (s); 0 without one.
+
+    ``sum(rate(a[5m])) / sum(rate(b[1m]))`` -> 300.0; ``max_over_time(x[1h:1m])`` -> 3600.0.
+    Ranges inside string literals do not count; one that is not a Prometheus duration is skipped.
+    """
+    longest = 0.0
+    for match in _RANGE.finditer(_STRING.sub('""', query)):
+        try:
+            longest = max(longest, parse_duration(match.group(1), "range"))
+        except UsageError:
+            continue
+    return longest
+
+
+def range_floor(memory: MemoryModel, range_seconds: float, step_seconds: float) -> MemoryModel:
+    """``memory``, or an AR(1) whose integrated time is ``range_seconds`` when that is longer.
+
+    A moving average of independent increments over ``r`` has an integrated
+    autocorrelation time of ``r``; the AR(1) at ``step_seconds`` with
+    ``phi = (T - 1) / (T + 1)``, ``T = r / step_seconds`` steps, has the same
+    (``(1 + phi) / (1 - phi) = T``). Variance, mean, samples, span, source and dof are kept.
+    """
+    steps = range_seconds / step_seconds
+    if steps <= 1 or memory.tau_seconds >= range_seconds:
+        return memory
+    phi = (steps - 1) / (steps + 1)
+    return MemoryModel(step_seconds, (phi,), (1.0, phi), memory.variance, memory.mean, memory.samples, memory.span_seconds,
+                       memory.source, memory.dof)
+
 
 def memory_for(baseline: Baseline) -> MemoryModel | None:
-    """The baseline's memory model; for baselines stored without one, fitted to its samples (``windows``)."""
+    """The memory the plan assumes for ``baseline``: its stored model (for baselines stored
+    without one, fitted to its samples: ``windows``), at least the memory of the query's
+    longest range (:func:`range_floor`)."""
+    step = baseline.window.step_seconds
     if baseline.memory is not None:
-        return MemoryModel.from_dict(baseline.memory.model_dump())
-    if len(baseline.samples) >= 20:
-        return fit_memory([t for t, _ in baseline.samples], [v for _, v in baseline.samples], baseline.window.step_seconds, source="windows")
-    return None
+        memory = MemoryModel.from_dict(baseline.memory.model_dump())
+    elif len(baseline.samples) >= 20:
+        memory = fit_memory([t for t, _ in baseline.samples], [v for _, v in baseline.samples], step, source="windows")
+    else:
+        return None
+    return range_floor(memory, longest_range_seconds(baseline.query), step)
+
+
+def floored(plan: stats_planner.Plan, baseline: Baseline) -> stats_planner.Plan:
+    """``plan`` with every window at least the shortest one ``verify`` accepts: the window
+    with the minimum effective samples (``plan.min_window_seconds``) and the query's
+    longest range (:func:`longest_range_seconds`); None (not reachable) stays None."""
+    floor = max(plan.min_window_seconds or 0.0, longest_range_seconds(baseline.query))
+    at_least = lambda s: None if s is None else max(s, floor)  # noqa: E731
+    return dataclasses.replace(plan, window_seconds=at_least(plan.window_seconds), min_window_seconds=at_least(plan.min_window_seconds),
+                               no_change_window_seconds=at_least(plan.no_change_window_seconds),
+                               no_change_equal_seconds=at_least(plan.no_change_equal_seconds))
 
 
 def baseline_plan(spec: Spec, baseline: Baseline, effect: float) -> stats_planner.Plan:
@@ -50,8 +113,9 @@ def baseline_plan(spec: Spec, baseline: Baseline, effect: float) -> stats_planne
     if side.mean == 0 or not math.isfinite(side.var_mean):
         raise UsageError(f"baseline {baseline.id}: mean 0 or too short for its memory: a relative effect cannot be planned; re-snapshot it longer")
     cfg = spec.verification
-    return stats_planner.plan(memory, side, step, effect, cfg.confidence, cfg.min_effect_ratio, parse_duration(cfg.window, "verification.window"),
+    plan = stats_planner.plan(memory, side, step, effect, cfg.confidence, cfg.min_effect_ratio, parse_duration(cfg.window, "verification.window"),
                               power=cfg.power, looks=cfg.planned_looks)
+    return floored(plan, baseline)
 
 
 def planned_seconds(spec: Spec, initiative: Initiative, baseline: Baseline | None) -> float:

@@ -59,12 +59,15 @@ def _log_ratio_plan(spec, baseline, control_baseline, effect: float) -> stats_pl
     memory = fit_memory(times, d, step, source="windows")
     if memory is None:
         return None
+    # The query's range smooths both classes alike: at least its memory (planner.range_floor).
+    memory = planner.range_floor(memory, planner.longest_range_seconds(baseline.query), step)
     side = side_estimate(times, d, step, memory, history_scale=False)
     # The planner reads relative variances (sd / mean): on a log series they are absolute, so mean 1.
     side = dataclasses.replace(side, mean=1.0)
     cfg = spec.verification
-    return stats_planner.plan(memory, side, step, effect, cfg.confidence, cfg.min_effect_ratio,
+    plan = stats_planner.plan(memory, side, step, effect, cfg.confidence, cfg.min_effect_ratio,
                               parse_duration(cfg.window, "verification.window"), power=cfg.power, looks=cfg.planned_looks)
+    return planner.floored(plan, baseline)
 
 
 def design_plan(spec, baseline, effect: float, design: str, traffic_share: float = 0.5, control_baseline=None) -> stats_planner.Plan:
@@ -91,5 +94,6 @@ def design_plan(spec, baseline, effect: float, design: str, traffic_share: float
     # The planner reads the window's relative variance from side.sd and the baseline's from var_mean.
     side = dataclasses.replace(side, sd=side.sd * fw**0.5, var_mean=side.var_mean * fb)
     cfg = spec.verification
-    return stats_planner.plan(memory, side, baseline.window.step_seconds, effect, cfg.confidence, cfg.min_effect_ratio,
+    plan = stats_planner.plan(memory, side, baseline.window.step_seconds, effect, cfg.confidence, cfg.min_effect_ratio,
                               parse_duration(cfg.window, "verification.window"), power=cfg.power, looks=cfg.planned_looks)
+    return planner.floored(plan, baseline)

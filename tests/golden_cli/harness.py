@@ -31,7 +31,17 @@ normalised: the temporary folder becomes ``<TMP>``, loopback ports ``<PORT>``, a
 clock times written by a command (baseline ids, ``verified_at``, ...) become
 ``<NOW:case>`` after the case whose command wrote them (each command runs in a second of
 its own, so a time names its case unambiguously and the same id gets the same
-placeholder wherever it reappears).
+placeholder wherever it reappears). Two more things that are not behaviour are normalised:
+
+- day counts from the run to a fixed date of the spec (the target's deadline: ``days_left``
+  in json, ``N day(s) left`` in text) become ``<DAYS:2030-12-31>``, only where the number
+  is what the case's own clock gives (else the number stays and the diff shows it), so the
+  record does not age;
+- floats in ``--output json`` stdout are written with :data:`FLOAT_DIGITS` significant
+  digits, when recording and again when comparing (:func:`diff`): the last digits of a
+  double move with the order of a computation (a reordered sum, another numpy code path)
+  without any change a user can see. Text output, whose digits are the CLI's own
+  formatting, is compared as printed.
 
 Each case runs twice, text then ``--output json``, the text run on a copy of the store
 that is thrown away afterwards: the json run sees exactly the state the previous cases
@@ -46,6 +56,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import json
+import math
 import os
 import random
 import re
@@ -67,6 +78,10 @@ STEP = 60
 DAYS = 4
 START = T0 + 3 * DAY  # the initiatives' start, the change
 SEED = 20251103
+# The target's deadline in the spec: the CLI counts days from now to it.
+DEADLINE = dt.date(2030, 12, 31)
+# Significant digits of the floats compared in --output json.
+FLOAT_DIGITS = 10
 
 TOKENS = "obsctl_golden_tokens_per_second"
 ERRORS = "obsctl_golden_request_error_ratio"
@@ -232,7 +247,7 @@ targets:
     signal: tokens_per_second
     relative: 0.15
     driver: Serve the chat demand of next year on the same GPUs
-    deadline: 2030-12-31
+    deadline: {deadline}
 
 verification:
   window: 6h
@@ -251,7 +266,7 @@ comparison:
 
 def write_spec(path: Path, url: str, store: str = "store", timeout: float = 10, extra_prometheus: str = "",
                extra_signal: str = "", extra_verification: str = "") -> Path:
-    path.write_text(SPEC.format(url=url, timeout=timeout, store=store, tokens=TOKENS, errors=ERRORS,
+    path.write_text(SPEC.format(url=url, timeout=timeout, store=store, tokens=TOKENS, errors=ERRORS, deadline=DEADLINE.isoformat(),
                                 extra_prometheus=extra_prometheus, extra_signal=extra_signal,
                                 extra_verification=extra_verification))
     return path
@@ -441,6 +456,11 @@ _COMPACT = re.compile(r"\d{8}T\d{6}Z?")
 _EPOCH = re.compile(r"(?<![\d.])1[6-9]\d{8}(?:\.\d+)?(?![\d])")
 # How long the client's retries took before it gave up (wall-clock, not a result).
 _RETRY_TIME = re.compile(r"(attempts? in )\d+(?:\.\d+)?s\b")
+# A day count: ``1490 day(s) left`` in text, ``"days_left": 1489.69`` in json.
+_DAYS_TEXT = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?= days?\b| day\(s\))")
+_DAYS_JSON = re.compile(r'("\w*days\w*": )(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)(?![\w.])')
+# JSON lexing: a string (kept whole) or a number.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])')
 
 
 def _when(text: str) -> int | None:
@@ -459,8 +479,37 @@ def _when(text: str) -> int | None:
     return int(parsed.timestamp())
 
 
-def normaliser(fx: Fixture) -> Callable[[str], str]:
+def _days_between(fx: Fixture, case: str | None) -> list[tuple[str, float, float]]:
+    """``(date, low, high)``: the days from ``case``'s run (any instant in it) to each fixed date."""
+    spans = [(first, last + 1) for name, first, last in fx.clocks if name == case]
+    out = []
+    for date in (DEADLINE,):
+        at = int(dt.datetime.combine(date, dt.time(0, 0), tzinfo=dt.UTC).timestamp())
+        for first, end in spans:
+            out.append((date.isoformat(), (at - end) / DAY, (at - first) / DAY))
+    return out
+
+
+def normaliser(fx: Fixture, case: str | None = None) -> Callable[[str], str]:
+    """Text normaliser; ``case``: the case whose output it is (for its day counts)."""
     tmp_forms = sorted({str(fx.tmp), os.path.realpath(fx.tmp)}, key=len, reverse=True)
+    days = _days_between(fx, case)
+
+    def whole_days(match: re.Match) -> str:
+        # A count printed in whole days, either way of the date, rounded any way.
+        value = float(match.group(0))
+        for date, low, high in days:
+            low, high = sorted((abs(low), abs(high))) if low * high > 0 else (0.0, max(abs(low), abs(high)))
+            if math.floor(low) <= value <= math.ceil(high):
+                return f"<DAYS:{date}>"
+        return match.group(0)
+
+    def fractional_days(match: re.Match) -> str:
+        value = float(match.group(2))
+        for date, low, high in days:
+            if low - 1e-6 <= value <= high + 1e-6:
+                return f"{match.group(1)}<DAYS:{date}>"
+        return match.group(0)
 
     def case_at(second: int) -> str | None:
         for name, first, last in fx.clocks:
@@ -480,9 +529,38 @@ def normaliser(fx: Fixture) -> Callable[[str], str]:
         text = _RETRY_TIME.sub(r"\1<SECONDS>s", text)
         text = _ISO.sub(wall, text)
         text = _COMPACT.sub(wall, text)
-        return _EPOCH.sub(wall, text)
+        text = _EPOCH.sub(wall, text)
+        if days:
+            text = _DAYS_JSON.sub(fractional_days, text)
+            text = _DAYS_TEXT.sub(whole_days, text)
+        return text
 
     return normalise
+
+
+def round_floats(text: str, digits: int = FLOAT_DIGITS) -> str:
+    """JSON text with every float written to ``digits`` significant digits (Python's
+    shortest form of the rounded value); strings, integers and layout are kept as they are."""
+
+    def token(match: re.Match) -> str:
+        lexeme = match.group(0)
+        if lexeme.startswith('"') or not any(c in lexeme for c in ".eE"):
+            return lexeme
+        return repr(float(f"{float(lexeme):.{digits}g}"))
+
+    return _JSON_TOKEN.sub(token, text)
+
+
+def _json_output(case: dict) -> bool:
+    argv = case.get("argv") or []
+    return any(a == "--output" and b == "json" for a, b in zip(argv, argv[1:]))
+
+
+def comparable(case: dict) -> dict:
+    """``case`` with the floats of its json stdout rounded (:func:`round_floats`)."""
+    if not _json_output(case) or not isinstance(case.get("stdout"), str):
+        return case
+    return {**case, "stdout": round_floats(case["stdout"])}
 
 
 def _normalise_tree(value, normalise: Callable[[str], str]):
@@ -515,7 +593,7 @@ def record(runner: Runner, keep: Path | None = None) -> dict[str, dict]:
     try:
         fx = setup(tmp)
         raw = run_cases(runner, fx)
-        return _normalise_tree(raw, normaliser(fx))
+        return {name: comparable(_normalise_tree(case, normaliser(fx, name))) for name, case in raw.items()}
     finally:
         if fx is not None and fx.prometheus is not None:
             fx.prometheus.stop()
@@ -546,8 +624,8 @@ def diff(golden: dict[str, dict], current: dict[str, dict]) -> dict[str, str]:
     """``{case: unified diff}`` of every case that differs (added and removed cases too)."""
     out = {}
     for name in sorted(set(golden) | set(current), key=lambda n: (list(golden) + list(current)).index(n)):
-        old = render(golden[name]) if name in golden else []
-        new = render(current[name]) if name in current else []
+        old = render(comparable(golden[name])) if name in golden else []
+        new = render(comparable(current[name])) if name in current else []
         if old != new:
             out[name] = "\n".join(difflib.unified_diff(old, new, f"golden/{name}", f"current/{name}", lineterm=""))
     return out

@@ -79,7 +79,8 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     as NO DATA and not stored. Only real
     samples count (lookback copies of a stopped series do not): each line shows the
     window's coverage, and one below verification.min_coverage_ratio, or a partial
-    answer (Prometheus warnings; see --allow-partial), is REFUSED and not stored.
+    answer (Prometheus warnings; see --allow-partial), is REFUSED and not stored; so
+    is one whose mean is 0 (every verdict is a change relative to it).
     Catalogue signals read obsctl's recorded series; for a window before the rules
     were loaded, --from-raw reads the source's raw series instead.
 
@@ -555,8 +556,9 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     (the initiative's comparison design: its effect, the control's own movement, demand
     and saturation of each period, a cycle or mix found; docs/verification-designs.md),
     coverage lines, the 'statistics:' line. Before-after turns INCONCLUSIVE when the
-    baseline has a daily cycle, a throughput primary was demand-bound (not saturated in
-    either period) or a mix shift explains most of the change.
+    baseline has a daily cycle, a primary that follows demand (throughput, cost per unit
+    of work, ...) was demand-bound (not saturated in either period) or a mix shift
+    explains most of the change.
 
     \b
     Verdict and exit code:

@@ -70,6 +70,18 @@ def guards_line(result: VerificationResult) -> str:
     return "guards: " + ", ".join(parts)
 
 
+def judged_means(result: VerificationResult) -> tuple[float | None, float | None]:
+    """The baseline and window means the verdict was computed with (signal unit), the one
+    pair every output shows (the verdict line, the report's table).
+
+    These are the comparison's own sides (``result.baseline_mean`` / ``window_mean``: every
+    kept sample, or the design's sides, or the period right before the start for an aged
+    baseline), not the stored summaries (``Baseline.stats.mean`` and ``window_stats.mean``
+    drop the oldest ``n mod batches`` samples for the batch means). None where undefined.
+    """
+    return result.baseline_mean, result.window_mean
+
+
 def verdict_line(result: VerificationResult, unit: str) -> str:
     """One readable line, e.g. ``IMPROVED: tokens_per_second +218.4 % (95 % CI +205.1 % .. +231.9 %),
     baseline 2,410 -> window 7,673 tokens/s; alerts fired: none``.
@@ -79,11 +91,12 @@ def verdict_line(result: VerificationResult, unit: str) -> str:
     -10.0 % (95 % CI ..); primary tokens_per_second IMPROVED +30.0 % (..), baseline ..``."""
     alerts = ", ".join(result.alerts_fired) or "none"
     primary = result.primary_verdict
+    means = "baseline {} -> window {}".format(*(format_number(m) for m in judged_means(result)))
     if primary != result.verdict:
         return (
             f"{result.verdict}: {result.reason}; primary {result.signal} {primary} {format_percent(result.change_ratio)} "
             f"({interval_text(result.ci_low, result.ci_high, result.confidence)}), "
-            f"baseline {format_number(result.baseline_mean)} -> window {format_number(result.window_mean)} {unit}; alerts fired: {alerts}"
+            f"{means} {unit}; alerts fired: {alerts}"
         )
     if result.verdict == "NO_DATA":
         return f"NO_DATA: {result.signal}: {result.reason}; alerts fired: {alerts}"
@@ -93,7 +106,7 @@ def verdict_line(result: VerificationResult, unit: str) -> str:
         interval = f"{format_confidence(result.confidence)} CI {format_percent(result.ci_low)} .. {format_percent(result.ci_high)}"
     return (
         f"{result.verdict}: {result.signal} {format_percent(result.change_ratio)} ({interval}), "
-        f"baseline {format_number(result.baseline_mean)} -> window {format_number(result.window_mean)} {unit}; alerts fired: {alerts}"
+        f"{means} {unit}; alerts fired: {alerts}"
     )
 
 

@@ -24,7 +24,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
-from obsctl.baselining.present import describe, guards_line, lever_text, report_lines, statistics_line, verdict_line  # noqa: E402
+from obsctl.baselining.present import (  # noqa: E402
+    describe,
+    guards_line,
+    judged_means,
+    lever_text,
+    report_lines,
+    statistics_line,
+    verdict_line,
+)
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.durations import format_duration
 from obsctl.errors import StoreError  # noqa: E402
@@ -199,7 +207,8 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         row("window (UTC)", _window_text(baseline.window), _window_text(result.window)),
         row("step", f"{baseline.window.step_seconds:g}s", f"{result.window.step_seconds:g}s"),
         row("samples", baseline.stats.sample_count, ws.sample_count if ws else 0),
-        row("mean", format_number(baseline.stats.mean), format_number(ws.mean if ws else None)),
+        # The means the verdict was computed with, as its line above shows them (present.judged_means).
+        row("mean", *(format_number(m) for m in judged_means(result))),
         row("median", format_number(baseline.stats.median), format_number(ws.median if ws else None)),
         row("p5 / p95", f"{format_number(baseline.stats.p5)} / {format_number(baseline.stats.p95)}",
             f"{format_number(ws.p5 if ws else None)} / {format_number(ws.p95 if ws else None)}"),

@@ -2,7 +2,7 @@
 exporter's own scrape.
 
 Names follow NVIDIA DCGM's health vocabulary (XID, double-bit ECC, row remapping, clock
-events (throttle reasons), NVLink down, PCIe replay rate). Counters that only grow over the
+events (throttle reasons), NVLink down, NVLink CRC/replay/recovery error rates, PCIe replay rate). Counters that only grow over the
 GPU's life (the aggregate ECC counts, PCIe replays) alert on their increase in a window;
 XIDs alert on their last-seen time, because an XID series is born with its first event and
 ``increase()`` does not count a series' first sample. The thresholds and windows are the
@@ -38,6 +38,13 @@ PCIE_WINDOW = "10m"
 #: A down NVLink alerts only if a link of its GPU was up within this window, so GPUs whose
 #: links were never connected (a PCIe card without a bridge) stay quiet.
 NVLINK_HISTORY = "1d"
+#: NVLink error rates, from DCGM's hardware limits (dcgm_gpu_hardware_limits.h): CRC errors
+#: matter from 100 a second (DCGM_LIMIT_MAX_LWLINK_CRC_ERROR), replay and recovery errors
+#: from one (DCGM_LIMIT_MAX_LWLINK_ERROR, read here as one a minute); both averaged over
+#: NVLINK_ERROR_WINDOW and written as errors a minute.
+NVLINK_CRC_ERRORS_PER_MINUTE = 100 * 60
+NVLINK_REPLAY_RECOVERY_PER_MINUTE = 1
+NVLINK_ERROR_WINDOW = "10m"
 #: Clock-event reasons (label ``reason`` of obsctl_gpu_clock_event_reason_active, NVML names).
 THERMAL_REASONS = ("sw_thermal_slowdown", "hw_thermal_slowdown")
 HW_SLOWDOWN_REASONS = ("hw_slowdown", "hw_power_brake_slowdown")
@@ -114,11 +121,21 @@ def _link_rules() -> list[dict]:
     nvlink = (f"(obsctl_gpu_nvlink_link_up == 0)\n"
               f"and ignoring(link) (max without(link) (max_over_time(obsctl_gpu_nvlink_link_up[{NVLINK_HISTORY}])) == 1)")
     replays = f"rate(obsctl_gpu_pcie_replays_total[{PCIE_WINDOW}]) * 60 > {PCIE_REPLAYS_PER_MINUTE}"
+    nvlink_errors = "rate(obsctl_gpu_nvlink_errors_total{{error_type=~\"{}\"}}[{}]) * 60 > {}"
+    nvlink_errors = (nvlink_errors.format("crc_flit|crc_data", NVLINK_ERROR_WINDOW, NVLINK_CRC_ERRORS_PER_MINUTE)
+                     + "\nor\n"
+                     + nvlink_errors.format("replay|recovery", NVLINK_ERROR_WINDOW, NVLINK_REPLAY_RECOVERY_PER_MINUTE))
     return [
         _alert("ObsctlGpuNvlinkDown", nvlink, "5m", "warning",
                f"NVLink {{{{ $labels.link }}}} of {_ON} is down",
                f"NVLink link {{{{ $labels.link }}}} of {_GPU} has been inactive for 5 minutes although a link of this GPU "
                f"was up within {NVLINK_HISTORY}: GPU-to-GPU traffic (NCCL collectives) runs on fewer links or over PCIe, or hangs."),
+        _alert("ObsctlGpuNvlinkErrors", nvlink_errors, "5m", "warning",
+               f"NVLink {{{{ $labels.error_type }}}} errors on {_ON}",
+               f"{_GPU} counts {{{{ $value | printf \"%.0f\" }}}} NVLink {{{{ $labels.error_type }}}} errors a minute "
+               f"(over {NVLINK_ERROR_WINDOW}, summed over its links), above DCGM's limit ({NVLINK_CRC_ERRORS_PER_MINUTE} "
+               f"a minute for CRC errors, {NVLINK_REPLAY_RECOVERY_PER_MINUTE} for replay and recovery errors): a link "
+               f"retransmits or retrains, and NCCL traffic over it slows down or stalls."),
         _alert("ObsctlGpuPcieReplays", replays, "5m", "warning",
                f"PCIe replays on {_ON}",
                f"{_GPU} retransmits {{{{ $value | printf \"%.3g\" }}}} PCIe packets a minute (over {PCIE_WINDOW}), more than "

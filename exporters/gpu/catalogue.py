@@ -27,6 +27,8 @@ NVML = "nvml"
 DCGM = "dcgm"
 BOTH: tuple[str, ...] = (NVML, DCGM)
 
+#: NVLink error counter types (label ``error_type`` of obsctl_gpu_nvlink_errors_total), DCGM's names.
+NVLINK_ERROR_TYPES: tuple[str, ...] = ("crc_flit", "crc_data", "replay", "recovery")
 #: Clock-event (throttle) reasons, in NVML bit order; label values of ``obsctl_gpu_clock_event_reason_active``.
 CLOCK_EVENT_REASONS: tuple[str, ...] = (
     "gpu_idle",
@@ -116,6 +118,9 @@ CATALOGUE: tuple[MetricDef, ...] = (
        "PCIe throughput over NVML's ~20 ms sample, KB/s*1024 (off by default: the call blocks).",
        ("direction",), sources=(NVML,)),
     _m("obsctl_gpu_nvlink_link_up", "gauge", "", "1 if this NVLink link is active, else 0.", ("link",)),
+    _m("obsctl_gpu_nvlink_errors_total", "counter", "",
+       "NVLink errors summed over the GPU's links, by error_type: crc_flit, crc_data, replay, recovery "
+       "(NVML field values and DCGM fields NVLINK_<type>_ERROR_COUNT_TOTAL).", ("error_type",)),
     _m("obsctl_gpu_xid_errors_total", "counter", "",
        "XID errors seen by this exporter since it started, per XID code (NVML events; for DCGM, "
        "changes of the last-XID field).", ("xid",)),

@@ -91,6 +91,11 @@ FIELDS: dict[str, FieldMap] = {
     "DCGM_FI_DEV_ROW_REMAP_PENDING": FieldMap("obsctl_gpu_remapped_rows_pending"),
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": FieldMap("obsctl_gpu_remapped_rows_failed"),
     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": FieldMap("obsctl_gpu_pcie_replays_total", counter=True),
+    # NVLink error totals over the GPU's links (the NVML field values the NVML source reads too)
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": FieldMap("obsctl_gpu_nvlink_errors_total", extra=(("error_type", "crc_flit"),), counter=True),
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": FieldMap("obsctl_gpu_nvlink_errors_total", extra=(("error_type", "crc_data"),), counter=True),
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": FieldMap("obsctl_gpu_nvlink_errors_total", extra=(("error_type", "replay"),), counter=True),
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": FieldMap("obsctl_gpu_nvlink_errors_total", extra=(("error_type", "recovery"),), counter=True),
     # the code of the LAST XID error, not a count (see DcgmSource)
     "DCGM_FI_DEV_XID_ERRORS": FieldMap("obsctl_gpu_xid_errors_total", special="xid"),
     # profiling (DCP) fields: already ratios 0-1, per GPU instance under MIG

@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client.samples import Sample
 
-from obsctl.exporters.gpu.catalogue import CLOCK_EVENT_REASONS
+from obsctl.exporters.gpu.catalogue import CLOCK_EVENT_REASONS, NVLINK_ERROR_TYPES
 
 Call = Callable[..., Any]
 Out = list  # the list a reader appends prometheus_client Samples to
@@ -39,6 +39,9 @@ NVML_CLOCK_SM = 1
 NVML_CLOCK_MEM = 2
 NVML_TEMPERATURE_GPU = 0
 NVML_FI_DEV_MEMORY_TEMP = 82
+#: NVLink error totals over all of a GPU's links (nvml.h NVML_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL, the
+#: fields DCGM reads for its DCGM_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL), in NVLINK_ERROR_TYPES order.
+NVML_FI_NVLINK_ERROR_TOTALS = (38, 45, 52, 59)  # CRC_FLIT, CRC_DATA, REPLAY, RECOVERY
 NVML_AGGREGATE_ECC = 1
 NVML_NVLINK_MAX_LINKS = 18  # NVLink links per GPU up to Hopper/Blackwell (pynvml allows 36; probed once)
 NVML_MEMORY_V2 = 0x02000028  # pynvml.nvmlMemory_v2: sizeof(nvmlMemory_v2_t) | 2 << 24
@@ -60,10 +63,12 @@ class GpuLabels:
 
     Attributes:
         base: ``{"gpu", "uuid"}``; reasons, ecc, remap, pcie, links: ``base`` plus the one extra label
-            (``reason``, ``error_type``, ``cause``, ``direction``, ``link``), in reader order.
+            (``reason``, ``error_type``, ``cause``, ``direction``, ``link``), in reader order;
+            nvlink_errors: ``base`` plus ``error_type`` in NVLINK_ERROR_TYPES order.
     """
 
-    __slots__ = ("base", "ecc", "link_samples", "links", "pcie", "reason_samples", "reasons", "remap")
+    __slots__ = ("base", "ecc", "link_samples", "links", "nvlink_errors", "pcie", "reason_samples", "reasons",
+                 "remap")
 
     def __init__(self, base: dict[str, str]) -> None:
         self.base = base
@@ -72,6 +77,7 @@ class GpuLabels:
         self.remap = ({**base, "cause": "correctable"}, {**base, "cause": "uncorrectable"})
         self.pcie = ({**base, "direction": "tx"}, {**base, "direction": "rx"})
         self.links = tuple({**base, "link": str(i)} for i in range(NVML_NVLINK_MAX_LINKS))
+        self.nvlink_errors = tuple({**base, "error_type": t} for t in NVLINK_ERROR_TYPES)
         # 0/1 series: both possible Samples built once (Samples are immutable), picked per scrape.
         self.reason_samples = tuple(_pair("obsctl_gpu_clock_event_reason_active", lab) for lab in self.reasons)
         self.link_samples = tuple(_pair("obsctl_gpu_nvlink_link_up", lab) for lab in self.links)
@@ -97,6 +103,8 @@ class FieldCache:
         nvlinks: link indexes that answered, probed on first use (None = not probed yet).
         memory_v2: whether nvmlDeviceGetMemoryInfo_v2 works (None = not tried yet).
         event_reasons_fn: the clock-event function name that works on this driver.
+        nvlink_errors: indexes into NVML_FI_NVLINK_ERROR_TOTALS of the NVLink error fields still
+            asked for (one that answered NOT_SUPPORTED is dropped until the next init).
     """
 
     unsupported: set[str]
@@ -104,6 +112,7 @@ class FieldCache:
     nvlinks: tuple[int, ...] | None = None
     memory_v2: bool | None = None
     event_reasons_fn: str = "nvmlDeviceGetCurrentClocksEventReasons"
+    nvlink_errors: tuple[int, ...] = tuple(range(len(NVML_FI_NVLINK_ERROR_TOTALS)))
 
 
 def _utilization(call: Call, h: Any, st: FieldCache, out: Out) -> None:
@@ -238,6 +247,35 @@ def _nvlink(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     out += [pairs[link][1] if up else pairs[link][0] for link, up in zip(st.nvlinks, states)]
 
 
+#: The member of nvmlValue_t that holds a field value, by its valueType (nvml.h nvmlValueType_t).
+_VALUE_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+
+def _nvlink_errors(call: Call, h: Any, st: FieldCache, out: Out) -> None:
+    """CRC flit, CRC data, replay and recovery error totals over the GPU's links: one field-values call.
+
+    Each entry answers on its own: NOT_SUPPORTED (no NVLink, or a counter this GPU does not keep)
+    leaves that type absent and it is not asked again until the next init; NO_PERMISSION leaves it
+    absent this scrape; any other code fails the whole field (the source decides: absent, GPU down).
+    """
+    wanted = st.nvlink_errors
+    values = call.field_values(h, tuple(NVML_FI_NVLINK_ERROR_TOTALS[k] for k in wanted))
+    labels, found, keep = st.labels.nvlink_errors, [], []
+    for k, v in zip(wanted, values):
+        code = v.nvmlReturn
+        if code == 0:
+            n = float(getattr(v.value, _VALUE_MEMBER[v.valueType]))
+            found.append(_new(Sample, ("obsctl_gpu_nvlink_errors_total", labels[k], n, None, None, None)))
+        elif code not in (NOT_SUPPORTED, FUNCTION_NOT_FOUND, NO_PERMISSION):
+            raise _FieldError(code)
+        if code not in (NOT_SUPPORTED, FUNCTION_NOT_FOUND):
+            keep.append(k)
+    st.nvlink_errors = tuple(keep)
+    if not keep:
+        raise _FieldError(NOT_SUPPORTED)
+    out += found
+
+
 def _pcie_throughput(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     # Blocks ~20 ms per direction on real drivers: only read when enabled (pcie_throughput=True).
     values = call.each("nvmlDeviceGetPcieThroughput", h, (0, 1))  # NVML_PCIE_UTIL_TX_BYTES, _RX_BYTES
@@ -260,5 +298,6 @@ READERS: tuple[tuple[str, Callable[[Call, Any, FieldCache, Out], None]], ...] = 
     ("remapped_rows", _remapped_rows),
     ("pcie_replays", _pcie_replays),
     ("nvlink", _nvlink),
+    ("nvlink_errors", _nvlink_errors),
 )
 SLOW_READERS = (("pcie_throughput", _pcie_throughput),)

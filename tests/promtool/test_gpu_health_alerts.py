@@ -1,8 +1,8 @@
 """The GPU health and exporter alerts (rules/gpu_health.py) through ``promtool test rules``.
 
 A sick node n1 turns bad at minute 60 (an XID of each kind, a new double-bit ECC error, a
-row remap pending and failed, thermal and power-brake throttling, NVLink links down, PCIe
-replays above DCGM's limit, its exporter unscraped) beside a healthy node n2 and a PCIe node
+row remap pending and failed, thermal and power-brake throttling, NVLink links down, NVLink
+CRC, replay and recovery error rates and PCIe replays above DCGM's limits, its exporter unscraped) beside a healthy node n2 and a PCIe node
 n3 whose NVLink was never connected. Each alert must fire for exactly the sick series at a
 fixed eval_time, not before its ``for``, and a healthy fleet alone fires nothing; the fleet
 dashboard's GPU health row gives known answers over the same series. Expected labels,
@@ -25,6 +25,9 @@ BEFORE, AFTER, LATER = "59m", "80m", "200m"
 BEFORE_S, AFTER_S = 59 * 60, 80 * 60
 JOB = "obsctl-exporter"
 PCIE_PER_STEP = 3  # replays per sample on the sick GPU: 12 a minute, above DCGM's 8
+CRC_PER_STEP = 2400  # NVLink CRC flit errors per sample on the sick GPU: 9600 a minute, above DCGM's 6000
+HEALTHY_CRC_PER_STEP = 300  # 1200 a minute: under the limit
+NVLINK_ERRORS_PER_STEP = 1  # replays (sick GPU) and recoveries (fallen GPU) per sample: 4 a minute, above 1
 XID_SEEN = ONSET  # the sick GPU's XIDs were last seen at the onset
 OLD_XID_SEEN = 10 * 60  # an older XID 48: recent at BEFORE, older than the alert's hour at AFTER
 STAYS = "The alert stays for 60 minutes after the last occurrence."
@@ -69,6 +72,10 @@ def _healthy(g: dict[str, str]) -> list[dict]:
            _series("obsctl_gpu_remapped_rows", {**g, "cause": "correctable"}, _always(2)),
            _series("obsctl_gpu_remapped_rows", {**g, "cause": "uncorrectable"}, _always(0)),
            _series("obsctl_gpu_pcie_replays_total", g, _always("0+1"))]  # 4 a minute, under the limit
+    out += [_series("obsctl_gpu_nvlink_errors_total", {**g, "error_type": "crc_flit"}, _always(f"0+{HEALTHY_CRC_PER_STEP}")),
+            _series("obsctl_gpu_nvlink_errors_total", {**g, "error_type": "crc_data"}, _always(5)),
+            _series("obsctl_gpu_nvlink_errors_total", {**g, "error_type": "replay"}, _always("0+0.05")),  # 0.2 a minute
+            _series("obsctl_gpu_nvlink_errors_total", {**g, "error_type": "recovery"}, _always(1))]
     out += [_series("obsctl_gpu_clock_event_reason_active", {**g, "reason": r}, _always(1 if r == "sw_power_cap" else 0))
             for r in REASONS]
     out += [_series("obsctl_gpu_nvlink_link_up", {**g, "link": link}, _always(1)) for link in ("0", "1")]
@@ -89,6 +96,12 @@ def _sick() -> list[dict]:
            _series("obsctl_gpu_remapped_rows", {**SICK, "cause": "uncorrectable"}, _until_onset(0, 1)),
            _series("obsctl_gpu_pcie_replays_total", SICK, _until_onset(7, f"{7 + PCIE_PER_STEP}+{PCIE_PER_STEP}"))]
     out += [_series("obsctl_gpu_xid_errors_total", {**SICK, "xid": code}, _from_onset(1)) for code in ("79", "13", "45")]
+    out += [_series("obsctl_gpu_nvlink_errors_total", {**SICK, "error_type": "crc_flit"},
+                    _until_onset(50, f"{50 + CRC_PER_STEP}+{CRC_PER_STEP}")),
+            _series("obsctl_gpu_nvlink_errors_total", {**SICK, "error_type": "replay"},
+                    _until_onset(3, f"{3 + NVLINK_ERRORS_PER_STEP}+{NVLINK_ERRORS_PER_STEP}")),
+            _series("obsctl_gpu_nvlink_errors_total", {**FELL, "error_type": "recovery"},
+                    _until_onset(1, f"{1 + NVLINK_ERRORS_PER_STEP}+{NVLINK_ERRORS_PER_STEP}"))]
     turns_on = {"hw_thermal_slowdown", "hw_power_brake_slowdown"}
     out += [_series("obsctl_gpu_clock_event_reason_active", {**SICK, "reason": r},
                     _always(1) if r == "sw_power_cap" else _until_onset(0, 1) if r in turns_on else _always(0)) for r in REASONS]
@@ -146,6 +159,13 @@ def _expected_after() -> dict[str, list[dict]]:
                     f"NVLink link {link} of {_where(g)} has been inactive for 5 minutes although a link of this GPU was up "
                     f"within 1d: GPU-to-GPU traffic (NCCL collectives) runs on fewer links or over PCIe, or hangs.")
              for g, link in ((SICK, "1"), (FELL, "0"), (FELL, "1"))]
+    per_minute = 60 / STEP
+    nvlink_errors = [_alert("ObsctlGpuNvlinkErrors", "warning", {**g, "error_type": t}, f"NVLink {t} errors on {_on(g)}",
+                            f"{_where(g)} counts {n * per_minute:.0f} NVLink {t} errors a minute (over 10m, summed over its "
+                            f"links), above DCGM's limit (6000 a minute for CRC errors, 1 for replay and recovery errors): a "
+                            f"link retransmits or retrains, and NCCL traffic over it slows down or stalls.")
+                     for g, t, n in ((SICK, "crc_flit", CRC_PER_STEP), (SICK, "replay", NVLINK_ERRORS_PER_STEP),
+                                     (FELL, "recovery", NVLINK_ERRORS_PER_STEP))]
     return {
         "ObsctlGpuXidFatalError": [_alert(
             "ObsctlGpuXidFatalError", "critical", {**SICK, "xid": "79"}, f"Fatal XID 79 on {_on(SICK)}",
@@ -170,6 +190,7 @@ def _expected_after() -> dict[str, list[dict]]:
         "ObsctlGpuThermalThrottling": thermal,
         "ObsctlGpuHwSlowdown": brake,
         "ObsctlGpuNvlinkDown": links,
+        "ObsctlGpuNvlinkErrors": nvlink_errors,
         "ObsctlGpuPcieReplays": [_alert(
             "ObsctlGpuPcieReplays", "warning", SICK, f"PCIe replays on {_on(SICK)}",
             f"{_where(SICK)} retransmits {replays_per_minute:.3g} PCIe packets a minute (over 10m), more than the 8 a minute "
@@ -248,9 +269,11 @@ def test_gpu_health_harness_can_fail(tmp_path):
     wrong = _expected_after()
     wrong["ObsctlGpuPcieReplays"][0]["exp_annotations"]["description"] = "12.5 replays"
     wrong["ObsctlGpuNvlinkDown"] = wrong["ObsctlGpuNvlinkDown"][:2]  # the third down link would be missed
+    wrong["ObsctlGpuNvlinkErrors"] = wrong["ObsctlGpuNvlinkErrors"][1:]  # the CRC flit rate would be missed
     result = promtool.test_rules([_suite(tmp_path, [_fleet_test(wrong)])])
     assert result.returncode != 0
-    assert "ObsctlGpuPcieReplays" in result.stdout + result.stderr and "ObsctlGpuNvlinkDown" in result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert "ObsctlGpuPcieReplays" in out and "ObsctlGpuNvlinkDown" in out and "ObsctlGpuNvlinkErrors" in out
 
 
 def _health_row() -> dict[str, str]:

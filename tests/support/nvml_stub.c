@@ -21,7 +21,10 @@
  * clock_sm MHz | clock_mem MHz | reasons bitmask | ecc corrected uncorrected |
  * remap corr unc pending failed | replay n | nvlink nlinks active_mask | mig current pending |
  * mig_max n | gi id | pcie_tx KB/s | pcie_rx KB/s | procs pid gi pid gi ... | events (err) |
- * lost (err only: every call on the device returns it) | attrs slices memMB.
+ * lost (err only: every call on the device returns it) | attrs slices memMB |
+ * nvl_crc_flit n | nvl_crc_data n | nvl_replay n | nvl_recovery n (NVLink error counts summed over the
+ * GPU's links, answered as the field values NVML_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY}_
+ * ERROR_COUNT_TOTAL = 38, 45, 52, 59; unsigned long long).
  * A field never mentioned answers NVML_ERROR_NOT_SUPPORTED (3).
  * Error codes are NVML's (nvml.h / pynvml): 3 not supported, 4 no permission,
  * 9 driver not loaded, 15 GPU is lost, 18 lib/RM version mismatch, 999 unknown.
@@ -39,11 +42,13 @@ enum { OK = 0, E_UNINIT = 1, E_INVALID = 2, E_NOTSUP = 3, E_INSUFF = 7, E_TIMEOU
 
 enum { F_UTIL, F_MEM, F_MEM_V2, F_POWER, F_POWER_LIMIT, F_ENERGY, F_TEMP, F_MEM_TEMP, F_CLOCK_SM,
        F_CLOCK_MEM, F_REASONS, F_ECC, F_REMAP, F_REPLAY, F_NVLINK, F_MIG, F_MIG_MAX, F_GI,
-       F_PCIE_TX, F_PCIE_RX, F_PROCS, F_EVENTS, F_LOST, F_ATTRS, NF };
+       F_PCIE_TX, F_PCIE_RX, F_PROCS, F_EVENTS, F_LOST, F_ATTRS, F_NVL_CRC_FLIT, F_NVL_CRC_DATA,
+       F_NVL_REPLAY, F_NVL_RECOVERY, NF };
 static const char *FIELD_NAMES[NF] = {
     "util", "mem", "mem_v2", "power", "power_limit", "energy", "temp", "mem_temp", "clock_sm",
     "clock_mem", "reasons", "ecc", "remap", "replay", "nvlink", "mig", "mig_max", "gi",
-    "pcie_tx", "pcie_rx", "procs", "events", "lost", "attrs"};
+    "pcie_tx", "pcie_rx", "procs", "events", "lost", "attrs", "nvl_crc_flit", "nvl_crc_data",
+    "nvl_replay", "nvl_recovery"};
 
 #define MAXV 64
 typedef struct { int set, err, delay_ms, nv; unsigned long long v[MAXV]; } field_t;
@@ -335,6 +340,11 @@ nvmlReturn_t nvmlDeviceGetFieldValues(sdev_t *d, int n, fv_t *vals) {
             if (!vals[i].nvmlReturn) { vals[i].valueType = 1; vals[i].value.ull = 0; vals[i].value.ui = (unsigned)f->v[0]; }
         } else if (vals[i].fieldId == 83) { /* NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION */
             vals[i].nvmlReturn = getf(d, F_ENERGY, &f);
+            if (!vals[i].nvmlReturn) { vals[i].valueType = 3; vals[i].value.ull = f->v[0]; }
+        } else if (vals[i].fieldId == 38 || vals[i].fieldId == 45 || vals[i].fieldId == 52 || vals[i].fieldId == 59) {
+            int fi = vals[i].fieldId == 38 ? F_NVL_CRC_FLIT : vals[i].fieldId == 45 ? F_NVL_CRC_DATA
+                   : vals[i].fieldId == 52 ? F_NVL_REPLAY : F_NVL_RECOVERY;
+            vals[i].nvmlReturn = getf(d, fi, &f);
             if (!vals[i].nvmlReturn) { vals[i].valueType = 3; vals[i].value.ull = f->v[0]; }
         } else {
             vals[i].nvmlReturn = E_NOTSUP;

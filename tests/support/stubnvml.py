@@ -90,6 +90,12 @@ def h100_gpu(i: int, bus: int | None = None) -> str:
     bus = H100_BUSES[i % 8] if bus is None else bus
     reasons = {0: 0x1, 1: 0x4 | 0x20}.get(i, 0)
     mask = 0x3FFFF & ~(1 << 5) if i == 7 else 0x3FFFF
+    # NVLink error totals: GPU 6 has a flaky link (CRC flit errors and replays), GPU 5's driver does not
+    # count CRC data errors (NOT_SUPPORTED for that field only).
+    nvlink_errors = (f"nvl_crc_flit {120000 if i == 6 else i}\n"
+                     f"nvl_crc_data {'err=3' if i == 5 else 2 * i}\n"
+                     f"nvl_replay {900 if i == 6 else 0}\n"
+                     f"nvl_recovery {1 if i == 6 else 0}")
     return f"""gpu
 name NVIDIA H100 80GB HBM3
 uuid {h100_uuid(i)}
@@ -108,6 +114,7 @@ ecc {3 * i} {1 if i == 4 else 0}
 remap {2 if i == 4 else 0} {1 if i == 4 else 0} 0 0
 replay {i}
 nvlink 18 {mask}
+{nvlink_errors}
 mig 0 0
 pcie_tx 1500
 pcie_rx 2500
@@ -151,6 +158,10 @@ ecc 0 0
 remap 0 0 0 0
 replay 0
 nvlink 12 4095
+nvl_crc_flit 7
+nvl_crc_data 0
+nvl_replay 3
+nvl_recovery 0
 mig 1 1
 mig_max 7
 procs 100 1 101 1 200 9

@@ -293,3 +293,32 @@ def test_unit_conversion_is_the_exact_decimal(field: str, canonical: str, diviso
         line = next(ln for ln in rendered.splitlines() if ln.startswith(f'{canonical}{{gpu="{i}",'))
         assert line.rsplit(" ", 1)[1] == floatToGoString(expected), line
     assert f'{canonical}{{gpu="57",uuid="GPU-57"}} {"0.57" if divisor == 100 else "0.057"}' in rendered
+
+
+NVLINK_DUMP = """\
+# HELP DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL Total number of NVLink flow-control CRC errors.
+# TYPE DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL counter
+DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu="0",UUID="GPU-nv0",modelName="NVIDIA H100 80GB HBM3",Hostname="n1"} 120000
+DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu="1",UUID="GPU-nv1",modelName="NVIDIA H100 80GB HBM3",Hostname="n1"} 9223372036854775794
+# HELP DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL Total number of NVLink data CRC errors.
+# TYPE DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL counter
+DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL{gpu="0",UUID="GPU-nv0",modelName="NVIDIA H100 80GB HBM3",Hostname="n1"} 4
+# HELP DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL Total number of NVLink retries.
+# TYPE DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL counter
+DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL{gpu="0",UUID="GPU-nv0",modelName="NVIDIA H100 80GB HBM3",Hostname="n1"} 900
+# HELP dcgm_fi_dev_nvlink_recovery_error_count_total Total number of NVLink recovery errors.
+# TYPE dcgm_fi_dev_nvlink_recovery_error_count_total counter
+dcgm_fi_dev_nvlink_recovery_error_count_total{gpu="0",UUID="GPU-nv0",modelName="NVIDIA H100 80GB HBM3",Hostname="n1"} 1
+"""
+
+
+def test_nvlink_error_totals_map_by_field_name() -> None:
+    """The four DCGM NVLink error totals fill obsctl_gpu_nvlink_errors_total{error_type}; a blank is absent."""
+    v = registry_of(NVLINK_DUMP).get_sample_value
+    gpu0, gpu1 = {"gpu": "0", "uuid": "GPU-nv0"}, {"gpu": "1", "uuid": "GPU-nv1"}
+    assert v("obsctl_gpu_nvlink_errors_total", {**gpu0, "error_type": "crc_flit"}) == 120000
+    assert v("obsctl_gpu_nvlink_errors_total", {**gpu0, "error_type": "crc_data"}) == 4
+    assert v("obsctl_gpu_nvlink_errors_total", {**gpu0, "error_type": "replay"}) == 900
+    assert v("obsctl_gpu_nvlink_errors_total", {**gpu0, "error_type": "recovery"}) == 1  # lowercase, _total stripped
+    assert v("obsctl_gpu_nvlink_errors_total", {**gpu1, "error_type": "crc_flit"}) is None  # DCGM_INT64_BLANK + 4
+    assert v("obsctl_gpu_nvlink_errors_total", {**gpu1, "error_type": "replay"}) is None  # not in the response

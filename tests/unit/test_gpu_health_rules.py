@@ -45,6 +45,11 @@ def _label_values(name: str) -> set[str]:
     raise AssertionError(f"no known values for label {name}")
 
 
+def _dcgm_error_types(canonical: str) -> set[str]:
+    """``error_type`` values the DCGM mapping gives series ``canonical``."""
+    return {dict(f.extra)["error_type"] for f in dcgm_fields.FIELDS.values() if f.canonical == canonical}
+
+
 def test_health_series_are_in_the_exporter_catalogue():
     exprs = _health_exprs() + _panel_exprs()
     metrics = {m for e in exprs for m in _METRIC.findall(e)}
@@ -60,7 +65,15 @@ def test_health_series_are_in_the_exporter_catalogue():
 
 def test_nvml_and_dcgm_fill_the_same_ecc_labels():
     labels = nvml_fields.GpuLabels({"gpu": "0", "uuid": "GPU-x"})
-    assert {lab["error_type"] for lab in labels.ecc} == _label_values("error_type") == {"corrected", "uncorrected"}
+    assert {lab["error_type"] for lab in labels.ecc} == _dcgm_error_types("obsctl_gpu_ecc_errors_total") \
+        == {"corrected", "uncorrected"}
+
+
+def test_nvml_and_dcgm_fill_the_same_nvlink_error_labels():
+    labels = nvml_fields.GpuLabels({"gpu": "0", "uuid": "GPU-x"})
+    nvml = {lab["error_type"] for lab in labels.nvlink_errors}
+    assert nvml == _dcgm_error_types("obsctl_gpu_nvlink_errors_total") == {"crc_flit", "crc_data", "replay", "recovery"}
+    assert len(nvml_fields.NVML_FI_NVLINK_ERROR_TOTALS) == len(catalogue.NVLINK_ERROR_TYPES)
 
 
 def test_fatal_and_ignored_xids_are_disjoint_codes():

@@ -179,6 +179,15 @@ def test_healthy_gpus_served_while_reinit_is_not_due(nvml_env):
         assert s.value("obsctl_gpu_temperature_celsius", **_g(7)) == 52
 
 
+def _scrape_after_fault(nvml_env, gpu: int, line: str):
+    """``(source, scrape)``: a healthy 8x H100 scrape (links probed, fields learnt), then one with ``line``."""
+    nvml_env.write(stubnvml.h100_8x())
+    src = nvml_env.source()
+    nvml_env.scrape(src)
+    nvml_env.write(_with(stubnvml.h100_8x(), gpu, line))
+    return src, nvml_env.scrape(src)
+
+
 @pytest.mark.parametrize("code,reason", [(15, "gpu_is_lost"), (999, "unknown")])
 def test_nvlink_state_fault_after_the_probe_takes_the_gpu_down(nvml_env, code, reason):
     """The per-link state reads (C function called directly) raise pynvml's errors like its wrapper."""
@@ -194,11 +203,7 @@ def test_nvlink_state_fault_after_the_probe_takes_the_gpu_down(nvml_env, code, r
 
 
 def test_nvlink_link_not_supported_after_the_probe_is_absent(nvml_env):
-    nvml_env.write(stubnvml.h100_8x())
-    src = nvml_env.source()
-    nvml_env.scrape(src)
-    nvml_env.write(_with(stubnvml.h100_8x(), 2, "nvlink 18 262143 err=3"))
-    s = nvml_env.scrape(src)
+    _, s = _scrape_after_fault(nvml_env, 2, "nvlink 18 262143 err=3")
     assert s.value("obsctl_gpu_up", **_g(2)) == 1
     assert s.value("obsctl_gpu_nvlink_link_up", **_g(2), link="0") is None
     assert s.value("obsctl_gpu_power_watts", **_g(2)) == 614.345
@@ -214,3 +219,17 @@ def test_stub_vary_moves_values_between_reads(nvml_env):
         assert a.value(name, **_g(1)) != b.value(name, **_g(1)), name
     assert b.value("obsctl_gpu_energy_joules_total", **_g(1)) - a.value("obsctl_gpu_energy_joules_total", **_g(1)) == 1.0
     assert a.value("obsctl_gpu_power_limit_watts", **_g(1)) == b.value("obsctl_gpu_power_limit_watts", **_g(1))
+
+
+def test_nvlink_error_entry_no_permission_is_absent_then_back(nvml_env):
+    src, s = _scrape_after_fault(nvml_env, 6, "nvl_replay err=4")
+    assert s.value("obsctl_gpu_nvlink_errors_total", **_g(6), error_type="replay") is None
+    assert s.value("obsctl_gpu_nvlink_errors_total", **_g(6), error_type="crc_flit") == 120000
+    nvml_env.write(stubnvml.h100_8x())
+    assert nvml_env.scrape(src).value("obsctl_gpu_nvlink_errors_total", **_g(6), error_type="replay") == 900
+
+
+def test_nvlink_error_entry_gpu_lost_takes_the_gpu_down(nvml_env):
+    src, s = _scrape_after_fault(nvml_env, 6, "nvl_recovery err=15")
+    assert s.value("obsctl_gpu_up", **_g(6)) == 0 and src.last_gpu_errors == {"6": "gpu_is_lost"}
+    assert s.value("obsctl_gpu_nvlink_errors_total", **_g(5), error_type="crc_flit") == 5

@@ -149,3 +149,30 @@ def test_default_import_path_with_ld_library_path(nvml_env, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["obsctl_gpu_up 1.0", "obsctl_gpu_power_watts 123.456"]
+
+
+def test_nvlink_error_totals(nvml_env):
+    """CRC flit/data, replay and recovery totals per GPU from one field-values call; unsupported types absent."""
+    nvml_env.write(stubnvml.h100_8x())
+    src = nvml_env.source()
+    s = nvml_env.scrape(src)
+    for i in range(8):
+        got = {t: s.value("obsctl_gpu_nvlink_errors_total", **_g(i), error_type=t)
+               for t in ("crc_flit", "crc_data", "replay", "recovery")}
+        expected = {"crc_flit": 120000 if i == 6 else i, "crc_data": None if i == 5 else 2 * i,
+                    "replay": 900 if i == 6 else 0, "recovery": 1 if i == 6 else 0}
+        assert got == expected, i
+    # GPU 5's NOT_SUPPORTED type is not asked again: three entries a scrape against GPU 4's four
+    lib = nvml_env.lib
+    before = [lib.nvmlStub_DeviceCallCount(i) for i in (4, 5)]
+    nvml_env.scrape(src)
+    after = [lib.nvmlStub_DeviceCallCount(i) for i in (4, 5)]
+    assert (after[0] - before[0]) - (after[1] - before[1]) == 1
+
+
+def test_nvlink_error_totals_absent_without_nvlink(nvml_env):
+    nvml_env.write(stubnvml.rtx4090())
+    src = nvml_env.source()
+    for _ in range(2):
+        assert "obsctl_gpu_nvlink_errors_total" not in nvml_env.scrape(src).names()
+    assert "nvlink_errors" in src._gpus[0].fields.unsupported  # one call, then never asked again

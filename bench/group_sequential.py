@@ -1,4 +1,6 @@
-"""Repeated looks: group-sequential boundaries with Lan-DeMets alpha spending.
+"""The reference the anytime-valid looks are measured against: group-sequential
+boundaries with Lan-DeMets alpha spending (bench only; ``verify`` uses the confidence
+sequence of obsctl.baselining.statistics.anytime).
 
 Teams run ``verify`` every hour until it says IMPROVED. Testing each look at the fixed
 level inflates the chance of a false direction (five looks at 5 % give about 14 %,

@@ -503,7 +503,7 @@ def plan(spec_path, workload_class, signal, effect, design, output):
     """How long a verify window must be, from the current baseline's memory and scale.
 
     Prints the window needed to detect EFFECT with verification.power (default 90 %) at
-    verification.confidence over verification.planned_looks looks, the smallest effect
+    verification.confidence (an interval valid at any number of looks), the smallest effect
     the default window can detect, and the window that reaches NO_CHANGE within
     +-min_effect_ratio (against this baseline, and with a baseline as long as the
     window). Method: docs/verification.md. Exit 1 without a current baseline.
@@ -536,8 +536,11 @@ def plan(spec_path, workload_class, signal, effect, design, output):
 @spec_option
 @click.option("--initiative", "initiative_id", default=None, metavar="ID", help="Initiative to verify.")
 @click.option("--class", "workload_class", default=None, metavar="NAME", help="Or: the open initiative of this class.")
-@click.option("--window", default=None, metavar="DURATION", help="The most recent DURATION up to --end instead of the cumulative look window.")
-@click.option("--start", default=None, metavar="RFC3339", help="Window start (default: the initiative's start, the window's end capped at the planned length).")
+@click.option("--window", default=None, metavar="DURATION",
+              help="Window length up to --end; refused where it would start after the initiative's start (a look is cumulative from the start).")
+@click.option("--start", default=None, metavar="RFC3339",
+              help="Window start: the initiative's start (the default; the end is then capped at the planned length), "
+                   "or before it with --allow-before-start.")
 @click.option("--end", default="now", show_default=True, metavar="RFC3339|now", help="Window end (aligned down to the step).")
 @click.option("--no-guards", is_flag=True, help="Judge the primary signal only (skip the class's other signals).")
 @click.option("--allow-before-start", is_flag=True,
@@ -547,9 +550,12 @@ def plan(spec_path, workload_class, signal, effect, design, output):
 def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output):
     """Compare an initiative's window with its baseline on its primary signal and guards.
 
-    Default window: cumulative from the initiative's start up to its planned length;
-    every saved verify is a look, and the error is spent over the looks (the look
-    number and its boundary are on the 'statistics:' line; docs/verification.md).
+    Default window: cumulative from the initiative's start up to its planned length.
+    Every verify is a look at the change, logged in the store before its verdict is
+    shown; the interval is a confidence sequence, so the error holds however often and
+    whenever you look (the look number and its boundary are on the 'statistics:' line;
+    docs/verification.md). A window that starts after the initiative's start is not a
+    look and is refused.
     Guards (verification.guards, default quality and cost) are non-inferiority tests;
     a REGRESSED guard makes the verdict REGRESSED, an undecided quality guard keeps it
     at most INCONCLUSIVE. Output: the verdict line, a 'guards:' line, the 'design:' lines
@@ -569,9 +575,10 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
       INCONCLUSIVE 11   also: window too short for the signal's memory (the reason says how long)
       NO_DATA      13   no usable samples in the window, or the signal stopped (never a pass)
     Errors: 1 store refused, 2 bad spec or flag, 3 Prometheus unreachable.
-    If the verdict cannot be stored (read-only store...), it is still printed, the store
-    error follows on stderr and the exit code is 1 (not the verdict's: nothing was
-    recorded, so promote would refuse it).
+    If the look cannot be logged (read-only store...), no verdict is printed: the store
+    error goes to stderr and the exit code is 1. If the look is logged but the result
+    cannot be stored on the initiative, the verdict is printed, the error follows and
+    the exit code is 1 (promote would refuse the unrecorded verdict).
     """
     _prefetch_statistics()
     from obsctl.baselining.present import guards_line, statistics_line, verdict_line, verification_lines

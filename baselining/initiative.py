@@ -13,6 +13,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+from obsctl.baselining import looks
 from obsctl.baselining.store import Store
 from obsctl.errors import StoreError, UsageError
 from obsctl.records import MAX_LEVER_DESCRIPTION, Initiative
@@ -81,7 +82,8 @@ def start_initiative(
             a description with another lever, an owner the spec would refuse, or a due
             date before the start.
         StoreError: no current baseline for the class x signal (a ``canary`` needs none),
-            the class already has an active initiative, the class is the control of
+            the class already has an active initiative, the start would judge data of
+            the class x signal already looked at on another change (:func:`.looks.check_start`), the class is the control of
             another active initiative, or the chosen control class has one of its own.
         UsageError: a design that cannot run (control without a control class, canary
             without a variant, seasonal on a baseline shorter than one cycle).
@@ -152,6 +154,7 @@ def start_initiative(
         initiative = initiative.model_copy(update={"planned_window_seconds": planned_seconds(spec, initiative, baseline)})
     with store.locked():
         check_ledger(store, workload_class, choice)  # under the lock, as the one-per-class check
+        looks.check_start(store, workload_class, signal, started)  # no fresh error budget on data already looked at
         return store.add_initiative(initiative)
 
 

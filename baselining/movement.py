@@ -45,9 +45,9 @@ Bonferroni's inequality (Dunn, "Multiple comparisons among means", JASA 56(293),
 ``alpha / reviews`` keeps the chance that *any* review flags an unmoved signal at most
 ``alpha`` whatever the dependence between the reviews (they share the baseline's side), and
 :data:`MODEL_MARGIN` holds two thirds of it back for the error of the estimated memory and
-scale at these far tails. The group-sequential spending of :mod:`.statistics.sequential`
-does not apply: its information fractions describe a *cumulative* window growing from one
-start, while each review's window is a new, disjoint period against a fixed baseline.
+scale at these far tails. The anytime boundary of :mod:`.statistics.anytime` does not
+apply: it covers *cumulative* windows growing from one start, while each review's window
+is a new, disjoint period against a fixed baseline.
 Calibration (false drift over all the reviews of a baseline's life, detection of a +-10 %
 step): ``bench/bench_drift.py``, table in docs/practice.md.
 """

@@ -3,7 +3,7 @@
 From a class x signal's current baseline (its memory model and scale,
 docs/verification.md) :func:`obsctl.baselining.statistics.power.plan` gives the window
 needed to detect an effect with ``verification.power`` at ``verification.confidence``
-over ``verification.planned_looks`` looks, the smallest effect the default window can
+(on the confidence sequence: valid at any number of looks), the smallest effect the default window can
 detect, and the window that reaches NO_CHANGE at ``min_effect_ratio``.
 
 **Never shorter than verify accepts.** A query with a range selector (``rate(x[5m])``)
@@ -114,7 +114,7 @@ def baseline_plan(spec: Spec, baseline: Baseline, effect: float) -> stats_planne
         raise UsageError(f"baseline {baseline.id}: mean 0 or too short for its memory: a relative effect cannot be planned; re-snapshot it longer")
     cfg = spec.verification
     plan = stats_planner.plan(memory, side, step, effect, cfg.confidence, cfg.min_effect_ratio, parse_duration(cfg.window, "verification.window"),
-                              power=cfg.power, looks=cfg.planned_looks)
+                              power=cfg.power)
     return floored(plan, baseline)
 
 

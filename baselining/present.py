@@ -201,7 +201,8 @@ def plan_lines(plan: stats_planner.Plan, label: str) -> list[str]:
     src = "from the windows only: a lower bound" if plan.memory_source == "windows" else "from history"
     lines = [f"{label}: memory {dur(plan.tau_seconds)} ({src}); a window can decide from {dur(plan.min_window_seconds) if plan.min_window_seconds else 'n/a'}"]
     if plan.window_seconds:
-        lines.append(f"detect {plan.effect:+.1%} with {plan.power:.0%} power at {plan.confidence:.0%} confidence over {plan.looks} look(s): "
+        lines.append(f"detect {plan.effect:+.1%} with {plan.power:.0%} power at {plan.confidence:.0%} confidence "
+                     f"(any number of looks, boundary z = {plan.boundary_z:.2f}): "
                      f"window {dur(plan.window_seconds)}")
     else:
         lines.append(f"detect {plan.effect:+.1%}: not reachable within {dur(stats_planner.MAX_PLAN_SECONDS)} against this baseline (re-snapshot a longer one)")
@@ -218,7 +219,7 @@ def guard_regressions(guards: list[GuardResult], confidence: float) -> str:
     def one(g: GuardResult) -> str:
         change = format_percent(g.change_ratio) if g.change_ratio is not None else \
             f"from {format_number(g.baseline_mean)} to {format_number(g.window_mean)}"
-        level = g.assessment.interval_confidence if g.assessment and g.assessment.interval_confidence else confidence
-        return f"{g.category} guard {g.signal} regressed {change} ({interval_text(g.ci_low, g.ci_high, level, g.exact)})"
+        # The level the guarantee holds at over all looks (the per-look level is in the assessment).
+        return f"{g.category} guard {g.signal} regressed {change} ({interval_text(g.ci_low, g.ci_high, confidence, g.exact)})"
 
     return "; ".join(one(g) for g in guards if g.verdict == "REGRESSED")

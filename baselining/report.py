@@ -24,6 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
+from obsctl.baselining import looks  # noqa: E402
 from obsctl.baselining.present import (  # noqa: E402
     describe,
     guards_line,
@@ -38,7 +39,7 @@ from obsctl.durations import format_duration
 from obsctl.errors import StoreError  # noqa: E402
 from obsctl.escape import markdown_text  # noqa: E402
 from obsctl.formatting import format_confidence, format_number, format_percent  # noqa: E402
-from obsctl.records import Baseline, Initiative, Population, VerificationResult  # noqa: E402
+from obsctl.records import Baseline, Initiative, Look, Population, VerificationResult  # noqa: E402
 from obsctl.timeutil import rfc3339  # noqa: E402
 
 
@@ -59,7 +60,8 @@ def write_report(store: Store, initiative_id: str, out_dir: Path) -> tuple[Path,
         if path.resolve().parent != out_dir.resolve():
             raise StoreError(f"initiative id {initiative.id!r} would write outside {out_dir}; the record is damaged")
     atomic_write_bytes(png_path, render_figure(baseline, result))
-    atomic_write_text(md_path, render_markdown(initiative, baseline, result, png_path.name))
+    seq = looks.sequence(store.looks(initiative.workload_class, initiative.primary_signal), initiative.started_at)
+    atomic_write_text(md_path, render_markdown(initiative, baseline, result, png_path.name, seq))
     return md_path, png_path
 
 
@@ -142,9 +144,24 @@ def _statistics_lines(result: VerificationResult) -> list[str]:
         return []
     lines = ["## Statistics", "", f"- Method: {a.method}", f"- {markdown_text(statistics_line(result).removeprefix('statistics: '))}"]
     if a.look is not None:
-        lines.append(f"- Look {a.look} of the initiative (saved verifies count); boundary z = "
-                     f"{a.boundary_z:.3f}" if a.boundary_z is not None else f"- Look {a.look}: no boundary left")
+        lines.append(f"- Look {a.look} on the change's confidence sequence (every verify is a look; the interval holds at all of them at once); "
+                     f"boundary z = {a.boundary_z:.3f}" if a.boundary_z is not None else f"- Look {a.look}: no boundary (the window could not decide)")
     lines += [f"- Note: {markdown_text(n)}" for n in a.notes]
+    return [*lines, ""]
+
+
+def _look_lines(sequence: list[Look]) -> list[str]:
+    """The "Looks" section: the primary signal's look log for this change, oldest first."""
+    if not sequence:
+        return []
+    lines = ["## Looks", "",
+             f"Every verify of this change is logged before its verdict is shown ({len(sequence)} look(s) since "
+             f"{rfc3339(sequence[0].sequence_start)}, at {format_confidence(sequence[0].confidence)} over all of them).", "",
+             "| look | when (UTC) | window end | initiative | verdict | change | interval |", "|---|---|---|---|---|---|---|"]
+    for look in sequence:
+        ci = f"{format_percent(look.ci_low)} .. {format_percent(look.ci_high)}" if look.ci_low is not None and look.ci_high is not None else "undefined"
+        lines.append(f"| {look.number} | {rfc3339(look.looked_at)} | {rfc3339(look.window_end)} | `{look.initiative}` | {look.verdict} "
+                     f"| {format_percent(look.change_ratio)} | {ci} |")
     return [*lines, ""]
 
 
@@ -172,8 +189,10 @@ def _code_block(text: str, language: str) -> list[str]:
     return [fence + language, text, fence]
 
 
-def render_markdown(initiative: Initiative, baseline: Baseline, result: VerificationResult, figure_name: str) -> str:
-    """The Markdown report text (figure referenced by relative file name)."""
+def render_markdown(initiative: Initiative, baseline: Baseline, result: VerificationResult, figure_name: str,
+                    sequence: list[Look] = ()) -> str:
+    """The Markdown report text (figure referenced by relative file name); ``sequence``: the
+    primary signal's look log for the change (:mod:`obsctl.baselining.looks`)."""
     ws = result.window_stats
     expected = format_percent(initiative.expected_impact_ratio) if initiative.expected_impact_ratio is not None else "not given"
     ci = (f"{format_percent(result.ci_low)} .. {format_percent(result.ci_high)}" if result.ci_low is not None and result.ci_high is not None else "undefined")
@@ -199,6 +218,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         "",
         *_guard_table(result),
         *_statistics_lines(result),
+        *_look_lines(sequence),
         *report_lines(result),
         *_coverage_lines(baseline, result),
         "| | baseline | verification window |",

@@ -5,6 +5,7 @@ Layout (``STORE`` is ``spec.store_path()``)::
     STORE/current.yaml                                   which baseline is current, per class and signal
     STORE/baselines/<class>/<signal>/<baseline id>.yaml  every baseline ever taken (the history)
     STORE/initiatives/<initiative id>.yaml               the initiative ledger, verifications included
+    STORE/looks/<class>/<signal>.jsonl                   the append-only look log: one JSON line per look at a change
     STORE/initiatives.index.json                         class, status, start of every initiative (a cache)
     STORE/.lock                                          filelock guarding writers
 
@@ -44,7 +45,7 @@ from obsctl.atomicio import atomic_write_bytes, atomic_write_yaml
 from obsctl.baselining import sidecar
 from obsctl.errors import ObsctlError, StoreError
 from obsctl.names import is_record_id
-from obsctl.records import SCHEMA_VERSION, Baseline, Initiative
+from obsctl.records import SCHEMA_VERSION, Baseline, Initiative, Look
 
 #: Largest store file read (a record's YAML; bulk samples live in sidecars). A month of
 #: metadata is a few kB; this bounds what a damaged or planted file can make a reader hold.
@@ -392,6 +393,68 @@ class Store:
             if old_side is not None and (side is None or side.name != old_side):
                 (path.parent / old_side).unlink(missing_ok=True)
             self._refresh_initiative_index()
+
+
+    # --- the look log --------------------------------------------------------------------
+
+    def looks_file(self, workload_class: str, signal: str) -> Path:
+        """``STORE/looks/<class>/<signal>.jsonl``."""
+        return self.path / "looks" / _safe(workload_class, "workload class") / f"{_safe(signal, 'signal')}.jsonl"
+
+    def looks(self, workload_class: str, signal: str) -> list[Look]:
+        """Every look logged at ``workload_class``/``signal``, oldest first (``[]``: none yet).
+
+        Raises:
+            StoreError: the log is unreadable, or a line is not a look (naming file and line).
+        """
+        path = self.looks_file(workload_class, signal)
+        self._directory(path.parent)
+        if not path.exists():
+            return []
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"{path}: cannot read the look log: {getattr(exc, 'strerror', None) or exc}") from None
+        out = []
+        for number, line in enumerate(text.splitlines(), 1):
+            try:
+                data = json.loads(line)
+                version = data.get("schema_version") if isinstance(data, dict) else None
+                if version != SCHEMA_VERSION:
+                    raise StoreError(f"{path}:{number}: a look of schema version {version!r}; this obsctl reads version {SCHEMA_VERSION}")
+                out.append(Look.model_validate(data))
+            except (ValueError, ValidationError) as exc:
+                raise StoreError(f"{path}:{number}: corrupt look log line ({_first_error(exc)}); restore the file from history") from None
+        return out
+
+    def append_looks(self, looks: list[Look]) -> None:
+        """Append ``looks`` to their logs, all or none of each file (under the store lock).
+
+        Each log is rewritten atomically with its old lines first, so a failed write
+        leaves it as it was and no half line is ever stored.
+
+        Raises:
+            StoreError: the store is locked, read-only or full (naming the path).
+        """
+        with self.locked():
+            for key in dict.fromkeys((look.workload_class, look.signal) for look in looks):
+                path = self.looks_file(*key)
+                new = "".join(look.model_dump_json() + "\n" for look in looks if (look.workload_class, look.signal) == key)
+                try:
+                    old = path.read_bytes() if path.exists() else b""
+                    if old and not old.endswith(b"\n"):
+                        raise StoreError(f"{path}: the look log's last line is incomplete; restore the file from history")
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write_bytes(path, old + new.encode("utf-8"))
+                except OSError as exc:
+                    raise StoreError(f"{path}: cannot write the look log: {exc.strerror or exc}") from None
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in first['loc']) or '(top level)'}: {first['msg']}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _safe(part: str, what: str) -> str:

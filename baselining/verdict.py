@@ -5,7 +5,7 @@ One pipeline from a measurement to the overall verdict, and the only one:
 1. **measure**: the window of the primary (and of each guard) with its baseline's PromQL
    (:mod:`obsctl.baselining.measure`), the baseline's side stored at initiative start;
 2. **estimate and decide**: the two sides under the baseline's memory model, the look's
-   boundary and Fieller's interval (:func:`obsctl.baselining.statistics.comparison.judge`),
+   boundary on the change's confidence sequence (:mod:`obsctl.baselining.looks`) and Fieller's interval (:func:`obsctl.baselining.statistics.comparison.judge`),
    decided by the one rule (:func:`obsctl.baselining.statistics.comparison.decide`);
 3. **caps**: coverage, partial answers and a partial baseline cap the verdict
    (:func:`caps_for`, :func:`apply_caps`): NO_DATA replaces it, INCONCLUSIVE tempers it;
@@ -70,20 +70,6 @@ def memory_of(baseline: Baseline) -> MemoryModel | None:
     return MemoryModel.from_dict(baseline.memory.model_dump()) if baseline.memory is not None else None
 
 
-def look_context(spec: Spec, initiative: Initiative, guard: str | None = None, planned: float | None = None) -> comparison.LookContext:
-    """This verify's place among the initiative's saved looks (docs/verification.md, Repeated looks).
-
-    The look number is one more than the saved verifications; the earlier looks'
-    information fractions (of the primary, or of guard ``guard``) fix the boundary."""
-    fractions = []
-    for v in initiative.verifications:
-        a = v.assessment if guard is None else next((g.assessment for g in v.guards if g.signal == guard), None)
-        if a is not None and a.information_fraction is not None:
-            fractions.append(a.information_fraction)
-    default = parse_duration(spec.verification.window, "verification.window")
-    return comparison.LookContext(len(initiative.verifications) + 1, tuple(fractions), planned or default)
-
-
 def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext | None, guard_tolerance: float | None = None,
                  guard_alpha: float | None = None, side: BaselineSide | None = None):
     """``(verdict, reason, estimate or None, judgement or None)`` of a measurement against its baseline.
@@ -100,9 +86,10 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext
     step = m.window.step_seconds
     base = comparison.BaselineSide(Side(**side.model_dump(exclude={"baseline_id", "step_seconds", "constant"})), side.constant,
                                  side.step_seconds) if usable else columns(baseline.samples)
-    j = comparison.judge(base, columns(m.samples), step, memory, cfg.confidence, baseline.direction,
+    level = look.confidence if look is not None and look.confidence else cfg.confidence
+    j = comparison.judge(base, columns(m.samples), step, memory, level, baseline.direction,
                        cfg.min_effect_ratio, look, guard_tolerance, guard_alpha)
-    est = Estimate(j.change, j.low, j.high, j.confidence or cfg.confidence, j.dof, j.exact,
+    est = Estimate(j.change, j.low, j.high, j.confidence or level, j.dof, j.exact,
                    j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
                    j.window_mean if j.window_mean is not None else m.stats.mean, j.reason)
     return j.verdict, j.reason, est, j
@@ -134,7 +121,8 @@ def judge_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_
                 on_change=baseline.signal in cfg.fresh_on_change)
     sig = next((s for s in spec.signals if s.name == baseline.signal), None)
     tolerance = sig.tolerance_ratio if sig is not None else 0.10
-    verdict, reason, est, j = judge_signal(spec, baseline, m, look, guard_tolerance=tolerance, guard_alpha=2 * (1 - cfg.confidence) / max(guards, 1),
+    level = look.confidence if look is not None and look.confidence else cfg.confidence
+    verdict, reason, est, j = judge_signal(spec, baseline, m, look, guard_tolerance=tolerance, guard_alpha=2 * (1 - level) / max(guards, 1),
                                            side=side)
     reason = _window_reason(m, cfg.min_samples, verdict, reason)
     # Coverage, partial answers and a partial baseline cap the verdict (measure.coverage).
@@ -308,11 +296,12 @@ def before_start(spec: Spec, client: PrometheusClient, initiative: Initiative, b
 
 
 def judge_primary(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline, m: Measurement,
-                  start_at: dt.datetime, end_at: dt.datetime, step: float, planned: float, side: BaselineSide | None,
+                  start_at: dt.datetime, end_at: dt.datetime, step: float, look: comparison.LookContext, side: BaselineSide | None,
                   loads: Callable[[], list] | None = None, aged: tuple[Verdict | None, str] = (None, ""), note: str = "") -> PrimaryVerdict:
     """Steps 2-4 for the primary signal: its window ``m`` against ``baseline``, capped, then the design.
 
     Args:
+        look: the look's place on the change's sequence (:func:`obsctl.baselining.looks.context`).
         side: the baseline's side stored at initiative start (None: from the samples).
         loads: the design's load context already asked for (None: read here).
         aged, note: the cap and the note of :func:`before_start` when the baseline aged.
@@ -321,7 +310,7 @@ def judge_primary(spec: Spec, client: PrometheusClient, initiative: Initiative, 
         PrometheusUnavailable, UsageError: as :func:`obsctl.baselining.designs.run.primary`.
     """
     cfg = spec.verification
-    verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look_context(spec, initiative, planned=planned), side=side)
+    verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look, side=side)
     reason = _window_reason(m, cfg.min_samples, verdict, reason)
     caps = caps_for(m, baseline, cfg.min_coverage_ratio) + ([aged] if aged[0] else [])
     verdict, reason = apply_caps(verdict, reason, caps)

@@ -5,8 +5,9 @@ baseline's PromQL (so both sides are the same expression) and judged against the
 baseline's samples by :func:`obsctl.baselining.statistics.comparison.judge`
 (docs/verification.md): the baseline's memory model (estimated at snapshot time from
 the days before it), the long-run variance of each side's mean, Fieller's interval of
-the relative change at the look's repeated-confidence level (Lan-DeMets alpha spending
-over the saved looks, up to the planned window), then superiority / equivalence rules.
+the relative change at the level of the one boundary that holds for every cumulative
+look at the change (:mod:`obsctl.baselining.statistics.anytime`; each look is logged,
+:mod:`obsctl.baselining.looks`), then superiority / equivalence rules.
 The regression alerts of the class that fired in the window are read from Prometheus'
 ``ALERTS`` series. The result is appended to the initiative (status ``verified``).
 
@@ -30,7 +31,7 @@ from __future__ import annotations
 import datetime as dt
 from concurrent.futures import Future
 
-from obsctl.baselining import verdict
+from obsctl.baselining import looks, verdict
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.guards import guard_ids
 from obsctl.baselining.measure.window import measure
@@ -75,16 +76,19 @@ def verification_window(
 ) -> tuple[dt.datetime, dt.datetime]:
     """``(start, end)`` of the verification window.
 
-    ``end`` defaults to now and is aligned down to the step. ``start`` defaults to the
-    initiative's start, capped so the window is at most ``window`` long (the most recent
-    part is kept); an explicit ``start`` is used as given.
+    ``end`` defaults to now and is aligned down to the step. The window starts at the
+    initiative's start: a look is the window cumulative from the change
+    (:mod:`obsctl.baselining.looks`), so a ``window`` or ``start`` that would begin it
+    later is refused; a ``window`` at least as long as the time since the start, or
+    ``start`` equal to it, is the cumulative window.
 
     A window that begins before the initiative's ``started_at`` would measure the state
     before the change as its effect, so it is refused unless ``allow_before_start``.
 
     Raises:
         UsageError: the window is empty (start not before end), begins before the
-            initiative started (naming ``--start``/``--end`` and ``started_at``), or has
+            initiative started (naming ``--start``/``--end`` and ``started_at``) or after
+            it (not a look on the change's sequence), or has
             more than ``promapi.MAX_RANGE_POINTS`` points at the step.
     """
     end_at = align_down(end or now or utcnow(), step_seconds)
@@ -108,6 +112,14 @@ def verification_window(
                 f"--start {rfc3339(start_at)} is before the initiative's start {rfc3339(started)} ({initiative.id}): "
                 "that window measures the state before the change; use a later --start, or --allow-before-start"
             )
+    if started < start_at < end_at:
+        # A window that starts after the change is new data judged again: not a term of the
+        # change's confidence sequence (looks.py), so not a look.
+        raise UsageError(
+            f"{flag} {window if flag == '--window' else rfc3339(start_at)} starts the window at {rfc3339(start_at)}, after the initiative's start "
+            f"{rfc3339(started)} ({initiative.id}): a look judges the window cumulative from the start, whose error holds at every look; "
+            f"a later start would test new data again. Drop {flag} (and use --end to look at an earlier moment)"
+        )
     if start_at >= end_at:
         raise UsageError(f"verification window is empty: start {start_at.isoformat()} is not before end {end_at.isoformat()}")
     check_window_points(start_at, end_at, step_seconds, flag)
@@ -222,10 +234,11 @@ def _measure_primary(spec: Spec, client: PrometheusClient, initiative: Initiativ
 
 
 def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str, start_at: dt.datetime, end_at: dt.datetime, step: float,
-           initiative: Initiative, planned: float, guards: int) -> GuardResult:
+           initiative: Initiative, planned: float, guards: int) -> tuple[GuardResult, verdict.comparison.LookContext]:
     side = verdict.side_for(initiative, baseline_id)
     b = store.baseline(baseline_id, samples=side is None)  # the stored side spares the samples
-    return verdict.judge_guard(spec, client, b, start_at, end_at, step, verdict.look_context(spec, initiative, b.signal, planned), guards, side)
+    look, _ = looks.context(store, initiative, b.signal, spec.verification.confidence, planned)
+    return verdict.judge_guard(spec, client, b, start_at, end_at, step, look, guards, side), look
 
 
 def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiative: Initiative, baseline: Baseline | None,
@@ -250,9 +263,11 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
         # An aged baseline: the period right before the start is the comparison's other side.
         baseline, aged, note = verdict.before_start(spec, client, initiative, baseline, step)
         own_side, prefetched = None, None
-    primary = verdict.judge_primary(spec, client, initiative, baseline, m, start_at, end_at, step, planned, own_side, prefetched, aged, note)
+    look, level_note = looks.context(store, initiative, initiative.primary_signal, cfg.confidence, planned)
+    primary = verdict.judge_primary(spec, client, initiative, baseline, m, start_at, end_at, step, look, own_side, prefetched, aged, note)
     estimate, judgement, design = primary.estimate, primary.judgement, primary.design
-    *guard_results, fired = [future.result() for future in pending]
+    *judged, fired = [future.result() for future in pending]
+    guard_results = [g for g, _ in judged]
     overall, overall_reason = verdict.overall_verdict(primary.verdict, primary.reason, guard_results, cfg.confidence, cfg.optional_guards)
     result = VerificationResult(
         verdict=overall,
@@ -268,7 +283,7 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
         change_ratio=estimate.change if estimate else None,
         ci_low=estimate.low if estimate else None,
         ci_high=estimate.high if estimate else None,
-        confidence=judgement.confidence if judgement is not None and judgement.confidence else cfg.confidence,
+        confidence=look.confidence,  # the guarantee over all looks; the per-look level is in the assessment
         alerts_fired=fired,
         window_stats=m.stats,
         population=m.population,
@@ -279,15 +294,25 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
         coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=verdict.assessment_of(judgement),
         design=design.design, design_context=design.context,
     )
-    if save:
-        try:
-            with store.locked():
+    if level_note and result.assessment is not None:
+        result.assessment.notes.append(level_note)
+    # The look is logged before the verdict is shown: a verdict whose look is not in the log
+    # would let looks escape the sequence's error guarantee (looks.py).
+    new_looks = looks.looks_of(initiative, result, look, {g.signal: ctx for g, ctx in judged})
+    try:
+        with store.locked():
+            store.append_looks(new_looks)
+    except StoreError as exc:
+        raise StoreError(f"no verdict shown: its look could not be logged ({exc})") from None
+    with store.locked():
+        if save:
+            try:
                 current = store.initiative(initiative.id)
                 saved = current.model_copy(update={"status": "verified", "verifications": [*current.verifications, result]})
                 store.save_initiative(saved)
-        except StoreError as exc:
-            raise VerdictNotSaved(str(exc), initiative, result) from None
-        initiative = saved
+            except StoreError as exc:
+                raise VerdictNotSaved(str(exc), initiative, result) from None
+            initiative = saved
     return initiative, result
 
 

@@ -227,7 +227,7 @@ class Assessment(_Record):
     n_eff_window: float | None = None
     dof: float | None = None
     look: int | None = None
-    information_fraction: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
+    min_fraction: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
     boundary_z: float | None = None
     interval_confidence: float | None = None
     planned_seconds: float | None = None
@@ -442,3 +442,40 @@ class Initiative(_Record):
         if self.lever != "other" and self.lever_description:
             raise ValueError(f"lever_description is for lever 'other', not {self.lever!r}")
         return self
+
+
+class Look(_Record):
+    """One look at a change: a line of the append-only look log (``STORE/looks/<class>/<signal>.jsonl``).
+
+    A change is a (workload class, signal, ``sequence_start``) sequence: every look
+    judges the window cumulative from ``sequence_start`` on one confidence sequence
+    (:mod:`obsctl.baselining.statistics.anytime`), whose level and first information time
+    ``t_min`` the first look fixes. Closing an initiative and starting another does not start a new
+    sequence on data already looked at (:mod:`obsctl.baselining.looks`).
+
+    Attributes:
+        number: this look's number in the sequence (1-based).
+        initiative: the initiative that looked; role: ``primary`` or ``guard``.
+        window_start, window_end: the window judged (UTC).
+        confidence: the sequence's two-sided level over all looks (fixed at look 1).
+        min_fraction: the sequence's ``t_min`` (fixed at look 1); None where no look had one.
+        verdict, change_ratio, ci_low, ci_high: what the look said.
+        looked_at: when (UTC).
+    """
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    workload_class: Name
+    signal: Name
+    sequence_start: dt.datetime
+    number: int = Field(ge=1)
+    initiative: RecordId
+    role: Literal["primary", "guard"] = "primary"
+    window_start: dt.datetime
+    window_end: dt.datetime
+    confidence: float = Field(gt=0, lt=1)
+    min_fraction: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
+    verdict: Verdict
+    change_ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    looked_at: dt.datetime

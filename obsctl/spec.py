@@ -609,7 +609,6 @@ class Verification(_Model):
         memory_history: how much history before a baseline window ``snapshot-baseline``
             reads to estimate the signal's memory (PromQL duration, default 3d).
         power: power the planner aims at (``obsctl plan``, ``initiative start``).
-        planned_looks: looks the planner assumes (saved verifies up to the planned length).
         min_coverage_ratio: least fraction of the window's step grid with fresh input
             (real samples, ``obsctl.baselining.measure.coverage``); below it a verdict is
             INCONCLUSIVE (NO_DATA when the signal stopped) and a baseline is refused.
@@ -628,7 +627,6 @@ class Verification(_Model):
     optional_guards: list[str] = Field(default_factory=list)
     memory_history: str = "3d"
     power: float = Field(0.9, gt=0.5, lt=1)
-    planned_looks: int = Field(12, ge=1, le=100)
 
     @field_validator("window", "step", "memory_history")
     @classmethod
@@ -641,6 +639,8 @@ class Verification(_Model):
         if isinstance(data, dict) and "batches" in data:
             raise ValueError("'batches' was removed: verdicts size their interval from the signal's memory; "
                              "use min_samples for the fewest samples a window needs")
+        if isinstance(data, dict) and "planned_looks" in data:
+            raise ValueError("'planned_looks' was removed: the interval is a confidence sequence, valid at any number of looks; drop the key")
         return data
 
 

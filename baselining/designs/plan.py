@@ -66,7 +66,7 @@ def _log_ratio_plan(spec, baseline, control_baseline, effect: float) -> stats_pl
     side = dataclasses.replace(side, mean=1.0)
     cfg = spec.verification
     plan = stats_planner.plan(memory, side, step, effect, cfg.confidence, cfg.min_effect_ratio,
-                              parse_duration(cfg.window, "verification.window"), power=cfg.power, looks=cfg.planned_looks)
+                              parse_duration(cfg.window, "verification.window"), power=cfg.power)
     return planner.floored(plan, baseline)
 
 
@@ -95,5 +95,5 @@ def design_plan(spec, baseline, effect: float, design: str, traffic_share: float
     side = dataclasses.replace(side, sd=side.sd * fw**0.5, var_mean=side.var_mean * fb)
     cfg = spec.verification
     plan = stats_planner.plan(memory, side, baseline.window.step_seconds, effect, cfg.confidence, cfg.min_effect_ratio,
-                              parse_duration(cfg.window, "verification.window"), power=cfg.power, looks=cfg.planned_looks)
+                              parse_duration(cfg.window, "verification.window"), power=cfg.power)
     return planner.floored(plan, baseline)

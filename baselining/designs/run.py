@@ -306,8 +306,8 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         window_samples: the primary's window samples as ``verify`` measured them
             (:func:`window_query`: for a canary, the treatment group's).
         category, direction: the primary signal's (spec).
-        confidence: the look's interval level (the statistics package's repeated-confidence
-            level for this look, so repeated verifies stay safe); default the spec's.
+        confidence: the look's interval level (the anytime-valid boundary's, so repeated
+            verifies stay safe); default the spec's.
         loads: the :func:`period_loads` of :func:`context_periods`, already asked for
             (``verify`` issues them with its other calls); None: read here.
 

@@ -6,7 +6,7 @@
                 under the memory model on a step grid with holes, effective sample
                 size and degrees of freedom.
 ``ratio``       the relative change of two sides: Fieller interval, log-ratio estimate.
-``sequential``  Lan-DeMets O'Brien-Fleming-type alpha spending over repeated looks.
+``anytime``     one boundary for every cumulative look at a change (a confidence sequence).
 ``decision``    THE decision rule (superiority, equivalence by TOST, non-inferiority) on
                 one :class:`~.decision.Estimate`; every design and guard uses it.
 ``summary``     the stored summary of a sample series (mean, percentiles, batch means).

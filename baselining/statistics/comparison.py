@@ -9,7 +9,8 @@
    INCONCLUSIVE, naming the memory, the independent samples it holds and the length
    needed.
 5. Interval: Fieller (:mod:`.ratio`) on the two sides' means and long-run variances
-   (:mod:`.lrv`) at the look's repeated-confidence level (:mod:`.sequential`).
+   (:mod:`.lrv`) at the look's anytime-valid level (:mod:`.anytime`): one boundary for
+   every cumulative window of the change, so every look holds its error at once.
 6. Rules: the one decision rule, :func:`.decision.decide`; a guard is a non-inferiority
    test at its Bonferroni share of the error.
 7. A window shorter than planned says so in the reason.
@@ -22,40 +23,46 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from obsctl.baselining.statistics import sequential
+from obsctl.baselining.statistics import anytime
 from obsctl.baselining.statistics.decision import Estimate, decide, exact_change
-from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
+from obsctl.baselining.statistics.distributions import ndtri
+from obsctl.baselining.statistics.lrv import Side, side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, pooled_memory
 from obsctl.baselining.statistics.power import N_EFF_MIN, shortest_window_seconds
 from obsctl.baselining.statistics.ratio import estimate_ratio
 from obsctl.baselining.statistics.summary import is_constant
 from obsctl.durations import format_duration
 
-METHOD = "AR memory + long-run variance, Fieller interval, O'Brien-Fleming alpha spending"
+METHOD = "AR memory + long-run variance, Fieller interval, normal-mixture confidence sequence"
 
 
 @dataclass(frozen=True)
 class LookContext:
-    """Where this evaluation sits in the initiative's sequence of looks.
+    """Where this evaluation sits in the change's sequence of looks.
 
     Attributes:
-        number: this look's number (1 = first saved verify).
-        previous_fractions: information fractions of the earlier saved looks, in order.
-        planned_seconds: the planned window length (s); None: a single fixed look.
+        number: this look's number in the sequence (1 = first look).
+        planned_seconds: the planned window length (s): where a decision is expected;
+            None: not planned.
+        min_fraction: the sequence's ``t_min``, fixed at its first look; None: from the
+            baseline's side (:func:`min_fraction_of`).
+        confidence: the sequence's two-sided level over all looks, fixed at its first
+            look; None: the ``confidence`` :func:`judge` is given.
     """
 
     number: int = 1
-    previous_fractions: tuple[float, ...] = ()
     planned_seconds: float | None = None
+    min_fraction: float | None = None
+    confidence: float | None = None
 
 
 @dataclass
 class Judgement:
     """Everything a verdict rests on (fields None where not reached).
 
-    ``confidence`` is the nominal level of the reported interval (the look's repeated
-    confidence level); ``boundary`` the look's z critical value; ``fraction`` its
-    information fraction. ``guard`` is the non-inferiority outcome for guards.
+    ``confidence`` is the nominal level of the reported interval (the look's anytime-valid
+    level); ``boundary`` the look's z critical value; ``min_fraction`` the sequence's
+    ``t_min``. ``guard`` is the non-inferiority outcome for guards.
     """
 
     verdict: str
@@ -73,7 +80,7 @@ class Judgement:
     n_eff_baseline: float | None = None
     n_eff_window: float | None = None
     look: int | None = None
-    fraction: float | None = None
+    min_fraction: float | None = None
     boundary: float | None = None
     planned_seconds: float | None = None
     guard: str | None = None
@@ -83,7 +90,7 @@ class Judgement:
         """The statistical fields for JSON output and the store."""
         return {"method": METHOD, "tau_seconds": self.tau_seconds, "memory_source": self.memory_source,
                 "n_eff_baseline": self.n_eff_baseline, "n_eff_window": self.n_eff_window, "dof": _finite(self.dof),
-                "look": self.look, "information_fraction": self.fraction, "boundary_z": _finite(self.boundary),
+                "look": self.look, "min_fraction": self.min_fraction, "boundary_z": _finite(self.boundary),
                 "interval_confidence": self.confidence, "planned_seconds": self.planned_seconds, "guard_test": self.guard,
                 "notes": list(self.notes)}
 
@@ -129,7 +136,8 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         confidence: two-sided level over all looks (spec ``verification.confidence``).
         direction: ``higher_is_better`` | ``lower_is_better``.
         min_effect: the margin ``d`` (ratio).
-        look: the look context (None: one fixed look).
+        look: the look on the change's sequence (:mod:`.anytime`: the boundary of every
+            look); None: a one-off comparison at ``confidence`` that nobody looks at again.
         guard_tolerance: judge as a guard with this non-inferiority margin (ratio).
         guard_alpha: the guard's two-sided level (its Bonferroni share), default ``1 - confidence``.
         widen: ``(factor >= 1, dof)`` from a calibration that found the model's variance
@@ -155,7 +163,9 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         return Judgement(verdict, reason, est.baseline_mean, est.window_mean, est.change, est.low, est.high, confidence, exact=True)
     if memory is None:
         memory = pooled_memory([(tx, x), (ty, y)], step_seconds) or _white(step_seconds)
+    one_off = look is None
     look = look or LookContext()
+    confidence = look.confidence or confidence
     sx = stored.side if stored is not None else side_estimate(tx, x, step_seconds, memory)
     sy = side_estimate(ty, y, step_seconds, memory)
     if widen is not None and widen[0] > 1:
@@ -165,16 +175,17 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
                   n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, planned_seconds=look.planned_seconds)
     if sx.mean != 0:
         j.change = sy.mean / sx.mean - 1
-    # The look: information fraction and boundary (spent even when the look cannot decide).
     alpha = guard_alpha if guard_tolerance is not None and guard_alpha is not None else 1 - confidence
-    if look.planned_seconds:
-        planned_n_eff = full_grid_n_eff(memory, max(2, round(look.planned_seconds / step_seconds)), step_seconds)
-        j.fraction = sequential.information_fraction(sx.n_eff, sy.n_eff, planned_n_eff)
-        crit = sequential.boundaries([*look.previous_fractions, j.fraction], alpha)[-1]
+    # The look's boundary on the change's sequence (anytime.py): fixed by the baseline, set
+    # before the too-short rule because a design judges its own effect at this level.
+    if one_off:  # one comparison that is never looked at again (the review's drift check)
+        j.boundary = float(ndtri(1 - alpha / 2))
+        j.confidence = anytime.confidence_of(j.boundary)
     else:
-        j.fraction, crit = 1.0, sequential.boundaries([1.0], alpha)[-1]
-    j.boundary = crit
-    j.confidence = sequential.nominal_confidence(crit)
+        j.min_fraction = look.min_fraction or min_fraction_of(sx)
+        if j.min_fraction is not None:
+            j.boundary = anytime.boundary(j.min_fraction, alpha)
+            j.confidence = anytime.confidence_of(j.boundary)
     short = _too_short(sx, sy, memory, step_seconds)
     if short:
         j.reason = short
@@ -182,12 +193,12 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
     if sx.mean == 0:
         j.reason = "baseline mean is 0: a relative change is undefined"
         return j
+    crit = j.boundary
     est = estimate_ratio(sx, sy)
     j.dof = est.dof
     interval = est.interval(j.confidence) if j.confidence < 1 else None
     if interval is None:
-        j.reason = ("no boundary left at this look (the planned length was reached at an earlier look)" if not math.isfinite(crit)
-                    else "the baseline varies too much to tell its mean from 0 (Fieller interval unbounded)")
+        j.reason = "the baseline varies too much to tell its mean from 0 (Fieller interval unbounded)"
         return j
     j.low, j.high = interval
     estimate = Estimate(j.change, j.low, j.high, j.confidence, j.dof, baseline_mean=sx.mean, window_mean=sy.mean)
@@ -198,8 +209,18 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         j.notes.append(f"the window's spread (sd {sy.own_sd:.4g}) differs from the history's (sd {math.sqrt(memory.variance):.4g}): its own scale was used")
     if look.planned_seconds and sy.span_seconds < look.planned_seconds * 0.999 and j.verdict in ("INCONCLUSIVE", "NO_CHANGE"):
         j.reason += (f"; the window ({format_duration(sy.span_seconds)}) is shorter than the planned {format_duration(look.planned_seconds)}"
-                     f" (look {look.number}, boundary z = {crit:.2f})")
+                     f" (look {look.number}, boundary z = {crit:.2f}; a decision is expected at the planned length)")
     return j
+
+
+def min_fraction_of(baseline: Side) -> float | None:
+    """The sequence's ``t_min``: the information time of a window of ``N_EFF_MIN`` effective
+    samples at the baseline's scale, ``V_x / (V_x + sd^2 / N_EFF_MIN)``; None when the
+    baseline's variance is undefined (too short: the too-short rule says so)."""
+    try:
+        return anytime.min_fraction(baseline.var_mean, baseline.sd ** 2 / N_EFF_MIN)
+    except ValueError:
+        return None
 
 
 def _too_short(sx: Side, sy: Side, memory: MemoryModel, step_seconds: float) -> str:

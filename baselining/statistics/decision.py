@@ -4,7 +4,7 @@ Every design's verdict (before-after, seasonal, control, canary) and every guard
 from :func:`decide` on an :class:`Estimate`; no other code turns an interval into a verdict.
 
 ``[L, U]`` is the interval of the *gain* (the change for ``higher_is_better``, its
-negation for ``lower_is_better``) at the look's repeated-confidence level
+negation for ``lower_is_better``) at the look's anytime-valid level
 (:mod:`.sequential`; the spec's confidence at a single look), ``g`` the point gain and
 ``d`` the margin ``verification.min_effect_ratio``. In this order:
 
@@ -55,7 +55,7 @@ class Estimate:
     Attributes:
         change: the point estimate of the relative change (0.30 = +30 %); None if undefined.
         low, high: its two-sided interval at ``confidence``; None if undefined.
-        confidence: the interval's level (0-1): the look's repeated-confidence level.
+        confidence: the interval's level (0-1): the look's anytime-valid level (:mod:`.anytime`).
         dof: degrees of freedom of the interval's t quantile (None: exact or normal).
         exact: both sides constant: no sampling error, ``low == high == change``.
         baseline_mean, window_mean: the two sides' means in the signal's unit, where the

@@ -7,13 +7,15 @@ of a full window of ``L`` steps is ``sigma^2 Q(L) / L^2`` with
 level, the conservative side for gains). Then:
 
 - **window for an effect**: the shortest ``L`` whose power to call IMPROVED (or
-  REGRESSED for a loss) reaches ``power`` under the group-sequential boundaries of
-  :mod:`.sequential` with ``looks`` equally spaced looks (power by the same recursive
-  integration); looks with fewer than ``N_EFF_MIN`` effective samples cannot decide and
-  count as not crossing. Normal approximation (the history scale has hundreds of dof).
-- **smallest detectable effect** with the default window (one look, same power).
+  REGRESSED for a loss) at a look at ``L`` reaches ``power`` under the boundary ``c`` of
+  :mod:`.anytime` (one constant for every look, fixed by the baseline's ``t_min``):
+  ``Phi(|e| / se(L) - c)``. Earlier looks can only add power, so the figure is a lower
+  bound; windows with fewer than ``N_EFF_MIN`` effective samples cannot decide. Normal approximation (the history
+  scale has hundreds of dof).
+- **smallest detectable effect** with the default window (same boundary, same power).
 - **NO_CHANGE window**: a null is NO_CHANGE when the interval lies within ``+-d``, which
-  has probability ``2 Phi(d/se - c) - 1``; so ``d / se >= c + z_{(1+power)/2}`` (Chow,
+  has probability ``2 Phi(d/se - c) - 1``; so ``d / se >= c + z_{(1+power)/2}``, with
+  the same ``c`` (Chow,
   Shao & Wang, *Sample Size Calculations in Clinical Research*, 2008, sec. 3.2.3, for
   the two one-sided tests). Given with the current baseline, and for a baseline and
   window of equal length (a 1 h baseline is often too short on its own).
@@ -26,8 +28,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from obsctl.baselining.statistics import sequential
-from obsctl.baselining.statistics.distributions import ndtri
+from obsctl.baselining.statistics import anytime
+from obsctl.baselining.statistics.distributions import ndtr, ndtri
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.statistics.memory import MemoryModel
 
@@ -44,8 +46,9 @@ class Plan:
 
     Attributes:
         effect: the relative effect planned for (0.05 = +5 %).
-        window_seconds: window length for ``power`` at ``effect`` with ``looks`` looks.
-        mde: smallest effect detectable with ``default_window_seconds`` (one look).
+        window_seconds: window length for ``power`` at ``effect`` (a look at that length).
+        mde: smallest effect detectable with ``default_window_seconds``.
+        boundary_z: the boundary every look is judged at (:mod:`.anytime`).
         no_change_window_seconds: window length that reaches NO_CHANGE at margin ``d``
             with ``power`` against the current baseline; None when the baseline alone
             is too short (then see ``no_change_equal_seconds``).
@@ -57,7 +60,7 @@ class Plan:
     effect: float
     power: float
     confidence: float
-    looks: int
+    boundary_z: float
     margin: float
     window_seconds: float | None
     default_window_seconds: float
@@ -134,20 +137,16 @@ def shortest_window_seconds(memory: MemoryModel, step_seconds: float, max_second
     return None if found is None else found * step_seconds
 
 
-def power_of(curve: _Curve, steps: int, v_x: float, effect: float, confidence: float, looks: int) -> float:
-    """Power to call the direction of ``effect`` at ``looks`` equal looks up to ``steps``."""
-    scale = (1 + effect) ** 2
-    sizes = [max(2, round(steps * (k + 1) / looks)) for k in range(looks)]
-    ses = [math.sqrt(scale * (curve.var(s) + v_x)) for s in sizes]
-    fractions = [ses[-1] ** 2 / se**2 for se in ses]
-    crit = sequential.boundaries(fractions, 1 - confidence)
-    crit = [c if curve.n_eff(s) >= N_EFF_MIN else math.inf for c, s in zip(crit, sizes)]
-    ups, _ = sequential.crossing(fractions, crit, abs(effect) / ses[-1])
-    return float(sum(ups))
+def power_of(curve: _Curve, steps: int, v_x: float, effect: float, crit: float) -> float:
+    """Power to call the direction of ``effect`` at a look at ``steps`` with boundary ``crit`` (z)."""
+    if curve.n_eff(steps) < N_EFF_MIN:
+        return 0.0
+    se = math.sqrt((1 + effect) ** 2 * (curve.var(steps) + v_x))
+    return float(1 - ndtr(crit - abs(effect) / se))
 
 
 def plan(memory: MemoryModel, baseline: Side, step_seconds: float, effect: float, confidence: float, margin: float,
-         default_window_seconds: float, power: float = 0.9, looks: int = 12, max_seconds: float = MAX_PLAN_SECONDS) -> Plan:
+         default_window_seconds: float, power: float = 0.9, max_seconds: float = MAX_PLAN_SECONDS) -> Plan:
     """Window lengths for ``effect`` and for NO_CHANGE, and the smallest detectable effect.
 
     Args:
@@ -156,7 +155,7 @@ def plan(memory: MemoryModel, baseline: Side, step_seconds: float, effect: float
         effect: expected relative change (+0.05 = +5 %; its sign does not matter).
         confidence: two-sided level over all looks; margin: ``min_effect_ratio``.
         default_window_seconds: the spec's default window (for the smallest effect).
-        power: target power (default 0.9); looks: planned number of looks.
+        power: target power (default 0.9).
 
     Raises:
         ValueError: baseline mean 0 or effect 0.
@@ -171,11 +170,14 @@ def plan(memory: MemoryModel, baseline: Side, step_seconds: float, effect: float
     curve = _Curve(memory, step_seconds, max_steps, rel_var)
     minimum = curve.shortest(lambda s: curve.n_eff(s) >= N_EFF_MIN)
     z = float(ndtri((1 + power) / 2))
-    c = float(ndtri((1 + confidence) / 2))
-    # A fixed-sample guess (normal, one look, 10 % more for the looks) brackets the search.
-    budget1 = (abs(effect) / ((c + float(ndtri(power))) * (1 + effect) * 1.05)) ** 2 - v_x
+    try:
+        c = anytime.boundary(anytime.min_fraction(baseline.var_mean, baseline.sd**2 / N_EFF_MIN), 1 - confidence)
+    except ValueError:  # a constant baseline: no sampling error on its side, one look's boundary
+        c = float(ndtri((1 + confidence) / 2))
+    # The normal formula for the window brackets the search.
+    budget1 = (abs(effect) / ((c + float(ndtri(power))) * (1 + effect))) ** 2 - v_x
     guess = curve.shortest(lambda s: curve.var(s) <= budget1) if budget1 > 0 else None
-    window = curve.shortest(lambda s: power_of(curve, s, v_x, effect, confidence, looks) >= power, guess)
+    window = curve.shortest(lambda s: power_of(curve, s, v_x, effect, c) >= power, guess)
     budget = (margin / (c + z)) ** 2 if margin > 0 else 0.0
     no_change = curve.shortest(lambda s: curve.var(s) + v_x <= budget) if budget > v_x else None
     equal = curve.shortest(lambda s: 2 * curve.var(s) <= budget) if budget > 0 else None
@@ -186,5 +188,5 @@ def plan(memory: MemoryModel, baseline: Side, step_seconds: float, effect: float
         mde = (c + zb) * math.sqrt(curve.var(default_steps) + v_x)
         mde = mde / max(1 - mde, 1e-9) if mde < 1 else None  # (1+e)^2 scaling of the variance, solved for e
     sec = lambda s: None if s is None else s * step_seconds
-    return Plan(effect, power, confidence, looks, margin, sec(window), default_window_seconds, mde, sec(no_change), sec(equal), sec(minimum),
+    return Plan(effect, power, confidence, c, margin, sec(window), default_window_seconds, mde, sec(no_change), sec(equal), sec(minimum),
                 memory.tau_seconds, memory.source)

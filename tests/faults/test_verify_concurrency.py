@@ -219,9 +219,9 @@ def test_a_load_context_fault_costs_its_period_only(mode, proxy, gspec, history)
 
 def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history):
     from obsctl.baselining.guards import guard_baselines
+    from obsctl.baselining.statistics.comparison import LookContext
     from obsctl.baselining.store import Store
     from obsctl.baselining.verdict import judge_guard as evaluate_guard
-    from obsctl.baselining.verdict import look_context
     from obsctl.promapi import PrometheusClient
     from obsctl.spec import load_spec as load
 
@@ -240,7 +240,8 @@ def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history
     start, end = dt.datetime.fromisoformat(w["start"]), dt.datetime.fromisoformat(w["end"])
     planned = i.planned_window_seconds
     chosen = guard_baselines(spec, st, i)
-    expected = [evaluate_guard(spec, client, b, start, end, w["step_seconds"], look_context(spec, i, b.signal, planned), len(chosen))
+    # The first look of each guard's sequence, as verify judged it.
+    expected = [evaluate_guard(spec, client, b, start, end, w["step_seconds"], LookContext(1, planned, None, spec.verification.confidence), len(chosen))
                 for b in chosen]
     for g, e in zip(got["guards"], expected):
         assert (g["signal"], g["verdict"], g["baseline_id"]) == (e.signal, e.verdict, e.baseline_id)

@@ -29,7 +29,7 @@ def test_loop_exit_codes_through_the_console_script(history, loop_spec, tmp_path
     assert improved.stdout.startswith("IMPROVED: tokens_per_second +")
     assert "95 % CI +" in improved.stdout and "alerts fired: none" in improved.stdout
 
-    no_data = obsctl("verify", "--spec", loop_spec, "--class", "vanishing", "--start", history.iso(2), "--end", history.iso(3))
+    no_data = obsctl("verify", "--spec", loop_spec, "--class", "vanishing", "--start", history.iso(1), "--end", history.iso(3))
     assert no_data.returncode == 13, no_data.stdout + no_data.stderr
 
     no_initiative = obsctl("verify", "--spec", loop_spec, "--class", "missing")

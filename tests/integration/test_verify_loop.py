@@ -87,7 +87,7 @@ def test_noise_is_never_improved_and_alerts_are_listed(history, loop_spec):
 
 def test_missing_series_is_no_data(history, loop_spec):
     iid = start(history, loop_spec, "vanishing")
-    result = run(verify, ["--spec", loop_spec, "--initiative", iid, "--start", history.iso(2), "--end", history.iso(3)])
+    result = run(verify, ["--spec", loop_spec, "--initiative", iid, "--start", history.iso(1), "--end", history.iso(3)])
     assert result.exit_code == 13, result.output
     assert result.stdout.startswith("NO_DATA: tokens_per_second")
 

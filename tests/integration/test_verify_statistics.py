@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from obsctl.baselining.cli import initiative, plan, report, snapshot_baseline, verify
+from obsctl.baselining.statistics import anytime
 from obsctl.baselining.store import Store
 
 
@@ -39,19 +40,23 @@ def test_memory_from_history_looks_and_plan(history, loop_spec, tmp_path):
     assert first.exit_code in (10, 11), first.output  # pure noise: never a direction
     a1 = json.loads(first.stdout)["assessment"]
     assert a1["look"] == 1 and a1["memory_source"] == "history" and a1["planned_seconds"] == 3600
-    assert a1["information_fraction"] == pytest.approx(1.0) and a1["boundary_z"] == pytest.approx(1.95996, abs=1e-4)
+    # One boundary for every look of the change, fixed by the baseline's t_min (anytime.py).
+    assert 0 < a1["min_fraction"] < 1 and a1["boundary_z"] == pytest.approx(anytime.boundary(a1["min_fraction"], 0.05), rel=1e-9)
+    assert a1["boundary_z"] > 1.96
     assert 10 < a1["n_eff_window"] < 240 and a1["tau_seconds"] == pytest.approx(b.memory.tau_seconds)
 
     text = run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(3)])
     stat = [line for line in text.stdout.splitlines() if line.startswith("statistics: ")]
-    assert len(stat) == 1 and stat[0].startswith("statistics: look 2, boundary z = 1.96") and "from history" in stat[0]
+    assert len(stat) == 1 and stat[0].startswith(f"statistics: look 2, boundary z = {a1['boundary_z']:.2f}") and "from history" in stat[0]
     a2 = Store(tmp_path / "store").initiative(iid).verifications[-1].assessment
-    assert a2.look == 2 and a2.boundary_z == pytest.approx(a1["boundary_z"])  # same information: same boundary
+    assert a2.look == 2 and a2.boundary_z == pytest.approx(a1["boundary_z"])  # one boundary for every look
+    logged = Store(tmp_path / "store").looks("noisy", "tokens_per_second")
+    assert [(look.number, look.initiative, look.role) for look in logged] == [(1, iid, "primary"), (2, iid, "primary")]
 
     out_dir = tmp_path / "report"
     assert run(report, ["--spec", loop_spec, "--initiative", iid, "--out", out_dir]).exit_code == 0
     md = (out_dir / f"{iid}.md").read_text()
-    assert "## Statistics" in md and "Look 2 of the initiative" in md
+    assert "## Statistics" in md and "Look 2 on the change's confidence sequence" in md and "## Looks" in md
 
     planned = run(plan, ["--spec", loop_spec, "--class", "noisy", "--signal", "tokens_per_second", "--effect", "0.05", "-o", "json"])
     assert planned.exit_code == 0, planned.output

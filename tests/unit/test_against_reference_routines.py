@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 
+import group_sequential as sequential
 import numpy as np
 import pytest
 from scipy import optimize, signal, stats
 
 from obsctl import promapi
-from obsctl.baselining.statistics import sequential
 from obsctl.baselining.statistics.memory import ar_continue
 
 

@@ -7,22 +7,13 @@ repeated looks stop spending their error."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+import bench_calibration
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_calibration.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_calibration", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
+    return bench_calibration
 
 
 def test_phi_095_one_hour_null_power_and_coverage(bench):
@@ -32,8 +23,8 @@ def test_phi_095_one_hour_null_power_and_coverage(bench):
     assert null.rate("IMPROVED")[0] <= 0.06 and null.rate("REGRESSED")[0] <= 0.06  # goal 5 %, nominal 2.5 %
     covered = null.counts["covered"] / null.counts["interval"]
     assert covered >= 0.90  # goal 92 %
-    assert res[0.10].rate("IMPROVED")[0] >= 0.86  # goal 90 %, ~94 % expected
-    assert res[-0.10].rate("REGRESSED")[0] >= 0.86
+    assert res[0.10].rate("IMPROVED")[0] >= 0.70  # ~80 % expected under the anytime boundary (94 % at one fixed look)
+    assert res[-0.10].rate("REGRESSED")[0] >= 0.70
 
 
 def test_phi_099_one_hour_is_window_too_short(bench):
@@ -45,8 +36,17 @@ def test_phi_099_one_hour_is_window_too_short(bench):
 
 def test_repeated_looks_do_not_inflate_false_improved(bench):
     tally, planned = bench.sequential_cell(0.95, 0.0, 12, 60, seed=73)
-    assert 3000 <= planned <= 4500  # the planner's 12-look window for +10 % at phi 0.95 (about 61 min)
+    assert 6000 <= planned <= 9000  # the planner's window for +10 % at phi 0.95 under the anytime boundary (about 129 min)
     assert tally.counts.get("IMPROVED", 0) <= 4  # goal 5 %: about 1 of 60 expected
+
+
+def test_looks_every_few_minutes_keep_the_error(bench):
+    # 36 cumulative looks (every 10 min for 6 h) on a null: the anytime boundary keeps the
+    # chance that any look calls a direction near its level, a fixed 95 % interval at every
+    # look does not (it is the contrast that makes the test able to fail both ways).
+    tally = bench.peeking_cell(0.95, 10, 6.0, 120, seed=74)
+    assert tally.rate("any IMPROVED")[0] + tally.rate("any REGRESSED")[0] <= 0.08  # goal 5 % each
+    assert tally.rate("fixed IMPROVED")[0] + tally.rate("fixed REGRESSED")[0] > tally.rate("any IMPROVED")[0] + tally.rate("any REGRESSED")[0]
 
 
 def test_an_aged_baseline_with_drift_is_not_read_as_the_change(bench):

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 
+import group_sequential as sequential
 import numpy as np
 import pytest
 from scipy import signal as spsignal
 from scipy import stats as sps
 
+from obsctl.baselining.statistics import anytime
 from obsctl.baselining.statistics import power as planner
-from obsctl.baselining.statistics import sequential
 from obsctl.baselining.statistics.comparison import LookContext, judge
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
 from obsctl.baselining.statistics.memory import (
@@ -120,11 +121,6 @@ def test_total_crossing_probability_under_the_null_is_alpha():
     assert crossed == pytest.approx(0.05, abs=0.003)
 
 
-def test_information_fraction_formula():
-    assert sequential.information_fraction(10.0, 10.0, 10.0) == 1.0
-    assert sequential.information_fraction(10.0, 5.0, 10.0) == pytest.approx((0.1 + 0.1) / (0.1 + 0.2))
-
-
 def test_fieller_interval_solves_the_quadratic():
     xbar, ybar, vx, vy, c = 10.0, 12.0, 0.3, 0.5, 2.1
     low, high = fieller(xbar, ybar, vx, vy, c)
@@ -144,13 +140,15 @@ def test_log_ratio_estimate():
     assert r.change == pytest.approx(0.2) and r.dof > 20
 
 
-def test_planner_single_look_matches_the_normal_formula():
+def test_planner_matches_the_normal_formula_at_the_sequence_boundary():
     # White noise, sigma 5 % of the mean, baseline of 240: the window n solving
-    # d / sqrt(s^2 (1/n + 1/240)) (1 + d)^-1 = z_.975 + z_.9 at one look.
+    # d / sqrt(s^2 (1/n + 1/240)) (1 + d)^-1 = c + z_.9, c the boundary of every look.
     model = MemoryModel(15.0, (), (1.0,), 25.0, 100.0, 10**6, 1e9, "history", 1e6)
     base = Side(100.0, 25.0 / 240, 1e6, 240, 240.0, 3600.0, 5.0, "history", 5.0)
-    p = planner.plan(model, base, 15.0, 0.02, 0.95, 0.01, 3600.0, power=0.9, looks=1)
-    k = (sps.norm.ppf(0.975) + sps.norm.ppf(0.9)) * 1.02 / 0.02
+    p = planner.plan(model, base, 15.0, 0.02, 0.95, 0.01, 3600.0, power=0.9)
+    c = anytime.boundary(5 / (5 + 240), 0.05)
+    assert p.boundary_z == pytest.approx(c, rel=1e-12)
+    k = (c + sps.norm.ppf(0.9)) * 1.02 / 0.02
     n = 1 / ((1 / k**2) / 0.05**2 - 1 / 240)
     assert p.window_seconds / 15.0 == pytest.approx(n, abs=1.5)
 
@@ -165,17 +163,61 @@ def test_window_too_short_names_the_memory_and_a_length():
     assert "memory is about 1h40m" in j.reason and "independent samples, fewer than 5" in j.reason and "at least" in j.reason
 
 
-def test_looks_spend_alpha_and_report_the_boundary():
+def test_crossing_at_no_span_is_one_look():
+    assert anytime.boundary(1.0, 0.05) == pytest.approx(sps.norm.ppf(0.975), rel=1e-12)
+    assert anytime.crossing(1.96, 0.0) == pytest.approx(2 * sps.norm.sf(1.96), rel=1e-12)
+    with pytest.raises(ValueError):
+        anytime.boundary(0.0, 0.05)
+
+
+@pytest.mark.parametrize("span", [0.8, 3.0])
+def test_crossing_matches_a_fine_monte_carlo_of_the_ou_statistic(span):
+    # B(t)/sqrt(t) on [exp(-span), 1] is a stationary OU process in s = log t with
+    # Cov exp(-|ds|/2): simulated here exactly on a 4,000-step grid (slightly below the
+    # continuous probability), against the recursion with Siegmund's correction.
+    rng = np.random.default_rng(3)
+    c, paths, steps = 2.5, 40_000, 4000
+    a = math.exp(-span / steps / 2)
+    u = rng.standard_normal(paths)
+    hit = np.abs(u) >= c
+    for _ in range(steps):
+        u = a * u + math.sqrt(1 - a * a) * rng.standard_normal(paths)
+        hit |= np.abs(u) >= c
+    se = math.sqrt(hit.mean() * (1 - hit.mean()) / paths)
+    assert anytime.crossing(c, span) == pytest.approx(hit.mean(), abs=4 * se + 0.002)
+
+
+def test_every_cumulative_look_holds_with_a_shared_baseline_error():
+    # Gaussian white noise: a baseline of 240, a window growing to 2,400 with a look every
+    # 5 samples from the fifth (480 looks). The boundary keeps P(any look excludes the
+    # truth) <= 5 %; a fixed 95 % interval at every look does not.
+    rng = np.random.default_rng(7)
+    m, n, reps, alpha = 240, 2400, 4000, 0.05
+    looks = np.arange(5, n + 1, 5)
+    c = anytime.boundary(5 / (5 + m), alpha)
+    ex = rng.standard_normal(reps) / math.sqrt(m)
+    y = np.cumsum(rng.standard_normal((reps, n)), axis=1)[:, looks - 1] / looks
+    d = np.abs(y - ex[:, None]) / np.sqrt(1 / looks + 1 / m)
+    assert (d > c).any(axis=1).mean() < 0.05
+    assert (d > sps.norm.ppf(0.975)).any(axis=1).mean() > 0.15
+
+
+def test_a_look_reports_its_boundary_and_level():
     rng = np.random.default_rng(4)
     model = ar1_model(0.5, variance=25.0)
     t = np.arange(960) * 15.0
     x = 100 + 5 * ar1(rng, 0.5, 960)
-    j1 = judge((t[:240], x[:240]), (t[240:300], x[240:300]), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(1, (), 3600.0 * 3))
-    j2 = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(2, (j1.fraction,), 3600.0 * 3))
-    assert 0 < j1.fraction < j2.fraction == 1.0
-    assert j1.boundary > j2.boundary > sps.norm.ppf(0.975)
-    assert j2.boundary == pytest.approx(sequential.boundaries([j1.fraction, 1.0], 0.05)[-1])
-    assert j1.confidence > j2.confidence > 0.95
+    j1 = judge((t[:240], x[:240]), (t[240:300], x[240:300]), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(1, 3600.0 * 3))
+    j2 = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, 0.95, "higher_is_better", 0.02,
+               LookContext(2, 3600.0 * 3, j1.min_fraction, 0.95))
+    sx = side_estimate(t[:240], x[:240], 15.0, model)
+    t_min = sx.var_mean / (sx.var_mean + sx.sd**2 / 5)
+    assert j1.min_fraction == j2.min_fraction == pytest.approx(t_min, rel=1e-12)
+    assert j1.boundary == j2.boundary == pytest.approx(anytime.boundary(t_min, 0.05)) and j1.boundary > sps.norm.ppf(0.975)
+    assert j1.confidence == pytest.approx(1 - 2 * sps.norm.sf(j1.boundary), rel=1e-12)
+    # A later edit of the spec's level does not move the sequence's: the look context's wins.
+    j3 = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, 0.80, "higher_is_better", 0.02, LookContext(3, None, j1.min_fraction, 0.95))
+    assert j3.boundary == pytest.approx(j2.boundary)
 
 
 def test_a_hole_next_to_a_trend_keeps_the_memory_long():

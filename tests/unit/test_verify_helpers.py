@@ -67,9 +67,12 @@ def test_verification_window_defaults_and_cap():
     recent = _initiative(now - dt.timedelta(minutes=20))
     assert verification_window(recent, 15, "1h", None, None, now) == (recent.started_at, end)
     old = _initiative(now - dt.timedelta(days=2))
-    assert verification_window(old, 15, "1h", None, None, now) == (end - dt.timedelta(hours=1), end)
-    explicit = dt.datetime(2026, 1, 1, 9, tzinfo=UTC)
-    assert verification_window(old, 15, "1h", explicit, None, now) == (explicit, end)
+    assert verification_window(old, 15, "3d", None, None, now) == (old.started_at, end)  # longer than since the start: cumulative
+    # A window starting after the change is not a look on its sequence (baselining/looks.py).
+    with pytest.raises(UsageError, match=r"^--window 1h starts the window at 2026-01-01T11:00:00Z, after the initiative's start"):
+        verification_window(old, 15, "1h", None, None, now)
+    with pytest.raises(UsageError, match=r"^--start 2026-01-01T09:00:00Z starts the window .* Drop --start"):
+        verification_window(old, 15, "1h", dt.datetime(2026, 1, 1, 9, tzinfo=UTC), None, now)
     with pytest.raises(UsageError, match="empty"):
         verification_window(_initiative(now + dt.timedelta(hours=1)), 15, "1h", None, None, now, allow_before_start=True)
     with pytest.raises(UsageError, match="--end .* is not after the initiative's start"):
@@ -97,7 +100,7 @@ def test_verification_window_point_cap_and_overflow():
     with pytest.raises(UsageError, match=r"--start: too long: .* more than the maximum of 1,000,000"):
         verification_window(_initiative(epoch), 15, "1h", epoch, None, now)
     with pytest.raises(UsageError, match="--window: too long"):
-        verification_window(_initiative(epoch), 15, "50y", None, None, now)
+        verification_window(_initiative(epoch), 15, "60y", None, None, now)
     with pytest.raises(UsageError, match="--window: '99999999999999y' is too long"):
         verification_window(_initiative(epoch), 15, "99999999999999y", None, None, now)
     # 1,000,000 points is the documented maximum: exactly that many is accepted.

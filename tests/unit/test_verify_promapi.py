@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from obsctl.baselining.cli import baseline, initiative, snapshot_baseline, target, verify
 from obsctl.baselining.store import Store
-from obsctl.errors import PrometheusUnavailable
+from obsctl.errors import PrometheusUnavailable, StoreError
 from obsctl.promapi import PrometheusClient
 
 END = 1_767_225_600  # 2026-01-01T00:00:00Z, a multiple of the 15 s step
@@ -290,21 +290,37 @@ def test_lock_directory_is_one_line_for_every_writer(fake, spec, tmp_path):
         assert r.exception is None or isinstance(r.exception, SystemExit)
 
 
-def test_verify_prints_verdict_when_it_cannot_be_saved(fake, spec, tmp_path):
+def test_verify_shows_no_verdict_when_its_look_cannot_be_logged(fake, spec, tmp_path):
     iid = started(spec)
     lock = tmp_path / "store" / ".lock"
     lock.unlink()
     lock.mkdir()
     r = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END)])
-    assert r.exit_code == 1
-    assert r.stdout.startswith("IMPROVED: tokens +100.0 %")
+    assert r.exit_code == 1 and r.stdout == ""
     (error,) = r.stderr.strip().splitlines()
-    assert error == f"obsctl: error: verdict IMPROVED not saved: {lock}: cannot take the store lock: Is a directory"
+    assert error == f"obsctl: error: no verdict shown: its look could not be logged ({lock}: cannot take the store lock: Is a directory)"
     js = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "-o", "json"])
-    doc = _strict(js.stdout)
-    assert js.exit_code == 1 and doc["saved"] is False and doc["verdict"] == "IMPROVED" and doc["verdict_exit_code"] == 0
+    assert js.exit_code == 1 and _strict(js.stdout) == {"error": error.removeprefix("obsctl: error: "), "exit_code": 1}
     lock.rmdir()
-    assert Store(tmp_path / "store").initiative(iid).verifications == []
+    store = Store(tmp_path / "store")
+    assert store.initiative(iid).verifications == [] and store.looks("a", "tokens") == []
+
+
+def test_verify_prints_a_logged_verdict_it_cannot_store_on_the_initiative(fake, spec, tmp_path, monkeypatch):
+    # The look is in the log (the guarantee holds); only the result's record failed: the
+    # verdict is shown, the error follows, exit 1, and the initiative is unchanged.
+    iid = started(spec)
+
+    def refuse(self, initiative):
+        raise StoreError(f"{self.path}: cannot write the initiative (disk full)")
+
+    monkeypatch.setattr(Store, "save_initiative", refuse)
+    r = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END)])
+    assert r.exit_code == 1 and r.stdout.startswith("IMPROVED: tokens +100.0 %")
+    assert r.stderr.strip() == f"obsctl: error: verdict IMPROVED not saved: {tmp_path / 'store'}: cannot write the initiative (disk full)"
+    monkeypatch.undo()
+    store = Store(tmp_path / "store")
+    assert store.initiative(iid).verifications == [] and [look.verdict for look in store.looks("a", "tokens")] == ["IMPROVED"]
 
 
 # --- 14: a broken store is not an empty store --------------------------------------------------
@@ -386,3 +402,20 @@ def test_initiative_start_refuses_future_and_non_finite_impact(fake, spec):
         assert r.exit_code == 2 and "--expected-impact" in r.stderr and "not a finite ratio" in r.stderr
     soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=60)  # clock skew allowance
     assert run(initiative, [*base, "--started-at", soon.strftime("%Y-%m-%dT%H:%M:%SZ")]).exit_code == 0
+
+
+def test_close_and_restart_a_second_later_continues_no_fresh_sequence(fake, spec, tmp_path):
+    iid = started(spec)
+    assert run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END)]).exit_code == 0
+    assert run(initiative, ["close", "--spec", spec, "--initiative", iid]).exit_code == 0
+    moved = run(initiative, ["start", "--spec", spec, "--name", "bs 32 again", "--lever", "batch-size", "--class", "a",
+                             "--signal", "tokens", "--started-at", iso(END - HOUR + 1)])
+    assert moved.exit_code == 1
+    assert f"a/tokens was already looked at from {iso(END - HOUR)} to {iso(END)} (1 look(s), initiative {iid})" in moved.stderr
+    same = run(initiative, ["start", "--spec", spec, "--name", "bs 32 again", "--lever", "batch-size", "--class", "a",
+                            "--signal", "tokens", "--started-at", iso(END - HOUR), "--output", "json"])
+    assert same.exit_code == 0, same.output
+    second = _strict(same.stdout)["id"]
+    assert run(verify, ["--spec", spec, "--initiative", second, "--end", iso(END)]).exit_code == 0
+    logged = Store(tmp_path / "store").looks("a", "tokens")  # the same change's sequence goes on
+    assert [(x.number, x.initiative, x.sequence_start) for x in logged] == [(1, iid, logged[0].sequence_start), (2, second, logged[0].sequence_start)]

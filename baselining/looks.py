@@ -1,0 +1,110 @@
+"""The look log: every verify is a look at a change, and the error belongs to the change.
+
+A change is a sequence of looks at one (workload class, signal) from one start: each
+look judges the window cumulative from ``sequence_start`` on the confidence sequence of
+:mod:`obsctl.baselining.statistics.anytime`, which holds at every look at once. So the
+log only has to make sure that the looks a user makes are all on one sequence:
+
+- every look is appended to ``STORE/looks/<class>/<signal>.jsonl`` before its verdict is
+  shown (:meth:`obsctl.baselining.store.Store.append_looks`); a verify that cannot log
+  its look shows no verdict;
+- the first look fixes the sequence's level and its first information time ``t_min``; a later edit of
+  ``verification.confidence`` does not rewrite them (:func:`context` says so);
+- closing an initiative does not end its sequence: a new start at the same instant
+  continues it, and a start whose window would take in data already looked at on
+  another sequence is refused (:func:`check_start`): moving ``--started-at`` by a
+  second buys no fresh error budget;
+- a window that does not start at the change is not a term of the sequence:
+  ``verify`` refuses it as a look (:func:`obsctl.baselining.verify.verification_window`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from obsctl.baselining.statistics.comparison import LookContext
+from obsctl.baselining.store import Store
+from obsctl.errors import StoreError
+from obsctl.formatting import format_confidence
+from obsctl.records import Initiative, Look, VerificationResult
+from obsctl.timeutil import rfc3339, utcnow
+
+
+def sequence(looks: list[Look], started_at: dt.datetime) -> list[Look]:
+    """The looks of the sequence that starts at ``started_at``, oldest first."""
+    return [look for look in looks if look.sequence_start == started_at]
+
+
+def context(store: Store, initiative: Initiative, signal: str, confidence: float, planned_seconds: float | None) -> tuple[LookContext, str]:
+    """The next look's place on its sequence, and a note when the spec's level moved since look 1.
+
+    Args:
+        confidence: the spec's ``verification.confidence`` now (used at a sequence's first look).
+        planned_seconds: the initiative's planned window (where a new sequence's boundary is smallest).
+
+    Returns:
+        ``(LookContext with number, level and t_min, note or "")``.
+
+    Raises:
+        StoreError: the log is unreadable.
+    """
+    seq = sequence(store.looks(initiative.workload_class, signal), initiative.started_at)
+    if not seq:
+        return LookContext(1, planned_seconds, None, confidence), ""
+    first = seq[0]
+    first_time = next((look.min_fraction for look in seq if look.min_fraction is not None), None)
+    note = ""
+    if abs(first.confidence - confidence) > 1e-12:
+        note = (f"the sequence's level {format_confidence(first.confidence)} (fixed at its first look, {rfc3339(first.looked_at)}) "
+                f"is kept; verification.confidence is now {format_confidence(confidence)}")
+    return LookContext(len(seq) + 1, planned_seconds, first_time, first.confidence), note
+
+
+def check_start(store: Store, workload_class: str, signal: str, started_at: dt.datetime) -> None:
+    """Refuse a start whose cumulative window would take in data already looked at.
+
+    A start equal to an existing sequence's start continues that sequence; any other start
+    before the last window end of a sequence of ``workload_class``/``signal`` is refused.
+
+    Raises:
+        StoreError: one line naming the sequence, the data looked at, and the two ways on.
+    """
+    by_start: dict[dt.datetime, list[Look]] = {}
+    for look in store.looks(workload_class, signal):
+        by_start.setdefault(look.sequence_start, []).append(look)
+    for start, looks in by_start.items():
+        if start == started_at:
+            continue
+        last = max(look.window_end for look in looks)
+        if started_at < last:
+            raise StoreError(
+                f"{workload_class}/{signal} was already looked at from {rfc3339(start)} to {rfc3339(last)} "
+                f"({len(looks)} look(s), initiative {looks[-1].initiative}): a start at {rfc3339(started_at)} would judge that data again; "
+                f"start after {rfc3339(last)} (--started-at), or continue that change's looks with --started-at {rfc3339(start)}")
+
+
+def looks_of(initiative: Initiative, result: VerificationResult, primary: LookContext, guards: dict[str, LookContext]) -> list[Look]:
+    """The look records of one verify: the primary's and each judged guard's.
+
+    Raises:
+        ValueError: never for a result ``verify`` made (its fields validate as a :class:`Look`).
+    """
+    now = utcnow()
+    out = [_look(initiative, result.signal, "primary", primary, result.window.start, result.window.end, result.primary_verdict,
+                 result.change_ratio, result.ci_low, result.ci_high, result.assessment.min_fraction if result.assessment else None, now)]
+    for g in result.guards:
+        ctx = guards.get(g.signal)
+        if ctx is None:
+            continue
+        out.append(_look(initiative, g.signal, "guard", ctx, result.window.start, result.window.end, g.verdict, g.change_ratio, g.ci_low,
+                         g.ci_high, g.assessment.min_fraction if g.assessment else None, now))
+    return out
+
+
+def _look(initiative: Initiative, signal: str, role: str, ctx: LookContext, start: dt.datetime, end: dt.datetime, verdict: str,
+          change: float | None, low: float | None, high: float | None, min_fraction: float | None, now: dt.datetime) -> Look:
+    if ctx.confidence is None:
+        raise StoreError("internal: a look without its sequence's level")
+    return Look(workload_class=initiative.workload_class, signal=signal, sequence_start=initiative.started_at, number=ctx.number,
+                initiative=initiative.id, role=role, window_start=start, window_end=end, confidence=ctx.confidence,
+                min_fraction=ctx.min_fraction or min_fraction, verdict=verdict, change_ratio=change, ci_low=low, ci_high=high, looked_at=now)

@@ -1,0 +1,86 @@
+"""The look log (baselining/looks.py, Store.append_looks/looks): append-only, one sequence
+per change, no fresh error budget from a moved start, and no look outside the sequence."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from obsctl.baselining import looks
+from obsctl.baselining.store import Store
+from obsctl.baselining.verify import verification_window
+from obsctl.errors import StoreError, UsageError
+from obsctl.records import Initiative, Look
+
+UTC = dt.UTC
+T0 = dt.datetime(2026, 11, 2, 10, tzinfo=UTC)
+
+
+def look(number: int, start: dt.datetime = T0, end_hours: float = 1.0, confidence: float = 0.95, initiative: str = "a-20261102",
+         t_min: float | None = 0.4) -> Look:
+    return Look(workload_class="chat", signal="tps", sequence_start=start, number=number, initiative=initiative, window_start=start,
+                window_end=start + dt.timedelta(hours=end_hours), confidence=confidence, min_fraction=t_min, verdict="INCONCLUSIVE",
+                looked_at=start + dt.timedelta(hours=end_hours, minutes=1))
+
+
+def initiative(started: dt.datetime = T0, iid: str = "a-20261102") -> Initiative:
+    return Initiative(id=iid, name="a", lever="batch-size", workload_class="chat", primary_signal="tps", baseline_id="b1", started_at=started)
+
+
+def test_the_log_keeps_every_look_in_order(tmp_path):
+    store = Store(tmp_path)
+    store.append_looks([look(1)])
+    store.append_looks([look(2, end_hours=2)])
+    assert [(x.number, x.window_end) for x in store.looks("chat", "tps")] == [(1, T0 + dt.timedelta(hours=1)), (2, T0 + dt.timedelta(hours=2))]
+    assert store.looks("chat", "other") == []
+    text = store.looks_file("chat", "tps").read_text()
+    assert text.count("\n") == 2 and text.endswith("\n")
+
+
+def test_a_damaged_log_is_named_and_never_appended_to(tmp_path):
+    store = Store(tmp_path)
+    store.append_looks([look(1)])
+    path = store.looks_file("chat", "tps")
+    path.write_bytes(path.read_bytes() + b'{"schema_version": 1, "workload')  # a half line
+    with pytest.raises(StoreError, match=r"tps\.jsonl:2: corrupt look log line"):
+        store.looks("chat", "tps")
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="last line is incomplete"):
+        store.append_looks([look(2)])
+    assert path.read_bytes() == before
+
+
+def test_the_next_look_continues_the_sequence_with_its_first_level(tmp_path):
+    store = Store(tmp_path)
+    ctx, note = looks.context(store, initiative(), "tps", 0.95, 3600.0)
+    assert (ctx.number, ctx.confidence, ctx.min_fraction, note) == (1, 0.95, None, "")
+    store.append_looks([look(1, t_min=0.4)])
+    ctx, note = looks.context(store, initiative(), "tps", 0.90, 3600.0)
+    assert (ctx.number, ctx.confidence, ctx.min_fraction) == (2, 0.95, 0.4)
+    assert "is kept; verification.confidence is now 90 %" in note
+    # Another change (a later start) is another sequence.
+    later = T0 + dt.timedelta(days=2)
+    ctx, _ = looks.context(store, initiative(later, "b-20261104"), "tps", 0.90, 3600.0)
+    assert (ctx.number, ctx.confidence) == (1, 0.90)
+
+
+def test_a_start_on_data_already_looked_at_buys_no_fresh_budget(tmp_path):
+    store = Store(tmp_path)
+    store.append_looks([look(1, end_hours=1), look(2, end_hours=3)])
+    for moved in (T0 + dt.timedelta(seconds=1), T0 + dt.timedelta(hours=2, minutes=59), T0 - dt.timedelta(hours=1)):
+        with pytest.raises(StoreError, match=r"already looked at from 2026-11-02T10:00:00Z to 2026-11-02T13:00:00Z \(2 look\(s\)"):
+            looks.check_start(store, "chat", "tps", moved)
+    looks.check_start(store, "chat", "tps", T0)  # the same start continues that change's sequence
+    looks.check_start(store, "chat", "tps", T0 + dt.timedelta(hours=3))  # new data only
+    looks.check_start(store, "chat", "other", T0 + dt.timedelta(seconds=1))  # another signal
+
+
+@pytest.mark.parametrize("kwargs", [{"window": "1h"}, {"start": T0 + dt.timedelta(hours=2)}])
+def test_a_window_that_starts_after_the_change_is_not_a_look(kwargs):
+    now = T0 + dt.timedelta(hours=3)
+    with pytest.raises(UsageError, match="a look judges the window cumulative from the start"):
+        verification_window(initiative(), 15.0, kwargs.get("window", "1h"), kwargs.get("start"), None, now)
+    # As long as the time since the start, or starting at it: the cumulative window.
+    assert verification_window(initiative(), 15.0, "3h", None, None, now) == (T0, now)
+    assert verification_window(initiative(), 15.0, "1h", T0, None, now) == (T0, now)

@@ -89,7 +89,7 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext
     level = look.confidence if look is not None and look.confidence else cfg.confidence
     j = comparison.judge(base, columns(m.samples), step, memory, level, baseline.direction,
                        cfg.min_effect_ratio, look, guard_tolerance, guard_alpha)
-    est = Estimate(j.change, j.low, j.high, j.confidence or level, j.dof, j.exact,
+    est = Estimate(j.change, j.low, j.high, level, j.dof, j.exact,
                    j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
                    j.window_mean if j.window_mean is not None else m.stats.mean, j.reason)
     return j.verdict, j.reason, est, j

@@ -33,7 +33,7 @@ from obsctl.baselining.statistics.ratio import estimate_ratio
 from obsctl.baselining.statistics.summary import is_constant
 from obsctl.durations import format_duration
 
-METHOD = "AR memory + long-run variance, Fieller interval, normal-mixture confidence sequence"
+METHOD = "AR memory + long-run variance, Fieller interval, one repeated-significance boundary for every cumulative look"
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,9 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         j.reason = "the baseline varies too much to tell its mean from 0 (Fieller interval unbounded)"
         return j
     j.low, j.high = interval
-    estimate = Estimate(j.change, j.low, j.high, j.confidence, j.dof, baseline_mean=sx.mean, window_mean=sy.mean)
+    # The interval holds at ``1 - alpha`` over every look at once: that is the level it claims
+    # (the per-look nominal level, ``j.confidence``, is how it is computed).
+    estimate = Estimate(j.change, j.low, j.high, 1 - alpha, j.dof, baseline_mean=sx.mean, window_mean=sy.mean)
     j.verdict, j.reason = decide(estimate, direction, min_effect, guard_tolerance)
     if guard_tolerance is not None:
         j.guard = {"NO_CHANGE": "pass", "IMPROVED": "pass", "REGRESSED": "regressed"}.get(j.verdict, "undecided")

@@ -12,8 +12,8 @@ One pipeline from a measurement to the overall verdict, and the only one:
    a baseline that aged is replaced by the period right before the start (:func:`before_start`);
 4. **design**: control / canary / seasonal replace the before-after effect, and every design
    adds its confound checks (:func:`obsctl.baselining.designs.run.primary`), capped again;
-5. **guards**: each guard signal as a non-inferiority test at its Bonferroni share
-   (:func:`judge_guard`);
+5. **guards**: each guard signal as a non-inferiority test with its own margin, the
+   family's error shared by Holm's step-down (:func:`judge_guard`, :func:`holm`);
 6. **overall**: :func:`overall_verdict`.
 """
 
@@ -106,23 +106,32 @@ def _window_reason(m, min_samples: int, verdict: Verdict, reason: str) -> str:
     return reason
 
 
-def judge_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime, step: float,
-                   look: comparison.LookContext | None = None, guards: int = 1, side: BaselineSide | None = None) -> GuardResult:
-    """Measure one guard signal over ``(start_at, end_at]`` with its baseline's PromQL and
-    judge it as a non-inferiority test (margin: the signal's ``tolerance_ratio``) at its
-    Bonferroni share ``2 (1 - confidence) / guards`` of the two-sided error. ``side``: the
-    baseline's stored side (:func:`stored_side`), which spares its samples.
+def guard_margin(spec: Spec, signal: str) -> float:
+    """A guard's non-inferiority margin (ratio): the signal's ``guard_margin_ratio``, else
+    ``verification.guard_margin_ratio``; a verdict's margin, never the alerting tolerance."""
+    sig = next((s for s in spec.signals if s.name == signal), None)
+    return sig.guard_margin_ratio if sig is not None and sig.guard_margin_ratio is not None else spec.verification.guard_margin_ratio
+
+
+def measure_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime,
+                  step: float) -> Measurement:
+    """One guard signal over ``(start_at, end_at]`` with its baseline's PromQL.
 
     Raises:
         PrometheusUnavailable: as :func:`obsctl.baselining.measure.window.measure`.
     """
     cfg = spec.verification
-    m = measure(client, baseline.query, start_at, end_at, step, cfg.min_samples, what=f"{baseline.workload_class}/{baseline.signal} (guard)",
-                on_change=baseline.signal in cfg.fresh_on_change)
-    sig = next((s for s in spec.signals if s.name == baseline.signal), None)
-    tolerance = sig.tolerance_ratio if sig is not None else 0.10
-    level = look.confidence if look is not None and look.confidence else cfg.confidence
-    verdict, reason, est, j = judge_signal(spec, baseline, m, look, guard_tolerance=tolerance, guard_alpha=2 * (1 - level) / max(guards, 1),
+    return measure(client, baseline.query, start_at, end_at, step, cfg.min_samples, what=f"{baseline.workload_class}/{baseline.signal} (guard)",
+                   on_change=baseline.signal in cfg.fresh_on_change)
+
+
+def judge_measured_guard(spec: Spec, baseline: Baseline, m: Measurement, look: comparison.LookContext | None, alpha: float,
+                         side: BaselineSide | None = None) -> GuardResult:
+    """A measured guard judged as a non-inferiority test (margin :func:`guard_margin`) at the
+    two-sided level ``alpha`` (its share of the family's error, :func:`holm`), capped by
+    coverage and partial answers."""
+    cfg = spec.verification
+    verdict, reason, est, j = judge_signal(spec, baseline, m, look, guard_tolerance=guard_margin(spec, baseline.signal), guard_alpha=alpha,
                                            side=side)
     reason = _window_reason(m, cfg.min_samples, verdict, reason)
     # Coverage, partial answers and a partial baseline cap the verdict (measure.coverage).
@@ -139,6 +148,54 @@ def judge_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_
     )
 
 
+def judge_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime, step: float,
+                look: comparison.LookContext | None = None, guards: int = 1, side: BaselineSide | None = None) -> GuardResult:
+    """:func:`measure_guard` then :func:`judge_measured_guard` at the first Holm level, the
+    Bonferroni share ``(1 - confidence) / guards`` of the family's two-sided error. ``side``: the
+    baseline's stored side (:func:`stored_side`), which spares its samples.
+
+    Raises:
+        PrometheusUnavailable: as :func:`obsctl.baselining.measure.window.measure`.
+    """
+    level = look.confidence if look is not None and look.confidence else spec.verification.confidence
+    m = measure_guard(spec, client, baseline, start_at, end_at, step)
+    return judge_measured_guard(spec, baseline, m, look, (1 - level) / max(guards, 1), side)
+
+
+def holm(results: list[GuardResult], rejudge: list[Callable[[float], GuardResult]], alpha: float) -> list[GuardResult]:
+    """Holm's step-down over the guards' tests of "worse than the baseline" (Holm, Scand. J.
+    Statist. 6(2), 1979), in place of Bonferroni.
+
+    The guards are ordered by their anytime p-value of being worse (``Assessment.p_worse``,
+    the crossing probability of their statistic, :mod:`.statistics.anytime`); the k-th
+    (0-based) is judged at ``alpha / (m - k)`` as long as every earlier one was below its
+    own level, and the first that is not ends the walk. Each guard was already judged at
+    ``alpha / m`` (Bonferroni: the walk's first level), so only the guards after the first
+    are judged again, at their larger level. With p-values that hold at every look at once,
+    Holm's argument holds at every look: a false REGRESSED needs one of the ``m0`` unchanged
+    guards below ``alpha / m0``, which happens with probability at most ``alpha``.
+
+    Args:
+        results: the guards at ``alpha / m``; rejudge: per guard, its judgement at a level.
+        alpha: the family's two-sided error, ``1 - confidence``: its worse side, the only one
+            REGRESSED reads, holds ``(1 - confidence) / 2``, as the primary's does, so the
+            overall false REGRESSED stays within ``1 - confidence``.
+
+    Returns:
+        The guards in their original order, re-judged where Holm allows a larger level.
+    """
+    m = len(results)
+    p = [g.assessment.p_worse if g.assessment is not None and g.assessment.p_worse is not None else 1.0 for g in results]
+    out = list(results)
+    for k, i in enumerate(sorted(range(m), key=lambda i: p[i])):
+        level = alpha / (m - k)
+        if p[i] > level:
+            break
+        if k > 0:
+            out[i] = rejudge[i](level)
+    return out
+
+
 def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardResult], confidence: float,
                     optional: tuple[str, ...] | list[str] = ()) -> tuple[Verdict, str]:
     """The overall verdict from the primary's and the guards' verdicts.
@@ -147,8 +204,9 @@ def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardRes
     regression is already the worst verdict). Otherwise any REGRESSED guard makes the
     overall verdict REGRESSED, with a reason naming each such guard, e.g. ``quality
     guard probe_cosine_similarity regressed -3.1 % (95 % CI -4.0 % .. -2.2 %)``.
-    Otherwise a quality guard that is NO_DATA or INCONCLUSIVE (not in ``optional``)
-    turns IMPROVED or NO_CHANGE into INCONCLUSIVE. Other guards never change it.
+    Otherwise any guard that is NO_DATA or INCONCLUSIVE (not in ``optional``) turns
+    IMPROVED or NO_CHANGE into INCONCLUSIVE: a guard that was not shown to hold is not a
+    pass, whatever its category.
 
     Returns:
         ``(verdict, reason)``: the primary's own when it stands, else the override's
@@ -159,11 +217,11 @@ def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardRes
         return primary, primary_reason
     if text:
         return "REGRESSED", text
-    # No data is never a pass: an undecided quality guard keeps the verdict at most INCONCLUSIVE.
-    open_ = [g for g in guards if g.category == "quality" and g.signal not in optional and g.verdict in ("NO_DATA", "INCONCLUSIVE")]
+    # No data is never a pass: an undecided guard keeps the verdict at most INCONCLUSIVE.
+    open_ = [g for g in guards if g.signal not in optional and g.verdict in ("NO_DATA", "INCONCLUSIVE")]
     if open_ and primary in ("IMPROVED", "NO_CHANGE"):
-        names = ", ".join(f"{g.signal} {g.verdict}" for g in open_)
-        return "INCONCLUSIVE", f"quality guard {names} (not shown within its tolerance; optional_guards lifts this)"
+        names = ", ".join(f"{g.category} guard {g.signal} {g.verdict}" for g in open_)
+        return "INCONCLUSIVE", f"{names} (not shown within its margin; optional_guards lifts this)"
     return primary, primary_reason
 
 

@@ -16,11 +16,11 @@ length (:func:`obsctl.baselining.plan.planned_seconds`).
 
 Guard signals (``verification.guards``: categories or names, default quality and cost):
 each is measured over the same window with its own baseline's PromQL and judged as a
-non-inferiority test with margin ``tolerance_ratio`` at a Bonferroni share of the
-error. A REGRESSED guard turns the overall verdict into REGRESSED (an "optimization"
-that degrades quality or cost is a regression, DESIGN.md); a quality guard that is
-NO_DATA / INCONCLUSIVE keeps it at most INCONCLUSIVE unless in
-``verification.optional_guards`` (:func:`overall_verdict`).
+non-inferiority test with its margin ``guard_margin_ratio``, the family's error shared
+by Holm's step-down (:func:`obsctl.baselining.verdict.holm`). A REGRESSED guard turns
+the overall verdict into REGRESSED (an "optimization" that degrades quality or cost is
+a regression, DESIGN.md); a guard that is NO_DATA / INCONCLUSIVE keeps it at most
+INCONCLUSIVE unless in ``verification.optional_guards`` (:func:`overall_verdict`).
 
 Exit codes of ``obsctl verify`` (one per verdict, for pipelines):
 IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
@@ -29,6 +29,7 @@ IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from concurrent.futures import Future
 
 from obsctl.baselining import looks, verdict
@@ -41,7 +42,7 @@ from obsctl.baselining.workers import DaemonPool
 from obsctl.durations import parse_duration
 from obsctl.errors import StoreError, UsageError
 from obsctl.promapi import PrometheusClient
-from obsctl.records import Baseline, GuardResult, Initiative, VerificationResult
+from obsctl.records import Baseline, Initiative, VerificationResult
 from obsctl.spec import Spec, escape_label_value
 from obsctl.timeutil import align_down, check_window_points, minus_seconds, rfc3339, utcnow
 
@@ -234,11 +235,15 @@ def _measure_primary(spec: Spec, client: PrometheusClient, initiative: Initiativ
 
 
 def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str, start_at: dt.datetime, end_at: dt.datetime, step: float,
-           initiative: Initiative, planned: float, guards: int) -> tuple[GuardResult, verdict.comparison.LookContext]:
+           initiative: Initiative, planned: float, guards: int):
+    # ``(guard at its Bonferroni share, its look, its judgement at another level)`` (verdict.holm).
     side = verdict.side_for(initiative, baseline_id)
     b = store.baseline(baseline_id, samples=side is None)  # the stored side spares the samples
     look, _ = looks.context(store, initiative, b.signal, spec.verification.confidence, planned)
-    return verdict.judge_guard(spec, client, b, start_at, end_at, step, look, guards, side), look
+    level = look.confidence or spec.verification.confidence
+    m = verdict.measure_guard(spec, client, b, start_at, end_at, step)
+    return (verdict.judge_measured_guard(spec, b, m, look, (1 - level) / max(guards, 1), side), look,
+            functools.partial(verdict.judge_measured_guard, spec, b, m, look, side=side))
 
 
 def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiative: Initiative, baseline: Baseline | None,
@@ -267,7 +272,7 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
     primary = verdict.judge_primary(spec, client, initiative, baseline, m, start_at, end_at, step, look, own_side, prefetched, aged, note)
     estimate, judgement, design = primary.estimate, primary.judgement, primary.design
     *judged, fired = [future.result() for future in pending]
-    guard_results = [g for g, _ in judged]
+    guard_results = verdict.holm([g for g, _, _ in judged], [again for _, _, again in judged], 1 - look.confidence)
     overall, overall_reason = verdict.overall_verdict(primary.verdict, primary.reason, guard_results, cfg.confidence, cfg.optional_guards)
     result = VerificationResult(
         verdict=overall,
@@ -298,7 +303,7 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
         result.assessment.notes.append(level_note)
     # The look is logged before the verdict is shown: a verdict whose look is not in the log
     # would let looks escape the sequence's error guarantee (looks.py).
-    new_looks = looks.looks_of(initiative, result, look, {g.signal: ctx for g, ctx in judged})
+    new_looks = looks.looks_of(initiative, result, look, {g.signal: ctx for g, ctx, _ in judged})
     try:
         with store.locked():
             store.append_looks(new_looks)

@@ -232,6 +232,7 @@ class Assessment(_Record):
     interval_confidence: float | None = None
     planned_seconds: float | None = None
     guard_test: str | None = None
+    p_worse: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
     notes: list[str] = Field(default_factory=list)
 
 

@@ -283,6 +283,9 @@ class Signal(_Model):
         direction: ``higher_is_better`` or ``lower_is_better``.
         tolerance_ratio: relative regression past the baseline that fires the regression
             alert (0.10 = 10 % worse than baseline).
+        guard_margin_ratio: the non-inferiority margin when the signal is judged as a
+            guard (``verify``): how much worse than its baseline still counts as held; None:
+            ``verification.guard_margin_ratio``. A verdict's margin, not an alerting threshold.
         alert_for: how long the regression must hold before the alert fires (PromQL duration).
         record: ``<metric>:<operations>`` part of the recording rule name (the level
             ``workload_class:`` is prepended); default ``obsctl_<name>:value``.
@@ -298,6 +301,7 @@ class Signal(_Model):
     unit: str
     direction: Direction
     tolerance_ratio: float = Field(0.10, gt=0, lt=1)
+    guard_margin_ratio: float | None = Field(None, gt=0, lt=1)
     alert_for: str = "10m"
     record: str | None = None
 
@@ -604,8 +608,10 @@ class Verification(_Model):
             and the equivalence margin of NO_CHANGE.
         guards: guard signals, by category or signal name (default quality and cost).
         optional_guards: guard signals whose NO_DATA / INCONCLUSIVE does not cap the
-            verdict (a non-optional quality guard without a decision keeps it at most
-            INCONCLUSIVE).
+            verdict (any other guard without a decision keeps it at most INCONCLUSIVE).
+        guard_margin_ratio: the guards' non-inferiority margin (default 0.05: a guard
+            holds when it is shown no more than 5 % worse than its baseline); a signal's
+            own ``guard_margin_ratio`` overrides it.
         memory_history: how much history before a baseline window ``snapshot-baseline``
             reads to estimate the signal's memory (PromQL duration, default 3d).
         power: power the planner aims at (``obsctl plan``, ``initiative start``).
@@ -625,6 +631,7 @@ class Verification(_Model):
     fresh_on_change: list[str] = Field(default_factory=list)
     guards: list[str] = Field(default_factory=lambda: ["quality", "cost"])
     optional_guards: list[str] = Field(default_factory=list)
+    guard_margin_ratio: float = Field(0.05, gt=0, lt=1)
     memory_history: str = "3d"
     power: float = Field(0.9, gt=0.5, lt=1)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from obsctl.baselining.statistics import anytime
+from obsctl.baselining.statistics import anytime, assumptions
 from obsctl.baselining.statistics.decision import Estimate, decide, exact_change
 from obsctl.baselining.statistics.distributions import ndtri
 from obsctl.baselining.statistics.lrv import Side, side_estimate
@@ -81,6 +81,7 @@ class Judgement:
     n_eff_window: float | None = None
     look: int | None = None
     min_fraction: float | None = None
+    p_worse: float | None = None
     boundary: float | None = None
     planned_seconds: float | None = None
     guard: str | None = None
@@ -92,6 +93,7 @@ class Judgement:
                 "n_eff_baseline": self.n_eff_baseline, "n_eff_window": self.n_eff_window, "dof": _finite(self.dof),
                 "look": self.look, "min_fraction": self.min_fraction, "boundary_z": _finite(self.boundary),
                 "interval_confidence": self.confidence, "planned_seconds": self.planned_seconds, "guard_test": self.guard,
+                "p_worse": self.p_worse,
                 "notes": list(self.notes)}
 
 
@@ -168,11 +170,17 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
     confidence = look.confidence or confidence
     sx = stored.side if stored is not None else side_estimate(tx, x, step_seconds, memory)
     sy = side_estimate(ty, y, step_seconds, memory)
+    checked = assumptions.check_window(ty, y, step_seconds, memory, sy)  # memory and scale unchanged by the change (assumptions.py)
+    if checked.reason:
+        return Judgement("INCONCLUSIVE", checked.reason, sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
+                         n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, notes=list(checked.notes))
+    sy, memory = checked.side, checked.memory
     if widen is not None and widen[0] > 1:
         factor, dof = widen
         sx, sy = (replace(s, var_mean=s.var_mean * factor, dof=min(s.dof, dof)) for s in (sx, sy))
     j = Judgement("INCONCLUSIVE", "", sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
                   n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, planned_seconds=look.planned_seconds)
+    j.notes.extend(checked.notes)
     if sx.mean != 0:
         j.change = sy.mean / sx.mean - 1
     alpha = guard_alpha if guard_tolerance is not None and guard_alpha is not None else 1 - confidence
@@ -207,12 +215,25 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
     j.verdict, j.reason = decide(estimate, direction, min_effect, guard_tolerance)
     if guard_tolerance is not None:
         j.guard = {"NO_CHANGE": "pass", "IMPROVED": "pass", "REGRESSED": "regressed"}.get(j.verdict, "undecided")
+        j.p_worse = _p_worse(j.change, sx, sy, direction, j.min_fraction)
     if sy.scale_source == "own" and memory.source == "history":
         j.notes.append(f"the window's spread (sd {sy.own_sd:.4g}) differs from the history's (sd {math.sqrt(memory.variance):.4g}): its own scale was used")
     if look.planned_seconds and sy.span_seconds < look.planned_seconds * 0.999 and j.verdict in ("INCONCLUSIVE", "NO_CHANGE"):
         j.reason += (f"; the window ({format_duration(sy.span_seconds)}) is shorter than the planned {format_duration(look.planned_seconds)}"
                      f" (look {look.number}, boundary z = {crit:.2f}; a decision is expected at the planned length)")
     return j
+
+
+def _p_worse(change: float, sx: Side, sy: Side, direction: str, t_min: float | None) -> float:
+    """The p-value of "worse than the baseline" that holds at every look: the two-sided
+    crossing probability (:func:`.anytime.crossing`) of the change's z statistic on the
+    worse side (delta method: ``se = sqrt(V_y + R^2 V_x) / |xbar|``); 1 on the better side.
+    A one-off comparison (``t_min`` None) gives the fixed-level ``2 (1 - Phi(z))``."""
+    se = math.sqrt(sy.var_mean + (1 + change) ** 2 * sx.var_mean) / abs(sx.mean)
+    z = (-change if direction == "higher_is_better" else change) / se if se > 0 else math.inf
+    if not z > 0:
+        return 1.0
+    return anytime.crossing(z, math.log(1 / t_min)) if t_min is not None else anytime.crossing(z, 0.0)
 
 
 def min_fraction_of(baseline: Side) -> float | None:

@@ -141,6 +141,6 @@ def _decide_guard(low: float, high: float, gain: float, d: float, tolerance: flo
             return "IMPROVED", f"better than baseline at {level} confidence (non-inferior within {tol})"
         return "NO_CHANGE", f"non-inferior: not worse than -{tol} at {level} confidence (lower bound {format_percent(low)})"
     if high < 0:
-        return "REGRESSED", (f"worse than baseline at {level} confidence and not shown within the {tol} tolerance "
+        return "REGRESSED", (f"worse than baseline at {level} confidence and not shown within the {tol} margin "
                              f"(lower bound {format_percent(low)})")
-    return "INCONCLUSIVE", f"not shown within the {tol} tolerance (lower bound {format_percent(low)}) nor worse than baseline"
+    return "INCONCLUSIVE", f"not shown within the {tol} margin (lower bound {format_percent(low)}) nor worse than baseline"

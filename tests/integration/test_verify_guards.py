@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from obsctl.baselining.cli import baseline, initiative, report, snapshot_baseline, verify
@@ -50,6 +51,14 @@ def test_flat_guards_improved_and_promoted(history, guard_spec, tmp_path):
     store = Store(tmp_path / "store")
     assert set(store.initiative(iid).guard_baseline_ids) == {"quality_ratio", "request_seconds", "gpu_utilization"}
 
+    # A guard without data is not a pass, whatever its category: INCONCLUSIVE, naming it...
+    held = run(verify, ["--spec", guard_spec, "--initiative", iid, "--end", history.iso(2)])
+    assert held.exit_code == 11, held.output
+    assert held.stdout.startswith("INCONCLUSIVE: utilization guard gpu_utilization NO_DATA (not shown within its margin; optional_guards lifts this)")
+    # ... until the spec says the team does not need it.
+    doc = yaml.safe_load(guard_spec.read_text())
+    doc["verification"]["optional_guards"] = ["gpu_utilization"]
+    guard_spec.write_text(yaml.safe_dump(doc))
     text = run(verify, ["--spec", guard_spec, "--initiative", iid, "--end", history.iso(2)])
     assert text.exit_code == 0, text.output
     first, second = text.stdout.splitlines()[:2]

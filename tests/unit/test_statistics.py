@@ -237,3 +237,23 @@ def test_a_hole_next_to_a_trend_keeps_the_memory_long():
     gap = fit_memory(t[holed], y[holed], 15.0)
     assert len(gap.coefficients) >= 1 and gap.tau_seconds > 86400
     assert 0.5 < gap.tau_seconds / whole.tau_seconds < 2
+
+
+def test_a_guard_carries_its_anytime_p_value_of_being_worse():
+    # A guard 0.25 % worse: p_worse is the crossing probability of its z on the worse side,
+    # z = -change / (sqrt(V_y + R^2 V_x) / xbar), computed here from the two sides.
+    rng = np.random.default_rng(9)
+    model = ar1_model(0.5, variance=1.0)
+    t = np.arange(960) * 15.0
+    x = 100 + ar1(rng, 0.5, 960)
+    y = x[480:] * 0.9975
+    j = judge((t[:480], x[:480]), (t[480:], y), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(1, 7200.0), guard_tolerance=0.05,
+              guard_alpha=0.05)
+    sx, sy = side_estimate(t[:480], x[:480], 15.0, model), side_estimate(t[480:], y, 15.0, model)
+    r = sy.mean / sx.mean
+    z = (1 - r) / (math.sqrt(sy.var_mean + r * r * sx.var_mean) / sx.mean)
+    assert j.p_worse == pytest.approx(anytime.crossing(z, math.log(1 / j.min_fraction)), rel=1e-9)
+    assert 0 < j.p_worse < 1
+    better = judge((t[:480], x[:480]), (t[480:], x[480:] * 1.03), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(1, 7200.0),
+                   guard_tolerance=0.05, guard_alpha=0.05)
+    assert better.p_worse == 1.0

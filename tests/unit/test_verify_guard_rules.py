@@ -9,7 +9,7 @@ import pytest
 
 from obsctl.baselining.present import guards_line, verdict_line
 from obsctl.baselining.report import _guard_table
-from obsctl.baselining.verdict import overall_verdict
+from obsctl.baselining.verdict import guard_margin, holm, overall_verdict
 from obsctl.records import GuardResult, VerificationResult, Window
 
 UTC = dt.UTC
@@ -42,10 +42,57 @@ def test_primary_no_data_and_regressed_stand(primary):
     assert overall_verdict(primary, "r", [guard("q", "REGRESSED", -0.1, -0.11, -0.09)], 0.95) == (primary, "r")
 
 
-def test_no_data_and_inconclusive_non_quality_guards_do_not_change_the_verdict():
+def test_an_undecided_guard_of_any_category_caps_the_verdict_unless_optional():
     guards = [guard("a", "NO_DATA", category="cost"), guard("b", "INCONCLUSIVE", 0.05, -0.05, 0.15, category="saturation"),
               guard("c", "NO_CHANGE", 0.0, 0.0, 0.0, exact=True)]
-    assert overall_verdict("IMPROVED", "r", guards, 0.95) == ("IMPROVED", "r")
+    verdict, reason = overall_verdict("IMPROVED", "r", guards, 0.95)
+    assert verdict == "INCONCLUSIVE" and reason.startswith("cost guard a NO_DATA, saturation guard b INCONCLUSIVE")
+    assert overall_verdict("IMPROVED", "r", guards, 0.95, optional=["a", "b"]) == ("IMPROVED", "r")
+
+
+def holm_guard(signal, p):
+    from obsctl.records import Assessment
+
+    return guard(signal, "INCONCLUSIVE").model_copy(update={"assessment": Assessment(p_worse=p)})
+
+
+def test_holm_walks_down_the_p_values_and_stops_at_the_first_above_its_level():
+    # Three guards, family alpha 0.1: levels 0.1/3, 0.1/2, 0.1 in the order of their p-values.
+    # p = 0.04, 0.2, 0.001: 0.001 <= 0.0333 (judged at Bonferroni already), 0.04 <= 0.05
+    # (judged again at 0.05), 0.2 > 0.1 (the walk stops; it keeps its Bonferroni judgement).
+    results = [holm_guard("a", 0.04), holm_guard("b", 0.2), holm_guard("c", 0.001)]
+    calls = []
+
+    def again(name):
+        return lambda level: calls.append((name, level)) or guard(name, "REGRESSED", -0.1, -0.2, -0.05)
+
+    out = holm(results, [again("a"), again("b"), again("c")], 0.1)
+    assert calls == [("a", pytest.approx(0.05))]
+    assert [g.verdict for g in out] == ["REGRESSED", "INCONCLUSIVE", "INCONCLUSIVE"]
+    # A first p-value above alpha / m stops the walk before anything is judged again.
+    calls.clear()
+    assert holm([holm_guard("a", 0.04), holm_guard("b", 0.05)], [again("a"), again("b")], 0.05) == [holm_guard("a", 0.04), holm_guard("b", 0.05)]
+    assert calls == []
+
+
+def test_a_guard_margin_is_its_own_not_the_alert_tolerance(tmp_path):
+    from obsctl.spec import load_spec
+
+    path = tmp_path / "obsctl.yaml"
+    path.write_text(SPEC)
+    spec = load_spec(str(path))
+    assert guard_margin(spec, "quality") == 0.01 and guard_margin(spec, "cost") == 0.05  # own, then verification's default
+    assert spec.signal("cost").tolerance_ratio == 0.3
+
+
+SPEC = """
+prometheus: {url: http://127.0.0.1:9090}
+workload_classes:
+  - {name: chat, kind: inference, selector: {namespace: chat}}
+signals:
+  - {name: quality, category: quality, query: "avg(q{$selector})", unit: ratio, direction: higher_is_better, guard_margin_ratio: 0.01}
+  - {name: cost, category: cost, query: "sum(c{$selector})", unit: USD/h, direction: lower_is_better, tolerance_ratio: 0.3}
+"""
 
 
 @pytest.mark.parametrize("undecided", ["NO_DATA", "INCONCLUSIVE"])
@@ -55,6 +102,7 @@ def test_undecided_quality_guard_caps_the_verdict_unless_optional(primary, undec
     guards = [guard("q", undecided), guard("c", "NO_CHANGE", 0.0, 0.0, 0.0, exact=True)]
     verdict, reason = overall_verdict(primary, "r", guards, 0.95)
     assert verdict == "INCONCLUSIVE" and reason.startswith(f"quality guard q {undecided}") and "primary" not in reason
+    assert reason.endswith("(not shown within its margin; optional_guards lifts this)")
     assert overall_verdict(primary, "r", guards, 0.95, optional=["q"]) == (primary, "r")
     assert overall_verdict("INCONCLUSIVE", "r", guards, 0.95) == ("INCONCLUSIVE", "r")
 

@@ -157,26 +157,23 @@ def main() -> int:
         prom.rule_files = sorted(rules_dir.glob("*.yaml"))
         prom.reload()
 
-        # 2. Initiative: one lever, one class.
-        result = obsctl(
-            "initiative", "start", "--spec", str(spec_path), "--name", "batch size 32", "--lever", "batch-size",
-            "--class", CLASS, "--signal", SIGNAL, "--expected-impact", "1.0", "--effort", "half an engineer-day",
-            "--output", "json",
-        )
-        initiative_id = json.loads(result.stdout)["id"]
+        # 2. Initiative: one lever, one class. It starts when the change is live and its rate
+        # window holds only the new state: every look is the window cumulative from there.
         say("deploying the change on the canary replica only: batch size 32")
         replicas["canary"].stop()
         replicas["canary"] = start_workload(32, ports["canary"], "canary")
         settle_end = time.time() + RATE_WINDOW + 15
+        result = obsctl(
+            "initiative", "start", "--spec", str(spec_path), "--name", "batch size 32", "--lever", "batch-size",
+            "--class", CLASS, "--signal", SIGNAL, "--expected-impact", "1.0", "--effort", "half an engineer-day",
+            "--started-at", utc(settle_end), "--output", "json",
+        )
+        initiative_id = json.loads(result.stdout)["id"]
         sleep_with_progress(RATE_WINDOW + 15 + WINDOW, "collecting the verification window")
         window_end = time.time()
-        window_start = max(settle_end, window_end - WINDOW)
 
-        # 3. Verify (exit code carries the verdict; 0 = IMPROVED).
-        verdict = obsctl(
-            "verify", "--spec", str(spec_path), "--initiative", initiative_id,
-            "--start", utc(window_start), "--end", utc(window_end), check=False,
-        )
+        # 3. Verify (exit code carries the verdict; 0 = IMPROVED): a look at the window from the start.
+        verdict = obsctl("verify", "--spec", str(spec_path), "--initiative", initiative_id, "--end", utc(window_end), check=False)
         # What a pipeline would read instead: the stored verification, as JSON.
         obsctl("initiative", "list", "--spec", str(spec_path), "--class", CLASS, "--output", "json", check=False)
         if verdict.returncode != 0:

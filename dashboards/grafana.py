@@ -175,13 +175,17 @@ def annotation(name: str, expr: str, title: str, text: str, tag_keys: list[str],
 
 def dashboard(title: str, uid: str, description: str, tags: list[str],
               sections: list[tuple[str | None, list[tuple[object, int, int]]]],
-              variables: list[G.Template] | None = None, annotations: list[dict] | None = None) -> dict:
+              variables: list[G.Template] | None = None, annotations: list[dict] | None = None,
+              repeats: dict[str, str] | None = None, links: list[dict] | None = None) -> dict:
     """The dashboard as Grafana JSON (a dict), house style applied.
 
     Args:
         sections: ``[(row title or None, [(panel, width 1-24, height), ...]), ...]``.
         variables: extra template variables after ``datasource``.
         annotations: annotation queries (:func:`annotation`).
+        repeats: ``{row title: variable}``: Grafana repeats that row and its panels once per
+            selected value of the variable (the JSON holds one copy, whatever the number of values).
+        links: dashboard links (:func:`dashboard_links`).
 
     Raises:
         ValueError: a panel of a type outside :data:`MODERN_TYPES`.
@@ -198,6 +202,10 @@ def dashboard(title: str, uid: str, description: str, tags: list[str],
     data["schemaVersion"] = SCHEMA_VERSION
     data["annotations"] = {"list": list(annotations or [])}
     data["panels"] = [_clean_panel(p) for p in data["panels"]]
+    for panel in data["panels"]:
+        if panel["type"] == "row" and panel["title"] in (repeats or {}):
+            panel["repeat"] = repeats[panel["title"]]
+    data["links"] = list(links or [])
     bad = sorted({p["type"] for p in data["panels"]} - MODERN_TYPES)
     if bad:
         raise ValueError(f"dashboard {uid}: legacy panel types {bad}; use {sorted(MODERN_TYPES)}")
@@ -233,3 +241,10 @@ def custom_variable(name: str, label: str, values: list[str], default: str) -> G
     """A single-value custom variable over fixed ``values`` (e.g. the spec's signal names)."""
     options = [{"text": v, "value": v, "selected": v == default} for v in values]
     return G.Template(name=name, label=label, query=",".join(values), type="custom", default=default, options=options)
+
+
+def dashboard_links(tags: list[str], title: str = "obsctl dashboards") -> list[dict]:
+    """A dropdown of the dashboards tagged ``tags`` that carries the time range and the
+    variables (``$workload_class``, ``$signal``) over: one class's view in every dashboard."""
+    return [{"title": title, "type": "dashboards", "icon": "external link", "tooltip": "", "tags": tags, "asDropdown": True,
+             "targetBlank": False, "includeVars": True, "keepTime": True}]

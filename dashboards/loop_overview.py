@@ -1,6 +1,8 @@
-"""The loop overview dashboard: for each workload class a row; for each signal its
-current value against its baseline, the regression threshold and its target, a stat of
-the current value and the gap to target, then the class's baselines and firing alerts.
+"""The loop overview dashboard: one row that Grafana repeats for each selected workload
+class (``$workload_class``); for each signal its current value against its baseline, the
+regression threshold and its target, a stat of the current value and the gap to target,
+then the class's baselines and firing alerts (``$signal`` selects their signals). Links
+to the other obsctl dashboards carry the variables over.
 
 Queries read the series the generated rules publish (see obsctl.rules.loop_series).
 """
@@ -8,9 +10,11 @@ Queries read the series the generated rules publish (see obsctl.rules.loop_serie
 from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
+from obsctl.dashboards.per_class import class_variable
 from obsctl.rules.loop_series import (
     BASELINE_INFO,
     BASELINE_VALUE,
+    CLASS_SIGNAL_INFO,
     INITIATIVE_EVENT,
     LEDGER_CHANGE,
     REVIEW_BASELINE_CREATED,
@@ -19,36 +23,55 @@ from obsctl.rules.loop_series import (
     TARGET_GAP,
     TARGET_VALUE,
     number,
-    selector,
 )
 from obsctl.rules.signals import class_signals
-from obsctl.spec import Signal, Spec, WorkloadClass
+from obsctl.spec import Signal, Spec
 
 UID = "obsctl-loop-overview"
+#: The classes and signals the panels show: Grafana's variables, substituted at view time.
+CLASS = 'workload_class=~"$workload_class"'
+SIGNAL = 'signal=~"$signal"'
+#: The repeated row: Grafana draws it once per selected class.
+CLASS_ROW = "$workload_class"
 
 
-def _signal_panels(spec: Spec, wc: WorkloadClass, sig: Signal) -> list[tuple[object, int, int]]:
-    ident = {"workload_class": wc.name, "signal": sig.name}
-    current = selector(sig.record_name, workload_class=wc.name)
-    baseline = selector(BASELINE_VALUE, **ident)
+def _signal_panels(spec: Spec, sig: Signal) -> list[tuple[object, int, int]]:
+    """One signal's panels, for the class of the repeated row: current, baseline, regression
+    threshold and (where the spec sets any target for the signal) target; a stat of the
+    current value and the gap to target."""
+    ident = f'{CLASS},signal="{_esc(sig.name)}"'
+    current = f"{sig.record_name}{{{CLASS}}}"
+    baseline = f"{BASELINE_VALUE}{{{ident}}}"
     sign = "-" if sig.direction == "higher_is_better" else "+"
-    has_target = any(t.workload_class == wc.name and t.signal == sig.name for t in spec.targets)
+    has_target = any(t.signal == sig.name for t in spec.targets)
     series = [
         g.query(current, "current", "A"),
         g.query(baseline, "baseline", "B"),
         g.query(f"{baseline} * (1 {sign} {number(sig.tolerance_ratio)})", "regression threshold", "C"),
     ]
     if has_target:
-        series.append(g.query(selector(TARGET_VALUE, **ident), "target", "D"))
+        series.append(g.query(f"{TARGET_VALUE}{{{ident}}}", "target", "D"))
     arrow = "higher is better" if sig.direction == "higher_is_better" else "lower is better"
     ts = g.timeseries(f"{sig.name} ({sig.unit})", series, g.unit(sig.unit),
                       f"{sig.category}; {arrow}; the regression alert fires past the threshold for {sig.alert_for}.")
     stats = [g.query(current, "current", "A", instant=True)]
     if has_target:
-        stats.append(g.query(selector(TARGET_GAP, **ident), "gap to target", "B", instant=True))
+        stats.append(g.query(f"{TARGET_GAP}{{{ident}}}", "gap to target", "B", instant=True))
     st = g.stat(f"{sig.name} now", stats, g.unit(sig.unit), "Current value" + (" and (current - target) / target" if has_target else ""),
                 ref_units={"B": "percentunit"} if has_target else None)
     return [(ts, 18, 8), (st, 6, 8)]
+
+
+def _class_panels(spec: Spec) -> list[tuple[object, int, int]]:
+    """The repeated row's panels: each signal some class can have, then the class's baselines
+    and firing alerts (of the signals ``$signal`` selects)."""
+    fillable = {s.name for wc in spec.workload_classes for s in class_signals(spec, wc)}
+    items = [p for sig in sorted(spec.signals, key=lambda s: s.name) if sig.name in fillable for p in _signal_panels(spec, sig)]
+    items.append((g.table("Baselines", [g.query(f"{BASELINE_INFO}{{{CLASS},{SIGNAL}}}", "", "A", instant=True, table=True)],
+                          "Current baseline per signal: id, window, population, snapshot time."), 12, 6))
+    items.append((g.table("Firing obsctl alerts", [g.query(
+        f'ALERTS{{alertstate="firing",alertname=~"Obsctl.*",{CLASS},{SIGNAL}}}', "", "A", instant=True, table=True)]), 12, 6))
+    return items
 
 
 def _review_panels() -> list[tuple[object, int, int]]:
@@ -71,20 +94,18 @@ def _review_panels() -> list[tuple[object, int, int]]:
 
 
 def build(spec: Spec) -> dict:
-    """The loop overview as Grafana JSON for every class x signal of ``spec`` (sorted by name),
-    after a review and ledger row."""
-    sections = [("Review and ledger", _review_panels())]
-    for wc in sorted(spec.workload_classes, key=lambda c: c.name):
-        # Only the signals the class's source can fill (obsctl.rules.signals.class_signals).
-        items = [p for sig in class_signals(spec, wc) for p in _signal_panels(spec, wc, sig)]
-        items.append((g.table("Baselines", [g.query(selector(BASELINE_INFO, workload_class=wc.name), "", "A", instant=True, table=True)],
-                              "Current baseline per signal: id, window, population, snapshot time."), 12, 6))
-        items.append((g.table("Firing obsctl alerts", [g.query(
-            f'ALERTS{{alertstate="firing",alertname=~"Obsctl.*",workload_class="{_esc(wc.name)}"}}', "", "A", instant=True, table=True)]), 12, 6))
-        sections.append((f"{wc.name} ({wc.kind})", items))
+    """The loop overview as Grafana JSON: a review and ledger row, then one row that Grafana
+    repeats for each class selected in ``$workload_class``, with the panels of every signal.
+
+    The JSON holds one panel set per signal, whatever the number of classes (a row per
+    class made a 40-class spec's dashboard larger than a ConfigMap can hold)."""
+    variables = [class_variable(spec),
+                 g.query_variable("signal", "Signal", f'label_values({CLASS_SIGNAL_INFO}{{{CLASS}}}, signal)')]
+    sections = [("Review and ledger", _review_panels()), (CLASS_ROW, _class_panels(spec))]
     return g.dashboard("obsctl / optimization loop", UID,
                        "Each workload class's signals against baseline, regression threshold and target (generated by obsctl).",
-                       ["obsctl", "generated"], sections, annotations=[_loop_annotation()])
+                       ["obsctl", "generated"], sections, variables, annotations=[_loop_annotation()],
+                       repeats={CLASS_ROW: "workload_class"}, links=g.dashboard_links(["obsctl"]))
 
 
 def _loop_annotation() -> dict:

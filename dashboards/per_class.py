@@ -8,7 +8,7 @@ plus the labels it shows.
 from __future__ import annotations
 
 from obsctl.dashboards import grafana as g
-from obsctl.rules.loop_series import INITIATIVE_EVENT
+from obsctl.rules.loop_series import CLASS_INFO, INITIATIVE_EVENT
 from obsctl.spec import Spec
 
 #: Matcher every per-class query carries (Grafana substitutes the selected classes).
@@ -16,11 +16,11 @@ CLASS = 'workload_class=~"$workload_class"'
 
 
 def class_variable(spec: Spec, kind: str | None = None) -> object:
-    """Multi-value ``$workload_class`` variable over the spec's classes (of ``kind`` if given)."""
-    names = sorted(c.name for c in spec.workload_classes if kind is None or c.kind == kind)
-    regex = "|".join(names) or ".+"
-    return g.query_variable("workload_class", "Workload class",
-                            f'label_values({{__name__=~"workload_class:obsctl_.+",workload_class=~"{regex}"}}, workload_class)')
+    """Multi-value ``$workload_class`` variable over the classes the rules publish (of ``kind``
+    if given), read from the class info series: the JSON does not list the classes, so its
+    size does not grow with them."""
+    matchers = f'{{kind="{kind}"}}' if kind else ""
+    return g.query_variable("workload_class", "Workload class", f"label_values({CLASS_INFO}{matchers}, workload_class)")
 
 
 def by_class(series: str, *, matchers: str = "", by: str = "", agg: str = "sum") -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from obsctl.dashboards import grafana as g
 from obsctl.dashboards.per_class import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
-from obsctl.rules.loop_series import BASELINE_VALUE, JOIN
+from obsctl.rules.loop_series import BASELINE_VALUE, CLASS_INFO, JOIN
 from obsctl.spec import Spec, WorkloadClass, escape_label_value
 
 UID = "obsctl-verification"
@@ -139,11 +139,10 @@ def build(spec: Spec) -> dict:
         variant = spec.comparison.for_class(wc.name).variant
         if variant is not None:
             sections.append((f"{wc.name}: canary {variant.label}={variant.treatment} vs {variant.control}", _canary_panels(spec, wc)))
-    names = sorted(c.name for c in spec.workload_classes)
     variables = [class_variable(spec),
                  g.custom_variable("signal", "Primary signal", sorted(s.name for s in spec.signals), _default_signal(spec)),
                  g.single_variable("control_class", "Control class",
-                                   f'label_values({C.SATURATION_STATE}{{workload_class=~"{"|".join(names)}"}}, workload_class)',
+                                   f"label_values({CLASS_INFO}, workload_class)",
                                    _default_control(spec))]
     return g.dashboard("obsctl / verification context", UID,
                        "Why a verdict is what it is: demand and saturation, the primary signal against its baseline, "

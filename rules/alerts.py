@@ -34,7 +34,7 @@ from obsctl.rules.loop_series import (
     with_owner,
 )
 from obsctl.rules.signals import class_signals
-from obsctl.spec import Signal, Spec, Target, WorkloadClass
+from obsctl.spec import Signal, Spec, Target
 
 #: How long a (class, signal) may lack a baseline / data before the alert fires.
 MISSING_FOR = "15m"
@@ -89,19 +89,18 @@ def absent_rule(sig: Signal) -> dict:
     )
 
 
-def missing_rule(wc: WorkloadClass) -> dict:
-    """``ObsctlBaselineMissing`` (info) for one class: how many of the signals it can have
-    (:data:`CLASS_SIGNAL_INFO`) have no baseline series; one alert per class, however many."""
-    identity = {"workload_class": wc.name}
-    expr = (f"count by (workload_class) (\n  {selector(CLASS_SIGNAL_INFO, **identity)}\n"
-            f"  unless {JOIN} {selector(BASELINE_VALUE, **identity)}\n)")
-    labels = {**identity, **({"owner": wc.owner} if wc.owner else {})}
+def missing_rule() -> dict:
+    """``ObsctlBaselineMissing`` (info), one rule for every class: per class, how many of
+    the signals it can have (:data:`CLASS_SIGNAL_INFO`) have no baseline series; one alert
+    per class, however many; the owner joined from the class info series."""
+    expr = f"count by (workload_class) (\n  {CLASS_SIGNAL_INFO}\n  unless {JOIN} {BASELINE_VALUE}\n)"
+    wc = "{{ $labels.workload_class }}"
     return _alert(
-        "ObsctlBaselineMissing", expr, MISSING_FOR, "info", labels,
-        f"{{{{ $value }}}} signal(s) of {wc.name} have no baseline",
-        f"Workload class {wc.name} has {{{{ $value }}}} signal(s) without a {BASELINE_VALUE} series: regressions of "
-        f"those signals cannot be detected. obsctl review --class {wc.name} names them; take baselines with "
-        f"obsctl snapshot-baseline --class {wc.name}, then obsctl rules generate.",
+        "ObsctlBaselineMissing", with_owner(expr), MISSING_FOR, "info", {},
+        f"{{{{ $value }}}} signal(s) of {wc} have no baseline",
+        f"Workload class {wc} has {{{{ $value }}}} signal(s) without a {BASELINE_VALUE} series: regressions of "
+        f"those signals cannot be detected. obsctl review --class {wc} names them; take baselines with "
+        f"obsctl snapshot-baseline --class {wc}, then obsctl rules generate.",
     )
 
 
@@ -162,14 +161,14 @@ def review_rules() -> list[dict]:
 
 def alert_groups(spec: Spec) -> list[dict]:
     """Groups ``obsctl.alerts.signals`` (regression, absent), ``obsctl.alerts.baselines``
-    (baseline missing per class, target deadline), sorted by class and signal, and
+    (baseline missing, one rule for every class; target deadline, one per target), sorted by class and signal, and
     ``obsctl.alerts.review`` (:func:`review_rules`)."""
     signals = sorted(spec.signals, key=lambda s: s.name)
     classes = sorted(spec.workload_classes, key=lambda c: c.name)
     # A signal no class can have gets no per-signal alert either.
     fillable = {s.name for wc in classes for s in class_signals(spec, wc)}
     per_signal = [rule for sig in signals if sig.name in fillable for rule in (regression_rule(sig), absent_rule(sig))]
-    loop = [missing_rule(wc) for wc in classes if class_signals(spec, wc)]
+    loop = [missing_rule()] if fillable else []
     loop += [deadline_rule(t, spec.signal(t.signal), t.owner or spec.workload_class(t.workload_class).owner)
              for t in sorted(spec.targets, key=lambda t: (t.workload_class, t.signal))]
     return [{"name": "obsctl.alerts.signals", "rules": per_signal}, {"name": "obsctl.alerts.baselines", "rules": loop},

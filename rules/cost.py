@@ -30,7 +30,7 @@ counters with a positive rate); a run's total is :func:`run_cost_usd_query`.
 from __future__ import annotations
 
 from obsctl.rules import canonical as C
-from obsctl.rules.loop_series import number, selector
+from obsctl.rules.loop_series import CLASS_INFO, class_regex, number, selector, shared_by
 from obsctl.spec import Spec, WorkloadClass, promql_matchers
 
 #: Per GPU (label ``uuid``): USD per hour, OpenCost or spec price.
@@ -79,58 +79,90 @@ def _nodes(wc: WorkloadClass, **extra: str) -> str:
     return "{" + ",".join(filter(None, [promql_matchers(wc.node_selector), promql_matchers(extra)])) + "}"
 
 
-def tokens_expr(wc: WorkloadClass) -> str:
-    """Tokens per second of the class: ``TOKENS``, else input + output."""
-    own = {"workload_class": wc.name, "signal": ""}  # signal="": canonical series only (C.OWN_SERIES)
-    return (f"(sum({selector(C.TOKENS, **own)})\n or (sum({selector(C.INPUT_TOKENS, **own)}) "
-            f"+ sum({selector(C.OUTPUT_TOKENS, **own)})))")
+def _per_class(name: str, **labels: str) -> str:
+    """``sum by (workload_class) (<name>{signal=""[,labels]})``: a canonical series per class
+    (``signal=""``: the source's own series, :data:`obsctl.rules.canonical.OWN_SERIES`)."""
+    return f"sum by (workload_class) ({selector(name, signal='', **labels)})"
 
 
-def class_rules(spec: Spec, wc: WorkloadClass) -> list[dict]:
-    """One class's cost, waste, per-unit cost, run cost and efficiency rules (evaluation order)."""
+def tokens_expr() -> str:
+    """Tokens per second of each class: ``TOKENS``, else input + output."""
+    return f"({_per_class(C.TOKENS)}\n or ({_per_class(C.INPUT_TOKENS)} + {_per_class(C.OUTPUT_TOKENS)}))"
+
+
+def _node_rules(spec: Spec, nodes: str, members: list[WorkloadClass]) -> list[dict]:
+    """The rules that read the attribution and node series of the classes ``members``, which
+    share the node selector ``nodes``: one rule each ``by (workload_class)`` for all of them.
+
+    A class without a priced GPU costs its nodes: the node cost (no class label) is given to
+    each such class (``classes * on() group_left() cost``)."""
     p = spec.pricing
-    own = {"workload_class": wc.name}
-    s = lambda name, **m: f"sum({selector(name, **own, signal='', **m)})"  # noqa: E731 - signal="": C.OWN_SERIES
-    attributed = f"obsctl_gpu_attribution_info{_nodes(wc, workload_class=wc.name)}"
-    gpu_cost = f"sum({attributed} * on(uuid) group_left() {GPU_COST_SHARE})"
+    sel = lambda **m: "{" + ",".join(filter(None, [nodes, promql_matchers(m)])) + "}"  # noqa: E731
+    attributed = f"obsctl_gpu_attribution_info{{{','.join(filter(None, [nodes, class_regex(c.name for c in members)]))}}}"
+    gpu_cost = f"sum by (workload_class) ({attributed} * on(uuid) group_left() {GPU_COST_SHARE})"
     label = p.opencost_node_label
-    node_opencost = f"sum({_opencost('node_total_hourly_cost', label)} * on({label}) group by ({label}) (up{_nodes(wc)}))"
-    node_spec = f"sum(obsctl_node_price_usd_per_hour{_nodes(wc)})"
-    nodes = [node_opencost, node_spec] if p.prefer == "opencost" else [node_spec, node_opencost]
-    idle = (f"sum(\n  ({attributed} * on(uuid) group_left() {GPU_COST_SHARE})\n"
-            f"  and on(uuid, gpu_instance) (avg_over_time(obsctl_gpu_utilization_ratio{_nodes(wc)}[{WINDOW}])"
+    node_opencost = f"sum({_opencost('node_total_hourly_cost', label)} * on({label}) group by ({label}) (up{sel()}))"
+    node_spec = f"sum(obsctl_node_price_usd_per_hour{sel()})"
+    nodes_first, nodes_second = (node_opencost, node_spec) if p.prefer == "opencost" else (node_spec, node_opencost)
+    classes = f"group by (workload_class) ({CLASS_INFO}{{{class_regex(c.name for c in members)}}})"
+    node_cost = f"{classes}\n  * on() group_left() ({nodes_first}\n    or {nodes_second})"
+    idle = (f"sum by (workload_class) (\n  ({attributed} * on(uuid) group_left() {GPU_COST_SHARE})\n"
+            f"  and on(uuid, gpu_instance) (avg_over_time(obsctl_gpu_utilization_ratio{sel()}[{WINDOW}])"
             f" < {number(p.idle_utilization_ratio)})\n)\nor 0 * {gpu_cost}")
-    usd_per_s = f"{s(C.COST_USD_PER_HOUR)} / 3600"
-    tokens = tokens_expr(wc)
-    per = lambda work, scale="": f"{usd_per_s}\n/ ({work} > 0){scale}"  # noqa: E731
-    run = p.run_label
+    rules = [
+        (C.COST_USD_PER_HOUR, f"{gpu_cost}\nor (\n  {node_cost}\n)"),
+        (C.IDLE_WASTE_USD_PER_HOUR, idle),
+        (C.GPU_ENERGY, f"sum by (workload_class) ({attributed} * on(uuid) group_left() {GPU_ENERGY_SHARE})"),
+        (C.ENERGY_COST_USD_PER_HOUR, f"sum by (workload_class) ({attributed} * on(uuid) group_left() "
+                                     f"({GPU_ENERGY_SHARE} * on(uuid) {GPU_ENERGY_PRICE})) / 1000"),
+    ]
+    return [{"record": r, "expr": e} for r, e in rules]
+
+
+def _run_rule(spec: Spec, wc: WorkloadClass) -> dict:
+    """``RUN_COST_USD_PER_HOUR`` of one class: its runs are read through its ``selector``
+    (raw SDK counters carry no class label to group by), so one rule per class."""
+    run = spec.pricing.run_label
     runs = (f'group by (run) (label_replace(rate({{__name__=~"{_RUN_COUNTERS}",{promql_matchers(wc.selector)},{run}!=""}}'
             f'[{WINDOW}]) > 0, "run", "$1", "{run}", "(.+)"))')
-    rules = [
-        (C.COST_USD_PER_HOUR, f"{gpu_cost}\nor {nodes[0]}\nor {nodes[1]}", {}),
-        (C.IDLE_WASTE_USD_PER_HOUR, idle, {}),
-        (C.GPU_ENERGY, f"sum({attributed} * on(uuid) group_left() {GPU_ENERGY_SHARE})", {}),
-        (C.ENERGY_COST_USD_PER_HOUR,
-         f"sum({attributed} * on(uuid) group_left() ({GPU_ENERGY_SHARE} * on(uuid) {GPU_ENERGY_PRICE})) / 1000", {}),
-        (C.COST_PER_MILLION_TOKENS, per(tokens, " * 1e6"), {}),
-        (C.COST_PER_MILLION_INPUT_TOKENS, per(s(C.INPUT_TOKENS), " * 1e6"), {}),
-        (C.COST_PER_MILLION_OUTPUT_TOKENS, per(s(C.OUTPUT_TOKENS), " * 1e6"), {}),
-        (C.COST_PER_REQUEST, per(s(C.REQUESTS, outcome="success")), {}),
-        (C.COST_PER_SAMPLE, per(s(C.SAMPLES)), {}),
-        (C.RUN_COST_USD_PER_HOUR, f"{runs}\n* on() group_left() ({s(C.COST_USD_PER_HOUR)} / count({runs}))", {}),
-        (C.TOKENS_PER_GPU_BUSY_SECOND, f"{tokens}\n/ ({s(C.GPU_BUSY)} > 0)", {}),
-        (C.TOKENS_PER_GPU_ALLOCATED_SECOND, f"{tokens}\n/ {s(C.GPUS_ALLOCATED)}", {}),
-        (C.TOKENS_PER_JOULE, f"{tokens}\n/ ({s(C.GPU_ENERGY)} > 0)", {}),
-        (C.SAMPLES_PER_GPU_ALLOCATED_SECOND, f"{s(C.SAMPLES)}\n/ {s(C.GPUS_ALLOCATED)}", {}),
+    cost = f"sum({selector(C.COST_USD_PER_HOUR, workload_class=wc.name, signal='')})"
+    return {"record": C.RUN_COST_USD_PER_HOUR, "expr": f"{runs}\n* on() group_left() ({cost} / count({runs}))",
+            "labels": {"workload_class": wc.name}}
+
+
+def class_rules(spec: Spec) -> list[dict]:
+    """The classes' cost, waste, per-unit cost, run cost and efficiency rules, in evaluation
+    order: attribution and node rules once per node selector (:func:`_node_rules`), the
+    run cost per class (:func:`_run_rule`), and the ratios once for every class."""
+    classes = sorted(spec.workload_classes, key=lambda c: c.name)
+    rules: list[dict] = []
+    for nodes, members in shared_by(classes, lambda c: promql_matchers(c.node_selector)):
+        rules += _node_rules(spec, nodes, members)
+    usd_per_s = f"{_per_class(C.COST_USD_PER_HOUR)} / 3600"
+    tokens = tokens_expr()
+    per = lambda work, scale="": f"{usd_per_s}\n/ ({work} > 0){scale}"  # noqa: E731
+    ratios = [
+        (C.COST_PER_MILLION_TOKENS, per(tokens, " * 1e6")),
+        (C.COST_PER_MILLION_INPUT_TOKENS, per(_per_class(C.INPUT_TOKENS), " * 1e6")),
+        (C.COST_PER_MILLION_OUTPUT_TOKENS, per(_per_class(C.OUTPUT_TOKENS), " * 1e6")),
+        (C.COST_PER_REQUEST, per(_per_class(C.REQUESTS, outcome="success"))),
+        (C.COST_PER_SAMPLE, per(_per_class(C.SAMPLES))),
     ]
-    return [{"record": r, "expr": e, "labels": {**own, **extra}} for r, e, extra in rules]
+    rules += [{"record": r, "expr": e} for r, e in ratios]
+    rules += [_run_rule(spec, wc) for wc in classes]
+    efficiency = [
+        (C.TOKENS_PER_GPU_BUSY_SECOND, f"{tokens}\n/ ({_per_class(C.GPU_BUSY)} > 0)"),
+        (C.TOKENS_PER_GPU_ALLOCATED_SECOND, f"{tokens}\n/ {_per_class(C.GPUS_ALLOCATED)}"),
+        (C.TOKENS_PER_JOULE, f"{tokens}\n/ ({_per_class(C.GPU_ENERGY)} > 0)"),
+        (C.SAMPLES_PER_GPU_ALLOCATED_SECOND, f"{_per_class(C.SAMPLES)}\n/ {_per_class(C.GPUS_ALLOCATED)}"),
+    ]
+    return rules + [{"record": r, "expr": e} for r, e in efficiency]
 
 
 def cost_groups(spec: Spec) -> list[dict]:
-    """Rule groups ``obsctl.cost.gpu`` (fleet) and ``obsctl.cost.<class>`` (sorted by name)."""
-    return [{"name": "obsctl.cost.gpu", "rules": gpu_rules(spec)},
-            *({"name": f"obsctl.cost.{wc.name}", "rules": class_rules(spec, wc)}
-              for wc in sorted(spec.workload_classes, key=lambda c: c.name))]
+    """Rule groups ``obsctl.cost.gpu`` (fleet) and ``obsctl.cost.classes`` (:func:`class_rules`)."""
+    groups = [{"name": "obsctl.cost.gpu", "rules": gpu_rules(spec)}]
+    return groups + ([{"name": "obsctl.cost.classes", "rules": class_rules(spec)}] if spec.workload_classes else [])
 
 
 def run_cost_usd_query(period: str, step: str = "60s", step_seconds: str | float = 60, matchers: str = "") -> str:

@@ -84,3 +84,23 @@ def with_owner(expr: str) -> str:
     """``expr`` (a vector labelled ``workload_class``) with the class's ``owner`` label
     copied from :data:`CLASS_INFO`; the value stays ``expr``'s (the info series is 1)."""
     return f"({expr})\n* on(workload_class) group_left(owner) {CLASS_INFO}"
+
+
+def class_regex(names) -> str:
+    """``workload_class=~"a|b"``: the matcher of a set of classes that share one rule.
+
+    Class names hold only ``a-z 0-9 _ -`` (the spec validates them), none of them special
+    in a regular expression; sorted, so the text is deterministic.
+    """
+    return f'workload_class=~"{"|".join(sorted(names))}"'
+
+
+def shared_by(classes, key) -> list[tuple[object, list]]:
+    """``classes`` split by ``key(class)``: ``[(key, [classes])]`` in the order of each key's
+    first class. Rules whose PromQL depends on a class only through ``key`` (its node
+    selector, its thresholds) are written once per key, for all of that key's classes,
+    instead of once per class."""
+    out: dict[object, list] = {}
+    for wc in classes:
+        out.setdefault(key(wc), []).append(wc)
+    return list(out.items())

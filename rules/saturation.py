@@ -43,7 +43,7 @@ from typing import Literal
 
 from obsctl.errors import SpecError
 from obsctl.rules import canonical as C
-from obsctl.rules.loop_series import number, selector
+from obsctl.rules.loop_series import class_regex, number, selector, shared_by
 from obsctl.spec import Spec, WorkloadClass, promql_matchers
 
 State = Literal["saturated", "constrained", "idle", "healthy"]
@@ -253,18 +253,19 @@ def _raw_queue(wc: WorkloadClass) -> dict[str, str]:
     return out
 
 
-def class_rules(spec: Spec, wc: WorkloadClass) -> list[dict]:
-    """The recording rules of one class: busy inputs, ``BUSY_RATIO``, ``QUEUE_BUILDING`` and
-    ``SATURATION_STATE`` x 4 states, in evaluation order (one group: later rules read earlier ones)."""
-    th = Thresholds.for_class(spec, wc.name)
-    src = inputs(spec, wc)
-    own = {"workload_class": wc.name}
-    rec = lambda name: selector(name, **own)  # noqa: E731
+def _queue_and_state_rules(th: Thresholds, match: str) -> list[dict]:
+    """``QUEUE_BUILDING`` and ``SATURATION_STATE`` x 4 states for the classes ``match``
+    selects (empty: every class), which share the thresholds ``th``."""
+    def rec(name: str, **labels: str) -> str:
+        matchers = ",".join(filter(None, [match, promql_matchers(labels)]))
+        return f"{name}{{{matchers}}}" if matchers else name
+
     tag = lambda expr, name: f'label_replace({expr}, "queue_signal", "{name}", "", "")'  # noqa: E731
     queue = " or ".join([
-        tag(f"{src['waiting']} >= bool {number(th.queue_depth)}", "waiting"),
-        tag(f"{src['queue_wait_p95']} >= bool {number(th.queue_wait_seconds)}", "wait"),
-        tag(f"{src['rejected_per_second']} > bool {number(th.rejected_per_second)}", "rejected"),
+        tag(f"sum by (workload_class) ({rec(C.REQUESTS_WAITING)}) >= bool {number(th.queue_depth)}", "waiting"),
+        tag(f"max by (workload_class) ({rec(C.QUEUE_WAIT_P95)}) >= bool {number(th.queue_wait_seconds)}", "wait"),
+        tag(f"sum by (workload_class) ({rec(C.REQUESTS, outcome='rejected')}) > bool {number(th.rejected_per_second)}",
+            "rejected"),
         f"0 * {rec(C.BUSY_RATIO)}",  # present busy, absent queue signals: no queue
     ])
     busy, q = rec(C.BUSY_RATIO), rec(C.QUEUE_BUILDING)
@@ -275,19 +276,41 @@ def class_rules(spec: Spec, wc: WorkloadClass) -> list[dict]:
         "idle": f"(1 - {q}) * ({busy} < bool {i})",
         "healthy": f"(1 - {q}) * ({busy} >= bool {i})",
     }
-    rules = [
-        (C.GPU_BUSY, src["gpu_busy"], {}),
-        (C.GPUS_ALLOCATED, src["gpus_allocated"], {}),
-        (C.CPU_BUSY, src["cpu_busy"], {}),
-        (C.CPUS_ALLOCATED, src["cpus_allocated"], {}),
-        (C.BUSY_RATIO, f"({rec(C.GPU_BUSY)} / {rec(C.GPUS_ALLOCATED)})\nor ({rec(C.CPU_BUSY)} / {rec(C.CPUS_ALLOCATED)})", {}),
-        (C.QUEUE_BUILDING, f"max(\n  {queue.replace(' or ', chr(10) + '  or ')}\n)", {}),
-        *[(C.SATURATION_STATE, states[s], {"state": s}) for s in STATES],
-    ]
-    return [{"record": r, "expr": e, "labels": {**own, **extra}} for r, e, extra in rules]
+    rules = [{"record": C.QUEUE_BUILDING, "expr": f"max by (workload_class) (\n  {queue.replace(' or ', chr(10) + '  or ')}\n)"}]
+    return rules + [{"record": C.SATURATION_STATE, "expr": states[s], "labels": {"state": s}} for s in STATES]
+
+
+def rules(spec: Spec) -> list[dict]:
+    """The saturation recording rules of every class, in evaluation order (one group:
+    later rules read earlier ones).
+
+    * ``CPU_BUSY`` and ``CPUS_ALLOCATED`` per class: they read the class's processes
+      through its ``selector``, and raw series carry no class label to group by;
+    * ``GPU_BUSY`` and ``GPUS_ALLOCATED`` once per node selector, ``by (workload_class)``
+      over the attribution series (which carry the class);
+    * ``BUSY_RATIO`` once;
+    * ``QUEUE_BUILDING`` and ``SATURATION_STATE`` x 4 states once per set of thresholds
+      (``saturation.classes`` overrides make more than one).
+    """
+    classes = sorted(spec.workload_classes, key=lambda c: c.name)
+    out: list[dict] = []
+    for wc in classes:
+        src = inputs(spec, wc)
+        own = {"workload_class": wc.name}
+        out += [{"record": C.CPU_BUSY, "expr": src["cpu_busy"], "labels": own},
+                {"record": C.CPUS_ALLOCATED, "expr": src["cpus_allocated"], "labels": dict(own)}]
+    for nodes, members in shared_by(classes, lambda c: promql_matchers(c.node_selector)):
+        attributed = f"obsctl_gpu_attribution_info{{{','.join(filter(None, [nodes, class_regex(c.name for c in members)]))}}}"
+        out += [{"record": C.GPU_BUSY, "expr": f"sum by (workload_class) (\n  {attributed}\n  * on(uuid, gpu_instance) group_left() "
+                                                f"avg_over_time(obsctl_gpu_utilization_ratio{_nodes(members[0])}[{WINDOW}])\n)"},
+                {"record": C.GPUS_ALLOCATED, "expr": f"count by (workload_class) ({attributed})"}]
+    out.append({"record": C.BUSY_RATIO, "expr": f"({C.GPU_BUSY} / {C.GPUS_ALLOCATED})\nor ({C.CPU_BUSY} / {C.CPUS_ALLOCATED})"})
+    by_thresholds = shared_by(classes, lambda c: Thresholds.for_class(spec, c.name))
+    for th, members in by_thresholds:
+        out += _queue_and_state_rules(th, "" if len(by_thresholds) == 1 else class_regex(c.name for c in members))
+    return out
 
 
 def saturation_groups(spec: Spec) -> list[dict]:
-    """Rule groups ``obsctl.saturation.<class>``, one per class (sorted by name)."""
-    return [{"name": f"obsctl.saturation.{wc.name}", "rules": class_rules(spec, wc)}
-            for wc in sorted(spec.workload_classes, key=lambda c: c.name)]
+    """The rule group ``obsctl.saturation`` (:func:`rules`); none without classes."""
+    return [{"name": "obsctl.saturation", "rules": rules(spec)}] if spec.workload_classes else []

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from obsctl.exporters.training.peaks import DENSE_PEAK_FLOPS
 from obsctl.rules import canonical as C
-from obsctl.rules.loop_series import number, selector
+from obsctl.rules.loop_series import class_regex, number, selector, shared_by
 from obsctl.spec import Spec, WorkloadClass, promql_matchers
 
 #: Dense peak FLOP/s of one GPU, labels ``model`` (NVML name) and ``dtype``.
@@ -48,35 +48,42 @@ def peak_table_rules(dtypes: set[str]) -> list[dict]:
     ]
 
 
-def class_rules(wc: WorkloadClass) -> list[dict]:
-    """The MFU rules of one class with an ``mfu`` block, in evaluation order."""
-    mfu = wc.mfu
-    own = {"workload_class": wc.name}
-    gpus = f"max by (uuid) (obsctl_gpu_attribution_info{_nodes(wc, workload_class=wc.name, gpu_instance='')})"
-    work = {**own, "signal": ""}  # the canonical series only, not a spec signal of the same name (C.OWN_SERIES)
+def _mfu_key(wc: WorkloadClass) -> tuple:
+    """What the MFU rules read of a class: its ``mfu`` block and its node selector."""
+    return (wc.mfu.model_dump_json(), promql_matchers(wc.node_selector))
+
+
+def shared_rules(members: list[WorkloadClass]) -> list[dict]:
+    """``MODEL_FLOPS`` and ``PEAK_FLOPS`` of the classes ``members``, which share one ``mfu``
+    block and node selector: one rule each, ``by (workload_class)``."""
+    mfu, wc = members[0].mfu, members[0]
+    match = class_regex(c.name for c in members)
+    matchers = ",".join(filter(None, [promql_matchers(wc.node_selector), match, 'gpu_instance=""']))
+    gpus = f"max by (workload_class, uuid) (obsctl_gpu_attribution_info{{{matchers}}})"
     if mfu.flops_per_token is not None:
-        flops = f"{number(mfu.flops_per_token)} * sum({selector(C.TOKENS, **work)})"
+        flops = f"{number(mfu.flops_per_token)} * sum by (workload_class) ({C.TOKENS}{{{match},signal=\"\"}})"
     else:
-        flops = f"{number(mfu.flops_per_sample)} * sum({selector(C.SAMPLES, **work)})"
+        flops = f"{number(mfu.flops_per_sample)} * sum by (workload_class) ({C.SAMPLES}{{{match},signal=\"\"}})"
     if mfu.peak_flops_per_second is not None:
-        peak = f"{number(mfu.peak_flops_per_second)} * count({gpus})"
+        peak = f"{number(mfu.peak_flops_per_second)} * count by (workload_class) ({gpus})"
     else:
         matched = (f"{gpus}\n  * on(uuid) group_left(model) max by (uuid, model) (obsctl_gpu_info{_nodes(wc)})\n"
                    f"  * on(model) group_left() {selector(PEAK_TABLE, dtype=mfu.dtype)}")
-        # A GPU without a table entry drops out of the join: then no peak at all.
-        peak = f"sum(\n  {matched}\n)\nunless on() (count({gpus}) > count(\n  {matched}\n))"
-    rules = [
-        (MODEL_FLOPS, flops),
-        (PEAK_FLOPS, peak),
-        (C.MFU, f"{selector(MODEL_FLOPS, **own)}\n/ {selector(PEAK_FLOPS, **own)}"),
-    ]
-    return [{"record": r, "expr": e, "labels": dict(own)} for r, e in rules]
+        # A GPU without a table entry drops out of the join: then no peak for its class at all.
+        peak = (f"sum by (workload_class) (\n  {matched}\n)\nunless on(workload_class) "
+                f"(count by (workload_class) ({gpus}) > count by (workload_class) (\n  {matched}\n))")
+    return [{"record": MODEL_FLOPS, "expr": flops}, {"record": PEAK_FLOPS, "expr": peak}]
 
 
 def training_groups(spec: Spec) -> list[dict]:
     """Groups ``obsctl.training.peaks`` (the table, for the dtypes the classes use) and
-    ``obsctl.training.<class>`` per class with an ``mfu`` block (sorted); empty without one."""
+    ``obsctl.training``: :func:`shared_rules` per distinct ``mfu`` block and node selector,
+    then ``MFU`` once for every class; empty without a class with an ``mfu`` block."""
     classes = sorted((wc for wc in spec.workload_classes if wc.mfu is not None), key=lambda c: c.name)
+    if not classes:
+        return []
     dtypes = {wc.mfu.dtype for wc in classes if wc.mfu.peak_flops_per_second is None}
     groups = [{"name": "obsctl.training.peaks", "rules": peak_table_rules(dtypes)}] if dtypes else []
-    return groups + [{"name": f"obsctl.training.{wc.name}", "rules": class_rules(wc)} for wc in classes]
+    rules = [r for _, members in shared_by(classes, _mfu_key) for r in shared_rules(members)]
+    rules.append({"record": C.MFU, "expr": f"{MODEL_FLOPS}\n/ {PEAK_FLOPS}"})
+    return groups + [{"name": "obsctl.training", "rules": rules}]

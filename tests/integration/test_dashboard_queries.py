@@ -84,9 +84,10 @@ def test_verification_dashboard_queries_return_data(prometheus, signal):
 
 
 def test_saturation_and_cost_rules_evaluate_without_errors(prometheus):
-    """On real data every saturation and cost rule evaluates (no many-to-many join, no parse error)."""
+    """On real data every saturation, cost, training and signal rule evaluates (no many-to-many join across
+    the classes one rule serves, no parse error)."""
     served, _ = prometheus
-    mine = [g for g in served.rule_groups() if g["name"].startswith(("obsctl.saturation.", "obsctl.cost."))]
+    mine = [g for g in served.rule_groups() if g["name"].startswith(("obsctl.saturation", "obsctl.cost", "obsctl.training", "obsctl.signals"))]
     assert mine
     bad = [f"{g['name']} {r['name']}: {r.get('lastError')}" for g in mine for r in g["rules"] if r["health"] != "ok"]
     assert not bad, bad

@@ -143,7 +143,8 @@ def _suite(tmp_path, spec, checks: dict[tuple[str, str], float], extra: list[dic
     files = generate(spec, [])[0]
     rules = tmp_path / "rules"
     rules.mkdir(exist_ok=True)
-    for name in ("obsctl-saturation.rules.yaml", "obsctl-cost.rules.yaml"):  # the rules under test (and their inputs)
+    # the rules under test and their inputs (the class info series: a class without priced GPUs costs its nodes)
+    for name in ("obsctl-saturation.rules.yaml", "obsctl-cost.rules.yaml", "obsctl-signals.rules.yaml"):
         (rules / name).write_text(files[name])
     tests = []
     for (series, wc), value in sorted(checks.items()):

@@ -134,13 +134,13 @@ def test_loop_rules_pass_promtool(tmp_path, generated):
 
 def test_baseline_missing_fires_once_per_class_without_baseline(tmp_path, generated):
     """Class ``other`` has neither of its two signals baselined: one info alert, value 2;
-    ``svc`` has both: none."""
-    rules_ = {r["labels"]["workload_class"]: r
-              for g in yaml.safe_load(generated["obsctl-alerts.rules.yaml"])["groups"] for r in g["rules"]
-              if r["alert"] == "ObsctlBaselineMissing"}
+    ``svc`` has both: none. One rule serves every class (the class comes from the series)."""
+    (rule,) = [r for g in yaml.safe_load(generated["obsctl-alerts.rules.yaml"])["groups"] for r in g["rules"]
+               if r["alert"] == "ObsctlBaselineMissing"]
     tests = [{"interval": f"{STEP}s", "input_series": _scenario(100.0, 0.36), "alert_rule_test": [
         {"alertname": "ObsctlBaselineMissing", "eval_time": "10m", "exp_alerts": []},
-        {"alertname": "ObsctlBaselineMissing", "eval_time": "16m", "exp_alerts": [_expected(rules_["other"], {}, 2.0)]},
+        {"alertname": "ObsctlBaselineMissing", "eval_time": "16m",
+         "exp_alerts": [_expected(rule, {"workload_class": "other"}, 2.0)]},
     ]}]
     result = promtool.test_rules([write_suite(tmp_path, tests, generated)])
     assert result.returncode == 0, result.stdout + result.stderr

@@ -10,10 +10,12 @@ import yaml
 
 from obsctl.dashboards import loop_overview
 from obsctl.rules import generate as gen
+from obsctl.rules.canonical import TTFT_P95
 from obsctl.rules.loop_series import CLASS_INFO, CLASS_SIGNAL_INFO
 from obsctl.rules.routes import UNOWNED, merged_config, route_tree, routes_file
 from obsctl.stack import require_binary
-from support.rules_fixtures import SPEC, write_spec
+from support.promtool import evaluate
+from support.rules_fixtures import SPEC, TRICKY, write_spec
 
 TRICKY_OWNER = 'ops "x"\\y'
 
@@ -44,10 +46,8 @@ def test_every_class_alert_carries_the_owner(tmp_path):
     files, _ = gen.generate(_spec(tmp_path), [])
     alerts = _rules(files, "obsctl-alerts.rules.yaml")
     for a in alerts:
-        if a["alert"] in ("ObsctlSignalRegression", "ObsctlSignalAbsent"):  # once for every class: the join
-            assert a["expr"].endswith(f"* on(workload_class) group_left(owner) {CLASS_INFO}")
-    missing = {a["labels"]["workload_class"]: a["labels"].get("owner") for a in alerts if a["alert"] == "ObsctlBaselineMissing"}
-    assert missing == {"svc": TRICKY_OWNER, "other": "team-other"}
+        if a["alert"] in ("ObsctlSignalRegression", "ObsctlSignalAbsent", "ObsctlBaselineMissing"):  # once for every class: the join
+            assert a["expr"].endswith(f"* on(workload_class) group_left(owner) {CLASS_INFO}") and "owner" not in a["labels"]
     deadlines = {a["labels"]["signal"]: a["labels"].get("owner") for a in alerts if a["alert"] == "ObsctlTargetDeadlinePassed"}
     assert deadlines == {"tokens_per_second": TRICKY_OWNER, "usd_per_million_tokens": "finance"}  # a target's own owner wins
 
@@ -123,12 +123,20 @@ def test_only_pairs_the_source_fills_get_rules_alerts_and_panels(tmp_path):
     data["targets"] = []
     spec = write_spec(tmp_path, data)
     files, _ = gen.generate(spec, [])
-    signal_rules = _rules(files, "obsctl-signals.rules.yaml")
-    recorded = {(r["labels"]["workload_class"], r["labels"]["signal"]) for r in signal_rules
-                if r["record"] not in (CLASS_INFO, CLASS_SIGNAL_INFO)}
-    pairs = {(r["labels"]["workload_class"], r["labels"]["signal"]) for r in signal_rules if r["record"] == CLASS_SIGNAL_INFO}
-    assert ("other", "ttft") in recorded and ("svc", "ttft") not in recorded
+    paths = gen.write(tmp_path / "rules", files)
+    # Both classes have a canonical TTFT series; only the vllm class (other) can have the signal.
+    inputs = [(f'{TTFT_P95}{{workload_class="{c}"}}', "0.25x40") for c in ("svc", "other")]
+    svc = TRICKY.replace("\\", "\\\\").replace('"', '\\"')
+    inputs += [(f'obsctl_tokens_total{{job="w",workload="{svc}"}}', "0+150x40"), ('obsctl_tokens_total{job="w",workload="other"}', "0+150x40"),
+               ('obsctl_node_price_usd_per_hour{job="x"}', "0.36x40")]
+    got = evaluate(tmp_path / "t", paths, inputs, {"pairs": CLASS_SIGNAL_INFO, "recorded": '{__name__=~"workload_class:.+",signal!=""}'},
+                   "5m")
+    pairs = {(s["workload_class"], s["signal"]) for s, _ in got["pairs"]}
+    recorded = {(s["workload_class"], s["signal"]) for s, _ in got["recorded"]}
     assert pairs == recorded == {(c, s) for c in ("svc", "other") for s in ("tokens_per_second", "usd_per_million_tokens")} | {("other", "ttft")}
+    assert [v for s, v in got["recorded"] if s["signal"] == "ttft"] == [0.25]
     dash = loop_overview.build(spec)
     titles = [p["title"] for p in dash["panels"]]
-    assert titles.count("ttft now") == 1 and titles.count("tokens_per_second now") == 2
+    assert titles.count("ttft now") == 1 and titles.count("tokens_per_second now") == 1
+    data["workload_classes"][1]["source"] = "sdk"  # no class can have ttft: no panel
+    assert "ttft now" not in [p["title"] for p in loop_overview.build(write_spec(tmp_path, data))["panels"]]

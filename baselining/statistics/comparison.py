@@ -174,7 +174,7 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
     if checked.reason:
         return Judgement("INCONCLUSIVE", checked.reason, sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
                          n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, notes=list(checked.notes))
-    sy, memory = checked.side, checked.memory
+    sy = checked.side
     if widen is not None and widen[0] > 1:
         factor, dof = widen
         sx, sy = (replace(s, var_mean=s.var_mean * factor, dof=min(s.dof, dof)) for s in (sx, sy))

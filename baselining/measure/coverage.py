@@ -10,29 +10,41 @@ Method (two extra requests per signal, each batching every vector selector ``s``
 the signal's PromQL (:func:`obsctl.baselining.measure.window.selectors_of`) with ``or``, the
 legs told apart by the label ``obsctl_leg="<selector index>:<leg>"``):
 
-1. a range query on the signal's own step grid, started :data:`LEAD_SECONDS` early so
+1. an instant query at the window end: ``real`` = ``sum(count_over_time(s[window]))`` of
+   the scraped inputs (the real samples), ``first`` / ``last`` = ``count(s)`` at the
+   window start and end, and ``max`` / ``min`` its extremes over the window (one subquery
+   at the step of ``count(s)`` times ``+1`` and ``-1``, so the selector is read once for
+   both): the population, which a rolling restart changes. One more leg,
+   ``pushgroups``, counts the Pushgateway groups (``push_time_seconds``) that any
+   point of the coverage grid can see (its lookback included);
+
+2. a range query on the signal's own step grid, started :data:`LEAD_SECONDS` early so
    samples just before the window are seen:
 
-   - ``gap``: ``vector(1) unless sum(count_over_time(s[step]) unless on(job, instance)
-     push_time_seconds)``: the grid points at which no scraped input has a stored
-     sample in ``(t - step, t]`` (``count_over_time`` sees stored samples only, never
-     lookback copies). Every other point is an *arrival*, its time known to one step
-     (the point's time is used). Only gaps are sent, so a complete window answers
-     almost nothing;
-   - ``push``: ``max(max by (job, instance) (push_time_seconds) and on(job, instance) s)``,
+   - ``gap``: the grid points at which no scraped input has a stored sample in
+     ``(t - step, t]`` (``count_over_time`` sees stored samples only, never lookback
+     copies). Every other point is an *arrival*, its time known to one step (the
+     point's time is used). Only gaps are sent, so a complete window answers almost
+     nothing. The count in ``(t - step, t]`` is read as a difference of two windows that
+     overlap from one step to the next (:func:`gap_expr`):
+     ``count(t - W, t] - count(t - W, t - step]`` with ``W = 2 * step + 300 s``.
+     Prometheus 2.42 re-seeks every series in every block when a range window does not
+     overlap the previous step's (a window of exactly one step), which made this leg
+     cost 10-20x the signal on a TSDB of 2-hour blocks; overlapping windows read each
+     sample once, like the signal's own ``rate(...[5m])``. The sample sets are the same,
+     so the gaps are the same;
+   - ``push`` (only when ``pushgroups`` found a group: otherwise it answers nothing at
+     every point): ``max(max by (job, instance) (push_time_seconds) and on(job, instance) s)``,
      the latest push time of the Pushgateway groups that serve ``s`` (a Pushgateway
-     re-serves the last push at every scrape; only a new push time is a new sample), exact;
-
-2. an instant query at the window end: ``real`` = ``sum(count_over_time(s[window]))`` of
-   the scraped inputs (the real samples), and ``first`` / ``last`` / ``min`` / ``max`` =
-   ``count(s)`` at the window start and end and its extremes over the window
-   (subqueries at the step): the population, which a rolling restart changes.
+     re-serves the last push at every scrape; only a new push time is a new sample), exact.
+     Without a Pushgateway group the ``unless on(job, instance) push_time_seconds`` of the
+     scraped legs is left out too (it removes nothing then).
 
 (``timestamp(s)`` would give exact sample times, but Prometheus 2.42 evaluates it about
 25x slower than the signal itself; ``count_over_time`` costs about what the signal does.)
 
 For the signals listed in ``verification.fresh_on_change`` ("latest score" gauges that
-re-serve their last value) a second query replaces the scrape leg by value changes:
+re-serve their last value) a third query replaces the scrape leg by value changes:
 ``max(changes(s[step + interval]))`` is > 0 at exactly one grid point per change.
 
 Judgement, at the signal level: a selector's own interval is the median gap between
@@ -86,30 +98,62 @@ def _range(seconds: float) -> str:
 
 
 SCRAPED = "unless on(job, instance) push_time_seconds"
+#: How far the gap leg's windows reach back past the step (:func:`gap_expr`): a scrape
+#: interval up to this long keeps consecutive windows overlapping (each sample read once).
+OVERLAP_SECONDS = 300.0
 
 
-def coverage_query(selectors: list[str], step: float) -> str:
-    """The batched range query of a signal's selectors at ``step`` seconds (module doc, 1)."""
+def _ms(seconds: float) -> str:
+    return f"{round(seconds * 1000)}ms"
+
+
+def gap_expr(selector: str, step: float, pushed: bool = True) -> str:
+    """The ``gap`` leg of one selector: ``1`` at the grid points where no scraped input
+    has a stored sample in ``(t - step, t]``, nothing elsewhere.
+
+    The count in ``(t - step, t]`` is ``count(t - W, t] - count(t - W, t - step]``
+    (``W = 2 * step +`` :data:`OVERLAP_SECONDS`), summed over the scraped inputs; both
+    windows overlap their previous step's, which Prometheus reads without re-seeking
+    (module doc). A missing second sum (no sample in ``(t - W, t - step]``) counts 0; a
+    missing first sum (none in ``(t - W, t]``) is a gap. ``pushed=False`` leaves out the
+    Pushgateway exclusion (right only when no ``push_time_seconds`` series is in reach).
+    """
+    reach = 2 * step + OVERLAP_SECONDS
+    scraped = f" {SCRAPED}" if pushed else ""
+    recent = f"sum(count_over_time({selector}[{_range(reach)}]){scraped})"
+    before = f"sum(count_over_time({selector}[{_range(reach - step)}] offset {_ms(step)}){scraped})"
+    return f"vector(1) unless ({recent} - ({before} or vector(0)) > 0)"
+
+
+def coverage_query(selectors: list[str], step: float, pushed: bool = True) -> str:
+    """The batched range query of a signal's selectors at ``step`` seconds (module doc, 2);
+    ``pushed=False`` (no Pushgateway group in reach) leaves out the push legs."""
     legs = []
     for i, sel in enumerate(selectors):
-        legs += [
-            _leg(f"vector(1) unless sum(count_over_time({sel}[{_range(step)}]) {SCRAPED})", i, "gap"),
-            _leg(f"max(max by (job, instance) (push_time_seconds) and on(job, instance) {sel})", i, "push"),
-        ]
+        legs.append(_leg(gap_expr(sel, step, pushed), i, "gap"))
+        if pushed:
+            legs.append(_leg(f"max(max by (job, instance) (push_time_seconds) and on(job, instance) {sel})", i, "push"))
     return " or ".join(legs)
 
 
 def summary_query(selectors: list[str], window: float, step: float) -> str:
-    """The batched instant query at the window end: real samples and population (module doc, 2)."""
+    """The batched instant query at the window end: real samples, population and the
+    Pushgateway groups in reach of the coverage grid (module doc, 1)."""
     w, legs = _range(window), []
     for i, sel in enumerate(selectors):
+        # count(s) once per step, as +count and -count: the max over time of each is the
+        # maximum and minus the minimum.
+        signs = f'label_replace(vector(1), "{LEG_LABEL}", "{i}:max", "", "") or label_replace(vector(-1), "{LEG_LABEL}", "{i}:min", "", "")'
         legs += [
             _leg(f"sum(count_over_time({sel}[{w}]) {SCRAPED})", i, "real"),
             _leg(f"count({sel} offset {_range(window + 0.001)})", i, "first"),
             _leg(f"count({sel})", i, "last"),
-            _leg(f"min_over_time(count({sel})[{w}:{_range(step + 0.001)}])", i, "min"),
-            _leg(f"max_over_time(count({sel})[{w}:{_range(step + 0.001)}])", i, "max"),
+            f"max_over_time((count({sel}) * on() group_right() ({signs}))[{w}:{_range(step + 0.001)}])",
         ]
+    # Every point of the coverage grid looks back 5 minutes (Prometheus' default
+    # lookback) for push_time_seconds: one step more than that is in reach.
+    reach = window + lead(step) + LEAD_SECONDS + step
+    legs.append(_leg(f"count(last_over_time(push_time_seconds[{_range(reach)}]))", 0, "pushgroups"))
     return " or ".join(legs)
 
 
@@ -188,17 +232,25 @@ def measure_coverage(client: PrometheusClient, selectors: list[str], start: floa
 
 def read_legs(client: PrometheusClient, selectors: list[str], start: float, end: float, step: float,
               on_change: bool = False, answers: QueryResult | None = None) -> Legs | None:
-    """The coverage requests of :func:`measure_coverage` (two, three with ``on_change``),
-    parsed; None when there is no selector. Arguments and errors as there."""
+    """The coverage requests of :func:`measure_coverage` (two, three with ``on_change``:
+    the summary, then the range query whose push legs the summary's ``pushgroups``
+    decides), parsed; None when there is no selector. Arguments and errors as there."""
     if not selectors:
         return None
     first = start - lead(step) + step
     legs = Legs()
     answers = answers if answers is not None else QueryResult()
-    for result in (client.query_range(coverage_query(selectors, step), first, end, step),
-                   client.query(summary_query(selectors, end - start, step), end)):
-        Legs.parse(result, legs)
-        answers.add_notes(result.warnings, result.infos)
+    summary = client.query(summary_query(selectors, end - start, step), end)
+    Legs.parse(summary, legs)
+    answers.add_notes(summary.warnings, summary.infos)
+    for leg in legs.per_selector.values():
+        # max_over_time(-count) is minus the minimum (summary_query).
+        if "min" in leg:
+            leg["min"] = {t: -v for t, v in leg["min"].items()}
+    pushed = bool(next(iter(legs.per_selector.get(0, {}).pop("pushgroups", {}).values()), 0.0))
+    scraped = client.query_range(coverage_query(selectors, step, pushed), first, end, step)
+    Legs.parse(scraped, legs)
+    answers.add_notes(scraped.warnings, scraped.infos)
     if on_change:
         full = _lead_grid(start, end, step)
         interval = max((_interval(_gap_arrivals(legs.per_selector.get(i, {}).get("gap", {}), full)) or step)

@@ -173,11 +173,12 @@ def backfill(cache: Path, fleet: Fleet, days: int) -> Path:
     prom = Prometheus(workdir=cache / "compact", data_dir=data)
     prom.start(timeout=600)
     try:
-        # Compaction runs a minute after start and then every minute: wait until the
-        # block count stops falling.
+        # Compaction first runs about a minute after start, then every minute: wait past
+        # the first run, then until the block count stops falling.
+        time.sleep(90)
         last, still = None, 0
-        while still < 2:
-            time.sleep(10)
+        while still < 3:
+            time.sleep(30)
             count = sum(1 for p in data.iterdir() if p.is_dir() and len(p.name) == 26)
             still = still + 1 if count == last else 0
             last = count

@@ -140,6 +140,8 @@ def verification_lines(result) -> list[str]:
         lines.append("window answer is PARTIAL: the verdict is at most INCONCLUSIVE")
     for g in result.guards:
         lines += [f"guard {g.signal}: {line}" for line in output_lines(g.coverage, g.warnings)]
+    if result.assessment is not None and result.assessment.placebo:
+        lines.append(f"placebo: {result.assessment.placebo}")
     return lines
 
 

@@ -146,6 +146,8 @@ def _statistics_lines(result: VerificationResult) -> list[str]:
     if a.look is not None:
         lines.append(f"- Look {a.look} on the change's confidence sequence (every verify is a look; the interval holds at all of them at once); "
                      f"boundary z = {a.boundary_z:.3f}" if a.boundary_z is not None else f"- Look {a.look}: no boundary (the window could not decide)")
+    if a.placebo:
+        lines.append(f"- Placebo: {markdown_text(a.placebo)}")
     lines += [f"- Note: {markdown_text(n)}" for n in a.notes]
     return [*lines, ""]
 

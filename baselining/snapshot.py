@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from threadpoolctl import threadpool_limits
 
 from obsctl.baselining import present, verdict
-from obsctl.baselining.measure.history import fit_history, history_step, read_history
+from obsctl.baselining.measure.history import fit_history, history_step, placebo_checks, read_history
 from obsctl.baselining.measure.raw import raw_query
 from obsctl.baselining.measure.window import Measurement, read_answers, summarize_answers
 from obsctl.baselining.store import Store
@@ -189,7 +189,8 @@ def snapshot(
                 report.outcomes.append(SnapshotOutcome(wc.name, sig.name, status, n, reason=reason, **notes))
                 continue
             history = reader.ask(read_history, client, m.query, start_at, step, history_seconds)
-            stored = _store_pair(store, wc, sig, m.query, m, created, history, history_step(history_seconds, step), step)
+            stored = _store_pair(store, wc, sig, m.query, m, created, history, history_step(history_seconds, step), step,
+                                 parse_duration(cfg.window, "verification.window"))
             dropped = f" ({m.dropped} NaN/Inf dropped)" if m.dropped else ""
             progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples{dropped}, mean {m.stats.mean:.6g} {sig.unit}, "
                      f"{m.population.series_count} input series, {present.describe(m.coverage)}")
@@ -293,20 +294,22 @@ class _Reader:
 
 
 def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.datetime, history: list[tuple[float, float]],
-                hist_step: float, step: float) -> Baseline:
+                hist_step: float, step: float, default_window: float) -> Baseline:
     """Fit the memory model and store one pair's baseline as current (returns it as stored)."""
     # One BLAS thread for the fit: OpenBLAS splits its 43,200-element dot products over
     # every core and its threads then spin-wait, ~0.06 s of CPU per pair taken from
     # Prometheus on a small machine; the sums differ only in rounding order (~1e-16).
     with threadpool_limits(limits=1, user_api="blas"):
         memory = fit_history(history, hist_step, step, m.samples, m.columns)
+        # The same comparison verify makes, on placebo starts in that history (statistics.placebo).
+        checks = placebo_checks(history, hist_step, memory, (m.window.end - m.window.start).total_seconds(), default_window)
     baseline = Baseline(
         id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}",
         workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
         window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot",
         coverage=m.coverage, warnings=m.warnings, partial=m.partial,
         # The signal's memory from the days before the window (measure.history).
-        memory=memory,
+        memory=memory, placebo=checks,
     )
     # The samples are the client's (float, float) tuples, already checked: set them
     # without pydantic's per-pair re-validation (~8 ms per 43,200 pairs).

@@ -32,7 +32,7 @@ from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.run import Outcome
 from obsctl.baselining.measure.window import Measurement, measure
 from obsctl.baselining.present import describe, guard_regressions
-from obsctl.baselining.statistics import comparison
+from obsctl.baselining.statistics import comparison, placebo
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.statistics.memory import MemoryModel
@@ -87,12 +87,27 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext
     base = comparison.BaselineSide(Side(**side.model_dump(exclude={"baseline_id", "step_seconds", "constant"})), side.constant,
                                  side.step_seconds) if usable else columns(baseline.samples)
     level = look.confidence if look is not None and look.confidence else cfg.confidence
+    span = (m.window.end - m.window.start).total_seconds()
+    check = placebo.for_window([placebo.Placebo(**c.model_dump()) for c in baseline.placebo], span)
     j = comparison.judge(base, columns(m.samples), step, memory, level, baseline.direction,
-                       cfg.min_effect_ratio, look, guard_tolerance, guard_alpha)
+                         cfg.min_effect_ratio, look, guard_tolerance, guard_alpha, widen=check.widen if check else None)
+    j.placebo = placebo_text(check, (baseline.window.end - baseline.window.start).total_seconds(), span)
     est = Estimate(j.change, j.low, j.high, level, j.dof, j.exact,
                    j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
                    j.window_mean if j.window_mean is not None else m.stats.mean, j.reason)
     return j.verdict, j.reason, est, j
+
+
+def placebo_text(check: placebo.Placebo | None, baseline_seconds: float, window_seconds: float) -> str:
+    """The placebo line of a verdict (:mod:`obsctl.baselining.statistics.placebo`)."""
+    if check is None:
+        need = format_duration(placebo.MIN_PLACEBOS * (baseline_seconds + window_seconds))
+        return f"no placebo check: the baseline's history holds fewer than {placebo.MIN_PLACEBOS} comparisons of this length (needs {need})"
+    text = (f"on {check.starts} placebo starts in this signal's history ({format_duration(check.baseline_seconds)} against "
+            f"{format_duration(check.window_seconds)}) the model's interval held {check.held} times (variance ratio {check.variance_ratio:.2f})")
+    if check.contradicted:
+        text += f": the model's variance is too small, the interval is widened {check.variance_ratio:.2f}x with {check.dof:.0f} dof"
+    return text
 
 
 def assessment_of(j) -> Assessment | None:

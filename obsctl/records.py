@@ -187,6 +187,21 @@ class CycleFit(_Record):
     peak_hour: float = Field(strict=True, ge=0, le=168, allow_inf_nan=False)
 
 
+class PlaceboCheck(_Record):
+    """The placebo comparisons of one window length in a baseline's history
+    (:mod:`obsctl.baselining.statistics.placebo`): disjoint A/A comparisons of the
+    baseline's length against ``window_seconds``, how many the model's 95 % interval held,
+    and their variance over the model's."""
+
+    window_seconds: float = Field(gt=0, allow_inf_nan=False)
+    baseline_seconds: float = Field(gt=0, allow_inf_nan=False)
+    starts: int = Field(ge=0)
+    held: int = Field(ge=0)
+    variance_ratio: float = Field(ge=0, allow_inf_nan=False)
+    dof: float = Field(ge=0, allow_inf_nan=False)
+    contradicted: bool
+
+
 class BaselineSide(_Record):
     """A baseline's side of every verdict (``statistics.verdict.BaselineSide``: its mean and
     the variance of that mean under its memory model, at ``step_seconds``), a pure function
@@ -232,6 +247,7 @@ class Assessment(_Record):
     interval_confidence: float | None = None
     planned_seconds: float | None = None
     guard_test: str | None = None
+    placebo: str | None = None
     p_worse: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
     notes: list[str] = Field(default_factory=list)
 
@@ -276,6 +292,8 @@ class Baseline(_Record):
     warnings: list[str] = Field(default_factory=list)
     partial: bool = False
     memory: Memory | None = None
+    #: The placebo checks of the history the memory was fitted on, per window length ([]: too little history).
+    placebo: list[PlaceboCheck] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _memory_step(self) -> Baseline:

@@ -20,9 +20,10 @@ from operator import itemgetter
 
 import numpy as np
 
-from obsctl.baselining.statistics.memory import fit_memory
+from obsctl.baselining.statistics import placebo
+from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 from obsctl.promapi import PrometheusClient
-from obsctl.records import Memory
+from obsctl.records import Memory, PlaceboCheck
 from obsctl.timeutil import align_down
 
 #: Most points the history query may return (two range requests of 11,000 at most).
@@ -95,6 +96,20 @@ def fit_history(history: list[tuple[float, float]], hist_step: float, step_secon
     if model is None and len(baseline_samples) >= 20:
         model = fit_memory(*window, step_seconds, source="windows")
     return Memory(**model.as_dict()) if model is not None else None
+
+
+def placebo_checks(history: list[tuple[float, float]], hist_step: float, memory: Memory | None, baseline_seconds: float,
+                   default_window_seconds: float) -> list[PlaceboCheck]:
+    """The placebo checks (:func:`obsctl.baselining.statistics.placebo.placebo_check`) of the
+    history for a baseline of ``baseline_seconds`` against windows of
+    :func:`~obsctl.baselining.statistics.placebo.window_lengths`; ``[]`` without history or
+    a memory fitted on it."""
+    if memory is None or memory.source != "history" or len(history) < MIN_HISTORY_SAMPLES:
+        return []
+    model = MemoryModel.from_dict(memory.model_dump())
+    times, values = _columns(history)
+    checks = (placebo.placebo_check(times, values, hist_step, model, baseline_seconds, w) for w in placebo.window_lengths(default_window_seconds))
+    return [PlaceboCheck(**c.as_dict()) for c in checks if c is not None]
 
 
 def _columns(points: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:

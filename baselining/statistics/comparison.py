@@ -82,6 +82,7 @@ class Judgement:
     look: int | None = None
     min_fraction: float | None = None
     p_worse: float | None = None
+    placebo: str | None = None
     boundary: float | None = None
     planned_seconds: float | None = None
     guard: str | None = None
@@ -93,7 +94,7 @@ class Judgement:
                 "n_eff_baseline": self.n_eff_baseline, "n_eff_window": self.n_eff_window, "dof": _finite(self.dof),
                 "look": self.look, "min_fraction": self.min_fraction, "boundary_z": _finite(self.boundary),
                 "interval_confidence": self.confidence, "planned_seconds": self.planned_seconds, "guard_test": self.guard,
-                "p_worse": self.p_worse,
+                "p_worse": self.p_worse, "placebo": self.placebo,
                 "notes": list(self.notes)}
 
 
@@ -143,7 +144,8 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         guard_tolerance: judge as a guard with this non-inferiority margin (ratio).
         guard_alpha: the guard's two-sided level (its Bonferroni share), default ``1 - confidence``.
         widen: ``(factor >= 1, dof)`` from a calibration that found the model's variance
-            too small (the movement test's placebo periods): both sides' variances of the
+            too small (:mod:`.placebo`'s comparisons in the baseline's history, or the
+            movement test's placebo periods): both sides' variances of the
             mean are multiplied by ``factor`` and carry at most ``dof`` degrees of freedom.
     """
     stored = baseline if isinstance(baseline, BaselineSide) else None
@@ -194,7 +196,7 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         if j.min_fraction is not None:
             j.boundary = anytime.boundary(j.min_fraction, alpha)
             j.confidence = anytime.confidence_of(j.boundary)
-    short = _too_short(sx, sy, memory, step_seconds)
+    short = _too_short(sx, sy, memory, step_seconds) or ("" if one_off else _memory_not_honest(memory))
     if short:
         j.reason = short
         return j
@@ -244,6 +246,28 @@ def min_fraction_of(baseline: Side) -> float | None:
         return anytime.min_fraction(baseline.var_mean, baseline.sd ** 2 / N_EFF_MIN)
     except ValueError:
         return None
+
+
+#: Fewest integrated autocorrelation times the memory's fit must span: with fewer, the
+#: fitted memory is a lower bound (the slow part of the dependence is not seen) and the
+#: interval is too narrow, so no verdict is given (docs/verification.md, Memory).
+MIN_MEMORIES = 20.0
+
+
+def _memory_not_honest(memory: MemoryModel) -> str:
+    """Why the memory cannot carry a verdict ("" when it can): fitted on the compared windows
+    alone, or on less history than :data:`MIN_MEMORIES` of its own length."""
+    tau = memory.tau_seconds
+    need = format_duration(MIN_MEMORIES * tau)
+    if memory.source == "windows":
+        return (f"no history before the baseline to fit the signal's memory: from the windows alone it is at least {format_duration(tau)}, "
+                f"a lower bound that makes the interval too narrow; snapshot the baseline with at least {need} of history before it "
+                "(verification.memory_history)")
+    if memory.span_seconds < MIN_MEMORIES * tau:
+        return (f"the signal's memory ({format_duration(tau)}) was fitted on {format_duration(memory.span_seconds)} of history, fewer than "
+                f"{MIN_MEMORIES:.0f} of its own lengths: it is a lower bound; snapshot the baseline with at least {need} of history "
+                "(verification.memory_history)")
+    return ""
 
 
 def _too_short(sx: Side, sy: Side, memory: MemoryModel, step_seconds: float) -> str:

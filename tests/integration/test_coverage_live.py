@@ -2,8 +2,9 @@
 history (promtool create-blocks-from openmetrics), and a small HTTP proxy in front of it
 that adds a ``warnings`` entry to every answer, as Thanos or Mimir do when a store fails.
 
-History (own to this module, two hours at 15 s from ``t0``; +30 % step at 1 h so the
-statistics alone would say IMPROVED wherever there are data):
+History (own to this module, two hours at 15 s from ``t0``, after :data:`PRE` of the same
+noise before it for the memory fit; +30 % step at 1 h so the statistics alone would say
+IMPROVED wherever there are data):
 
 - ``stopping``: hour 0 only: the series stops at the initiative's start;
 - ``holey``: both hours, but no samples from 1 h 15 m to 1 h 45 m (a 30 min hole);
@@ -41,6 +42,8 @@ PUSHED = "obsctl_cov_score"
 WARNING = "remote read: store-gateway 10.0.0.7:10901 unavailable, partial response"
 #: The history ends 10 minutes before this fixed time (2026-12-01T06:40:00Z), not the wall clock.
 HISTORY_NOW = 1_796_107_200
+#: Seconds of history before ``t0``: a history memory fit needs 200 samples (measure.history), a verdict 20 memories.
+PRE = HOUR
 
 
 class Hist:
@@ -64,6 +67,11 @@ def _value(h: Hist, ts: int, rng) -> float:
 def _openmetrics(h: Hist) -> str:
     rng = np.random.default_rng(7)
     lines = [f"# TYPE {METRIC} gauge"]
+    before = np.random.default_rng(8)  # its own generator: the values from t0 on stay as they were
+    for ts in range(h.t0 - PRE, h.t0, STEP):
+        lines += [f'{METRIC}{{job="cov",workload="{cls}"}} {_value(h, ts, before)} {ts}' for cls in ("holey", "stopping")]
+        if (ts - h.t0) % 30 == 0:
+            lines.append(f'{METRIC}{{job="cov",workload="slow"}} {_value(h, ts, before)} {ts}')
     for ts in range(h.t0, h.end + 1, STEP):
         lines.append(f'{METRIC}{{job="cov",workload="holey"}} {_value(h, ts, rng)} {ts}' if not h.at(1.25) < ts <= h.at(1.75) else "")
         if ts <= h.at(1):

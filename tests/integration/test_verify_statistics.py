@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from obsctl.baselining.cli import initiative, plan, report, snapshot_baseline, verify
 from obsctl.baselining.statistics import anytime
 from obsctl.baselining.store import Store
+from support.history import PRE_HOURS
 
 
 def run(cmd, args):
@@ -25,8 +26,8 @@ def test_memory_from_history_looks_and_plan(history, loop_spec, tmp_path):
     snap = run(snapshot_baseline, ["--spec", loop_spec, "--class", "noisy", "--window", "1h", "--end", history.iso(2)])
     assert snap.exit_code == 0, snap.output
     b = Store(tmp_path / "store").current_baseline("noisy", "tokens_per_second")
-    # History: the hour before the window (240 samples) plus the window's 240.
-    assert b.memory is not None and b.memory.source == "history" and b.memory.samples == 480
+    # History: the PRE_HOURS and the hour before the window (4 h: 960 samples) plus the window's 240.
+    assert b.memory is not None and b.memory.source == "history" and b.memory.samples == (PRE_HOURS + 1) * 240 + 240
     # AR(1) with phi = 0.8 at 15 s: tau = (1 + phi) / (1 - phi) steps = 135 s; 480 samples estimate it loosely.
     assert 60 < b.memory.tau_seconds < 300
 

@@ -188,7 +188,10 @@ def test_global_view_snapshot_and_regression_alert_through_victoriametrics(fleet
         # verify over the global view: the window after the change, against the baseline
         end = wait_until(lambda: _covered(vm, settled, 32), 120, interval=0.5, what=lambda: f"the 30 s window stored: {_sample_times(vm)}")
         verdict = runner.invoke(cli, ["verify", "--spec", str(spec), "--class", "chat", "--end", _iso(end), "--output", "json"])
-        assert verdict.exit_code == 12, verdict.output  # REGRESSED
-        assert json.loads(verdict.stdout)["verdict"] == "REGRESSED"
+        # The drained replica's halved rate, measured over the global view; a minute of history is
+        # too little for an honest memory (20 of its own lengths), so no verdict: INCONCLUSIVE, saying so.
+        out = json.loads(verdict.stdout)
+        assert verdict.exit_code == 11 and out["verdict"] == "INCONCLUSIVE", verdict.output
+        assert out["change_ratio"] < -0.3 and "of history" in out["reason"], verdict.output
     finally:
         vmalert.stop()

@@ -3,7 +3,9 @@ the specs that measure it; the fixtures serving it are in those folders' conftes
 
 History (``HISTORY``): three hours at 15 s ending 10 minutes before :data:`HISTORY_NOW` (a
 fixed instant: every test names its times from the history, none from the wall clock), gauge
-``obsctl_synthetic_tokens_per_second{job="synthetic",workload=...}`` per class:
+``obsctl_synthetic_tokens_per_second{job="synthetic",workload=...}`` per class, after
+:data:`PRE_HOURS` of the same unchanged processes before hour 0 (the history a baseline of
+hour 0 fits its memory on: without it no verdict is given):
 
 - ``steady``: 1000 tokens/s + AR(1) noise in hour 0, then a +30 % step (1300) in hours 1-2;
 - ``noisy``: 1000 + AR(1) noise throughout (no change), plus a firing
@@ -38,6 +40,8 @@ STEP = 15
 HOUR = 3600
 #: The "now" the session's history is built for (2026-12-01T06:40:00Z).
 HISTORY_NOW = 1_796_107_200
+#: Hours of history before hour 0 (at least 20 memories of the AR(1) noise, tau 135 s).
+PRE_HOURS = 3
 METRIC = "obsctl_synthetic_tokens_per_second"
 QUALITY = "obsctl_synthetic_quality_ratio"
 LATENCY = "obsctl_synthetic_request_seconds"
@@ -98,7 +102,25 @@ def build_history(now: float) -> History:
     }
     history.guards[LATENCY] = {cls: {ts: round(float(0.2 + e), 6) for ts, e in zip(stamps, _ar1(g, n, sd=0.001))} for cls in ("steady", "degrading")}
     history.guards[UTILIZATION] = {"steady": {ts: round(float(0.6 + e), 6) for ts, e in zip(stamps, _ar1(g, n, sd=0.01)) if ts <= t0 + HOUR // 2}}
+    _prepend(history, np.random.default_rng(20260108))
     return history
+
+
+def _prepend(history: History, rng: np.random.Generator) -> None:
+    # PRE_HOURS before hour 0: every series' hour-0 level with fresh noise of the same
+    # process (its own generator, so the values from hour 0 on stay as they were).
+    n = PRE_HOURS * HOUR // STEP
+    stamps = [history.t0 - (n - i) * STEP for i in range(n)]
+    for series in [*history.values.values(), *(s for per_class in history.guards.values() for s in per_class.values())]:
+        if not series:
+            continue
+        first = series[min(series)]
+        constant = len(set(series.values())) == 1
+        sd = 0.0 if constant else float(np.std(list(series.values())[:HOUR // STEP])) * math.sqrt(1 - 0.8**2)
+        level = float(np.mean(list(series.values())[:HOUR // STEP])) if not constant else first
+        noise = _ar1(rng, n, sd=sd) if sd > 0 else np.zeros(n)
+        before = {ts: round(float(level + e), 6) for ts, e in zip(stamps, noise)}
+        series.update(before)
 
 
 def openmetrics(history: History) -> str:

@@ -257,3 +257,23 @@ def test_a_guard_carries_its_anytime_p_value_of_being_worse():
     better = judge((t[:480], x[:480]), (t[480:], x[480:] * 1.03), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(1, 7200.0),
                    guard_tolerance=0.05, guard_alpha=0.05)
     assert better.p_worse == 1.0
+
+
+def test_no_verdict_without_an_honest_memory():
+    # The same +20 % window: decided with a memory fitted on 20+ of its own lengths of
+    # history; INCONCLUSIVE, saying how much history is needed, with less history or with
+    # none (the windows alone); a one-off comparison (the drift check) is not capped.
+    rng = np.random.default_rng(12)
+    t = np.arange(960) * 15.0
+    x = 100 + ar1(rng, 0.5, 960)
+    base, window = (t[:480], x[:480]), (t[480:], x[480:] * 1.2)
+    tau = 3 * 15.0  # (1 + phi) / (1 - phi) steps
+    enough = MemoryModel(15.0, (0.5,), (1.0, 0.5), 1.0, 100.0, 1000, 20 * tau, "history", 1e6)
+    short = MemoryModel(15.0, (0.5,), (1.0, 0.5), 1.0, 100.0, 100, 19 * tau, "history", 1e6)
+    assert judge(base, window, 15.0, enough, 0.95, "higher_is_better", 0.02, LookContext()).verdict == "IMPROVED"
+    j = judge(base, window, 15.0, short, 0.95, "higher_is_better", 0.02, LookContext())
+    assert j.verdict == "INCONCLUSIVE" and j.low is None
+    assert "fitted on 14m15s of history, fewer than 20 of its own lengths" in j.reason and "at least 15m of history" in j.reason
+    none = judge(base, window, 15.0, None, 0.95, "higher_is_better", 0.02, LookContext())
+    assert none.verdict == "INCONCLUSIVE" and none.reason.startswith("no history before the baseline to fit the signal's memory")
+    assert judge(base, window, 15.0, short, 0.95, "higher_is_better", 0.02).verdict == "IMPROVED"

@@ -102,7 +102,7 @@ def placebo_text(check: placebo.Placebo | None, baseline_seconds: float, window_
     """The placebo line of a verdict (:mod:`obsctl.baselining.statistics.placebo`)."""
     if check is None:
         need = format_duration(placebo.MIN_PLACEBOS * (baseline_seconds + window_seconds))
-        return f"no placebo check: the baseline's history holds fewer than {placebo.MIN_PLACEBOS} comparisons of this length (needs {need})"
+        return f"not checked: the baseline's history holds fewer than {placebo.MIN_PLACEBOS} comparisons of this length (needs {need})"
     text = (f"on {check.starts} placebo starts in this signal's history ({format_duration(check.baseline_seconds)} against "
             f"{format_duration(check.window_seconds)}) the model's interval held {check.held} times (variance ratio {check.variance_ratio:.2f})")
     if check.contradicted:

@@ -122,8 +122,7 @@ def window_lengths(default_window_seconds: float) -> tuple[float, ...]:
 
 
 def for_window(checks: list[Placebo], window_seconds: float) -> Placebo | None:
-    """The check for the shortest length at least ``window_seconds`` (the longest if none is)."""
-    if not checks:
-        return None
+    """The check for the shortest length at least ``window_seconds``; None if none is that
+    long (a shorter window's placebos miss the slow memory a longer window meets)."""
     longer = [c for c in checks if c.window_seconds >= window_seconds * 0.999]
-    return min(longer, key=lambda c: c.window_seconds) if longer else max(checks, key=lambda c: c.window_seconds)
+    return min(longer, key=lambda c: c.window_seconds) if longer else None

@@ -65,5 +65,5 @@ def test_the_check_for_a_window_is_the_next_longer_one():
     checks = [placebo_check(t, x, 15.0, model, 3600.0, w) for w in (1800.0, 3600.0, 7200.0)]
     assert for_window(checks, 3000.0).window_seconds == 3600.0
     assert for_window(checks, 3600.0).window_seconds == 3600.0
-    assert for_window(checks, 20000.0).window_seconds == 7200.0  # longer than any: the longest
+    assert for_window(checks, 20000.0) is None  # longer than any check: none stands for it
     assert for_window([], 3600.0) is None

@@ -26,10 +26,10 @@ noise with the model's innovation variance ``sigma_e^2 = sigma^2 (1 - sum_j a_j 
    is the number of present pairs). Why not Ljung-Box for every model: it tests that
    the innovations are white, i.e. that the AR(p) describes the window *exactly*, and
    an AR(12) never whitens a ``rate(x[1m])`` at a 15 s step (a sum of four counts: a
-   moving average with unit roots): on the calibration's Cox counter it rejected 83 % of
+   moving average with unit roots): on the calibration's Cox counter it rejected 25 of 30
    unchanged 2 h windows at 0.001, the lack of fit that history and window share, not a
    change. The score form checks only the autocorrelations the model was fitted to
-   (3 % on the same windows) and still sees phi 0.90 -> 0.98.
+   (1 of the same 30) and still sees phi 0.90 -> 0.98.
 2. **Scale unchanged** (:func:`variance_ratio`): ``F = s_e^2 / sigma_e^2``, the window's
    innovation variance over the model's, two-sided. The window's innovations are (nearly)
    independent, so ``s_e^2`` has about ``n`` degrees of freedom, not ``n_eff``: the check

@@ -40,6 +40,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import group_sequential
 import numpy as np
@@ -53,11 +54,12 @@ from obsctl.baselining.statistics.decision import Estimate, decide
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 from obsctl.baselining.statistics.ratio import estimate_ratio
+from obsctl.baselining.verdict import holm
 
 STEP = 15.0
 MU, SD = 100.0, 0.05
 HISTORY_STEPS = 3 * 86400 // 15
-CONFIDENCE, MARGIN, TOLERANCE = 0.95, 0.02, 0.10
+CONFIDENCE, MARGIN, GUARD_MARGIN = 0.95, 0.02, 0.05
 PER_HOUR = 240
 
 
@@ -265,19 +267,30 @@ def group_sequential_window(phi: float, effect: float, looks: int = 12, power: f
 
 
 def guards_cell(phi: float, guards: int, reps: int, seed: int) -> Tally:
-    """A +10 % primary with ``guards`` unchanged guards (independent AR(1) signals)."""
+    """``guards`` unchanged guards (independent AR(1) signals) judged as verify does: each
+    at its Bonferroni share of ``1 - confidence``, then Holm's step-down
+    (:func:`obsctl.baselining.verdict.holm`) re-judging at the larger levels."""
     rng = np.random.default_rng(seed)
     steps = PER_HOUR
     tally = Tally()
     b0 = HISTORY_STEPS
+    alpha = 1 - CONFIDENCE
     for _ in range(reps):
-        regressed = undecided = False
+        results, again = [], []
         for _g in range(guards):
             t, x, memory = series(rng, phi, steps, steps)
-            j = judge((t[b0:b0 + steps], x[b0:b0 + steps]), (t[b0 + steps:], x[b0 + steps:]), STEP, memory, CONFIDENCE, "higher_is_better",
-                      MARGIN, LookContext(), guard_tolerance=TOLERANCE, guard_alpha=2 * (1 - CONFIDENCE) / guards)
-            regressed |= j.verdict == "REGRESSED"
-            undecided |= j.verdict in ("INCONCLUSIVE", "NO_DATA")
+            base, window = (t[b0:b0 + steps], x[b0:b0 + steps]), (t[b0 + steps:], x[b0 + steps:])
+
+            def at(level, base=base, window=window, memory=memory):
+                j = judge(base, window, STEP, memory, CONFIDENCE, "higher_is_better", MARGIN, LookContext(), guard_tolerance=GUARD_MARGIN,
+                          guard_alpha=level)
+                return SimpleNamespace(verdict=j.verdict, assessment=SimpleNamespace(p_worse=j.p_worse))
+
+            results.append(at(alpha / guards))
+            again.append(at)
+        judged = holm(results, again, alpha)
+        regressed = any(g.verdict == "REGRESSED" for g in judged)
+        undecided = any(g.verdict in ("INCONCLUSIVE", "NO_DATA") for g in judged)
         tally.n += 1
         tally.add("any_regressed", regressed)
         tally.add("any_undecided", undecided)
@@ -628,7 +641,7 @@ def run(scale: float = 1.0, out=sys.stdout, family_seed: int = 6100) -> list[tup
     goals.append(("the planned window grows at most 2.5x against the group-sequential plan", ratio <= 2.5))
     g = guards_cell(0.95, 3, n(1000), seed=4000)
     fw = g.rate("any_regressed")
-    print(f"3 unchanged guards (phi=0.95, 1 h vs 1 h, tolerance {TOLERANCE:.0%}, Bonferroni): family-wise false REGRESSED {pct(fw)}, "
+    print(f"3 unchanged guards (phi=0.95, 1 h vs 1 h, margin {GUARD_MARGIN:.0%}, Holm over 1 - confidence): family-wise false REGRESSED {pct(fw)}, "
           f"any guard undecided {pct(g.rate('any_undecided'))} ({g.n} reps)", file=out, flush=True)
     goals.append(("guards: family-wise false REGRESSED <= 5 %", fw[2] <= 0.05))
     a = aging_cell(0.9, 0.02, 23.0, n(400), seed=5000)

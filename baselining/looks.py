@@ -84,11 +84,7 @@ def check_start(store: Store, workload_class: str, signal: str, started_at: dt.d
 
 
 def looks_of(initiative: Initiative, result: VerificationResult, primary: LookContext, guards: dict[str, LookContext]) -> list[Look]:
-    """The look records of one verify: the primary's and each judged guard's.
-
-    Raises:
-        ValueError: never for a result ``verify`` made (its fields validate as a :class:`Look`).
-    """
+    """The look records of one verify: the primary's and each judged guard's."""
     now = utcnow()
     out = [_look(initiative, result.signal, "primary", primary, result.window.start, result.window.end, result.primary_verdict,
                  result.change_ratio, result.ci_low, result.ci_high, result.assessment.min_fraction if result.assessment else None, now)]
@@ -103,8 +99,6 @@ def looks_of(initiative: Initiative, result: VerificationResult, primary: LookCo
 
 def _look(initiative: Initiative, signal: str, role: str, ctx: LookContext, start: dt.datetime, end: dt.datetime, verdict: str,
           change: float | None, low: float | None, high: float | None, min_fraction: float | None, now: dt.datetime) -> Look:
-    if ctx.confidence is None:
-        raise StoreError("internal: a look without its sequence's level")
     return Look(workload_class=initiative.workload_class, signal=signal, sequence_start=initiative.started_at, number=ctx.number,
                 initiative=initiative.id, role=role, window_start=start, window_end=end, confidence=ctx.confidence,
                 min_fraction=ctx.min_fraction or min_fraction, verdict=verdict, change_ratio=change, ci_low=low, ci_high=high, looked_at=now)

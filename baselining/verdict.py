@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -164,17 +165,22 @@ def judge_measured_guard(spec: Spec, baseline: Baseline, m: Measurement, look: c
 
 
 def judge_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime, step: float,
-                look: comparison.LookContext | None = None, guards: int = 1, side: BaselineSide | None = None) -> GuardResult:
+                look: comparison.LookContext | None = None, guards: int = 1,
+                side: BaselineSide | None = None) -> tuple[GuardResult, Callable[[float], GuardResult]]:
     """:func:`measure_guard` then :func:`judge_measured_guard` at the first Holm level, the
     Bonferroni share ``(1 - confidence) / guards`` of the family's two-sided error. ``side``: the
     baseline's stored side (:func:`stored_side`), which spares its samples.
+
+    Returns:
+        ``(the guard at that level, its judgement at another level)``: the pair :func:`holm` takes.
 
     Raises:
         PrometheusUnavailable: as :func:`obsctl.baselining.measure.window.measure`.
     """
     level = look.confidence if look is not None and look.confidence else spec.verification.confidence
     m = measure_guard(spec, client, baseline, start_at, end_at, step)
-    return judge_measured_guard(spec, baseline, m, look, (1 - level) / max(guards, 1), side)
+    again = functools.partial(judge_measured_guard, spec, baseline, m, look, side=side)
+    return again((1 - level) / max(guards, 1)), again
 
 
 def holm(results: list[GuardResult], rejudge: list[Callable[[float], GuardResult]], alpha: float) -> list[GuardResult]:

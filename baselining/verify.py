@@ -29,7 +29,6 @@ IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from concurrent.futures import Future
 
 from obsctl.baselining import looks, verdict
@@ -240,10 +239,8 @@ def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str,
     side = verdict.side_for(initiative, baseline_id)
     b = store.baseline(baseline_id, samples=side is None)  # the stored side spares the samples
     look, _ = looks.context(store, initiative, b.signal, spec.verification.confidence, planned)
-    level = look.confidence or spec.verification.confidence
-    m = verdict.measure_guard(spec, client, b, start_at, end_at, step)
-    return (verdict.judge_measured_guard(spec, b, m, look, (1 - level) / max(guards, 1), side), look,
-            functools.partial(verdict.judge_measured_guard, spec, b, m, look, side=side))
+    result, again = verdict.judge_guard(spec, client, b, start_at, end_at, step, look, guards, side)
+    return result, look, again
 
 
 def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiative: Initiative, baseline: Baseline | None,
@@ -309,15 +306,15 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
             store.append_looks(new_looks)
     except StoreError as exc:
         raise StoreError(f"no verdict shown: its look could not be logged ({exc})") from None
-    with store.locked():
-        if save:
-            try:
+    if save:
+        try:
+            with store.locked():
                 current = store.initiative(initiative.id)
                 saved = current.model_copy(update={"status": "verified", "verifications": [*current.verifications, result]})
                 store.save_initiative(saved)
-            except StoreError as exc:
-                raise VerdictNotSaved(str(exc), initiative, result) from None
-            initiative = saved
+        except StoreError as exc:
+            raise VerdictNotSaved(str(exc), initiative, result) from None
+        initiative = saved
     return initiative, result
 
 

@@ -12,7 +12,7 @@
    (:mod:`.lrv`) at the look's anytime-valid level (:mod:`.anytime`): one boundary for
    every cumulative window of the change, so every look holds its error at once.
 6. Rules: the one decision rule, :func:`.decision.decide`; a guard is a non-inferiority
-   test at its Bonferroni share of the error.
+   test at its share of the family's error (``guard_alpha``, Holm's step-down in the verdict).
 7. A window shorter than planned says so in the reason.
 """
 

@@ -241,7 +241,7 @@ def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history
     planned = i.planned_window_seconds
     chosen = guard_baselines(spec, st, i)
     # The first look of each guard's sequence, as verify judged it.
-    expected = [evaluate_guard(spec, client, b, start, end, w["step_seconds"], LookContext(1, planned, None, spec.verification.confidence), len(chosen))
+    expected = [evaluate_guard(spec, client, b, start, end, w["step_seconds"], LookContext(1, planned, None, spec.verification.confidence), len(chosen))[0]
                 for b in chosen]
     for g, e in zip(got["guards"], expected):
         assert (g["signal"], g["verdict"], g["baseline_id"]) == (e.signal, e.verdict, e.baseline_id)

@@ -76,6 +76,7 @@ is ``process_cpu_seconds_total`` (scrape each worker's process metrics instead).
 from __future__ import annotations
 
 import contextlib
+import glob
 import logging
 import math
 import os
@@ -228,6 +229,25 @@ def prepare_multiprocess_dir(path: str | os.PathLike | None = None) -> Path:
     return directory
 
 
+class _AggregateCollector(multiprocess.MultiProcessCollector):
+    """prometheus_client's ``MultiProcessCollector`` that skips a value file still 0 bytes long.
+
+    ``MmapedDict`` creates a process's ``<type>_<pid>.db`` and sizes it afterwards, so a
+    worker starting (or one killed in between, whose file then stays empty) leaves a file
+    with no header; the stock collector raises ``struct.error`` on it and fails the whole
+    scrape, every other worker's values included (prometheus/client_python#1199). An empty
+    file holds no value yet, so skipping it changes no sum.
+    """
+
+    def collect(self):
+        files = []
+        for name in glob.glob(os.path.join(self._path, "*.db")):
+            with contextlib.suppress(FileNotFoundError):  # a live gauge file removed by mark_process_dead
+                if os.stat(name).st_size > 0:
+                    files.append(name)
+        return self.merge(files, accumulate=True)
+
+
 def multiprocess_registry(path: str | os.PathLike | None = None) -> CollectorRegistry:
     """A registry whose ``collect()`` sums every process's files in the directory (default
     ``$PROMETHEUS_MULTIPROC_DIR``); read at each scrape, so it can be built once.
@@ -239,7 +259,7 @@ def multiprocess_registry(path: str | os.PathLike | None = None) -> CollectorReg
     if directory is None:
         raise ValueError(f"no multiprocess directory: pass one or set {MULTIPROC_ENV}")
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=str(directory))
+    _AggregateCollector(registry, path=str(directory))
     return registry
 
 

@@ -59,6 +59,21 @@ def test_ranks_sum_and_dead_rank_gauges_leave(tmp_path):
     assert samples_of(multiprocess_registry(directory), "obsctl_samples_total") == {}
 
 
+def test_a_value_file_not_yet_sized_is_skipped_not_a_failed_scrape(tmp_path):
+    # A worker that has created its file but not yet sized it (or was killed in between)
+    # leaves 0 bytes; the aggregate of the others is still served, unchanged.
+    directory = prepare_multiprocess_dir(tmp_path / "mp")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+    assert subprocess.run([sys.executable, "-c", RANK, "0", "5", "2", "0.9"], env=env, timeout=60).returncode == 0
+    for kind in ("counter", "histogram", "gauge_livesum"):
+        (directory / f"{kind}_999999.db").touch()
+    reg = multiprocess_registry(directory)
+    labels = (("run", "r1"), ("workload", "ddp-train"))
+    assert samples_of(reg, "obsctl_samples_total") == {labels: 5}
+    assert samples_of(reg, "obsctl_step_duration_seconds_count") == {labels: 5}
+    assert samples_of(reg, "obsctl_queue_depth_requests") == {labels: 2}
+
+
 def test_variable_set_after_import_is_refused(tmp_path):
     code = textwrap.dedent(f"""
         import os, prometheus_client

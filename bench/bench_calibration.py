@@ -552,7 +552,7 @@ FAMILY_HEADER = ("| family (null and +5 %, looks at 1/3, 2/3, 1 of the window) |
                  "+5 %: IMPROVED at some look | placebo widened the last look, % |\n|---|---|---|---|---|---|---|---|---|---|---|")
 
 
-def run_families(scale: float, seed: int, out=sys.stdout, reps: int = 300) -> list[tuple[str, bool]]:
+def run_families(scale: float, seed: int, out=sys.stdout, reps: int = 500) -> list[tuple[str, bool]]:
     """Every family at ``reps x scale`` replicates (null and +5 % each) from seed ``seed`` (+ the family's index)."""
     reps = max(25, int(reps * scale))
     goals: list[tuple[str, bool]] = []

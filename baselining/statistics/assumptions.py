@@ -48,14 +48,15 @@ What a failed check does (:func:`check_window`), each check at :data:`LEVEL`:
 - memory check failed, or innovations quieter than the model's (``F < 1``: at the same
   spread a smaller one-step error means a more predictable, longer-memory series, as
   when phi goes from 0.90 to 0.98), and the window holds at least
-  :data:`MIN_REFIT_SAMPLES` samples: the window's own memory is fitted on the window
-  (``source: windows``, a lower bound on long memory) and the window's variance of the
-  mean is the larger of the two models' (a window's own fit underestimates memory longer
-  than a fraction of itself, so the baseline's model is kept when it gives the wider
-  interval); the note names the check and its p-value;
-- the same in a shorter window, or one with fewer than ``N_EFF_MIN`` effective samples
-  under its own memory: INCONCLUSIVE, "assumption failed: ..." naming the check and its
-  p-value.
+  :data:`MIN_REFIT_SAMPLES` samples spanning at least :data:`.memory.MIN_MEMORIES` of
+  the memory fitted on it: the window's own memory (``source: windows``) and the window's
+  variance of the mean is the larger of the two models' (a window's own fit underestimates
+  memory longer than a fraction of itself, so the baseline's model is kept when it gives
+  the wider interval); the note names the check and its p-value;
+- the same in a shorter window (fewer samples, fewer than ``MIN_MEMORIES`` of its own
+  memory: that memory is a lower bound, as for a baseline without history), or one with
+  fewer than ``N_EFF_MIN`` effective samples under its own memory: INCONCLUSIVE,
+  "assumption failed: ..." naming the check, its p-value and the window needed.
 
 A false alarm only widens the interval (or, in windows under :data:`MIN_REFIT_SAMPLES`
 samples, makes the verdict INCONCLUSIVE); how often each fires on the calibration's
@@ -83,8 +84,9 @@ import numpy as np
 
 from obsctl.baselining.statistics import distributions as special
 from obsctl.baselining.statistics.lrv import Side, side_estimate
-from obsctl.baselining.statistics.memory import MemoryModel, fit_memory, grid_index
+from obsctl.baselining.statistics.memory import MIN_MEMORIES, MemoryModel, fit_memory, grid_index
 from obsctl.baselining.statistics.power import N_EFF_MIN
+from obsctl.durations import format_duration
 
 #: Level of each check (two-sided for the scale).
 LEVEL = 0.001
@@ -323,6 +325,12 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
         return replace(result, reason=(f"assumption failed: {why} ({what}; level {level:g}): the interval would rest on a memory the "
                                        f"change may have altered, and the {y.size}-sample window is too short to fit its own "
                                        f"(needs {MIN_REFIT_SAMPLES}); use a longer window"))
+    span = float(t[-1] - t[0]) + step_seconds
+    if span < MIN_MEMORIES * own.tau_seconds:
+        return replace(result, reason=(f"assumption failed: {why} ({what}; level {level:g}): fitted on the window, its memory is at least "
+                                       f"{format_duration(own.tau_seconds)} (integrated autocorrelation time), a lower bound until the "
+                                       f"window spans {MIN_MEMORIES:.0f} of it; use a window of at least "
+                                       f"{format_duration(MIN_MEMORIES * own.tau_seconds)}"))
     own_side = side_estimate(t, y, step_seconds, own, history_scale=False)
     text = f"assumption check: {why} ({what}; level {level:g})"
     if not own_side.var_mean <= result.side.var_mean:  # NaN: too short under its own memory

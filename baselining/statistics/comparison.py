@@ -27,7 +27,7 @@ from obsctl.baselining.statistics import anytime, assumptions
 from obsctl.baselining.statistics.decision import Estimate, decide, exact_change
 from obsctl.baselining.statistics.distributions import ndtri
 from obsctl.baselining.statistics.lrv import Side, side_estimate
-from obsctl.baselining.statistics.memory import MemoryModel, pooled_memory
+from obsctl.baselining.statistics.memory import MIN_MEMORIES, MemoryModel, pooled_memory
 from obsctl.baselining.statistics.power import N_EFF_MIN, shortest_window_seconds
 from obsctl.baselining.statistics.ratio import estimate_ratio
 from obsctl.baselining.statistics.summary import is_constant
@@ -246,12 +246,6 @@ def min_fraction_of(baseline: Side) -> float | None:
         return anytime.min_fraction(baseline.var_mean, baseline.sd ** 2 / N_EFF_MIN)
     except ValueError:
         return None
-
-
-#: Fewest integrated autocorrelation times the memory's fit must span: with fewer, the
-#: fitted memory is a lower bound (the slow part of the dependence is not seen) and the
-#: interval is too narrow, so no verdict is given (docs/verification.md, Memory).
-MIN_MEMORIES = 20.0
 
 
 def _memory_not_honest(memory: MemoryModel) -> str:

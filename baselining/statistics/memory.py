@@ -40,6 +40,11 @@ MAX_ORDER = 12
 #: tau above this many steps is treated as "no usable memory estimate" (near unit root).
 MAX_TAU_STEPS = 1e7
 
+#: Fewest integrated autocorrelation times a fit must span to be taken at its word: with
+#: fewer, the fitted memory is a lower bound (the slow part of the dependence is not seen)
+#: and intervals built on it are too narrow (docs/verification.md, "No honest memory").
+MIN_MEMORIES = 20.0
+
 
 @dataclass(frozen=True)
 class MemoryModel:

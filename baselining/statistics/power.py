@@ -18,7 +18,8 @@ level, the conservative side for gains). Then:
   the same ``c`` (Chow,
   Shao & Wang, *Sample Size Calculations in Clinical Research*, 2008, sec. 3.2.3, for
   the two one-sided tests). Given with the current baseline, and for a baseline and
-  window of equal length (a 1 h baseline is often too short on its own).
+  window of equal length (a 1 h baseline is often too short on its own) at the boundary
+  that a baseline of that length fixes (a longer baseline, a smaller ``t_min``, a higher ``c``).
 """
 
 from __future__ import annotations
@@ -145,6 +146,23 @@ def power_of(curve: _Curve, steps: int, v_x: float, effect: float, crit: float) 
     return float(1 - ndtr(crit - abs(effect) / se))
 
 
+def _equal_lengths(curve: _Curve, margin: float, z: float, c: float, confidence: float) -> int | None:
+    """Steps of a baseline and a window of equal length that reach NO_CHANGE at ``margin``.
+
+    A longer baseline lowers ``t_min`` and so raises the boundary (:mod:`.anytime`): the
+    length is the fixed point of "the length for boundary ``c``" and "the boundary a
+    baseline of that length fixes", reached from below in a few rounds (both grow together).
+    """
+    steps = None
+    for _ in range(8):
+        found = curve.shortest(lambda s, c=c: 2 * curve.var(s) <= (margin / (c + z)) ** 2)
+        if found is None or found == steps:
+            return found
+        steps = found
+        c = anytime.boundary(anytime.min_fraction(curve.var(steps), curve.rel_var / N_EFF_MIN), 1 - confidence)
+    return steps
+
+
 def plan(memory: MemoryModel, baseline: Side, step_seconds: float, effect: float, confidence: float, margin: float,
          default_window_seconds: float, power: float = 0.9, max_seconds: float = MAX_PLAN_SECONDS) -> Plan:
     """Window lengths for ``effect`` and for NO_CHANGE, and the smallest detectable effect.
@@ -180,7 +198,7 @@ def plan(memory: MemoryModel, baseline: Side, step_seconds: float, effect: float
     window = curve.shortest(lambda s: power_of(curve, s, v_x, effect, c) >= power, guess)
     budget = (margin / (c + z)) ** 2 if margin > 0 else 0.0
     no_change = curve.shortest(lambda s: curve.var(s) + v_x <= budget) if budget > v_x else None
-    equal = curve.shortest(lambda s: 2 * curve.var(s) <= budget) if budget > 0 else None
+    equal = _equal_lengths(curve, margin, z, c, confidence) if budget > 0 else None
     default_steps = min(max_steps, max(2, int(default_window_seconds // step_seconds)))
     mde = None
     if curve.n_eff(default_steps) >= N_EFF_MIN:

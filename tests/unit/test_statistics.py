@@ -153,6 +153,20 @@ def test_planner_matches_the_normal_formula_at_the_sequence_boundary():
     assert p.window_seconds / 15.0 == pytest.approx(n, abs=1.5)
 
 
+def test_equal_lengths_no_change_uses_the_boundary_of_a_baseline_that_long():
+    # White noise, sigma 5 % of the mean: baseline and window of n each reach NO_CHANGE
+    # within +-1 % at 90 % power when 0.01 / sqrt(2 s^2 / n) >= c(n) + z_.95, c(n) the
+    # boundary that a baseline of n fixes (t_min = (s^2/n) / (s^2/n + s^2/5) = 5 / (5 + n)).
+    model = MemoryModel(15.0, (), (1.0,), 25.0, 100.0, 10**6, 1e9, "history", 1e6)
+    base = Side(100.0, 25.0 / 240, 1e6, 240, 240.0, 3600.0, 5.0, "history", 5.0)
+    p = planner.plan(model, base, 15.0, 0.02, 0.95, 0.01, 3600.0, power=0.9)
+    z = sps.norm.ppf(0.95)
+    ok = lambda n: 0.01 / math.sqrt(2 * 0.05**2 / n) >= anytime.boundary(5 / (5 + n), 0.05) + z
+    n = round(p.no_change_equal_seconds / 15.0)
+    assert ok(n) and not ok(n - 1)
+    assert not ok(round(2 * 0.05**2 * ((p.boundary_z + z) / 0.01) ** 2))  # the 1 h baseline's boundary is too low for it
+
+
 def test_window_too_short_names_the_memory_and_a_length():
     rng = np.random.default_rng(2)
     model = ar1_model(0.995, variance=25.0)

@@ -27,7 +27,7 @@ the continuously monitored repeated significance test (Siegmund, *Sequential Ana
 1985, ch. 4). With ``s = log t`` the statistic is a stationary Ornstein-Uhlenbeck process
 (``Cov = exp(-|s_1 - s_2| / 2)``) over ``L = log(1 / t_min)``; :func:`crossing` computes
 its crossing probability by the Markov recursion on a grid (``K`` equal steps in ``s``:
-one transition matrix, raised to the ``K``-th power by squaring) and corrects the
+one transition kernel applied ``K`` times to the density, which stays even) and corrects the
 discrete monitoring to continuous with Siegmund's shift of the boundary by
 ``0.5826 sqrt(delta)`` (Siegmund 1985, sec. 10.2; Monte Carlo with 20,000-step paths
 agrees within its error, tests/unit/test_statistics.py). Every cumulative window is a
@@ -58,9 +58,8 @@ from obsctl.baselining.statistics.distributions import ndtr, ndtri
 #: monitored continuously.
 RHO = 0.5826
 
-#: Steps of the Markov recursion in ``s = log t`` (a power of 2: the matrix is squared)
-#: and grid points on ``(-c, c)``: the continuity-corrected probability moves by < 1e-4
-#: from 64 to 1,024 steps.
+#: Steps of the Markov recursion in ``s = log t`` and grid points on ``(-c, c)`` (odd: 0 is
+#: one): the continuity-corrected probability moves by < 1e-4 from 64 to 1,024 steps.
 STEPS = 64
 GRID = 161
 
@@ -84,22 +83,24 @@ def min_fraction(var_mean_baseline: float, var_first_window: float) -> float:
 
 def _survival(c: float, span: float, steps: int = STEPS, grid: int = GRID) -> float:
     # P(|U(s_k)| < c at all K+1 points s_k = k span / K), U stationary OU with Cov exp(-|ds|/2).
+    # The density stays even (kernel and start are symmetric in x -> -x), so it is carried on
+    # x >= 0 with the mirrored mass folded in, and the transition is applied K times to it:
+    # the same sums as the full grid's matrix power, at a fraction of the work.
     a = math.exp(-span / steps / 2)
     sd = math.sqrt(1 - a * a)
     x = np.linspace(-c, c, grid)
     h = x[1] - x[0]
     w = np.full(grid, h)
     w[0] = w[-1] = h / 2  # trapezoid
-    kernel = np.exp(-0.5 * ((x[:, None] - a * x[None, :]) / sd) ** 2) / (sd * math.sqrt(2 * math.pi)) * w[None, :]
-    p = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    k, m = steps, kernel
-    while k:
-        if k & 1:
-            p = m @ p
-        k >>= 1
-        if k:
-            m = m @ m
-    return float(w @ p)
+    mid = grid // 2  # x[mid] == 0 (grid is odd)
+    half, wh = x[mid:], w[mid:]
+    density = lambda d: np.exp(-0.5 * (d / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+    folded = (density(half[:, None] - a * half[None, :]) + density(half[:, None] + a * half[None, :])) * wh[None, :]
+    folded[:, 0] /= 2  # 0 is its own mirror
+    p = np.exp(-0.5 * half * half) / math.sqrt(2 * math.pi)
+    for _ in range(steps):
+        p = folded @ p
+    return float(wh[0] * p[0] + 2 * (wh[1:] @ p[1:]))
 
 
 def crossing(c: float, span: float) -> float:

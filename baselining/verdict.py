@@ -396,7 +396,8 @@ def judge_primary(spec: Spec, client: PrometheusClient, initiative: Initiative, 
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
     design = designs.primary(spec, client, initiative, baseline, m.samples, start_at, end_at, step,
                              sig.category if sig else "unknown", baseline.direction,
-                             confidence=judgement.confidence if judgement is not None and judgement.confidence else None, loads=loads)
+                             confidence=judgement.confidence if judgement is not None and judgement.confidence else None, loads=loads,
+                             level=look.confidence or cfg.confidence)
     if design.verdict and verdict != "NO_DATA":
         verdict, reason = apply_caps(design.verdict, design.reason, caps)
     if note:

@@ -43,14 +43,19 @@ class Judgement:
     notes: list[str] = field(default_factory=list)
 
 
-def as_estimate(e: Effect) -> Estimate:
-    """The effect as the :class:`~obsctl.baselining.statistics.decision.Estimate` the decision rule reads."""
-    return Estimate(e.ratio, e.ci_low, e.ci_high, e.confidence, e.dof, reason=e.reason)
+def as_estimate(e: Effect, level: float | None = None) -> Estimate:
+    """The effect as the :class:`~obsctl.baselining.statistics.decision.Estimate` the decision rule reads.
+
+    ``level``: the level the interval claims (on a change's sequence of looks, the level over
+    all looks; the effect's own ``confidence`` is then the per-look level it was computed at);
+    default the effect's."""
+    return Estimate(e.ratio, e.ci_low, e.ci_high, level or e.confidence, e.dof, reason=e.reason)
 
 
 def judge(effect: Effect, direction: str, min_effect_ratio: float, *, cycle: CycleCheck | None = None,
-          load: LoadContext | None = None, mix: MixDecomposition | None = None) -> Judgement:
-    """Apply the rules of the module doc. ``direction``: ``higher_is_better`` | ``lower_is_better``."""
+          load: LoadContext | None = None, mix: MixDecomposition | None = None, level: float | None = None) -> Judgement:
+    """Apply the rules of the module doc. ``direction``: ``higher_is_better`` | ``lower_is_better``;
+    ``level``: as :func:`as_estimate`."""
     notes = []
     if cycle is not None:
         notes.append(cycle.reason)
@@ -63,7 +68,7 @@ def judge(effect: Effect, direction: str, min_effect_ratio: float, *, cycle: Cyc
     if effect.ratio is None or effect.ci_low is None:
         verdict = "NO_DATA" if not effect.samples and "no samples" in effect.reason else "INCONCLUSIVE"
         return Judgement(verdict, effect.reason, verdict, effect, cycle, load, mix, notes)
-    verdict, reason = decide(as_estimate(effect), direction, min_effect_ratio)  # type: ignore[arg-type]
+    verdict, reason = decide(as_estimate(effect, level), direction, min_effect_ratio)  # type: ignore[arg-type]
     first = verdict
     override, why = confounds(effect.design, cycle, load, mix, min_effect_ratio)
     if override and verdict != "NO_DATA":

@@ -143,6 +143,7 @@ class Outcome:
         context: JSON-ready context for outputs and reports (``notes`` lines, ``control``,
             ``load``, ``mix``, ``cycle``, ``effect``).
         treatment: the canary's treatment-window samples (promote makes them the baseline).
+        level: the level the interval claims over all looks (None: the effect's own).
     """
 
     design: str
@@ -153,6 +154,7 @@ class Outcome:
     ci_high: float | None = None
     context: dict = field(default_factory=dict)
     treatment: list[tuple[float, float]] = field(default_factory=list)
+    level: float | None = None
 
     def as_estimate(self, before_after: Estimate | None) -> Estimate | None:
         """The estimate ``verify`` records: the design's effect, or ``before_after``'s (kept for before-after)."""
@@ -161,7 +163,8 @@ class Outcome:
         eff = self.context.get("effect", {})
         base = eff.get("control_mean") if self.design == "canary" else (before_after.baseline_mean if before_after else None)
         win = eff.get("treatment_mean") if self.design == "canary" else (before_after.window_mean if before_after else None)
-        return Estimate(self.change_ratio, self.ci_low, self.ci_high, eff.get("confidence") or (before_after.confidence if before_after else 0.0),
+        level = self.level or eff.get("confidence") or (before_after.confidence if before_after else 0.0)
+        return Estimate(self.change_ratio, self.ci_low, self.ci_high, level,
                         baseline_mean=base, window_mean=win)
 
 
@@ -293,7 +296,7 @@ BRANCHES: dict[str, Callable[[Context], Branch]] = {
 
 def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple[float, float]], start_at: dt.datetime,
             end_at: dt.datetime, step: float, category: str, direction: str, confidence: float | None = None,
-            loads: Callable[[], list[demand.PeriodLoad]] | None = None) -> Outcome:
+            loads: Callable[[], list[demand.PeriodLoad]] | None = None, level: float | None = None) -> Outcome:
     """Run the initiative's design on its primary signal over the verification window.
 
     The design's branch (:data:`BRANCHES`) measures what it compares and its effect; then,
@@ -310,6 +313,8 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
             verifies stay safe); default the spec's.
         loads: the :func:`period_loads` of :func:`context_periods`, already asked for
             (``verify`` issues them with its other calls); None: read here.
+        level: the level the interval claims, over all looks of the change (the
+            sequence's); default ``confidence``.
 
     Returns:
         :class:`Outcome`. For before-after the verdict is None unless a confound makes it
@@ -330,7 +335,8 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
     notes = list(found.notes)
     cyc, dec = found.cycle, found.mix
     if found.effect is not None:
-        j = judge.judge(found.effect, direction, cfg.min_effect_ratio, load=load)
+        j = judge.judge(found.effect, direction, cfg.min_effect_ratio, load=load, level=level)
+        out.level = level
         out.verdict, out.reason = j.verdict, j.reason
         out.change_ratio, out.ci_low, out.ci_high = found.effect.ratio, found.effect.ci_low, found.effect.ci_high
         notes += j.notes

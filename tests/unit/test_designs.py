@@ -200,6 +200,21 @@ def test_judge_turns_a_cyclic_before_after_into_inconclusive():
     assert j.verdict == "INCONCLUSIVE" and "use --design seasonal or a control class" in j.reason
 
 
+def test_a_look_claims_the_sequence_level_not_its_per_look_level():
+    # On a sequence of looks the effect is computed at the look's nominal level (here
+    # 98.3 %); the interval holds at the sequence's 95 % over all looks, which the text says.
+    rng = np.random.default_rng(7)
+    tb, tw = _grid(T0, 7200), _grid(T0 + 7200, 7200)
+    b = 1000 * np.exp(_ar1(rng, tb.size, 0.02))
+    w = 1100 * np.exp(_ar1(rng, tw.size, 0.02))
+    e = before_after.effect(_s(tb, b), _s(tw, w), 0.983)
+    assert e.confidence == 0.983
+    plain = judge.judge(e, "higher_is_better", 0.02)
+    on_sequence = judge.judge(e, "higher_is_better", 0.02, level=0.95)
+    assert plain.verdict == on_sequence.verdict == "IMPROVED"
+    assert "98.3" in plain.reason and "98.3" not in on_sequence.reason and "95" in on_sequence.reason
+
+
 def _baseline(rng, hours=2):
     from obsctl.baselining.statistics import summary as stats
     from obsctl.records import Baseline, Population, Window

@@ -15,7 +15,8 @@ API (small on purpose; the spec's ``prometheus:`` block and the exporter's DCGM 
   a ``requests.Session`` with TLS, proxy, auth and headers applied; relative file paths
   are resolved against ``base_dir`` (the config file's folder, as Prometheus does).
 - :meth:`ConfiguredSession.scrub` ``(text) -> str``: ``text`` with every secret the
-  session has sent replaced by ``<secret>`` (for messages that echo a server's words).
+  session has sent, raw or in an encoded form a server may echo (URL-encoded,
+  JSON-escaped, base64), replaced by ``<secret>`` (for messages that echo a server's words).
 - :func:`check_files` ``(cfg, base_dir=None, label=...)``: every configured file usable
   (raises :class:`SecretFileError`); call it at start-up for an early, clear error.
 - :func:`redact_url` ``(url) -> str``: the URL without userinfo and query, safe to print.
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
 import os
 import re
 import stat
@@ -424,7 +426,7 @@ class _FileAuth(requests.auth.AuthBase):
 
     def _secret(self, path: str, field: str, header_value: bool = True) -> str:
         value = read_secret(self.resolve(path), f"{self.label}.{field}", header_value)
-        self.session._secrets.add(value)
+        self.session._remember(value)
         return value
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
@@ -435,7 +437,7 @@ class _FileAuth(requests.auth.AuthBase):
         elif cfg.basic_auth is not None:
             password = self._secret(cfg.basic_auth.password_file, "basic_auth.password_file", header_value=False)  # sent base64-encoded
             userpass = f"{cfg.basic_auth.username}:{password}".encode()
-            self.session._secrets.add(base64.b64encode(userpass).decode())
+            self.session._remember(base64.b64encode(userpass).decode())
             request.headers["Authorization"] = "Basic " + base64.b64encode(userpass).decode("ascii")
         for name, header in cfg.http_headers.items():
             values = list(header.values)
@@ -451,13 +453,37 @@ class ConfiguredSession(requests.Session):
         super().__init__()
         self._secrets: set[str] = set()
 
+    def _remember(self, secret: str) -> None:
+        """Add ``secret`` and its :func:`_encoded_forms` to what :meth:`scrub` replaces."""
+        self._secrets.update(_encoded_forms(secret))
+
     def scrub(self, text: str) -> str:
         """``text`` with each secret this session has sent (tokens, passwords, secret
-        header values, the basic-auth encoding) replaced by ``<secret>``."""
-        for secret in sorted(self._secrets, key=len, reverse=True):
+        header values, the basic-auth ``user:password`` encoding) replaced by ``<secret>``,
+        raw or in any of its :func:`_encoded_forms`.
+
+        Exact matches only: a secret echoed with its case changed, cut short, or base64
+        encoded inside a longer string (other than the basic-auth ``user:password``) is
+        not recognised.
+        """
+        for secret in sorted(self._secrets, key=len, reverse=True):  # longest first: a form may contain another
             if len(secret) >= 3:  # a 1-2 character "secret" would shred ordinary text
                 text = text.replace(secret, SECRET_PLACEHOLDER)
         return text
+
+
+def _encoded_forms(secret: str) -> set[str]:
+    """``secret`` and the forms a server or gateway may echo it in (a set of str).
+
+    The raw value; URL-encoded (``quote`` with no safe characters, ``quote`` keeping
+    ``/``, and ``quote_plus``); JSON-escaped (``json.dumps`` with ASCII escapes and
+    without, and with ``/`` written ``\\/``); standard base64 of its UTF-8 bytes.
+    Case changes and truncated prefixes are out of scope.
+    """
+    quoted = {urllib.parse.quote(secret, safe=""), urllib.parse.quote(secret), urllib.parse.quote_plus(secret)}
+    escaped = {json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+    escaped |= {e.replace("/", "\\/") for e in escaped}
+    return {secret, base64.b64encode(secret.encode()).decode("ascii")} | quoted | escaped
 
 
 def session_for(cfg: HTTPClientConfig, base_dir: str | os.PathLike[str] | None = None, label: str = "http client") -> ConfiguredSession:

@@ -88,6 +88,9 @@ class InstantSample:
 PROMQL_ANNOTATION_PREFIXES = ("PromQL info:", "PromQL warning:")
 
 
+#: Most characters of a query quoted in a message about the server's answer to it.
+QUOTED_QUERY_CHARS = 200
+
 #: Most distinct warnings (and infos) one :class:`QueryResult` keeps.
 MAX_NOTES = 100
 
@@ -413,7 +416,9 @@ class PrometheusClient:
             with the answer's warnings.
 
         Raises:
-            PrometheusUnavailable: unreachable, timing out or answering 5xx after retries.
+            PrometheusUnavailable: unreachable, timing out or answering 5xx after retries,
+                or an answer that is not an instant vector or scalar (exit 3; the query is
+                quoted up to :data:`QUOTED_QUERY_CHARS` characters).
             UsageError: Prometheus rejected the query (its message included).
         """
         params: dict[str, Any] = {"query": promql}
@@ -439,7 +444,11 @@ class PrometheusClient:
                 raise _Malformed(f"data.resultType {printable(str(kind))!r} is not vector, scalar, matrix or string")
         except _Malformed as exc:
             raise self._unexpected(path, exc) from None
-        raise UsageError(f"query {promql!r} returned a {kind}, expected an instant vector")
+        # obsctl's instant queries are its own and always give a vector: a matrix or string
+        # is the server's (or a gateway's) doing, not the spec's. The query is cut: some are long.
+        shown = printable(promql, QUOTED_QUERY_CHARS) + ("..." if len(promql) > QUOTED_QUERY_CHARS else "")
+        raise PrometheusUnavailable(self._scrub(
+            f"cannot use Prometheus at {self.shown_url}: {path} answered a {kind} to the instant query '{shown}', expected a vector or scalar"))
 
     def query_range(self, promql: str, start: float | dt.datetime, end: float | dt.datetime, step_seconds: float) -> QueryResult:
         """Evaluate ``promql`` at ``start, start+step, ... <= end`` (unix seconds or datetimes).

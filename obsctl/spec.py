@@ -755,6 +755,14 @@ class Spec(_Model):
             validate_url(value, "runbook")
         return value
 
+    @field_validator("store")
+    @classmethod
+    def _store(cls, value: str) -> str:
+        # '' would make the spec's own folder the store, '   ' a folder named by spaces.
+        if not value.strip():
+            raise ValueError("must be a folder path, not empty or blank (leave the key out for the default .obsctl-store)")
+        return value
+
     @field_validator("alertmanager_url")
     @classmethod
     def _alertmanager_url(cls, value: str | None) -> str | None:

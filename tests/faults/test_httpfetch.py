@@ -296,3 +296,47 @@ def test_a_flood_of_warnings_is_capped_and_keeps_the_partial_one(raw):
     assert len(result.warnings) == MAX_NOTES + 1 and len(result.infos) == MAX_NOTES
     assert result.warnings[:MAX_NOTES] == notes[:MAX_NOTES]
     assert result.partial and result.partial_warnings == ["store-gateway 7 failed"]
+
+
+TOKEN, PASSWORD = "S3cr3tT0kenXYZ_abc/+=", "Pa55w0rd!Q9%z"
+
+
+@pytest.mark.parametrize("auth, secret, echoed", [
+    ("bearer", TOKEN, "S3cr3tT0kenXYZ_abc%2F%2B%3D"),  # urllib.parse.quote(token, safe=""), also quote_plus
+    ("bearer", TOKEN, "S3cr3tT0kenXYZ_abc/%2B%3D"),  # quote(token): "/" kept
+    ("bearer", TOKEN, "S3cr3tT0kenXYZ_abc\\/+="),  # JSON with "/" escaped
+    ("bearer", TOKEN, "UzNjcjN0VDBrZW5YWVpfYWJjLys9"),  # base64(token)
+    ("basic", PASSWORD, "Pa55w0rd%21Q9%25z"),  # quote(password, safe="")
+    ("basic", PASSWORD, "UGE1NXcwcmQhUTkleg=="),  # base64(password)
+    ("basic", PASSWORD, "b2JzY3RsOlBhNTV3MHJkIVE5JXo="),  # base64("obsctl:" + password), as sent
+    ("basic", PASSWORD, PASSWORD),  # raw
+    ("basic", "pa ss+w/rd", "pa+ss%2Bw%2Frd"),  # quote_plus(password)
+    ("basic", 'pa"ss\\w\u00e9rd', 'pa\\"ss\\\\w\\u00e9rd'),  # json.dumps(password)[1:-1]
+])
+def test_a_gateway_echoing_an_encoded_secret_is_scrubbed(tmp_path, raw, auth, secret, echoed):
+    """A non-JSON error body quoting the credential URL-encoded, JSON-escaped or base64
+    encoded (raw was already scrubbed): the message shows <secret> where the form was."""
+    import base64
+    import json
+    import urllib.parse
+
+    from obsctl.errors import PrometheusUnavailable
+    from obsctl.promapi import PrometheusClient
+
+    assert echoed in (urllib.parse.quote(secret, safe=""), urllib.parse.quote(secret), urllib.parse.quote_plus(secret),
+                      json.dumps(secret)[1:-1], json.dumps(secret)[1:-1].replace("/", "\\/"), secret,
+                      base64.b64encode(secret.encode()).decode(), base64.b64encode(f"obsctl:{secret}".encode()).decode())
+    (tmp_path / "secret").write_text(secret + "\n")
+    cfg = HTTPClientConfig.model_validate({"authorization": {"credentials_file": "secret"}} if auth == "bearer" else
+                                          {"basic_auth": {"username": "obsctl", "password_file": "secret"}})
+    body = f"denied {echoed} at gateway".encode()
+
+    def echo(conn, stop):
+        conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+    client = PrometheusClient(raw(echo).url.rstrip("/"), timeout_seconds=5, attempts=1, session=session_for(cfg, base_dir=tmp_path))
+    with pytest.raises(PrometheusUnavailable) as info:
+        client.query("up")
+    message = str(info.value)
+    assert "starts 'denied <secret> at gateway'" in message, message
+    assert echoed not in message and secret not in message

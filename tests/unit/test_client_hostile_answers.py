@@ -120,3 +120,20 @@ def test_deeply_nested_range_answer_is_one_line_not_a_recursion_error(tmp_path, 
     with pytest.raises(PrometheusUnavailable, match="JSON nested too deeply") as err:
         client(tmp_path, srv.url, timeout=5.0).query_range("up", 0, 60, 15)
     assert "\n" not in str(err.value)
+
+
+def matrix_answer(conn: socket.socket, _request: bytes) -> None:
+    body = b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]]}]}}'
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def test_a_matrix_for_an_instant_query_is_the_servers_fault_with_the_query_cut(tmp_path, server) -> None:
+    """obsctl's instant queries always give a vector: a matrix was exit 2 (a spec error)
+    and quoted the whole query (some are over a thousand characters)."""
+    long_query = "sum(" + " + ".join(f'x{{job="j{i}"}}' for i in range(150)) + ")"
+    with pytest.raises(PrometheusUnavailable) as err:
+        client(tmp_path, server(matrix_answer).url).query(long_query)
+    message = str(err.value)
+    assert err.value.exit_code == 3
+    assert f"/api/v1/query answered a matrix to the instant query '{long_query[:200]}...', expected a vector or scalar" in message
+    assert len(long_query) > 1500 and len(message) < 400 and "\n" not in message

@@ -84,6 +84,8 @@ def test_env_var_names_the_spec(tmp_path, monkeypatch):
         (VALID.replace("    unit: tokens/s\n", "    unit: tokens/s\n    record: obsctl_tokens:rate5m\n"),
          ":10: signals[0].record: workload_class:obsctl_tokens:rate5m is a canonical series the source rules publish"),
         (VALID + "alertmanager_url: http://u:p@127.0.0.1:9093\n", "alertmanager_url: must not hold a user or password"),
+        (VALID + "store: ''\n", ":11: store: must be a folder path, not empty or blank"),
+        (VALID + "store: '   '\n", ":11: store: must be a folder path, not empty or blank"),
     ],
 )
 def test_bad_specs_name_file_line_and_field(tmp_path, text, expected):

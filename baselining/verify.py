@@ -65,7 +65,9 @@ def resolve_initiative(store: Store, initiative_id: str | None, workload_class: 
     if workload_class:
         active = store.open_initiative(workload_class)
         if active is None:
-            raise StoreError(f"workload class {workload_class!r} has no open initiative (start one: obsctl initiative start)")
+            # A store folder that is not there is more likely a wrong spec `store` than a class never started.
+            missing = "" if store.path.exists() else f"; the store {store.path} does not exist (check the spec's store)"
+            raise StoreError(f"workload class {workload_class!r} has no open initiative (start one: obsctl initiative start){missing}")
         return active
     raise UsageError("give --initiative ID or --class NAME")
 

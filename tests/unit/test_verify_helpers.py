@@ -9,9 +9,10 @@ import pytest
 
 from obsctl.baselining.measure.window import selectors_of
 from obsctl.baselining.present import verdict_line
-from obsctl.baselining.verify import VERDICT_EXIT_CODES, verification_window
+from obsctl.baselining.store import Store
+from obsctl.baselining.verify import VERDICT_EXIT_CODES, resolve_initiative, verification_window
 from obsctl.durations import parse_duration
-from obsctl.errors import UsageError
+from obsctl.errors import StoreError, UsageError
 from obsctl.promapi import plan_chunks
 from obsctl.records import Initiative, VerificationResult, Window
 from obsctl.timeutil import align_down, parse_instant
@@ -166,3 +167,17 @@ def test_guards_default_to_quality_and_cost_and_can_be_chosen(tmp_path):
     assert [b.signal for b in guard_baselines(spec, store, initiative)] == ["q", "usd"]
     chosen = spec.model_copy(update={"verification": spec.verification.model_copy(update={"guards": ["saturation", "util"]})})
     assert [b.signal for b in guard_baselines(chosen, store, initiative)] == ["lat", "util"]
+
+
+def test_no_open_initiative_names_a_store_that_does_not_exist(tmp_path):
+    """A mistyped spec ``store`` read as "no open initiative" alone: the missing folder is named."""
+    missing = tmp_path / "no-such-store"
+    with pytest.raises(StoreError) as info:
+        resolve_initiative(Store(missing), None, "steady")
+    assert str(info.value) == ("workload class 'steady' has no open initiative (start one: obsctl initiative start); "
+                               f"the store {missing} does not exist (check the spec's store)")
+    assert not missing.exists()
+    (tmp_path / "store").mkdir()
+    with pytest.raises(StoreError) as info:
+        resolve_initiative(Store(tmp_path / "store"), None, "steady")
+    assert "does not exist" not in str(info.value)

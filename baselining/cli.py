@@ -61,7 +61,8 @@ def _baseline_summary(b) -> dict:
 @click.option("--class", "classes", multiple=True, metavar="NAME", help="Workload class (repeatable; default: all).")
 @click.option("--signal", "signals", multiple=True, metavar="NAME", help="Signal (repeatable; default: all).")
 @click.option("--window", default=None, metavar="DURATION", help="Window length, e.g. 1h or 7d (default: spec verification.window).")
-@click.option("--end", default="now", show_default=True, metavar="RFC3339|now", help="Window end (aligned down to the step).")
+@click.option("--end", default="now", show_default=True, metavar="RFC3339|now",
+              help="Window end, aligned down to the step (RFC3339; without an offset, UTC).")
 @click.option("--allow-partial", is_flag=True,
               help="Store a baseline even when Prometheus says its answer is partial (marked partial: verdicts against it are at most INCONCLUSIVE).")
 @click.option("--from-raw", is_flag=True,
@@ -304,7 +305,8 @@ def initiative():
 @click.option("--class", "workload_class", required=True, metavar="NAME", help="The workload class changed.")
 @click.option("--signal", required=True, metavar="NAME", help="The primary signal the verdict is based on.")
 @click.option("--expected-impact", type=float, default=None, metavar="RATIO", help="Expected relative change, e.g. 0.2 for +20 %.")
-@click.option("--started-at", default="now", show_default=True, metavar="RFC3339|now", help="When the change went live.")
+@click.option("--started-at", default="now", show_default=True, metavar="RFC3339|now",
+              help="When the change went live (RFC3339; without an offset, UTC).")
 @click.option("--notes", default="", help="Free text kept with the initiative.")
 @click.option("--design", type=click.Choice(["before-after", "control", "canary", "seasonal"]), default=None,
               help="How verify compares (default: the spec's comparison block): before-after (window vs baseline), "
@@ -535,13 +537,16 @@ def plan(spec_path, workload_class, signal, effect, design, output):
 @click.command("verify")
 @spec_option
 @click.option("--initiative", "initiative_id", default=None, metavar="ID", help="Initiative to verify.")
-@click.option("--class", "workload_class", default=None, metavar="NAME", help="Or: the open initiative of this class.")
+@click.option("--class", "workload_class", default=None, metavar="NAME",
+              help="Or: the open initiative of this class (with --initiative: must be its class).")
 @click.option("--window", default=None, metavar="DURATION",
-              help="Window length up to --end; refused where it would start after the initiative's start (a look is cumulative from the start).")
+              help="Window length up to --end (not with --start); refused where it would start after the initiative's start "
+                   "(a look is cumulative from the start).")
 @click.option("--start", default=None, metavar="RFC3339",
-              help="Window start: the initiative's start (the default; the end is then capped at the planned length), "
-                   "or before it with --allow-before-start.")
-@click.option("--end", default="now", show_default=True, metavar="RFC3339|now", help="Window end (aligned down to the step).")
+              help="Window start (RFC3339; without an offset, UTC): the initiative's start (the default; the end is then capped "
+                   "at the planned length), or before it with --allow-before-start.")
+@click.option("--end", default="now", show_default=True, metavar="RFC3339|now",
+              help="Window end, aligned down to the step (RFC3339; without an offset, UTC).")
 @click.option("--no-guards", is_flag=True, help="Judge the primary signal only (skip the class's other signals).")
 @click.option("--allow-before-start", is_flag=True,
               help="Allow a --start/--end before the initiative's start (the window then measures the old state too).")
@@ -561,7 +566,8 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     at most INCONCLUSIVE. Output: the verdict line, a 'guards:' line, the 'design:' lines
     (the initiative's comparison design: its effect, the control's own movement, demand
     and saturation of each period, a cycle or mix found; docs/verification-designs.md),
-    coverage lines, the 'statistics:' line. Before-after turns INCONCLUSIVE when the
+    coverage lines, the 'statistics:' line, one 'note:' line per note of the assessment
+    (JSON: assessment.notes). Before-after turns INCONCLUSIVE when the
     baseline has a daily cycle, a primary that follows demand (throughput, cost per unit
     of work, ...) was demand-bound (not saturated in either period) or a mix shift
     explains most of the change.
@@ -581,7 +587,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     the exit code is 1 (promote would refuse the unrecorded verdict).
     """
     _prefetch_statistics()
-    from obsctl.baselining.present import guards_line, statistics_line, verdict_line, verification_lines
+    from obsctl.baselining.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
     from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved
     from obsctl.baselining.verify import verify as run_verify
 
@@ -615,6 +621,9 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
             click.echo(line)
         if statistics_line(result):
             click.echo(statistics_line(result))
+        # The assessment's notes (the sequence's level kept, a scale or memory choice): JSON has them in assessment.notes.
+        for line in note_lines(result):
+            click.echo(line)
     if not_saved is not None:
         not_saved.reported = True
         raise not_saved
@@ -633,7 +642,9 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
 def report(spec_path, initiative_id, out_dir, output):
     """Write a Markdown report and a PNG figure of the initiative's latest verification.
 
-    Files: OUT/<initiative id>.md and OUT/<initiative id>.png, written atomically.
+    Files: OUT/<initiative id>.md and OUT/<initiative id>.png, written atomically, both or
+    neither: everything is read and rendered first, so a failure (a damaged look log...)
+    leaves no new file. Exit 1 when the report cannot be made.
     """
     from pathlib import Path
 

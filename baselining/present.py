@@ -54,6 +54,18 @@ def statistics_line(result: VerificationResult) -> str:
     return "statistics: " + "; ".join(parts + [result.primary_reason]) if parts else ""
 
 
+def note_lines(result: VerificationResult) -> list[str]:
+    """``note: ...`` for each note of the primary's assessment, then ``guard <signal>: note: ...``
+    for each guard's: every note the JSON output carries (``assessment.notes``), for text output.
+
+    A note the design's lines already show (:func:`context_lines`) is not repeated."""
+    shown = set(context_lines(result.design_context))
+    lines = [f"note: {n}" for n in (result.assessment.notes if result.assessment else []) if n and n not in shown]
+    for g in result.guards:
+        lines += [f"guard {g.signal}: note: {n}" for n in (g.assessment.notes if g.assessment else []) if n]
+    return lines
+
+
 def guards_line(result: VerificationResult) -> str:
     """``guards: usd_per_million_tokens IMPROVED -48.0 %, probe_cosine_similarity NO_CHANGE, gpu_utilization NO_DATA``.
 

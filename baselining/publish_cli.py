@@ -15,7 +15,7 @@ from obsctl.timeutil import parse_instant
 @click.option("--textfile", default=None, type=click.Path(dir_okay=False, path_type=str),
               help="Write the exposition to this file instead (node_exporter --collector.textfile.directory, a *.prom name).")
 @click.option("--no-review", is_flag=True, help="Publish what the store says only (baselines, initiatives, events); no Prometheus query.")
-@click.option("--as-of", default="now", show_default=True, metavar="RFC3339|now", help="The instant reviewed.")
+@click.option("--as-of", default="now", show_default=True, metavar="RFC3339|now", help="The instant reviewed (RFC3339; without an offset, UTC).")
 @output_option
 @wrap_errors
 def publish(spec_path, pushgateway, textfile, no_review, as_of, output):

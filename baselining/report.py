@@ -14,6 +14,7 @@ Both files are written atomically.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from pathlib import Path
@@ -46,8 +47,13 @@ from obsctl.timeutil import rfc3339  # noqa: E402
 def write_report(store: Store, initiative_id: str, out_dir: Path) -> tuple[Path, Path]:
     """Write ``<out>/<initiative id>.md`` and ``<out>/<initiative id>.png``.
 
+    Everything that can fail short of the writes (the records, the look log, the figure,
+    the text) is done first, so a failure leaves neither file; if the Markdown cannot be
+    written, the figure written just before is rolled back.
+
     Raises:
-        StoreError: unknown initiative, never verified, or files not writable.
+        StoreError: unknown initiative, never verified, a damaged record or look log, or
+            files not writable.
     """
     initiative = store.initiative(initiative_id)
     if not initiative.verifications:
@@ -59,10 +65,30 @@ def write_report(store: Store, initiative_id: str, out_dir: Path) -> tuple[Path,
     for path in (png_path, md_path):  # the id is validated on read; the files must still land in --out
         if path.resolve().parent != out_dir.resolve():
             raise StoreError(f"initiative id {initiative.id!r} would write outside {out_dir}; the record is damaged")
-    atomic_write_bytes(png_path, render_figure(baseline, result))
     seq = looks.sequence(store.looks(initiative.workload_class, initiative.primary_signal), initiative.started_at)
-    atomic_write_text(md_path, render_markdown(initiative, baseline, result, png_path.name, seq))
+    figure = render_figure(baseline, result)
+    text = render_markdown(initiative, baseline, result, png_path.name, seq)
+    _write_pair(png_path, figure, md_path, text)
     return md_path, png_path
+
+
+def _write_pair(png_path: Path, figure: bytes, md_path: Path, text: str) -> None:
+    # Both files or neither new one: a figure without its report (or beside an older one)
+    # would pass for a finished report. The old figure, if any, is put back on failure.
+    try:
+        old_figure = png_path.read_bytes() if png_path.is_file() else None
+    except OSError as exc:
+        raise StoreError(f"cannot read {png_path}: {exc.strerror or exc}") from None
+    atomic_write_bytes(png_path, figure)
+    try:
+        atomic_write_text(md_path, text)
+    except BaseException:
+        with contextlib.suppress(OSError, StoreError):
+            if old_figure is None:
+                png_path.unlink()
+            else:
+                atomic_write_bytes(png_path, old_figure)
+        raise
 
 
 def render_figure(baseline: Baseline, result: VerificationResult) -> bytes:

@@ -16,7 +16,7 @@ EXIT_FINDINGS = 10
 @click.command("review")
 @spec_option
 @click.option("--class", "classes", multiple=True, metavar="NAME", help="Workload class (repeatable; default: all).")
-@click.option("--as-of", default="now", show_default=True, metavar="RFC3339|now", help="The instant reviewed.")
+@click.option("--as-of", default="now", show_default=True, metavar="RFC3339|now", help="The instant reviewed (RFC3339; without an offset, UTC).")
 @click.option("--fail-on", type=click.Choice(["info", "warning", "critical"]), default="warning", show_default=True,
               help="Exit 10 when a finding is at this severity or above.")
 @click.option("--write", "write", is_flag=True, help="Write the dated review document (review-YYYY-MM-DD.md) into review.folder "

@@ -57,11 +57,19 @@ VERDICT_EXIT_CODES: dict[str, int] = {"IMPROVED": 0, "NO_CHANGE": 10, "INCONCLUS
 def resolve_initiative(store: Store, initiative_id: str | None, workload_class: str | None) -> Initiative:
     """The initiative named by ``--initiative``, or the active one of ``--class``.
 
+    With both, ``--class`` must be the initiative's class: a different one is refused
+    rather than ignored (the user meant another initiative, or another class).
+
     Raises:
-        UsageError: neither given. StoreError: unknown id or no active initiative on the class.
+        UsageError: neither given, or a ``--class`` that is not the initiative's.
+        StoreError: unknown id or no active initiative on the class.
     """
     if initiative_id:
-        return store.initiative(initiative_id)
+        initiative = store.initiative(initiative_id)
+        if workload_class and workload_class != initiative.workload_class:
+            raise UsageError(f"--class {workload_class} does not match --initiative {initiative.id}, whose class is "
+                             f"{initiative.workload_class}; give one of them, or the initiative's own class")
+        return initiative
     if workload_class:
         active = store.open_initiative(workload_class)
         if active is None:
@@ -182,6 +190,9 @@ def verify(
         VerdictNotSaved: the verdict was reached but could not be stored (it carries
             the initiative and the result, so the caller can still report the verdict).
     """
+    if start is not None and window is not None:
+        # --window is a length back from --end, --start a fixed beginning: with both, one would be ignored.
+        raise UsageError("--start and --window both set the window's beginning; give one of them (--window: the length up to --end)")
     if workload_class and not initiative_id:
         spec.workload_class(workload_class)  # a class the spec does not define: SpecError (exit 2) naming the valid ones
     initiative = resolve_initiative(store, initiative_id, workload_class)

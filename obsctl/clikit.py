@@ -49,7 +49,13 @@ def emit_json(payload: Any) -> None:
 
     NaN and infinities become ``null``: they are not JSON, and strict parsers reject them.
     """
+    global _emitted
     click.echo(json.dumps(_finite(payload), indent=2, sort_keys=True, default=str, allow_nan=False))
+    _emitted = True
+
+
+#: Whether this process printed a JSON document already (run_main then adds no error document).
+_emitted = False
 
 
 def _finite(value: Any) -> Any:
@@ -69,6 +75,8 @@ def progress(message: str) -> None:
 
 def run_main(command: click.Command, argv: list[str] | None = None) -> None:
     """Invoke a click command, mapping ObsctlError to one line on stderr and its exit code."""
+    global _emitted
+    _emitted = False
     try:
         rc = command.main(args=argv, prog_name="obsctl", standalone_mode=False)
         # With standalone_mode=False click returns ctx.exit(n)'s code instead of exiting.
@@ -78,8 +86,8 @@ def run_main(command: click.Command, argv: list[str] | None = None) -> None:
         click.echo(f"obsctl: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("obsctl: aborted", err=True)
-        sys.exit(130)
+        # click turns Ctrl-C (and EOF at a prompt) into Abort.
+        _interrupted("aborted", argv)
     except click.UsageError as exc:
         # One line like every other obsctl error, plus where to look for the right usage.
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
@@ -93,8 +101,19 @@ def run_main(command: click.Command, argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("obsctl: interrupted", err=True)
-        sys.exit(130)
+        _interrupted("interrupted", argv)
+
+
+#: Exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+
+
+def _interrupted(message: str, argv: list[str] | None) -> None:
+    # A pipeline asking for JSON still gets one document saying the command did not finish.
+    if wants_json(sys.argv[1:] if argv is None else argv) and not _emitted:
+        emit_json(error_document(message, EXIT_INTERRUPTED))
+    click.echo(f"obsctl: {message}", err=True)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 class ObsctlClickError(click.ClickException):

@@ -50,3 +50,42 @@ def test_refused_and_usage_errors_are_json(tmp_path):
 def test_wants_json():
     assert wants_json(["verify", "-o", "json"]) and wants_json(["--output=json"]) and wants_json(["-ojson"])
     assert not wants_json(["-o", "text"]) and not wants_json(["--output"]) and not wants_json(["json"])
+
+
+def _interrupted_command(emit_first: bool):
+    import click
+
+    from obsctl.clikit import emit_json, output_option, wrap_errors
+
+    @click.command()
+    @output_option
+    @wrap_errors
+    def slow(output):
+        if emit_first:
+            emit_json({"done": True})
+        raise KeyboardInterrupt
+
+    return slow
+
+
+@pytest.mark.parametrize("argv", [["-o", "json"], ["--output=json"]])
+def test_ctrl_c_with_json_is_one_error_document_and_exit_130(capsys, argv):
+    from obsctl.clikit import run_main
+
+    with pytest.raises(SystemExit) as stopped:
+        run_main(_interrupted_command(False), argv)
+    assert stopped.value.code == 130
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"error": "aborted", "exit_code": 130}
+    assert err.strip() == "obsctl: aborted"
+
+
+def test_ctrl_c_in_text_mode_or_after_the_document_adds_nothing_to_stdout(capsys):
+    from obsctl.clikit import run_main
+
+    with pytest.raises(SystemExit) as stopped:
+        run_main(_interrupted_command(False), [])
+    assert stopped.value.code == 130 and capsys.readouterr().out == ""
+    with pytest.raises(SystemExit) as stopped:
+        run_main(_interrupted_command(True), ["-o", "json"])
+    assert stopped.value.code == 130 and json.loads(capsys.readouterr().out) == {"done": True}

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import baseline, initiative, snapshot_baseline, target, verify
+from obsctl.baselining.cli import baseline, initiative, report, snapshot_baseline, target, verify
 from obsctl.baselining.store import Store
 from obsctl.errors import PrometheusUnavailable, StoreError
 from obsctl.promapi import PrometheusClient
@@ -419,3 +419,106 @@ def test_close_and_restart_a_second_later_continues_no_fresh_sequence(fake, spec
     assert run(verify, ["--spec", spec, "--initiative", second, "--end", iso(END)]).exit_code == 0
     logged = Store(tmp_path / "store").looks("a", "tokens")  # the same change's sequence goes on
     assert [(x.number, x.initiative, x.sequence_start) for x in logged] == [(1, iid, logged[0].sequence_start), (2, second, logged[0].sequence_start)]
+
+
+# --- flags that contradict each other, notes in text, reports without partial output ----------
+
+
+def test_verify_start_with_window_is_a_usage_error_naming_both(fake, spec):
+    iid = started(spec)
+    asked = fake.requests
+    args = ["--spec", spec, "--initiative", iid, "--start", iso(END - HOUR), "--window", "10m", "--end", iso(END)]
+    r = run(verify, args)
+    assert r.exit_code == 2, r.output
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("obsctl: error: --start and --window") and r.stdout == ""
+    js = run(verify, [*args, "--output", "json"])
+    assert js.exit_code == 2 and _strict(js.stdout) == {"error": line.removeprefix("obsctl: error: "), "exit_code": 2}
+    assert fake.requests == asked  # refused before any query
+    assert Store(Path(yaml.safe_load(Path(spec).read_text())["store"])).looks("a", "tokens") == []
+
+
+def test_verify_class_other_than_the_initiatives_is_a_usage_error_naming_both(fake, spec):
+    doc = yaml.safe_load(Path(spec).read_text())
+    doc["workload_classes"].append({"name": "b", "kind": "inference", "selector": {"job": "w", "workload": "b"}})
+    Path(spec).write_text(yaml.safe_dump(doc, sort_keys=False))
+    iid = started(spec)
+    asked = fake.requests
+    r = run(verify, ["--spec", spec, "--class", "b", "--initiative", iid, "--end", iso(END)])
+    assert r.exit_code == 2, r.output
+    assert f"--class b does not match --initiative {iid}, whose class is a" in r.stderr and r.stdout == ""
+    assert fake.requests == asked
+    same = run(verify, ["--spec", spec, "--class", "a", "--initiative", iid, "--end", iso(END)])
+    assert same.exit_code == 0, same.output
+
+
+def test_verify_text_shows_every_assessment_note_json_has(fake, spec):
+    # A level changed between looks: the sequence keeps its first level and says so, in both outputs.
+    iid = started(spec)
+    first = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END - HOUR // 2)])
+    assert first.exit_code in (0, 11), first.output
+    assert "note:" not in first.stdout
+    doc = yaml.safe_load(Path(spec).read_text())
+    doc["verification"]["confidence"] = 0.99
+    Path(spec).write_text(yaml.safe_dump(doc, sort_keys=False))
+    js = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "--output", "json"])
+    notes = _strict(js.stdout)["assessment"]["notes"]
+    assert any("verification.confidence is now 99 %" in n for n in notes), notes
+    text = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END)])
+    assert text.exit_code == js.exit_code, text.output
+    shown = text.stdout.splitlines()
+    for note in _strict(run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "-o", "json"]).stdout)["assessment"]["notes"]:
+        assert f"note: {note}" in shown, (note, text.stdout)
+
+
+def test_report_with_a_corrupt_look_log_writes_no_file(fake, spec, tmp_path):
+    iid = started(spec)
+    assert run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END)]).exit_code == 0
+    log = Store(tmp_path / "store").looks_file("a", "tokens")
+    log.write_bytes(log.read_bytes() + b'{"schema_version": 1, "workload')  # a half line
+    out = tmp_path / "out"
+    r = run(report, ["--spec", spec, "--initiative", iid, "--out", out])
+    assert r.exit_code == 1, r.output
+    assert "corrupt look log line" in r.stderr and r.stdout == ""
+    js = run(report, ["--spec", spec, "--initiative", iid, "--out", out, "--output", "json"])
+    assert js.exit_code == 1 and "corrupt look log line" in _strict(js.stdout)["error"]
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_report_whose_markdown_cannot_be_written_leaves_no_new_figure(fake, spec, tmp_path):
+    iid = started(spec)
+    assert run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END)]).exit_code == 0
+    out = tmp_path / "out"
+    (out / f"{iid}.md").mkdir(parents=True)  # the report's name is taken by a directory
+    r = run(report, ["--spec", spec, "--initiative", iid, "--out", out])
+    assert r.exit_code == 1 and f"cannot write {out / f'{iid}.md'}" in r.stderr, r.output
+    assert sorted(x.name for x in out.iterdir()) == [f"{iid}.md"]
+    # An earlier figure is put back as it was.
+    (out / f"{iid}.png").write_bytes(b"old figure")
+    assert run(report, ["--spec", spec, "--initiative", iid, "--out", out]).exit_code == 1
+    assert (out / f"{iid}.png").read_bytes() == b"old figure"
+    (out / f"{iid}.md").rmdir()
+    ok = run(report, ["--spec", spec, "--initiative", iid, "--out", out])
+    assert ok.exit_code == 0, ok.output
+    assert (out / f"{iid}.png").read_bytes().startswith(b"\x89PNG") and (out / f"{iid}.md").is_file()
+
+
+def test_time_flags_say_a_time_without_offset_is_utc(monkeypatch):
+    import time
+
+    from obsctl.baselining.publish_cli import publish
+    from obsctl.baselining.review_cli import review
+    from obsctl.timeutil import parse_instant
+
+    flags = [(verify, "start"), (verify, "end"), (snapshot_baseline, "end"), (initiative.commands["start"], "started_at"),
+             (review, "as_of"), (publish, "as_of")]
+    for cmd, name in flags:
+        (param,) = [p for p in cmd.params if p.name == name]
+        assert "without an offset, UTC" in param.help, (cmd.name, name)
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert parse_instant("2026-12-04T11:50:30", "--end") == dt.datetime(2026, 12, 4, 11, 50, 30, tzinfo=dt.UTC)
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -9,7 +9,6 @@ because two simultaneous changes on one class cannot be told apart in the verdic
 from __future__ import annotations
 
 import datetime as dt
-import math
 import re
 from typing import TYPE_CHECKING
 
@@ -18,7 +17,7 @@ from obsctl.baselining.store import Store
 from obsctl.errors import StoreError, UsageError
 from obsctl.records import MAX_LEVER_DESCRIPTION, Initiative
 from obsctl.spec import LEVERS, OWNER_PATTERN, Spec
-from obsctl.timeutil import utcnow
+from obsctl.timeutil import rfc3339, utcnow
 
 if TYPE_CHECKING:
     from obsctl.baselining.designs.run import Choice
@@ -90,8 +89,10 @@ def start_initiative(
     """
     if not name.strip():
         raise UsageError("--name must not be empty")
-    if expected_impact_ratio is not None and not math.isfinite(expected_impact_ratio):
-        raise UsageError(f"--expected-impact {expected_impact_ratio!r} is not a finite ratio (e.g. 0.2 for +20 %)")
+    if expected_impact_ratio is not None:
+        from obsctl.baselining.plan import check_effect
+
+        check_effect(expected_impact_ratio, "--expected-impact")
     lever_description = lever_description.strip()
     check_lever(lever, lever_description)
     if owner is not None and not (len(owner) <= 128 and re.match(OWNER_PATTERN, owner)):
@@ -116,10 +117,10 @@ def start_initiative(
         )
     designs.check_start(spec, store, workload_class, choice, baseline)
     started = (started_at or now).astimezone(dt.UTC)
+    guards = {sig: bid for sig, bid in store.current_index().get(workload_class, {}).items() if sig != signal}
+    _check_before_start(store, [b for b in [baseline] if b is not None], guards, started)
     if due is not None and due < started.date():
         raise UsageError(f"--due {due.isoformat()} is before the start {started.date().isoformat()}: give a later date")
-    # The class's other baselines now are the guard signals' baselines for verify.
-    guards = {sig: bid for sig, bid in store.current_index().get(workload_class, {}).items() if sig != signal}
     initiative = Initiative(
         id=f"{slugify(name)}-{started.strftime('%Y%m%d')}",
         name=name.strip(),
@@ -154,8 +155,22 @@ def start_initiative(
         initiative = initiative.model_copy(update={"planned_window_seconds": planned_seconds(spec, initiative, baseline)})
     with store.locked():
         check_ledger(store, workload_class, choice)  # under the lock, as the one-per-class check
-        looks.check_start(store, workload_class, signal, started)  # no fresh error budget on data already looked at
+        # No fresh error budget on data already looked at, nor a baseline swapped inside a change's looks.
+        looks.check_start(store, workload_class, signal, started, initiative.baseline_id or None)
+        for sig, bid in guards.items():
+            looks.check_start(store, workload_class, sig, started, bid)
         return store.add_initiative(initiative)
+
+
+def _check_before_start(store: Store, baselines: list, guards: dict[str, str], started: dt.datetime) -> None:
+    # A baseline that ends after the start holds data from after the change: the comparison
+    # would judge the change against itself, and a baseline taken after looking could be chosen.
+    for b in [*baselines, *(store.baseline(bid, samples=False) for bid in guards.values())]:
+        if b.window.end > started:
+            raise UsageError(
+                f"baseline {b.id} ends at {rfc3339(b.window.end)}, after the start {rfc3339(started)}: its window would hold data from "
+                f"after the change; snapshot a baseline that ends at or before the start (snapshot-baseline --end {rfc3339(started)}), "
+                "or start later")
 
 
 def check_lever(lever: str, description: str) -> None:

@@ -35,20 +35,32 @@ def sequence(looks: list[Look], started_at: dt.datetime) -> list[Look]:
     return [look for look in looks if look.sequence_start == started_at]
 
 
-def context(store: Store, initiative: Initiative, signal: str, confidence: float, planned_seconds: float | None) -> tuple[LookContext, str]:
+def context(store: Store, initiative: Initiative, signal: str, confidence: float, planned_seconds: float | None,
+            baseline_id: str | None = None) -> tuple[LookContext, str]:
     """The next look's place on its sequence, and a note when the spec's level moved since look 1.
 
     Args:
         confidence: the spec's ``verification.confidence`` now (used at a sequence's first look).
         planned_seconds: the initiative's planned window (where a new sequence's boundary is smallest).
+        baseline_id: the baseline this look compares with (None: not known, e.g. a canary's control group).
 
     Returns:
         ``(LookContext with number, level and t_min, note or "")``.
 
     Raises:
-        StoreError: the log is unreadable.
+        StoreError: the log is unreadable; it holds fewer of this initiative's looks at its
+            primary signal than the initiative recorded verifications (the log was removed or
+            cut: a fresh sequence would buy a fresh error budget); or the sequence's looks were
+            judged against another baseline.
     """
     seq = sequence(store.looks(initiative.workload_class, signal), initiative.started_at)
+    if signal == initiative.primary_signal:
+        logged = sum(1 for look in seq if look.initiative == initiative.id and look.role == "primary")
+        if logged < len(initiative.verifications):
+            raise StoreError(f"{store.looks_file(initiative.workload_class, signal)}: the look log holds {logged} look(s) of initiative "
+                             f"{initiative.id}, which recorded {len(initiative.verifications)} verification(s): the log was removed or cut; "
+                             "restore it from history (its looks are what keeps repeated verifies honest)")
+    _check_baseline(seq, initiative.workload_class, signal, baseline_id)
     if not seq:
         return LookContext(1, planned_seconds, None, confidence), ""
     first = seq[0]
@@ -60,20 +72,33 @@ def context(store: Store, initiative: Initiative, signal: str, confidence: float
     return LookContext(len(seq) + 1, planned_seconds, first_time, first.confidence), note
 
 
-def check_start(store: Store, workload_class: str, signal: str, started_at: dt.datetime) -> None:
+def _check_baseline(seq: list[Look], workload_class: str, signal: str, baseline_id: str | None) -> None:
+    # A sequence keeps the baseline of its first look: another one would be a second try at
+    # the same change's data (baseline shopping).
+    first = next((look.baseline_id for look in seq if look.baseline_id), None)
+    if first and baseline_id and first != baseline_id:
+        raise StoreError(f"{workload_class}/{signal}: the looks at the change from {rfc3339(seq[0].sequence_start)} compared with baseline "
+                         f"{first}, this one would compare with {baseline_id}: a change keeps the baseline of its first look; "
+                         f"make {first} current again (baseline promote), or start after the last look's window")
+
+
+def check_start(store: Store, workload_class: str, signal: str, started_at: dt.datetime, baseline_id: str | None = None) -> None:
     """Refuse a start whose cumulative window would take in data already looked at.
 
-    A start equal to an existing sequence's start continues that sequence; any other start
-    before the last window end of a sequence of ``workload_class``/``signal`` is refused.
+    A start equal to an existing sequence's start continues that sequence (with the same
+    baseline); any other start before the last window end of a sequence of
+    ``workload_class``/``signal`` is refused.
 
     Raises:
-        StoreError: one line naming the sequence, the data looked at, and the two ways on.
+        StoreError: one line naming the sequence, the data looked at, and the two ways on;
+            or a continued sequence whose looks compared with another baseline than ``baseline_id``.
     """
     by_start: dict[dt.datetime, list[Look]] = {}
     for look in store.looks(workload_class, signal):
         by_start.setdefault(look.sequence_start, []).append(look)
     for start, looks in by_start.items():
         if start == started_at:
+            _check_baseline(looks, workload_class, signal, baseline_id)
             continue
         last = max(look.window_end for look in looks)
         if started_at < last:
@@ -87,18 +112,21 @@ def looks_of(initiative: Initiative, result: VerificationResult, primary: LookCo
     """The look records of one verify: the primary's and each judged guard's."""
     now = utcnow()
     out = [_look(initiative, result.signal, "primary", primary, result.window.start, result.window.end, result.primary_verdict,
-                 result.change_ratio, result.ci_low, result.ci_high, result.assessment.min_fraction if result.assessment else None, now)]
+                 result.change_ratio, result.ci_low, result.ci_high, result.assessment.min_fraction if result.assessment else None, now,
+                 initiative.baseline_id or None)]
     for g in result.guards:
         ctx = guards.get(g.signal)
         if ctx is None:
             continue
         out.append(_look(initiative, g.signal, "guard", ctx, result.window.start, result.window.end, g.verdict, g.change_ratio, g.ci_low,
-                         g.ci_high, g.assessment.min_fraction if g.assessment else None, now))
+                         g.ci_high, g.assessment.min_fraction if g.assessment else None, now, g.baseline_id))
     return out
 
 
 def _look(initiative: Initiative, signal: str, role: str, ctx: LookContext, start: dt.datetime, end: dt.datetime, verdict: str,
-          change: float | None, low: float | None, high: float | None, min_fraction: float | None, now: dt.datetime) -> Look:
+          change: float | None, low: float | None, high: float | None, min_fraction: float | None, now: dt.datetime,
+          baseline_id: str | None) -> Look:
     return Look(workload_class=initiative.workload_class, signal=signal, sequence_start=initiative.started_at, number=ctx.number,
                 initiative=initiative.id, role=role, window_start=start, window_end=end, confidence=ctx.confidence,
-                min_fraction=ctx.min_fraction or min_fraction, verdict=verdict, change_ratio=change, ci_low=low, ci_high=high, looked_at=now)
+                min_fraction=ctx.min_fraction or min_fraction, verdict=verdict, change_ratio=change, ci_low=low, ci_high=high, looked_at=now,
+                baseline_id=baseline_id)

@@ -97,14 +97,29 @@ def floored(plan: stats_planner.Plan, baseline: Baseline) -> stats_planner.Plan:
                                no_change_equal_seconds=at_least(plan.no_change_equal_seconds))
 
 
+#: Largest relative effect planned for (+10,000 %): beyond it the window's variance under
+#: ``(1 + effect)^2`` scaling overflows, and no real initiative expects it.
+MAX_EFFECT = 100.0
+
+
+def check_effect(effect: float, flag: str) -> None:
+    """Refuse an effect that is 0, not finite, a fall of 100 % or more, or above :data:`MAX_EFFECT`.
+
+    Raises:
+        UsageError: one line naming ``flag``.
+    """
+    if not (math.isfinite(effect) and -1 < effect <= MAX_EFFECT) or effect == 0:
+        raise UsageError(f"{flag} {effect!r}: give a relative effect other than 0, above -1 and at most {MAX_EFFECT:g} "
+                         "(e.g. 0.05 for +5 %)")
+
+
 def baseline_plan(spec: Spec, baseline: Baseline, effect: float) -> stats_planner.Plan:
     """The plan for ``effect`` (ratio, e.g. 0.05) against ``baseline``.
 
     Raises:
         UsageError: the baseline has too few samples, a mean of 0, or the effect is 0 / not finite.
     """
-    if not math.isfinite(effect) or effect == 0 or effect <= -1:
-        raise UsageError(f"--effect {effect!r}: give a finite relative effect other than 0, e.g. 0.05 for +5 %")
+    check_effect(effect, "--effect")
     memory = memory_for(baseline)
     if memory is None or len(baseline.samples) < 2:
         raise UsageError(f"baseline {baseline.id} has {len(baseline.samples)} samples: too few to plan from; re-snapshot it")

@@ -409,6 +409,8 @@ class Store:
         """
         path = self.looks_file(workload_class, signal)
         self._directory(path.parent)
+        if path.is_symlink():  # a dangling link would read as "no looks yet": a fresh sequence
+            raise StoreError(f"{path}: the look log is a symbolic link; it must be the store's own file (restore it from history)")
         if not path.exists():
             return []
         try:
@@ -422,7 +424,11 @@ class Store:
                 version = data.get("schema_version") if isinstance(data, dict) else None
                 if version != SCHEMA_VERSION:
                     raise StoreError(f"{path}:{number}: a look of schema version {version!r}; this obsctl reads version {SCHEMA_VERSION}")
-                out.append(Look.model_validate(data))
+                look = Look.model_validate(data)
+                if (look.workload_class, look.signal) != (workload_class, signal):
+                    raise StoreError(f"{path}:{number}: a look at {look.workload_class}/{look.signal} in the log of {workload_class}/{signal}; "
+                                     "restore the file from history")
+                out.append(look)
             except (ValueError, ValidationError) as exc:
                 raise StoreError(f"{path}:{number}: corrupt look log line ({_first_error(exc)}); restore the file from history") from None
         return out

@@ -251,7 +251,7 @@ def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str,
     # ``(guard at its Bonferroni share, its look, its judgement at another level)`` (verdict.holm).
     side = verdict.side_for(initiative, baseline_id)
     b = store.baseline(baseline_id, samples=side is None)  # the stored side spares the samples
-    look, _ = looks.context(store, initiative, b.signal, spec.verification.confidence, planned)
+    look, _ = looks.context(store, initiative, b.signal, spec.verification.confidence, planned, baseline_id)
     result, again = verdict.judge_guard(spec, client, b, start_at, end_at, step, look, guards, side)
     return result, look, again
 
@@ -278,7 +278,7 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
         # An aged baseline: the period right before the start is the comparison's other side.
         baseline, aged, note = verdict.before_start(spec, client, initiative, baseline, step)
         own_side, prefetched = None, None
-    look, level_note = looks.context(store, initiative, initiative.primary_signal, cfg.confidence, planned)
+    look, level_note = looks.context(store, initiative, initiative.primary_signal, cfg.confidence, planned, initiative.baseline_id or None)
     primary = verdict.judge_primary(spec, client, initiative, baseline, m, start_at, end_at, step, look, own_side, prefetched, aged, note)
     estimate, judgement, design = primary.estimate, primary.judgement, primary.design
     *judged, fired = [future.result() for future in pending]

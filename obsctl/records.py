@@ -480,6 +480,8 @@ class Look(_Record):
         min_fraction: the sequence's ``t_min`` (fixed at look 1); None where no look had one.
         verdict, change_ratio, ci_low, ci_high: what the look said.
         looked_at: when (UTC).
+        baseline_id: the baseline the look compared with (None: a canary's control group);
+            a sequence keeps the baseline of its first look.
     """
 
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -498,3 +500,4 @@ class Look(_Record):
     ci_low: float | None = None
     ci_high: float | None = None
     looked_at: dt.datetime
+    baseline_id: RecordId | None = None

@@ -113,12 +113,18 @@ def crossing(c: float, span: float) -> float:
     Returns:
         The continuously monitored two-sided crossing probability (0-1).
     """
+    one_look = float(2 * ndtr(-c))
     if span <= 1e-12:
-        return float(2 * ndtr(-c))
-    shifted = c - RHO * math.sqrt(span / STEPS)
+        return one_look
+    # A step's spread (about sqrt(span / steps)) must cover a grid spacing or the kernel's
+    # quadrature loses mass: short spans take fewer steps (at least one: two looks).
+    spacing = 2 * c / (GRID - 1)
+    steps = max(1, min(STEPS, int(span / spacing**2)))
+    shifted = c - RHO * math.sqrt(span / steps)
     if shifted <= 0:
         return 1.0
-    return min(1.0, max(0.0, 1 - _survival(shifted, span)))
+    # Never below one look's probability: monitoring over a span can only add crossings.
+    return min(1.0, max(one_look, 1 - _survival(shifted, span, steps)))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -145,11 +151,15 @@ def boundary(t_min: float, alpha: float) -> float:
     f = lambda c: math.log(max(crossing(c, span), 1e-300)) - math.log(alpha)
     lo, hi = fixed, fixed + 1.0
     f_lo, f_hi = f(lo), f(hi)
+    if f_lo <= 0:  # the span adds no crossing probability the grid can see
+        return fixed
     while f_hi > 0:
         lo, f_lo, hi = hi, f_hi, hi + 1.0
         f_hi = f(hi)
     side = 0
     for _ in range(100):
+        if f_hi == f_lo:
+            return (lo + hi) / 2
         c = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
         fc = f(c)
         if abs(fc) < 1e-10 or hi - lo < 1e-10:

@@ -38,8 +38,17 @@ class RawServer:
 
     def _run(self, conn):
         try:
-            conn.recv(65536)
+            # The whole request head, however the client's writes were split: a request
+            # byte left unread when the socket closes makes the kernel answer with a reset,
+            # which can reach the client before it has read the answer.
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                head += chunk
             self.script(conn, self.stop)
+            conn.shutdown(socket.SHUT_WR)  # end of the answer, sent in order before the close
         except OSError:
             pass
         finally:

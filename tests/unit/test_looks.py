@@ -18,10 +18,10 @@ T0 = dt.datetime(2026, 11, 2, 10, tzinfo=UTC)
 
 
 def look(number: int, start: dt.datetime = T0, end_hours: float = 1.0, confidence: float = 0.95, initiative: str = "a-20261102",
-         t_min: float | None = 0.4) -> Look:
-    return Look(workload_class="chat", signal="tps", sequence_start=start, number=number, initiative=initiative, window_start=start,
+         t_min: float | None = 0.4, baseline_id: str | None = "b1", signal: str = "tps") -> Look:
+    return Look(workload_class="chat", signal=signal, sequence_start=start, number=number, initiative=initiative, window_start=start,
                 window_end=start + dt.timedelta(hours=end_hours), confidence=confidence, min_fraction=t_min, verdict="INCONCLUSIVE",
-                looked_at=start + dt.timedelta(hours=end_hours, minutes=1))
+                looked_at=start + dt.timedelta(hours=end_hours, minutes=1), baseline_id=baseline_id)
 
 
 def initiative(started: dt.datetime = T0, iid: str = "a-20261102") -> Initiative:
@@ -74,6 +74,45 @@ def test_a_start_on_data_already_looked_at_buys_no_fresh_budget(tmp_path):
     looks.check_start(store, "chat", "tps", T0)  # the same start continues that change's sequence
     looks.check_start(store, "chat", "tps", T0 + dt.timedelta(hours=3))  # new data only
     looks.check_start(store, "chat", "other", T0 + dt.timedelta(seconds=1))  # another signal
+
+
+def test_a_removed_or_cut_log_is_refused_not_a_fresh_sequence(tmp_path):
+    # The initiative recorded two verifications; each logged its look first. A log holding
+    # fewer (deleted, cut, or a dangling link) would start the sequence over.
+    store = Store(tmp_path)
+    verified = initiative().model_copy(update={"verifications": [object(), object()]})
+    with pytest.raises(StoreError, match=r"holds 0 look\(s\) of initiative a-20261102, which recorded 2 verification\(s\)"):
+        looks.context(store, verified, "tps", 0.95, 3600.0)
+    store.append_looks([look(1)])
+    with pytest.raises(StoreError, match=r"holds 1 look\(s\)"):
+        looks.context(store, verified, "tps", 0.95, 3600.0)
+    store.append_looks([look(2, end_hours=2)])
+    assert looks.context(store, verified, "tps", 0.95, 3600.0)[0].number == 3
+    path = store.looks_file("chat", "tps")
+    path.unlink()
+    path.symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(StoreError, match="is a symbolic link"):
+        looks.context(store, initiative(), "tps", 0.95, 3600.0)
+
+
+def test_a_line_of_another_class_or_signal_is_refused(tmp_path):
+    store = Store(tmp_path)
+    store.append_looks([look(1, signal="other")])
+    store.looks_file("chat", "tps").write_bytes(store.looks_file("chat", "other").read_bytes())
+    with pytest.raises(StoreError, match=r"tps\.jsonl:1: a look at chat/other in the log of chat/tps"):
+        store.looks("chat", "tps")
+
+
+def test_a_sequence_keeps_the_baseline_of_its_first_look(tmp_path):
+    store = Store(tmp_path)
+    store.append_looks([look(1, baseline_id="b1")])
+    with pytest.raises(StoreError, match="compared with baseline b1, this one would compare with b2"):
+        looks.context(store, initiative(), "tps", 0.95, 3600.0, "b2")
+    with pytest.raises(StoreError, match="compared with baseline b1, this one would compare with b2"):
+        looks.check_start(store, "chat", "tps", T0, "b2")
+    assert looks.context(store, initiative(), "tps", 0.95, 3600.0, "b1")[0].number == 2
+    looks.check_start(store, "chat", "tps", T0, "b1")
+    looks.check_start(store, "chat", "tps", T0 + dt.timedelta(hours=1), "b2")  # a later change may use another baseline
 
 
 @pytest.mark.parametrize("kwargs", [{"window": "1h"}, {"start": T0 + dt.timedelta(hours=2)}])

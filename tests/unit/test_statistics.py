@@ -177,6 +177,16 @@ def test_window_too_short_names_the_memory_and_a_length():
     assert "memory is about 1h40m" in j.reason and "independent samples, fewer than 5" in j.reason and "at least" in j.reason
 
 
+def test_boundary_near_one_look_never_falls_below_it():
+    # A short span (a baseline barely longer than the first deciding window) adds a little
+    # crossing probability to one look's, never less: the boundary rises from 1.96 as t_min falls.
+    t_mins = [0.99999, 0.9999, 0.999, 0.995, 0.99, 0.985, 0.95, 0.9, 0.66, 0.45]
+    cs = [anytime.boundary(t, 0.05) for t in t_mins]
+    assert cs[0] == pytest.approx(sps.norm.ppf(0.975), abs=1e-3)
+    assert all(b >= a - 1e-9 for a, b in zip(cs, cs[1:])) and cs[0] >= sps.norm.ppf(0.975) - 1e-9
+    assert all(anytime.crossing(c, math.log(1 / t)) >= 2 * sps.norm.sf(c) for c, t in zip(cs, t_mins))
+
+
 def test_crossing_at_no_span_is_one_look():
     assert anytime.boundary(1.0, 0.05) == pytest.approx(sps.norm.ppf(0.975), rel=1e-12)
     assert anytime.crossing(1.96, 0.0) == pytest.approx(2 * sps.norm.sf(1.96), rel=1e-12)

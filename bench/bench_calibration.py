@@ -30,15 +30,18 @@ with >= 200 intervals (Wilson bounds). The documented seed is 6100 (``--family-s
 6900 is the held-back seed reported next to it.
 
 Run: ``.venv/bin/python bench/bench_calibration.py`` (full; ``--scale 0.1`` for a quick
-look). Seeds are fixed per cell, so the table is reproducible.
+look). Seeds are fixed per cell, so the table is reproducible, whatever ``--workers`` (the
+cells run in that many processes, one BLAS thread each).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -552,20 +555,44 @@ FAMILY_HEADER = ("| family (null and +5 %, looks at 1/3, 2/3, 1 of the window) |
                  "+5 %: IMPROVED at some look | placebo widened the last look, % |\n|---|---|---|---|---|---|---|---|---|---|---|")
 
 
-def run_families(scale: float, seed: int, out=sys.stdout, reps: int = 500) -> list[tuple[str, bool]]:
-    """Every family at ``reps x scale`` replicates (null and +5 % each) from seed ``seed`` (+ the family's index)."""
+class _Now(Executor):
+    """Runs each submitted call at once, in this process (no pool: the tests' smaller runs)."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def _one_blas_thread() -> None:
+    # Each worker is one core's worth of work: BLAS threads would only contend.
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+
+
+def _family_cell_at(index: int, reps: int, seed: int, check: bool = True) -> dict[float, Tally]:
+    # By index: a family's generators are closures, which a worker process cannot be sent.
+    return family_cell(FAMILIES[index], reps, seed, check=check)
+
+
+def run_families(scale: float, seed: int, out=sys.stdout, reps: int = 500, pool: Executor | None = None) -> list[tuple[str, bool]]:
+    """Every family at ``reps x scale`` replicates (null and +5 % each) from seed ``seed`` (+ the family's index).
+
+    ``pool``: where the cells run (default: here, one after the other); rows print in order
+    and each cell has its own seed, so the table does not depend on it."""
     reps = max(25, int(reps * scale))
+    pool = pool or _Now()
+    cells = [(family, pool.submit(_family_cell_at, i, reps, seed + i),
+              pool.submit(_family_cell_at, i, reps, seed + i, False) if family.make is _memory_change else None)
+             for i, family in enumerate(FAMILIES)]
     goals: list[tuple[str, bool]] = []
     print(FAMILY_HEADER, file=out)
-    for i, family in enumerate(FAMILIES):
-        t0 = time.perf_counter()
-        res = family_cell(family, reps, seed + i)
-        print(family_row(family, res), file=out, flush=True)
-        goals += family_goals(family.name.split(" ")[0], res)
-        if family.make is _memory_change:
-            off = family_cell(family, reps, seed + i, check=False)
-            print(family_row(Family(family.name + ", **without** the window check", family.make, 0, 0, 0), off), file=out, flush=True)
-        print(f"family {family.name.split(' ')[0]}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    for family, res, off in cells:
+        print(family_row(family, res.result()), file=out, flush=True)
+        goals += family_goals(family.name.split(" ")[0], res.result())
+        if off is not None:
+            print(family_row(Family(family.name + ", **without** the window check", family.make, 0, 0, 0), off.result()), file=out, flush=True)
     return goals
 
 
@@ -574,17 +601,32 @@ def pct(r: tuple[float, float, float]) -> str:
     return "n/a" if math.isnan(rate) else f"{rate * 100:5.1f} [{lo * 100:4.1f}, {hi * 100:5.1f}]"
 
 
-def run(scale: float = 1.0, out=sys.stdout, family_seed: int = 6100) -> list[tuple[str, bool]]:
-    """Run every cell (replicates x ``scale``), print the tables, return ``[(goal, passed)]``."""
+def run(scale: float = 1.0, out=sys.stdout, family_seed: int = 6100, pool: Executor | None = None) -> list[tuple[str, bool]]:
+    """Run every cell (replicates x ``scale``), print the tables, return ``[(goal, passed)]``.
+
+    ``pool``: where the cells run (default: here, one after the other). Every cell is
+    submitted first, the largest first, and the tables print in order; each cell has its
+    own seed, so the figures do not depend on the pool."""
     goals: list[tuple[str, bool]] = []
+    pool = pool or _Now()
     n = lambda full: max(50, int(full * scale))
+    cells = [(0.0, 1.0, 1000), (0.9, 1.0, 1000), (0.95, 1.0, 5000), (0.99, 1.0, 1000), (0.995, 1.0, 1000), (0.95, 6.0, 400), (0.99, 6.0, 1000)]
+    order = sorted(range(len(cells)), key=lambda i: -cells[i][2])
+    fixed: dict[int, Future] = {i: pool.submit(fixed_cell, cells[i][0], cells[i][1], n(cells[i][2]), seed=1000 + i) for i in order}
+    no_change = pool.submit(no_change_cell, 0.95, n(1000), seed=2000)
+    seq_null = pool.submit(sequential_cell, 0.95, 0.0, 12, n(1000), seed=3000)
+    seq_alt = pool.submit(sequential_cell, 0.95, 0.10, 12, n(1000), seed=3001)
+    schedules = (("cumulative, every 5 min for 6 h (72 looks)", 5, 6.0, 400, 3100),
+                 ("cumulative, hourly for 6 h past a planned 1 h (6 looks)", 60, 6.0, 400, 3101))
+    peeks = [pool.submit(peeking_cell, 0.95, every, hours, n(full), seed=seed) for _, every, hours, full, seed in schedules]
+    shopping = pool.submit(shopping_cell, 0.95, n(400), seed=3102)
+    guards = pool.submit(guards_cell, 0.95, 3, n(1000), seed=4000)
+    aging = pool.submit(aging_cell, 0.9, 0.02, 23.0, n(400), seed=5000)
     print("| cell | reps | false IMPROVED | false REGRESSED | NO_CHANGE | INCONCLUSIVE (too short) | coverage (with interval) "
           "| IMPROVED at +5 % | IMPROVED at +10 % | REGRESSED at -10 % |", file=out)
     print("|---|---|---|---|---|---|---|---|---|---|", file=out)
-    cells = [(0.0, 1.0, 1000), (0.9, 1.0, 1000), (0.95, 1.0, 5000), (0.99, 1.0, 1000), (0.995, 1.0, 1000), (0.95, 6.0, 400), (0.99, 6.0, 1000)]
-    for i, (phi, hours, full) in enumerate(cells):
-        t0 = time.perf_counter()
-        res = fixed_cell(phi, hours, n(full), seed=1000 + i)
+    for i, (phi, hours, _) in enumerate(cells):
+        res = fixed[i].result()
         null = res[0.0]
         fi, fr = null.rate("IMPROVED"), null.rate("REGRESSED")
         cov = null.rate("covered", null.counts.get("interval", 0))
@@ -601,15 +643,14 @@ def run(scale: float = 1.0, out=sys.stdout, family_seed: int = 6100) -> list[tup
             goals.append(("phi=0.95 6h vs 6h: power at +10 % >= 85 %", p10[1] >= 0.85))
         if phi >= 0.99 and hours == 1.0:
             goals.append((f"phi={phi} 1h: mostly INCONCLUSIVE 'too short'", short[1] > 0.5))
-        print(f"cell phi={phi} {hours:g} h: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     print(file=out)
-    tally, seconds = no_change_cell(0.95, n(1000), seed=2000)
+    tally, seconds = no_change.result()
     r = tally.rate("NO_CHANGE")
     print(f"NO_CHANGE at the planner's equal-length window ({seconds / 3600:.1f} h vs {seconds / 3600:.1f} h), phi=0.95 null, {tally.n} reps: "
           f"NO_CHANGE {pct(r)}, false IMPROVED {pct(tally.rate('IMPROVED'))}, false REGRESSED {pct(tally.rate('REGRESSED'))}", file=out, flush=True)
     goals.append(("NO_CHANGE at the planner's window >= 80 %", r[1] >= 0.80))
-    null, planned = sequential_cell(0.95, 0.0, 12, n(1000), seed=3000)
-    alt, _ = sequential_cell(0.95, 0.10, 12, n(1000), seed=3001)
+    null, planned = seq_null.result()
+    alt, _ = seq_alt.result()
     fi, pw = null.rate("IMPROVED"), alt.rate("IMPROVED")
     print(f"12 looks up to the planned {planned / 60:.0f} min (phi=0.95, baseline 1 h, planned for +10 % at 90 % power): "
           f"null false IMPROVED at any look {pct(fi)}, false REGRESSED {pct(null.rate('REGRESSED'))}; +10 % IMPROVED by the last look {pct(pw)} "
@@ -620,16 +661,15 @@ def run(scale: float = 1.0, out=sys.stdout, family_seed: int = 6100) -> list[tup
     print("| look schedule (null, phi=0.95, baseline 1 h) | reps | false IMPROVED, anytime boundary | false REGRESSED, anytime | "
           "false IMPROVED, fixed 95 % at every look | false REGRESSED, fixed |", file=out)
     print("|---|---|---|---|---|---|", file=out)
-    for label, every, hours, full, seed in (("cumulative, every 5 min for 6 h (72 looks)", 5, 6.0, 400, 3100),
-                                            ("cumulative, hourly for 6 h past a planned 1 h (6 looks)", 60, 6.0, 400, 3101)):
-        p = peeking_cell(0.95, every, hours, n(full), seed=seed)
+    for (label, *_), peek in zip(schedules, peeks):
+        p = peek.result()
         a_i, a_r = p.rate("any IMPROVED"), p.rate("any REGRESSED")
         print(f"| {label} | {p.n} | {pct(a_i)} | {pct(a_r)} | {pct(p.rate('fixed IMPROVED'))} | {pct(p.rate('fixed REGRESSED'))} |", file=out, flush=True)
         goals.append((f"{label}: false IMPROVED <= 5 %", a_i[2] <= 0.05))
         goals.append((f"{label}: false REGRESSED <= 5 %", a_r[2] <= 0.05))
     print("| latest-window looks (`--window 1h` after the first hour), a start moved after looks, close-and-restart | - | refused: "
           "not a look on the change's sequence (verify, initiative start) | | | |", file=out)
-    shop = shopping_cell(0.95, n(400), seed=3102)
+    shop = shopping.result()
     s_i = shop.rate("verify IMPROVED")
     print(f"| the lowest of six hourly baselines chosen, one look | {shop.n} | {pct(s_i)} | {pct(shop.rate('verify REGRESSED'))} | "
           f"{pct(shop.rate('naive IMPROVED'))} (compared across the gap) | {pct(shop.rate('naive REGRESSED'))} |", file=out, flush=True)
@@ -639,18 +679,18 @@ def run(scale: float = 1.0, out=sys.stdout, family_seed: int = 6100) -> list[tup
     print(f"\nPrice of anytime validity (phi=0.95, baseline 1 h, +10 % at 90 % power): the planner's window {planned / 60:.0f} min "
           f"against {gs / 60:.0f} min for 12 group-sequential looks: {ratio:.2f}x", file=out, flush=True)
     goals.append(("the planned window grows at most 2.5x against the group-sequential plan", ratio <= 2.5))
-    g = guards_cell(0.95, 3, n(1000), seed=4000)
+    g = guards.result()
     fw = g.rate("any_regressed")
     print(f"3 unchanged guards (phi=0.95, 1 h vs 1 h, margin {GUARD_MARGIN:.0%}, Holm over 1 - confidence): family-wise false REGRESSED {pct(fw)}, "
           f"any guard undecided {pct(g.rate('any_undecided'))} ({g.n} reps)", file=out, flush=True)
     goals.append(("guards: family-wise false REGRESSED <= 5 %", fw[2] <= 0.05))
-    a = aging_cell(0.9, 0.02, 23.0, n(400), seed=5000)
+    a = aging.result()
     print(f"+2 %/day drift, no change, 1 h baseline ending 1 day before the start (phi=0.9): false IMPROVED against the aged baseline "
           f"{pct(a.rate('without IMPROVED'))}, against the hour before the start (verify) {pct(a.rate('with IMPROVED'))}; false REGRESSED "
           f"{pct(a.rate('with REGRESSED'))}; coverage of 0 {pct(a.rate('covered', a.counts.get('interval', 0)))} ({a.n} reps)", file=out, flush=True)
     goals.append(("aged baseline (+2 %/day): false IMPROVED <= 5 %", a.rate("with IMPROVED")[2] <= 0.05))
     print(file=out)
-    goals += run_families(scale, family_seed, out)
+    goals += run_families(scale, family_seed, out, pool=pool)
     print(file=out)
     for goal, ok in goals:
         print(f"{'PASS' if ok else 'FAIL'}  {goal}", file=out)
@@ -662,15 +702,17 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="replicates x this factor (1 = the documented run)")
     parser.add_argument("--families-only", action="store_true", help="only the families (a)-(f)")
     parser.add_argument("--family-seed", type=int, default=6100, help="first seed of the families (6900: the held-back seed)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes the cells run in (default: one per core)")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    if args.families_only:
-        goals = run_families(args.scale, args.family_seed)
-        print()
-        for goal, ok in goals:
-            print(f"{'PASS' if ok else 'FAIL'}  {goal}")
-    else:
-        goals = run(args.scale, family_seed=args.family_seed)
+    with ProcessPoolExecutor(max(1, args.workers), initializer=_one_blas_thread) as pool:
+        if args.families_only:
+            goals = run_families(args.scale, args.family_seed, pool=pool)
+            print()
+            for goal, ok in goals:
+                print(f"{'PASS' if ok else 'FAIL'}  {goal}")
+        else:
+            goals = run(args.scale, family_seed=args.family_seed, pool=pool)
     print(f"\n{time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0 if all(ok for _, ok in goals) else 1
 

@@ -264,10 +264,24 @@ def test_partial_answer_is_inconclusive_printed_and_baseline_needs_allow_partial
     assert (outcome["status"], outcome["partial"], outcome["warnings"]) == ("stored", True, [WARNING])
     stored = Store(tmp_path / "store").current_baseline("slow", "tokens_per_second")
     assert stored.partial is True and WARNING in stored.warnings
-    # Any verdict against the partial baseline is at most INCONCLUSIVE, even on a complete window.
+    # The change's looks so far compared with the first baseline: the same start with the
+    # new one is refused (a sequence keeps its first look's baseline).
     run(initiative, ["close", "--spec", direct, "--initiative", iid])
-    again = run(initiative, ["start", "--spec", direct, "--name", "again", "--lever", "batch-size", "--class", "slow",
-                             "--signal", "tokens_per_second", "--started-at", hist.iso(1), "--output", "json"])
-    code, out = verify_json(hist, direct, json.loads(again.stdout)["id"])
+    start_again = ["start", "--name", "again", "--lever", "batch-size", "--class", "slow", "--signal", "tokens_per_second",
+                   "--started-at", hist.iso(1), "--output", "json"]
+    swapped = run(initiative, [*start_again, "--spec", direct])
+    assert swapped.exit_code == 1 and "a change keeps the baseline of its first look" in json.loads(swapped.stdout)["error"], swapped.output
+    # Any verdict against a partial baseline is at most INCONCLUSIVE, even on a complete window
+    # (a store where the change was not looked at yet).
+    for folder in ("fresh", "fresh-proxied"):
+        (tmp_path / folder).mkdir()
+    fresh = write_spec(tmp_path / "fresh", hist.url)
+    kept = run(snapshot_baseline, ["--spec", write_spec(tmp_path / "fresh-proxied", hist.proxy_url, store=tmp_path / "fresh" / "store"),
+                                   "--class", "slow", "--signal", "tokens_per_second", "--end", hist.iso(1), "--allow-partial"])
+    assert kept.exit_code == 0, kept.output
+    stored = Store(tmp_path / "fresh" / "store").current_baseline("slow", "tokens_per_second")
+    assert stored.partial is True
+    again = run(initiative, [*start_again, "--spec", fresh])
+    code, out = verify_json(hist, fresh, json.loads(again.stdout)["id"])
     assert (code, out["verdict"]) == (11, "INCONCLUSIVE") and out["partial"] is False
     assert f"baseline {stored.id} is partial" in out["reason"]

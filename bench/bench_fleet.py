@@ -154,21 +154,31 @@ class Fleet:
 
 
 def backfill(cache: Path, fleet: Fleet, days: int) -> Path:
-    """The cached, compacted TSDB of ``days`` + history days ending at END (built once)."""
+    """The cached, compacted TSDB of ``days`` + history days ending at END (built once).
+
+    Resumable: each 2 h block has its own seed and ``cache/blocks-done`` holds the start of
+    the last block promtool wrote, so an interrupted backfill goes on from the next block
+    (one written but not yet recorded is written again: Prometheus merges overlapping
+    blocks when it compacts)."""
     data = cache / "data"
     if (cache / "done").exists():
         return data
-    shutil.rmtree(cache, ignore_errors=True)
-    cache.mkdir(parents=True)
-    rng = np.random.default_rng(20261201)
+    progress = cache / "blocks-done"
+    resume = int(progress.read_text()) if progress.exists() and progress.read_text().strip().isdigit() else None
+    if resume is None:
+        shutil.rmtree(cache, ignore_errors=True)
+        cache.mkdir(parents=True)
     t0 = END - (days + HISTORY_DAYS) * DAY - BLOCK
     began = time.perf_counter()
     for start in range(t0, END, BLOCK):
+        if resume is not None and start <= resume:
+            continue
         path = cache / "block.om"
-        path.write_text(fleet.openmetrics(start, start + BLOCK, rng))
+        path.write_text(fleet.openmetrics(start, start + BLOCK, np.random.default_rng([20261201, start])))
         subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", "-q", str(path), str(data)],
                        check=True, capture_output=True, timeout=600)
         path.unlink()
+        progress.write_text(f"{start}\n")
     print(f"backfilled {(END - t0) // DAY} days in {time.perf_counter() - began:.0f} s; compacting", flush=True)
     prom = Prometheus(workdir=cache / "compact", data_dir=data)
     prom.start(timeout=600)

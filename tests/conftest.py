@@ -13,8 +13,8 @@ from support.prometheus import served_history
 
 REPO = Path(__file__).resolve().parent.parent
 
-# The stand-in NVML's fixtures (``nvml_env``, ``stub_so``) for every tier.
-pytest_plugins = ["support.nvml_fixtures"]
+# Fixtures for every tier: the stand-in NVML (``nvml_env``, ``stub_so``), raw-socket peers (``raw_server``).
+pytest_plugins = ["support.nvml_fixtures", "support.rawserver"]
 
 
 def shared_fixtures_dir() -> Path:

@@ -6,105 +6,48 @@ body; the config helpers never print a secret."""
 from __future__ import annotations
 
 import gzip
-import socket
-import threading
 
 import pytest
 import requests
 
 from obsctl.httpconfig import HTTPClientConfig, SecretFileError, check_files, read_secret, redact_url, session_for
 from obsctl.httpfetch import BodyTooLarge, DeadlineExceeded, bounded_get
+from support.rawserver import answer
 
 
-class RawServer:
-    """Accepts connections and runs ``script(conn)`` for each (in a thread)."""
-
-    def __init__(self, script):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/"
-        self.stop = threading.Event()
-        self.script = script
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._run, args=(conn,), daemon=True).start()
-
-    def _run(self, conn):
-        try:
-            # The whole request head, however the client's writes were split: a request
-            # byte left unread when the socket closes makes the kernel answer with a reset,
-            # which can reach the client before it has read the answer.
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                head += chunk
-            self.script(conn, self.stop)
-            conn.shutdown(socket.SHUT_WR)  # end of the answer, sent in order before the close
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def close(self):
-        self.stop.set()
-        self.sock.close()
-
-
-@pytest.fixture
-def raw():
-    servers = []
-
-    def make(script):
-        servers.append(RawServer(script))
-        return servers[-1]
-
-    yield make
-    for s in servers:
-        s.close()
-
-
-def trickled_headers(conn, stop):
-    for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}":
+def trickled_headers(conn, _head, stop):
+    for byte in answer(b"{}"):
         conn.send(bytes([byte]))
         if stop.wait(0.1):
             return
 
 
-def silent(conn, stop):
+def silent(conn, _head, stop):
     stop.wait(30)
 
 
-def gzip_bomb(conn, stop):
+def gzip_bomb(conn, _head, _stop):
     body = gzip.compress(b"0" * (8 * 1024 * 1024))  # 8 MiB that compress to a few KiB
-    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    conn.sendall(answer(body, content_type="text/plain", headers=b"Content-Encoding: gzip\r\n"))
 
 
-def test_deadline_covers_trickled_headers_and_silence(raw):
+def test_deadline_covers_trickled_headers_and_silence(raw_server):
     session = session_for(HTTPClientConfig())
     for script in (trickled_headers, silent):
-        server = raw(script)
+        server = raw_server(script)
         # The trickled answer is complete after 7 s, each byte inside the read timeout: only a
         # deadline over the whole exchange raises here (no wall-clock bound is asserted).
         with pytest.raises(DeadlineExceeded, match="no complete answer within 0.5s") as info:
-            bounded_get(session, server.url, timeout_seconds=0.5)
+            bounded_get(session, server.url + "/", timeout_seconds=0.5)
         assert info.value.__context__ is None  # keeps no frames (and no body) of the failed attempt alive
 
 
-def test_cap_applies_to_the_decoded_body(raw):
-    server = raw(gzip_bomb)
+def test_cap_applies_to_the_decoded_body(raw_server):
+    server = raw_server(gzip_bomb)
     session = session_for(HTTPClientConfig())
     with pytest.raises(BodyTooLarge):
-        bounded_get(session, server.url, timeout_seconds=5, max_body_bytes=1024 * 1024)
-    assert len(bounded_get(session, server.url, timeout_seconds=5, max_body_bytes=16 * 1024 * 1024).body) == 8 * 1024 * 1024
+        bounded_get(session, server.url + "/", timeout_seconds=5, max_body_bytes=1024 * 1024)
+    assert len(bounded_get(session, server.url + "/", timeout_seconds=5, max_body_bytes=16 * 1024 * 1024).body) == 8 * 1024 * 1024
 
 
 def test_bounded_get_needs_a_configured_session():
@@ -168,11 +111,11 @@ def test_session_ignores_environment_unless_asked(monkeypatch):
     assert proxied.proxies == {"http": "http://proxy.example:3128", "https": "http://proxy.example:3128"}
 
 
-def test_secret_file_gone_at_request_time_is_the_file_error(tmp_path, raw):
-    server = raw(trickled_headers)
+def test_secret_file_gone_at_request_time_is_the_file_error(tmp_path, raw_server):
+    server = raw_server(trickled_headers)
     cfg = HTTPClientConfig.model_validate({"authorization": {"credentials_file": str(tmp_path / "gone")}})
     with pytest.raises(SecretFileError, match="authorization.credentials_file: .*gone: file not found"):
-        bounded_get(session_for(cfg, label="prometheus"), server.url, timeout_seconds=2)
+        bounded_get(session_for(cfg, label="prometheus"), server.url + "/", timeout_seconds=2)
 
 
 SPEC_WITH_FILES = """\
@@ -250,8 +193,8 @@ def test_non_ascii_token_is_a_file_error_and_a_non_ascii_password_is_sent(tmp_pa
 
 
 def _answer(body: bytes):
-    def script(conn, stop):
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    def script(conn, _head, _stop):
+        conn.sendall(answer(body))
     return script
 
 
@@ -262,13 +205,13 @@ NATIVE_RANGE = (b'{"status":"success","data":{"resultType":"matrix","result":[{"
                 b'"histograms":[[1700000000,{"count":"4","sum":"5","buckets":[[0,"-1","1","4"]]}]]}]}}')
 
 
-def test_native_histogram_samples_are_the_query_to_fix_not_a_broken_server(raw):
+def test_native_histogram_samples_are_the_query_to_fix_not_a_broken_server(raw_server):
     """Was "not a Prometheus API answer ... is not a [time, value] pair" (exit 3)."""
     from obsctl.errors import UsageError
     from obsctl.promapi import PrometheusClient
 
     for body, call in ((NATIVE_INSTANT, lambda c: c.query("w")), (NATIVE_RANGE, lambda c: c.query_range("w", 0, 60, 15))):
-        client = PrometheusClient(raw(_answer(body)).url.rstrip("/"), timeout_seconds=5, attempts=1)
+        client = PrometheusClient(raw_server(_answer(body)).url, timeout_seconds=5, attempts=1)
         with pytest.raises(UsageError, match="returns native histogram samples, not numbers; ask for a number") as info:
             call(client)
         assert info.value.exit_code == 2
@@ -280,17 +223,17 @@ def test_native_histogram_samples_are_the_query_to_fix_not_a_broken_server(raw):
     (b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[Infinity,"1"]]}]}}',
      "data.result[0].values[0] time is inf, not a Unix time"),
 ])
-def test_a_non_finite_sample_time_is_not_a_prometheus_answer(raw, body, expected):
+def test_a_non_finite_sample_time_is_not_a_prometheus_answer(raw_server, body, expected):
     from obsctl.errors import PrometheusUnavailable
     from obsctl.promapi import PrometheusClient
 
-    client = PrometheusClient(raw(_answer(body)).url.rstrip("/"), timeout_seconds=5, attempts=1)
+    client = PrometheusClient(raw_server(_answer(body)).url, timeout_seconds=5, attempts=1)
     with pytest.raises(PrometheusUnavailable, match="not a Prometheus API answer") as info:
         client.query_range("w", 0, 60, 15)
     assert expected in str(info.value)
 
 
-def test_a_flood_of_warnings_is_capped_and_keeps_the_partial_one(raw):
+def test_a_flood_of_warnings_is_capped_and_keeps_the_partial_one(raw_server):
     """A store failing per block may send a warning per block: all were kept (and stored),
     deduplicated by a list scan (quadratic). At most MAX_NOTES are kept, and a partial
     warning after the cap still marks the answer partial."""
@@ -301,7 +244,7 @@ def test_a_flood_of_warnings_is_capped_and_keeps_the_partial_one(raw):
     notes = [f"PromQL info: metric name x{i} might not be a counter" for i in range(5 * MAX_NOTES)] + ["store-gateway 7 failed"]
     body = json.dumps({"status": "success", "warnings": notes, "infos": notes,
                        "data": {"resultType": "vector", "result": []}}).encode()
-    result = PrometheusClient(raw(_answer(body)).url.rstrip("/"), timeout_seconds=5, attempts=1).query("x")
+    result = PrometheusClient(raw_server(_answer(body)).url, timeout_seconds=5, attempts=1).query("x")
     assert len(result.warnings) == MAX_NOTES + 1 and len(result.infos) == MAX_NOTES
     assert result.warnings[:MAX_NOTES] == notes[:MAX_NOTES]
     assert result.partial and result.partial_warnings == ["store-gateway 7 failed"]
@@ -322,7 +265,7 @@ TOKEN, PASSWORD = "S3cr3tT0kenXYZ_abc/+=", "Pa55w0rd!Q9%z"
     ("basic", "pa ss+w/rd", "pa+ss%2Bw%2Frd"),  # quote_plus(password)
     ("basic", 'pa"ss\\w\u00e9rd', 'pa\\"ss\\\\w\\u00e9rd'),  # json.dumps(password)[1:-1]
 ])
-def test_a_gateway_echoing_an_encoded_secret_is_scrubbed(tmp_path, raw, auth, secret, echoed):
+def test_a_gateway_echoing_an_encoded_secret_is_scrubbed(tmp_path, raw_server, auth, secret, echoed):
     """A non-JSON error body quoting the credential URL-encoded, JSON-escaped or base64
     encoded (raw was already scrubbed): the message shows <secret> where the form was."""
     import base64
@@ -340,10 +283,10 @@ def test_a_gateway_echoing_an_encoded_secret_is_scrubbed(tmp_path, raw, auth, se
                                           {"basic_auth": {"username": "obsctl", "password_file": "secret"}})
     body = f"denied {echoed} at gateway".encode()
 
-    def echo(conn, stop):
-        conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    def echo(conn, _head, _stop):
+        conn.sendall(answer(body, status=b"502 Bad Gateway", content_type="text/plain"))
 
-    client = PrometheusClient(raw(echo).url.rstrip("/"), timeout_seconds=5, attempts=1, session=session_for(cfg, base_dir=tmp_path))
+    client = PrometheusClient(raw_server(echo).url, timeout_seconds=5, attempts=1, session=session_for(cfg, base_dir=tmp_path))
     with pytest.raises(PrometheusUnavailable) as info:
         client.query("up")
     message = str(info.value)

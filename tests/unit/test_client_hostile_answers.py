@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -16,55 +14,9 @@ from obsctl.errors import PrometheusUnavailable
 from obsctl.httpconfig import HTTPClientConfig, session_for
 from obsctl.httpfetch import DeadlineExceeded, bounded_get
 from obsctl.promapi import PrometheusClient
+from support.rawserver import answer
 
 TOKEN = "s3cr3t-bearer-token-0123456789abcdefghijklmnop"
-
-
-class RawServer:
-    """Answers each connection with ``reply(sock, request_bytes)`` on its own thread."""
-
-    def __init__(self, reply: Callable[[socket.socket, bytes], None]) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self._reply = reply
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return
-                data += chunk
-            try:
-                self._reply(conn, data)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-@pytest.fixture()
-def server() -> Iterator[Callable]:
-    made: list[RawServer] = []
-
-    def start(reply) -> RawServer:
-        made.append(RawServer(reply))
-        return made[-1]
-
-    yield start
-    for srv in made:
-        srv.close()
 
 
 def client(tmp_path, url: str, timeout: float = 1.0) -> PrometheusClient:
@@ -73,16 +25,17 @@ def client(tmp_path, url: str, timeout: float = 1.0) -> PrometheusClient:
     return PrometheusClient(url, timeout_seconds=timeout, attempts=1, session=session_for(cfg), config=cfg)
 
 
-def trickle(conn: socket.socket, _request: bytes) -> None:
+def trickle(conn: socket.socket, _request: bytes, stop: threading.Event) -> None:
     # Headers at once, a body without Content-Length (it ends when the connection does), 1 byte / 0.5 s.
     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
     for byte in b'{"status":"success","data":{"resultType":"vector","result":[]}}':
         conn.sendall(bytes([byte]))
-        time.sleep(0.5)
+        if stop.wait(0.5):
+            return
 
 
-def test_body_trickling_past_the_deadline_is_no_complete_answer(tmp_path, server) -> None:
-    srv = server(trickle)
+def test_body_trickling_past_the_deadline_is_no_complete_answer(tmp_path, raw_server) -> None:
+    srv = raw_server(trickle)
     with pytest.raises(DeadlineExceeded, match="no complete answer within 1s"):
         bounded_get(session_for(HTTPClientConfig()), srv.url + "/api/v1/query", timeout_seconds=1.0)
     with pytest.raises(PrometheusUnavailable) as err:
@@ -92,14 +45,14 @@ def test_body_trickling_past_the_deadline_is_no_complete_answer(tmp_path, server
     assert "\n" not in message
 
 
-def echo_authorization(conn: socket.socket, request: bytes) -> None:
+def echo_authorization(conn: socket.socket, request: bytes, _stop: threading.Event) -> None:
     # Not HTTP: the first line sent back is the request's Authorization header.
     line = next(ln for ln in request.split(b"\r\n") if ln.lower().startswith(b"authorization"))
     conn.sendall(line + b"\r\n\r\n")
 
 
-def test_non_http_first_line_is_scrubbed_before_it_is_cut(tmp_path, server) -> None:
-    srv = server(echo_authorization)
+def test_non_http_first_line_is_scrubbed_before_it_is_cut(tmp_path, raw_server) -> None:
+    srv = raw_server(echo_authorization)
     with pytest.raises(PrometheusUnavailable) as err:
         client(tmp_path, srv.url).query("up")
     message = str(err.value)
@@ -108,31 +61,31 @@ def test_non_http_first_line_is_scrubbed_before_it_is_cut(tmp_path, server) -> N
         assert TOKEN[start:start + 6] not in message, message
 
 
-def deep_json(conn: socket.socket, _request: bytes) -> None:
+def deep_json(conn: socket.socket, _request: bytes, _stop: threading.Event) -> None:
     nested = "[" * 100_000 + "]" * 100_000
     body = ('{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]],'
             f'"x":{nested}}}]}}}}').encode()
-    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    conn.sendall(answer(body))
 
 
-def test_deeply_nested_range_answer_is_one_line_not_a_recursion_error(tmp_path, server) -> None:
-    srv = server(deep_json)
+def test_deeply_nested_range_answer_is_one_line_not_a_recursion_error(tmp_path, raw_server) -> None:
+    srv = raw_server(deep_json)
     with pytest.raises(PrometheusUnavailable, match="JSON nested too deeply") as err:
         client(tmp_path, srv.url, timeout=5.0).query_range("up", 0, 60, 15)
     assert "\n" not in str(err.value)
 
 
-def matrix_answer(conn: socket.socket, _request: bytes) -> None:
+def matrix_answer(conn: socket.socket, _request: bytes, _stop: threading.Event) -> None:
     body = b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]]}]}}'
-    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    conn.sendall(answer(body))
 
 
-def test_a_matrix_for_an_instant_query_is_the_servers_fault_with_the_query_cut(tmp_path, server) -> None:
+def test_a_matrix_for_an_instant_query_is_the_servers_fault_with_the_query_cut(tmp_path, raw_server) -> None:
     """obsctl's instant queries always give a vector: a matrix was exit 2 (a spec error)
     and quoted the whole query (some are over a thousand characters)."""
     long_query = "sum(" + " + ".join(f'x{{job="j{i}"}}' for i in range(150)) + ")"
     with pytest.raises(PrometheusUnavailable) as err:
-        client(tmp_path, server(matrix_answer).url).query(long_query)
+        client(tmp_path, raw_server(matrix_answer).url).query(long_query)
     message = str(err.value)
     assert err.value.exit_code == 3
     assert f"/api/v1/query answered a matrix to the instant query '{long_query[:200]}...', expected a vector or scalar" in message

@@ -388,6 +388,8 @@ def main() -> None:
     ap.add_argument("--settle", type=int, default=120, help="seconds of live stream before the rules are read")
     ap.add_argument("--skip-rules", action="store_true")
     ap.add_argument("--skip-snapshot", action="store_true")
+    ap.add_argument("--backfill-only", action="store_true",
+                    help="build (or finish) the cached TSDB and stop: the generation is not timed, so it can run on a busy machine")
     opts = ap.parse_args()
     sizes = sorted(int(n) for n in opts.classes.split(","))
     groups = [(sizes[-1], 1), (sizes[0], opts.replicas)]
@@ -398,6 +400,9 @@ def main() -> None:
     key = f"g{opts.gpus}-c{sizes[-1]}-r{sizes[0]}x{opts.replicas}-d{opts.days}"
     print(f"fleet: {opts.gpus} GPUs ({opts.gpus // GPUS_PER_NODE} nodes x {GPUS_PER_NODE}), {sizes[-1]} classes with 1 pod "
           f"+ {sizes[0]} with {opts.replicas}, 5 signals, {opts.days} d + {HISTORY_DAYS} d history at {STEP} s", flush=True)
+    if opts.backfill_only:
+        backfill(opts.cache / key, fleet, opts.days)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
         work = Path(tmp)
         if not opts.skip_snapshot:

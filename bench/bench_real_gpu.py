@@ -199,6 +199,35 @@ def alternatives(reps: int) -> dict[str, dict]:
     return out
 
 
+def energy_overlap(reads: int, threads: int = 4) -> dict[str, float]:
+    """Whether energy reads overlap: ``reads`` reads on one thread, then the same count split over
+    ``threads`` threads (ctypes releases the GIL in the C call). Wall ms of each; a ratio near 1
+    means the driver serializes the reads of one GPU."""
+    import threading
+
+    pynvml.nvmlInit()
+    h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    t0 = time.perf_counter()
+    for _ in range(reads):
+        pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
+    one = time.perf_counter() - t0
+
+    def part() -> None:
+        for _ in range(reads // threads):
+            pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
+
+    workers = [threading.Thread(target=part) for _ in range(threads)]
+    t0 = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    split = time.perf_counter() - t0
+    pynvml.nvmlShutdown()
+    return {"reads": reads, "threads": threads, "one_thread_ms": one * 1e3, "split_ms": split * 1e3,
+            "split_over_one": split / one}
+
+
 def latency(scrapes: int) -> dict[str, float]:
     """In-process collect + text render as the exporter serves it (XID thread off, PCIe off)."""
     src = NvmlSource(pynvml, xid_events=False)
@@ -298,6 +327,7 @@ def main() -> None:
     figures["in_process_idle"] = latency(args.scrapes)
     figures["us_per_collect_idle"] = per_call(200)
     figures["alternatives_idle"] = alternatives(300)
+    figures["energy_overlap"] = energy_overlap(200)
     figures["http_text"] = http(args.http_scrapes, TEXT_ACCEPT)
     figures["http_openmetrics"] = http(args.http_scrapes, PROMETHEUS_ACCEPT)
     load = subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(args.busy_seconds)])
@@ -321,6 +351,7 @@ def main() -> None:
     print("alternatives (idle), microseconds per call:")
     for name, r in figures["alternatives_idle"].items():
         print(f"  {name:<46} {r.get('us', float('nan')):>9.1f}  {r.get('error') or r.get('value') or r.get('entries')}")
+    print("energy reads on one GPU, one thread against four:", json.dumps(figures["energy_overlap"]))
     for key in ("http_text", "http_openmetrics"):
         r = figures[key]
         if "error" in r:

@@ -7,16 +7,18 @@ Run on a machine with an NVIDIA GPU (not a test; nothing here runs in CI)::
 Writes to DIR:
 
 * ``calls-idle.json`` / ``calls-busy.json``: every pynvml function (and C symbol called directly)
-  the source used in one collect with every reader on (PCIe throughput and the XID thread
+  the source used in two collects with every reader on (PCIe throughput and the XID thread
   included), with call count, return codes (0 = success, else ``NVMLError`` values from
-  ``nvml.h``) and one value example; each field id's ``nvmlReturn`` from
-  ``nvmlDeviceGetFieldValues``. ``bench/compare_real_nvml.py`` sets these beside the stand-in
-  NVML's answers (``tests/support/nvml_stub.c``).
+  ``nvml.h``), seconds spent and one value example; each field id's ``nvmlReturn`` from
+  ``nvmlDeviceGetFieldValues``: what the stand-in NVML (``tests/support/nvml_stub.c``) must
+  answer the same way.
 * ``idle.prom``, ``idle.om``: one scrape as the exporter's text and OpenMetrics renderers give it;
   ``busy.prom``: one scrape while a bf16 matrix-product loop (PyTorch) keeps the GPU busy.
 * ``figures.json``: in-process latency (collect + text render, idle and busy), time inside NVML,
-  the own-time ratio, and the real exporter process scraped over HTTP (text and Prometheus'
-  default ``Accept``) with its RSS; printed as a table too.
+  the own-time ratio, microseconds per scrape in each pynvml function, the slow calls against
+  field-value reads of the same quantities, whether energy reads on one GPU overlap across
+  threads, and the real exporter process scraped over HTTP (text and Prometheus' default
+  ``Accept``) with its RSS; printed as tables too.
 
 The stand-in NVML answers in nanoseconds; a real driver's calls enter the kernel, which is what the
 own-time ratio ((collect - time inside pynvml) / time inside pynvml) is meant to be measured against.
@@ -31,18 +33,19 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import pynvml  # noqa: E402
 from bench_gpu_exporter import PROMETHEUS_ACCEPT, TEXT_ACCEPT, _proc_rss_mib, rss_mib  # noqa: E402
 
 from obsctl.exporters.exposition import TextRenderer  # noqa: E402
 from obsctl.exporters.gpu.nvml import NvmlSource  # noqa: E402
+from support.nvml_recorder import RecordingNvml, example  # noqa: E402
 
 BUSY_LOOP = """
 import sys, time, torch
@@ -53,77 +56,6 @@ while time.time() < end:
         a @ a
     torch.cuda.synchronize()
 """
-
-
-def _example(value: Any) -> Any:
-    """A JSON-able, short picture of a pynvml return value."""
-    if isinstance(value, (int, float, str, bool)) or value is None:
-        return value
-    if isinstance(value, bytes):
-        return value.decode(errors="replace")
-    if hasattr(value, "_fields_"):
-        return {f[0]: _example(getattr(value, f[0])) for f in value._fields_[:12]}
-    if isinstance(value, (list, tuple)):
-        return [_example(v) for v in value[:4]] + (["..."] if len(value) > 4 else [])
-    return repr(value)[:120]
-
-
-class RecordingNvml:
-    """pynvml with every ``nvml*`` function (and every C pointer it hands out) recording its answers.
-
-    ``calls``: ``{name: {"calls": n, "returns": {code: n}, "example": value}}`` where code 0 is
-    success and any other is the ``NVMLError`` value; ``fields``: ``{field_id: {nvmlReturn: n}}``.
-    """
-
-    def __init__(self, nvml: Any) -> None:
-        self._nvml = nvml
-        self.calls: dict[str, dict] = defaultdict(
-            lambda: {"calls": 0, "seconds": 0.0, "returns": defaultdict(int), "example": None})
-        self.fields: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._nvml, name)
-        if name == "_nvmlGetFunctionPointer":
-            return lambda sym: self._wrap_c(sym, attr(sym))
-        if name.startswith("nvml") and callable(attr) and not isinstance(attr, type):
-            return self._wrap(name, attr)
-        return attr
-
-    def _wrap(self, name: str, fn: Any) -> Any:
-        def recorded(*args: Any) -> Any:
-            rec = self.calls[name]
-            rec["calls"] += 1
-            t0 = time.perf_counter()
-            try:
-                out = fn(*args)
-            except self._nvml.NVMLError as exc:
-                rec["returns"][int(exc.value)] += 1
-                raise
-            finally:
-                rec["seconds"] += time.perf_counter() - t0
-            rec["returns"][0] += 1
-            if rec["example"] is None:
-                rec["example"] = _example(out)
-            return out
-        return recorded
-
-    def _wrap_c(self, sym: str, fn: Any) -> Any:
-        def recorded(*args: Any) -> int:
-            t0 = time.perf_counter()
-            ret = fn(*args)
-            rec = self.calls["C:" + sym]
-            rec["seconds"] += time.perf_counter() - t0
-            rec["calls"] += 1
-            rec["returns"][int(ret)] += 1
-            if sym == "nvmlDeviceGetFieldValues" and ret == 0:
-                for v in args[2]._obj:
-                    self.fields[int(v.fieldId)][int(v.nvmlReturn)] += 1
-            return ret
-        return recorded
-
-    def report(self) -> dict:
-        return {"calls": {k: {**v, "returns": dict(v["returns"])} for k, v in sorted(self.calls.items())},
-                "fields": {str(k): dict(v) for k, v in sorted(self.fields.items())}}
 
 
 def probe(out: Path, tag: str) -> None:
@@ -181,7 +113,7 @@ def alternatives(reps: int) -> dict[str, dict]:
         t0 = time.perf_counter()
         for _ in range(reps):
             fn(h)
-        out[name] = {"us": (time.perf_counter() - t0) / reps * 1e6, "value": _example(value)}
+        out[name] = {"us": (time.perf_counter() - t0) / reps * 1e6, "value": example(value)}
     for name, ids in ALTERNATIVE_FIELDS.items():
         try:
             vals = pynvml.nvmlDeviceGetFieldValues(h, list(ids))

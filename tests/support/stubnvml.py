@@ -133,6 +133,37 @@ def h100_n(n: int, vary: bool = False) -> str:
     return "driver 550.54.15\n" + ("vary 1\n" if vary else "") + "".join(h100_gpu(i, bus=i % 256) for i in range(n))
 
 
+H200_VM_UUID = "GPU-1857fbb4-f4dc-9ac1-2413-c8439bf48a9e"
+
+
+def h200_vm() -> str:
+    """The H200 of tests/fixtures/nvml-real/ (driver 580.159.04, passed through to a VM): the raw
+    values its driver answered while busy (power-capped at 690 W), no NVLink, no processes."""
+    return f"""driver 580.159.04
+gpu
+name NVIDIA H200
+uuid {H200_VM_UUID}
+bus 00000000:00:06.0
+util 100 23
+mem 150754820096 925696000 149184184320 644939776
+power 690149
+power_limit 700000
+energy 7985975
+temp 59
+mem_temp 48
+clock_sm 1485
+clock_mem 3201
+reasons 4
+ecc 0 0
+remap 0 0 0 0
+replay 0
+mig 0 0
+pcie_tx 7382
+pcie_rx 14837
+events
+"""
+
+
 A100_UUID = "GPU-a100a100-0000-1111-2222-333344445555"
 A100_PLAIN_UUID = "GPU-a100a100-0000-1111-2222-666677778888"
 

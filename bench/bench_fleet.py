@@ -266,8 +266,9 @@ def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, for
     t_raw = plain(prom_url, signal_paths)
     coverage_paths = [p for p in proxy.requests if cov.LEG_LABEL in urllib.parse.unquote_plus(p)]
     t_cov = plain(prom_url, coverage_paths)
+    t_series = plain(prom_url, [p for p in proxy.requests if p.startswith("/api/v1/series")])
     return {"pairs": len(report.outcomes), "stored": stored, "requests": len(proxy.requests), "snapshot": t_snap, "raw": t_raw,
-            "coverage": t_cov}
+            "coverage": t_cov, "series": t_series}
 
 
 # --- (b) rules on a live stream ---------------------------------------------------------------
@@ -388,6 +389,9 @@ def main() -> None:
     ap.add_argument("--settle", type=int, default=120, help="seconds of live stream before the rules are read")
     ap.add_argument("--skip-rules", action="store_true")
     ap.add_argument("--skip-snapshot", action="store_true")
+    ap.add_argument("--sweep", default=None,
+                    help="the class counts of --classes to time with one series per class (default all; '' for none)")
+    ap.add_argument("--no-replicas-row", action="store_true", help="skip the row with --replicas series per class")
     ap.add_argument("--backfill-only", action="store_true",
                     help="build (or finish) the cached TSDB and stop: the generation is not timed, so it can run on a busy machine")
     opts = ap.parse_args()
@@ -411,21 +415,26 @@ def main() -> None:
             prom.start(timeout=600)
             rows = []
             try:
-                cases = [(n, 1) for n in sizes] + [(sizes[0], opts.replicas)]
+                sweep = sizes if opts.sweep is None else [int(n) for n in opts.sweep.split(",") if n.strip()]
+                if not set(sweep) <= set(sizes):
+                    ap.error(f"--sweep {opts.sweep}: not among --classes {opts.classes}")
+                cases = [(n, 1) for n in sweep] + ([] if opts.no_replicas_row else [(sizes[0], opts.replicas)])
                 for n, r in cases:
                     for form in opts.forms.split(","):
                         got = bench_snapshot(work / f"{form}-{n}-{r}", prom.url, classes_of(n, 1 if r == 1 else r)[:n], opts.days, form)
                         rows.append((n, r, form, got))
                         print(f"  N={n:4d} series/class={r:3d} {form}: snapshot {got['snapshot']:8.2f} s, raw range {got['raw']:8.2f} s, "
-                              f"ratio {got['snapshot'] / got['raw']:5.2f}x; coverage requests alone {got['coverage']:7.2f} s "
+                              f"ratio {got['snapshot'] / got['raw']:5.2f}x; coverage requests alone {got['coverage']:7.2f} s, "
+                              f"series requests alone {got['series']:6.2f} s "
                               f"({got['stored']}/{got['pairs']} stored, {got['requests']} requests)", flush=True)
             finally:
                 prom.stop()
-            print("\n| classes N | input series / class | coverage | pairs stored | snapshot s | raw range s | ratio | coverage requests s |")
-            print("|---|---|---|---|---|---|---|---|")
+            print("\n| classes N | input series / class | coverage | pairs stored | snapshot s | raw range s | ratio | coverage requests s "
+                  "| series requests s |")
+            print("|---|---|---|---|---|---|---|---|---|")
             for n, r, form, got in rows:
                 print(f"| {n} | {r} | {form} | {got['stored']}/{got['pairs']} | {got['snapshot']:.2f} | {got['raw']:.2f} | "
-                      f"**{got['snapshot'] / got['raw']:.2f}x** | {got['coverage']:.2f} |")
+                      f"**{got['snapshot'] / got['raw']:.2f}x** | {got['coverage']:.2f} | {got['series']:.2f} |")
         if not opts.skip_rules:
             got = bench_rules(work, fleet, classes_of(sizes[-1], 1), opts.interval, opts.settle)
             print(f"\nrules: {got['groups']} groups, {got['rules']} rules, evaluated every {got['interval']} s on a live stream "

@@ -245,7 +245,9 @@ def _is_signal_range(path: str) -> bool:
 
 def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, form: str) -> dict:
     """One snapshot of ``classes`` x 5 signals through the recording proxy, then the same
-    snapshot direct and its signal range requests plainly, interleaved."""
+    snapshot direct, then its signal range requests, its coverage requests and its series
+    requests each sent plainly, one after the other (a load that changes between them moves
+    the ratio: compare rows of one quiet run)."""
     at = dt.datetime.fromtimestamp(END - 1800, dt.UTC)
     window = f"{days}d"
     work.mkdir(parents=True)

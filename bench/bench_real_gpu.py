@@ -59,7 +59,7 @@ while time.time() < end:
 
 
 def probe(out: Path, tag: str) -> None:
-    """One collect with every reader on through :class:`RecordingNvml`; writes calls-TAG.json, TAG.prom."""
+    """Two collects with every reader on through :class:`RecordingNvml`; writes calls-TAG.json, TAG.prom."""
     rec = RecordingNvml(pynvml)
     src = NvmlSource(rec, pcie_throughput=True, xid_events=True)
     renderer = TextRenderer()
@@ -73,6 +73,7 @@ def probe(out: Path, tag: str) -> None:
         (out / "idle.om").write_bytes(renderer.openmetrics.render(families))
     src.close()
     report = rec.report()
+    report.update(rec.codes())  # the form kept in tests/fixtures/nvml-real/
     report["first_collect_ms"] = first_ms
     report["gpu_errors"] = src.last_gpu_errors
     (out / f"calls-{tag}.json").write_text(json.dumps(report, indent=1, default=str))

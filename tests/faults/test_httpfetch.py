@@ -35,7 +35,7 @@ def test_deadline_covers_trickled_headers_and_silence(raw_server):
     session = session_for(HTTPClientConfig())
     for script in (trickled_headers, silent):
         server = raw_server(script)
-        # The trickled answer is complete after 7 s, each byte inside the read timeout: only a
+        # The trickled answer is complete after about 9 s, each byte inside the read timeout: only a
         # deadline over the whole exchange raises here (no wall-clock bound is asserted).
         with pytest.raises(DeadlineExceeded, match="no complete answer within 0.5s") as info:
             bounded_get(session, server.url + "/", timeout_seconds=0.5)

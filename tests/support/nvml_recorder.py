@@ -80,5 +80,13 @@ class RecordingNvml:
         return recorded
 
     def report(self) -> dict:
+        """Everything recorded, JSON-able: ``{"calls": {name: {...}}, "fields": {field_id: {code: n}}}``."""
         return {"calls": {k: {**v, "returns": dict(v["returns"])} for k, v in sorted(self.calls.items())},
                 "fields": {str(k): dict(v) for k, v in sorted(self.fields.items())}}
+
+    def codes(self) -> dict:
+        """The return codes alone, as kept in tests/fixtures/nvml-real/: ``{"returns": {name: [code, ...]},
+        "field_returns": {field_id: [nvmlReturn, ...]}}`` (sorted, without counts: how often a call is
+        made depends on timing, e.g. the XID thread's waits)."""
+        return {"returns": {name: sorted(int(c) for c in r["returns"]) for name, r in sorted(self.calls.items())},
+                "field_returns": {str(fid): sorted(int(c) for c in codes) for fid, codes in sorted(self.fields.items())}}

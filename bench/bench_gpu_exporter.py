@@ -71,8 +71,9 @@ def make(so: Path, scen: Path, n: int):
     return src, scrape
 
 
-def latency(so: Path, scen: Path, n: int, scrapes: int) -> dict[str, float]:
-    src, scrape = make(so, scen, n)
+def timed_scrapes(src: NvmlSource, scrape, scrapes: int) -> dict[str, float]:
+    """``scrapes`` calls of ``scrape()`` after 50 untimed ones: p50/p99 latency and CPU per scrape (ms),
+    ``src``'s collect and in-NVML time per scrape (ms), the own-time ratio, the last body's size."""
     for _ in range(50):
         scrape()
     src.nvml_seconds = src.collect_seconds = 0.0
@@ -84,8 +85,14 @@ def latency(so: Path, scen: Path, n: int, scrapes: int) -> dict[str, float]:
         times.append(time.perf_counter() - t0)
     cpu = time.process_time() - cpu0
     q = statistics.quantiles(times, n=100)
-    own = (src.collect_seconds - src.nvml_seconds) / src.nvml_seconds
-    collect_ms, nvml_ms = src.collect_seconds / scrapes * 1e3, src.nvml_seconds / scrapes * 1e3
+    return {"p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "cpu_ms_per_scrape": cpu / scrapes * 1e3,
+            "collect_ms": src.collect_seconds / scrapes * 1e3, "nvml_ms": src.nvml_seconds / scrapes * 1e3,
+            "own_time_ratio": (src.collect_seconds - src.nvml_seconds) / src.nvml_seconds, "bytes": len(body)}
+
+
+def latency(so: Path, scen: Path, n: int, scrapes: int) -> dict[str, float]:
+    src, scrape = make(so, scen, n)
+    timed = timed_scrapes(src, scrape, scrapes)
     # The same families rendered by prometheus_client's generate_latest (the "before"), and checked equal.
     families = _Families(src.collect(time.monotonic() + 5.0))
     reps = max(scrapes // 10, 20)
@@ -120,9 +127,7 @@ def latency(so: Path, scen: Path, n: int, scrapes: int) -> dict[str, float]:
         renderer.render(changed if i % 2 == 0 else families.families)
     all_changed_ms = (time.perf_counter() - t0) / reps * 1e3
     src.close()
-    return {"gpus": n, "p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "cpu_ms_per_scrape": cpu / scrapes * 1e3,
-            "collect_ms": collect_ms, "nvml_ms": nvml_ms, "own_time_ratio": own, "bytes": len(body),
-            "render_ms": our_ms, "render_changed_ms": all_changed_ms, "lib_render_ms": lib_ms,
+    return {"gpus": n, **timed, "render_ms": our_ms, "render_changed_ms": all_changed_ms, "lib_render_ms": lib_ms,
             "om_render_ms": om_ms, "lib_om_render_ms": lib_om_ms}
 
 
@@ -169,7 +174,7 @@ def _proc_rss_mib(pid: int) -> float:
 
 def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCEPT, tree: Path | None = None,
              vary: bool = False) -> dict | None:
-    """Scrape the real exporter (obsctl-exporter --gpu.source=nvml) over HTTP; None if it cannot start.
+    """Scrape the real exporter (obsctl-exporter --gpu.source=nvml) on ``n`` stand-in H100s over HTTP.
 
     Args:
         tree: run the ``obsctl`` package found in this folder instead of the installed one (see
@@ -177,41 +182,59 @@ def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCE
         vary: the stand-in's values move on every read (utilization, memory used, power,
             temperatures, SM clock, energy), as a busy GPU's do; otherwise they never change.
 
-    Returns p50/p99 latency (ms, client side: request sent to body read and gunzipped), the exporter
-    process's RSS at checkpoints ``[(scrape number, MiB)]`` and the body size.
+    Returns :func:`scrape_exporter`'s figures, or None if the exporter did not start.
     """
-    import gzip
-    import http.client
     import os
-    import socket
-    import subprocess
 
     stubnvml.write_scenario(scen, stubnvml.h100_n(n, vary=vary))
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
     env = {**os.environ, "LD_LIBRARY_PATH": str(so.parent), stubnvml.ENV: str(scen)}
     if tree is not None:  # found before the editable install's finder, which comes last on sys.meta_path
         env["PYTHONPATH"] = str(tree)
+    got = scrape_exporter(env, scrapes, accept)
+    return None if "error" in got else got
+
+
+def scrape_exporter(env: dict[str, str], scrapes: int, accept: str = TEXT_ACCEPT, cwd: str | None = None) -> dict:
+    """Start ``obsctl-exporter --gpu.source=nvml`` (all collectors, XID thread on) with ``env`` and scrape it
+    ``scrapes`` times the way Prometheus does: one kept-alive connection, ``Accept-Encoding: gzip``, ``accept``.
+
+    Args:
+        env: the exporter's environment (which libnvidia-ml it loads, which obsctl it imports).
+        cwd: its working folder (an installed obsctl needs one without the repository's ``obsctl/``).
+
+    Returns:
+        ``{"p50_ms", "p99_ms"}`` (client side: request sent to body read and gunzipped), ``"rss"``: the
+        exporter process's RSS at checkpoints ``[(scrape number, MiB)]``, ``"bytes"`` and ``"content_type"``
+        of the last body; or ``{"error": ...}`` (with the exporter's stderr) when it did not start or a
+        scrape did not answer 200.
+    """
+    import gzip
+    import http.client
+    import socket
+    import subprocess
+
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
     cmd = [sys.executable, "-c", "import sys; from obsctl.exporters.main import main; sys.exit(main())",
            f"--web.listen-address=127.0.0.1:{port}", "--gpu.source=nvml", "--log.level=error"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     # Client: http.client on one kept-alive connection asking for gzip, as Prometheus scrapes. (requests
     # added 1.5-4 ms of client-side time per scrape on this machine, which is not the exporter's.)
     headers = {"Accept-Encoding": "gzip", "Accept": accept}
+    failure = None
     try:
-        conn = None
         for _ in range(100):
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
                 conn.request("GET", "/metrics", headers=headers)
-                if conn.getresponse().read() is not None:
-                    break
+                conn.getresponse().read()
+                break
             except OSError:
-                conn = None
                 time.sleep(0.1)
         else:
-            return None
+            failure = "exporter did not start"
+            return {"error": failure}
         times = []
         marks = {1000, scrapes // 4, scrapes // 2, 3 * scrapes // 4, scrapes}
         rss_points = [(0, _proc_rss_mib(proc.pid))]
@@ -222,19 +245,23 @@ def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCE
             body = gzip.decompress(resp.read()) if resp.getheader("Content-Encoding") == "gzip" else resp.read()
             times.append(time.perf_counter() - t0)
             if resp.status != 200:
-                raise RuntimeError(f"scrape answered {resp.status}")
+                failure = f"scrape answered {resp.status}"
+                return {"error": failure}
             if i in marks:
                 rss_points.append((i, _proc_rss_mib(proc.pid)))
         conn.close()
         q = statistics.quantiles(times, n=100)
-        return {"p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "rss": rss_points, "bytes": len(body)}
+        return {"p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "rss": rss_points, "bytes": len(body),
+                "content_type": resp.getheader("Content-Type")}
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            _, err = proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            _, err = proc.communicate()
+        if failure and err:
+            print(f"{failure}; exporter stderr: {err.decode(errors='replace')[-2000:]}", file=sys.stderr)
 
 
 def extract_tree(rev: str, dest: Path) -> Path:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -41,7 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import pynvml  # noqa: E402
-from bench_gpu_exporter import PROMETHEUS_ACCEPT, TEXT_ACCEPT, _proc_rss_mib, rss_mib  # noqa: E402
+from bench_gpu_exporter import PROMETHEUS_ACCEPT, TEXT_ACCEPT, rss_mib, scrape_exporter, timed_scrapes  # noqa: E402
 
 from obsctl.exporters.exposition import TextRenderer  # noqa: E402
 from obsctl.exporters.gpu.nvml import NvmlSource  # noqa: E402
@@ -165,75 +164,15 @@ def latency(scrapes: int) -> dict[str, float]:
     """In-process collect + text render as the exporter serves it (XID thread off, PCIe off)."""
     src = NvmlSource(pynvml, xid_events=False)
     renderer = TextRenderer()
-    for _ in range(50):
-        renderer.render(src.collect(time.monotonic() + 5.0))
-    src.nvml_seconds = src.collect_seconds = 0.0
-    times = []
-    cpu0 = time.process_time()
-    for _ in range(scrapes):
-        t0 = time.perf_counter()
-        body = renderer.render(src.collect(time.monotonic() + 5.0))
-        times.append(time.perf_counter() - t0)
-    cpu = time.process_time() - cpu0
-    q = statistics.quantiles(times, n=100)
-    res = {"p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "cpu_ms_per_scrape": cpu / scrapes * 1e3,
-           "collect_ms": src.collect_seconds / scrapes * 1e3, "nvml_ms": src.nvml_seconds / scrapes * 1e3,
-           "own_time_ratio": (src.collect_seconds - src.nvml_seconds) / src.nvml_seconds, "bytes": len(body),
-           "rss_mib": rss_mib()}
+    res = timed_scrapes(src, lambda: renderer.render(src.collect(time.monotonic() + 5.0)), scrapes)
     src.close()
-    return res
+    return {**res, "rss_mib": rss_mib()}
 
 
 def http(scrapes: int, accept: str) -> dict:
-    """The exporter process (``--gpu.source=nvml``, every collector, XID thread on) scraped over HTTP."""
-    import gzip
-    import http.client
-    import socket
-
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
-    cmd = [sys.executable, "-c", "import sys; from obsctl.exporters.main import main; sys.exit(main())",
-           f"--web.listen-address=127.0.0.1:{port}", "--gpu.source=nvml", "--log.level=warn"]
+    """The exporter process on the real driver (every collector, XID thread on) scraped over HTTP."""
     # cwd "/": from the repository root, its obsctl/ folder would shadow the installed package.
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
-    headers = {"Accept-Encoding": "gzip", "Accept": accept}
-    try:
-        for _ in range(200):
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-                conn.request("GET", "/metrics", headers=headers)
-                conn.getresponse().read()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            return {"error": "exporter did not start"}
-        times, rss = [], [(0, _proc_rss_mib(proc.pid))]
-        for i in range(1, scrapes + 1):
-            t0 = time.perf_counter()
-            conn.request("GET", "/metrics", headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-            body = gzip.decompress(raw) if resp.getheader("Content-Encoding") == "gzip" else raw
-            times.append(time.perf_counter() - t0)
-            if resp.status != 200:
-                return {"error": f"scrape answered {resp.status}"}
-            if i % max(scrapes // 4, 1) == 0:
-                rss.append((i, _proc_rss_mib(proc.pid)))
-        conn.close()
-        q = statistics.quantiles(times, n=100)
-        return {"p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "rss_mib": rss, "bytes": len(body),
-                "content_type": resp.getheader("Content-Type")}
-    finally:
-        proc.terminate()
-        try:
-            _, err = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-        if err:
-            print("exporter stderr:", err.decode(errors="replace")[-2000:])
+    return scrape_exporter(dict(os.environ), scrapes, accept, cwd="/")
 
 
 def main() -> None:
@@ -291,7 +230,7 @@ def main() -> None:
             print(f"{key:<18} {r['error']}")
         else:
             print(f"{key:<18} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {'':>10} {'':>8} {'':>9} {r['bytes']:>7}  "
-                  f"RSS {r['rss_mib'][0][1]:.1f} -> {r['rss_mib'][-1][1]:.1f} MiB")
+                  f"RSS {r['rss'][0][1]:.1f} -> {r['rss'][-1][1]:.1f} MiB")
 
 
 if __name__ == "__main__":

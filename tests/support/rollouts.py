@@ -1,7 +1,7 @@
 """The rollout controllers' side of obsctl's gates, reproduced for the tests (no controller runs here).
 
-- :func:`validate`: an Argo Rollouts ``AnalysisTemplate`` or a Flagger ``MetricTemplate`` /
-  ``Canary`` against its vendored CRD schema (``tests/fixtures/crds``), strict as
+- :func:`validate`: an Argo Rollouts ``AnalysisTemplate`` / ``Rollout`` or a Flagger
+  ``MetricTemplate`` / ``Canary`` against its vendored CRD schema (``tests/fixtures/crds``), strict as
   ``kubectl apply --validate=strict`` (:func:`support.kube.crd_schema`'s rule).
 - :func:`argo_phase`: Argo Rollouts' ``evaluate.EvaluateResult`` (utils/evaluate/evaluate.go,
   v1.9.1): the measurement phase from ``successCondition`` / ``failureCondition`` and a
@@ -35,6 +35,7 @@ from support import kube
 CRD_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "crds"
 #: (apiVersion, kind) -> vendored CRD file.
 CRD_FILES = {("argoproj.io/v1alpha1", "AnalysisTemplate"): "analysistemplates.json",
+             ("argoproj.io/v1alpha1", "Rollout"): "rollouts.json",
              ("flagger.app/v1beta1", "MetricTemplate"): "metrictemplates.json",
              ("flagger.app/v1beta1", "Canary"): "canaries.json"}
 

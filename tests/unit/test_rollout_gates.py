@@ -48,7 +48,7 @@ def test_every_object_of_the_builds_validates_against_its_crd():
     built = kube.kustomize_build(ROLLOUTS / "argo") + kube.kustomize_build(ROLLOUTS / "flagger")
     assert sorted((o["kind"], o["metadata"]["name"]) for o in built) == [
         ("AnalysisTemplate", "obsctl-verdict"), ("AnalysisTemplate", "obsctl-verify"), ("MetricTemplate", "obsctl-verdict")]
-    for obj in built + [_load(ROLLOUTS / "flagger" / "canary-example.yaml")]:
+    for obj in built + [_load(ROLLOUTS / "flagger" / "canary-example.yaml"), _load(ROLLOUTS / "argo" / "rollout-example.yaml")]:
         R.validate(obj)
 
 
@@ -184,3 +184,21 @@ def test_flagger_metric_and_webhook_name_the_template_and_its_variables():
     (hook,) = canary["spec"]["analysis"]["webhooks"]
     assert hook["type"] == "confirm-promotion" and hook["metadata"]["type"] == "bash"
     assert 'initiative="llm-serving-canary"' in hook["metadata"]["cmd"]
+
+
+def test_the_rollout_example_runs_the_verdict_gate_with_its_arguments():
+    """Every analysis step of the example names a template of deploy/rollouts/argo and gives the
+    arguments it needs (those without a default), none it does not declare; the pods of each
+    side carry the label the canary design splits on."""
+    rollout = _load(ROLLOUTS / "argo" / "rollout-example.yaml")
+    templates = {o["metadata"]["name"]: o for o in kube.kustomize_build(ROLLOUTS / "argo")}
+    canary = rollout["spec"]["strategy"]["canary"]
+    steps = [s["analysis"] for s in canary["steps"] if "analysis" in s]
+    assert steps
+    for step in steps:
+        given = {a["name"] for a in step.get("args", [])}
+        for ref in step["templates"]:
+            args = templates[ref["templateName"]]["spec"]["args"]
+            assert {a["name"] for a in args if "value" not in a} <= given <= {a["name"] for a in args}
+    assert canary["stableMetadata"]["labels"].keys() == canary["canaryMetadata"]["labels"].keys() == {"track"}
+    assert [s["setWeight"] for s in canary["steps"] if "setWeight" in s] == [50, 100]

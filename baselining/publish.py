@@ -9,7 +9,9 @@
 - per active initiative: its planned end (``ObsctlInitiativeOverdue``);
 - per initiative event (start, each look, verdict, promote, close): its time, the series
   the class dashboards' annotations read (value as the time, no Grafana API needed);
-- per verified initiative: the last look's change (the loop dashboard's ledger table);
+- per verified initiative: the last look's change (the loop dashboard's ledger table) and
+  its verdict as a state set, 1 for the verdict and 0 for the other four (the rollout
+  gates' series, docs/rollouts.md);
 - from the review (:func:`obsctl.baselining.review.review`): drifted baselines' change,
   targets' progress and elapsed time, each class's best opportunity in USD/month, and
   the findings counted by (class, signal, kind, severity, owner) (``ObsctlTargetBehind``).
@@ -25,16 +27,20 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import typing
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge
 
 from obsctl.baselining.store import ACTIVE_STATUSES, Store
+from obsctl.records import Verdict
 from obsctl.rules import loop_series as S
 from obsctl.spec import CADENCE_SECONDS, Spec
 
 #: The Pushgateway job of the pushed group (its grouping key adds ``instance``).
 JOB = "obsctl-publish"
+#: The states of the verdict state set (every verdict a look can give).
+VERDICTS: tuple[str, ...] = typing.get_args(Verdict)
 
 
 def _ts(moment: dt.datetime) -> float:
@@ -85,6 +91,8 @@ def collect(spec: Spec, store: Store, result=None, now: dt.datetime | None = Non
                    ["workload_class", "initiative", "lever", "event", "look", "verdict"], registry=registry)
     ledger = Gauge(S.LEDGER_CHANGE, "Last look's relative change of the primary signal (ratio).",
                    ["workload_class", "initiative", "lever", "signal", "verdict", "status"], registry=registry)
+    verdicts = Gauge(S.INITIATIVE_VERDICT, "The last look's verdict (state set: 1 for the verdict, 0 for the others).",
+                     ["workload_class", "initiative", "lever", "verdict"], registry=registry)
     published = Gauge(S.REVIEW_PUBLISHED, "When this state was published (unix s).", registry=registry)
     cadences = dict(result.cadences) if result is not None else {}
     classes = {wc.name: wc for wc in spec.workload_classes}
@@ -104,6 +112,9 @@ def collect(spec: Spec, store: Store, result=None, now: dt.datetime | None = Non
         last = i.verifications[-1] if i.verifications else None
         if last is not None and last.change_ratio is not None and math.isfinite(last.change_ratio):
             ledger.labels(i.workload_class, i.id, i.lever, i.primary_signal, last.verdict, i.status).set(last.change_ratio)
+        if last is not None:
+            for state in VERDICTS:
+                verdicts.labels(i.workload_class, i.id, i.lever, state).set(1 if state == last.verdict else 0)
     if result is not None:
         _review_series(registry, result)
     published.set(_ts(now or utcnow()))

@@ -54,6 +54,10 @@ INITIATIVE_EVENT = "obsctl_initiative_event_timestamp_seconds"
 #: The ledger: the last look's change of each verified initiative (ratio), labelled
 #: workload_class, initiative, lever, signal, verdict, status.
 LEDGER_CHANGE = "obsctl_ledger_change_ratio"
+#: The last look's verdict of each verified initiative as a state set (one series per verdict
+#: of ``obsctl.records.Verdict``: 1 for the last look's, 0 for the others), labelled
+#: workload_class, initiative, lever, verdict; what a rollout gate reads (docs/rollouts.md).
+INITIATIVE_VERDICT = "obsctl_initiative_verdict"
 
 #: The identity labels every per-class series carries; joins use exactly these.
 IDENTITY = ("workload_class", "signal")

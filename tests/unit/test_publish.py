@@ -54,3 +54,29 @@ def test_errors_are_one_line(tmp_path):
     assert bad.exit_code == 2 and "Traceback" not in bad.output and "--pushgateway" in bad.output
     down = runner.invoke(cli, ["publish", "--spec", str(tmp_path / "obsctl.yaml"), "--no-review", "--pushgateway", "http://127.0.0.1:9"])
     assert down.exit_code == 3 and "Pushgateway http://127.0.0.1:9: push failed" in down.output and "Traceback" not in down.output
+
+
+def test_verdict_state_set_holds_each_verified_initiatives_last_verdict(tmp_path):
+    """One series per verdict per verified initiative: 1 for the last look's verdict (the ledger
+    store's table: two IMPROVED, one NO_CHANGE), 0 for the other four; no series for an
+    initiative without a look."""
+    (tmp_path / "obsctl.yaml").write_text(yaml.safe_dump(SPEC))
+    spec = load_spec(tmp_path / "obsctl.yaml")
+    store = Store(spec.store_path())
+    L.build(store, spec)
+    store.add_initiative(Initiative(id="late", name="late", lever="scheduling", workload_class=L.CLASS, primary_signal=L.SIGNAL,
+                                    baseline_id="x", started_at=T0, planned_window_seconds=7200))
+    out = tmp_path / "obsctl.prom"
+    result = CliRunner().invoke(cli, ["publish", "--spec", str(spec.path), "--no-review", "--textfile", str(out)])
+    assert result.exit_code == 0, result.output
+    states = {}
+    for (name, labels), value in _samples(out.read_text()).items():
+        if name == "obsctl_initiative_verdict":
+            labels = dict(labels)
+            assert labels["workload_class"] == L.CLASS
+            states.setdefault(labels["initiative"], {})[labels["verdict"]] = value
+    expected = {iid: verdict for iid, *_, verdict in L.PLAN}
+    assert sorted(states) == sorted(expected)  # "late" has no look: no verdict
+    for iid, verdict in expected.items():
+        assert states[iid] == {v: (1.0 if v == verdict else 0.0)
+                               for v in ("IMPROVED", "NO_CHANGE", "INCONCLUSIVE", "REGRESSED", "NO_DATA")}, iid

@@ -304,15 +304,19 @@ def _record_pod(snap: DcgmSnapshot, unit: GpuRef, labels: dict[str, str]) -> Non
 
 
 def memory_total(parts: dict[str, float], used: float | None) -> float | None:
-    """Total framebuffer in bytes: FB_TOTAL when reported, else FB_USED+FB_FREE(+FB_RESERVED).
+    """Total framebuffer in bytes: FB_CAPACITY_BYTES or FB_TOTAL when reported (in that order),
+    else FB_USED+FB_FREE(+FB_RESERVED).
 
     Args:
-        parts: DCGM field name -> bytes for FB_TOTAL / FB_FREE / FB_RESERVED present.
+        parts: DCGM field name -> bytes for FB_CAPACITY_BYTES / FB_TOTAL / FB_FREE /
+            FB_RESERVED present.
         used: FB_USED in bytes, or None.
 
     Returns:
         Bytes, or None when neither form is available (the series is then absent).
     """
+    if "DCGM_FI_DEV_FB_CAPACITY_BYTES" in parts:
+        return parts["DCGM_FI_DEV_FB_CAPACITY_BYTES"]
     if "DCGM_FI_DEV_FB_TOTAL" in parts:
         return parts["DCGM_FI_DEV_FB_TOTAL"]
     if "DCGM_FI_DEV_FB_FREE" in parts and used is not None:

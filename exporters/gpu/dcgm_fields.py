@@ -14,13 +14,10 @@ DCGM 4.7 names, which carry their unit in the name (DCGM's field naming standard
 ``_WATTS``, ``_HERTZ``, ``_JOULES``, ``_BYTES``, suffix ``_RATIO`` / ``_TOTAL``), and 4.10.0
 renamed ``DCGM_FI_PROF_PCIE_{TX,RX}_BYTES`` to ``..._BYTES_PER_SECOND``. Both spellings are
 in :data:`FIELDS`, each with its own conversion, so each value is converted exactly once
-whichever name the scrape carries (a node mid-upgrade may expose either). The current names
-are those of DCGM 4.6.0's ``dcgm_fields.h`` deprecated-alias table (same field IDs), of
-go-dcgm's base-unit fields (new IDs 1603/1604/1611: ``SM_CLOCK_HERTZ``,
-``MEMORY_CLOCK_HERTZ``, ``GPU_ENERGY_JOULES_TOTAL``) and of the dcgm-exporter 4.9.0 / 4.10.0
-release notes (``FB_CAPACITY_BYTES``, the ``_BYTES_PER_SECOND`` fields, the
-``DCGM_FI_SYSTEM_DRIVER_VERSION`` label); see docs/exporter.md for the fields whose 4.9 names
-that material does not confirm.
+whichever name the scrape carries (a node mid-upgrade may expose either). Where the current
+names come from (DCGM 4.6.0's ``dcgm_fields.h`` deprecated-alias table, go-dcgm's base-unit
+fields, the dcgm-exporter 4.9.0 / 4.10.0 release notes, and for the framebuffer bytes and the
+utilization ratios a write-up quoting DCGM 4.7's field reference): docs/exporter.md.
 
 Blank / not-supported values: DCGM stores "no value" as sentinels at the top of each type's
 range (dcgmvalue.h / dcgm_structs.h): ``DCGM_INT32_BLANK = 0x7ffffff0``,
@@ -85,13 +82,17 @@ FIELDS: dict[str, FieldMap] = {
     # utilization. Not supported per MIG instance (DCGM answers blank/0).
     "DCGM_FI_DEV_GPU_UTIL_RATIO": FieldMap("obsctl_gpu_utilization_ratio"),  # 0-1 already
     "DCGM_FI_DEV_GPU_UTIL": FieldMap("obsctl_gpu_utilization_ratio", divisor=100),  # percent
-    "DCGM_FI_DEV_MEM_COPY_UTIL": FieldMap("obsctl_gpu_memory_utilization_ratio", divisor=100),
-    # framebuffer (MiB -> bytes); per GPU instance under MIG. FB_CAPACITY_BYTES is already bytes
-    # (and passes 2**31, hence counter=True: only the wide sentinels apply).
+    "DCGM_FI_DEV_MEMORY_UTIL_RATIO": FieldMap("obsctl_gpu_memory_utilization_ratio"),  # 0-1 already
+    "DCGM_FI_DEV_MEM_COPY_UTIL": FieldMap("obsctl_gpu_memory_utilization_ratio", divisor=100),  # percent
+    # framebuffer: the *_BYTES fields in bytes (they pass 2**31, hence counter=True: only the wide
+    # sentinels apply), the legacy ones in MiB; per GPU instance under MIG.
+    "DCGM_FI_DEV_FB_USED_BYTES": FieldMap("obsctl_gpu_memory_used_bytes", scope=INSTANCE, counter=True),
     "DCGM_FI_DEV_FB_USED": FieldMap("obsctl_gpu_memory_used_bytes", MIB, INSTANCE),
     "DCGM_FI_DEV_FB_CAPACITY_BYTES": FieldMap("obsctl_gpu_memory_total_bytes", scope=INSTANCE, special="memory_part", counter=True),
     "DCGM_FI_DEV_FB_TOTAL": FieldMap("obsctl_gpu_memory_total_bytes", MIB, INSTANCE, special="memory_part"),
+    "DCGM_FI_DEV_FB_FREE_BYTES": FieldMap("obsctl_gpu_memory_total_bytes", scope=INSTANCE, special="memory_part", counter=True),
     "DCGM_FI_DEV_FB_FREE": FieldMap("obsctl_gpu_memory_total_bytes", MIB, INSTANCE, special="memory_part"),
+    "DCGM_FI_DEV_FB_RESERVED_BYTES": FieldMap("obsctl_gpu_memory_total_bytes", scope=INSTANCE, special="memory_part", counter=True),
     "DCGM_FI_DEV_FB_RESERVED": FieldMap("obsctl_gpu_memory_total_bytes", MIB, INSTANCE, special="memory_part"),
     # power (W), energy (J; the legacy field in mJ)
     "DCGM_FI_DEV_BOARD_POWER_WATTS": FieldMap("obsctl_gpu_power_watts"),
@@ -159,7 +160,11 @@ FIELDS: dict[str, FieldMap] = {
 RENAMED: dict[str, str] = {
     new: old for new, old in (
         ("DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM_FI_DEV_GPU_UTIL"),
+        ("DCGM_FI_DEV_MEMORY_UTIL_RATIO", "DCGM_FI_DEV_MEM_COPY_UTIL"),
+        ("DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_FB_USED"),
         ("DCGM_FI_DEV_FB_CAPACITY_BYTES", "DCGM_FI_DEV_FB_TOTAL"),
+        ("DCGM_FI_DEV_FB_FREE_BYTES", "DCGM_FI_DEV_FB_FREE"),
+        ("DCGM_FI_DEV_FB_RESERVED_BYTES", "DCGM_FI_DEV_FB_RESERVED"),
         ("DCGM_FI_DEV_BOARD_POWER_WATTS", "DCGM_FI_DEV_POWER_USAGE"),
         ("DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"),
         ("DCGM_FI_DEV_BOARD_POWER_LIMIT_REQUESTED_WATTS", "DCGM_FI_DEV_POWER_MGMT_LIMIT"),
@@ -184,6 +189,14 @@ RENAMED: dict[str, str] = {
         ("DCGM_FI_PROF_TENSOR_UTIL_RATIO", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"),
         ("DCGM_FI_PROF_DRAM_UTIL_RATIO", "DCGM_FI_PROF_DRAM_ACTIVE"),
     )
+}
+
+#: The framebuffer fields that make up obsctl_gpu_memory_total_bytes: field -> its part
+#: (``total`` | ``free`` | ``reserved``), current name first within each part.
+MEMORY_PARTS: dict[str, str] = {
+    "DCGM_FI_DEV_FB_CAPACITY_BYTES": "total", "DCGM_FI_DEV_FB_TOTAL": "total",
+    "DCGM_FI_DEV_FB_FREE_BYTES": "free", "DCGM_FI_DEV_FB_FREE": "free",
+    "DCGM_FI_DEV_FB_RESERVED_BYTES": "reserved", "DCGM_FI_DEV_FB_RESERVED": "reserved",
 }
 
 #: Label spellings across dcgm-exporter versions: canonical key -> accepted label names, first wins.

@@ -187,7 +187,7 @@ def _gpu_series(body: str) -> dict[tuple[str, frozenset], float]:
 
 def test_dcgm_exporter_4_10_and_legacy_bodies_serve_the_same_series(start) -> None:
     """The real exporter process reading the stand-in's 4.10 exposition publishes what it publishes
-    for the legacy-named one (apart from the two fields whose 4.9 names are unconfirmed)."""
+    for the legacy-named one."""
     from support.dcgm_standin import DcgmStandIn  # noqa: PLC0415
 
     served = {}
@@ -204,9 +204,8 @@ def test_dcgm_exporter_4_10_and_legacy_bodies_serve_the_same_series(start) -> No
             standin.close()
     seen = "obsctl_gpu_xid_last_seen_timestamp_seconds"  # the wall-clock time each process saw XID 79
     assert [k for k in served["4.10"] if k[0] == seen] == [k for k in served["4.8"] if k[0] == seen] != []
-    legacy_only = {"obsctl_gpu_memory_used_bytes", "obsctl_gpu_memory_utilization_ratio", seen}
     assert {k: v for k, v in served["4.10"].items() if k[0] != seen} == \
-        {k: v for k, v in served["4.8"].items() if k[0] not in legacy_only}
+        {k: v for k, v in served["4.8"].items() if k[0] != seen}
     uuid = "GPU-5f6d2c1e-9a4b-4c3d-8e2f-1a2b3c4d5e6f"
     assert served["4.10"][("obsctl_gpu_sm_clock_hertz", frozenset({"gpu": "0", "uuid": uuid}.items()))] == 1.98e9
 

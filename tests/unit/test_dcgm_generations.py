@@ -22,9 +22,6 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
 GEN = ("4.8", "4.9", "4.10")
 G0 = {"gpu": "0", "uuid": "GPU-5f6d2c1e-9a4b-4c3d-8e2f-1a2b3c4d5e6f"}
 G1 = {"gpu": "1", "uuid": "GPU-7a8b9c0d-1e2f-4a3b-9c4d-5e6f7a8b9c0d"}
-#: series the legacy file has and the 4.9/4.10 files lack: their 4.9 names are not confirmed
-#: by the stored reference (README in tests/fixtures/dcgm), so obsctl does not read them yet.
-LEGACY_ONLY = {"obsctl_gpu_memory_used_bytes", "obsctl_gpu_memory_utilization_ratio"}
 
 
 def text(gen: str) -> str:
@@ -57,6 +54,9 @@ def test_known_answers_in_base_units(gen: str) -> None:
     assert value(c, "obsctl_gpu_utilization_ratio", **G0) == 0.57
     assert value(c, "obsctl_gpu_utilization_ratio", **G1) == 1.0
     assert value(c, "obsctl_gpu_memory_total_bytes", **G1) == 81559 * 2**20
+    assert value(c, "obsctl_gpu_memory_total_bytes", **G0) == (40000 + 41000 + 559) * 2**20
+    assert value(c, "obsctl_gpu_memory_used_bytes", **G0) == 41000 * 2**20  # > 2**31 bytes
+    assert value(c, "obsctl_gpu_memory_utilization_ratio", **G1) == 0.61
     assert value(c, "obsctl_gpu_power_watts", **G0) == 312.457
     assert value(c, "obsctl_gpu_power_limit_watts", **G1) == 700.0
     assert value(c, "obsctl_gpu_temperature_celsius", **G1) == 44
@@ -81,16 +81,16 @@ def test_known_answers_in_base_units(gen: str) -> None:
 @pytest.mark.parametrize("gen", ["4.9", "4.10"])
 def test_current_names_yield_the_legacy_series(gen: str) -> None:
     old, new = canonical(text("4.8")), canonical(text(gen))
-    assert {k for k in old if k[0] in LEGACY_ONLY} == set(old) - set(new)
-    assert set(new) <= set(old)
-    assert {k: new[k] for k in new} == {k: old[k] for k in new}
+    assert len(old) == 50  # 25 series per GPU
+    assert new == old
 
 
-def test_legacy_file_carries_what_the_current_names_cannot_yet() -> None:
-    old = canonical(text("4.8"))
-    assert value(old, "obsctl_gpu_memory_used_bytes", **G0) == 41000 * 2**20
-    assert value(old, "obsctl_gpu_memory_utilization_ratio", **G1) == 0.61
-    assert value(old, "obsctl_gpu_memory_total_bytes", **G0) == (40000 + 41000 + 559) * 2**20
+def test_memory_total_from_the_parts_when_no_total_is_served() -> None:
+    # Without FB_CAPACITY_BYTES the total is used + free + reserved, in bytes, under the current names.
+    body = "".join(line + "\n" for line in text("4.10").splitlines()
+                   if "FB_CAPACITY_BYTES" not in line)
+    c = canonical(body)
+    assert value(c, "obsctl_gpu_memory_total_bytes", **G1) == (79976 + 1024 + 559) * 2**20
 
 
 def test_each_value_is_converted_once() -> None:
@@ -120,10 +120,8 @@ def _only_gpu(body: str, gpu: str) -> str:
 
 def test_mixed_exposition_per_series() -> None:
     # A node mid-upgrade: GPU 0 still served under the legacy names, GPU 1 under 4.10's.
-    old = canonical(text("4.8"))
     mixed = canonical(_only_gpu(text("4.8"), "0") + _only_gpu(text("4.10"), "1"))
-    expected = {k: v for k, v in old.items() if not (k[0] in LEGACY_ONLY and ("gpu", "1") in k[1])}
-    assert mixed == expected
+    assert mixed == canonical(text("4.8"))
 
 
 def test_both_spellings_in_one_scrape_count_once() -> None:
@@ -153,4 +151,4 @@ def test_over_http_a_4_10_body_equals_a_legacy_one() -> None:
         finally:
             src.close()
             server.close()
-    assert {k: v for k, v in got["4.8"].items() if k[0] not in LEGACY_ONLY} == got["4.10"]
+    assert got["4.8"] == got["4.10"]

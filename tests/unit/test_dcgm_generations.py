@@ -152,3 +152,21 @@ def test_over_http_a_4_10_body_equals_a_legacy_one() -> None:
             src.close()
             server.close()
     assert got["4.8"] == got["4.10"]
+
+
+def _families(body: str) -> dict[str, str]:
+    """Family name -> its HELP/TYPE/sample block."""
+    blocks = ["# HELP " + b for b in body.split("# HELP ")[1:]]
+    return {b.split()[2]: b for b in blocks}
+
+
+def test_mixed_exposition_per_family_of_one_gpu() -> None:
+    # Every other renamed field served under its current name, the rest under the legacy one,
+    # for the same GPUs in one scrape.
+    old, new = _families(text("4.8")), _families(text("4.10"))
+    pairs = [(n, o) for n, o in F.RENAMED.items() if n in new and o in old]
+    assert len(pairs) >= 20
+    body = "".join(new[n] if i % 2 else old[o] for i, (n, o) in enumerate(pairs))
+    served = {n for n, _ in pairs} | {o for _, o in pairs}
+    body += "".join(b for name, b in new.items() if name not in served)  # FB_CAPACITY_BYTES
+    assert canonical(body) == canonical(text("4.8"))

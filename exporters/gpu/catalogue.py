@@ -116,7 +116,7 @@ CATALOGUE: tuple[MetricDef, ...] = (
     _m("obsctl_gpu_pcie_replays_total", "counter", "", "PCIe replay counter."),
     _m("obsctl_gpu_pcie_throughput_bytes_per_second", "gauge", "bytes_per_second",
        "PCIe throughput over NVML's ~20 ms sample, KB/s*1024 (off by default: the call blocks).",
-       ("direction",), sources=(NVML,)),
+       ("direction",)),  # also DCGM PROF_PCIE_{TX,RX}_BYTES(_PER_SECOND); the help text is in recorded scrapes
     _m("obsctl_gpu_nvlink_link_up", "gauge", "", "1 if this NVLink link is active, else 0.", ("link",)),
     _m("obsctl_gpu_nvlink_errors_total", "counter", "",
        "NVLink errors summed over the GPU's links, by error_type: crc_flit, crc_data, replay, recovery "

@@ -38,6 +38,11 @@ SOURCE = Source(
                 lambda x: q.gauge(("llamacpp:requests_deferred",), x.sel, ON), "requests deferred for want of a free slot"),
         Mapping(c.KV_CACHE_USAGE, ("llamacpp:kv_cache_usage_ratio",),
                 lambda x: q.gauge(("llamacpp:kv_cache_usage_ratio",), x.sel, ON, agg="avg"), "2024 builds only"),
+        Mapping(c.ENGINE_BUSY, ("llamacpp:requests_deferred", "llamacpp:kv_cache_usage_ratio", "llamacpp:requests_processing"),
+                lambda x: q.busy_from_queue(q.gauge(("llamacpp:requests_deferred",), x.sel, ON),
+                                            f"clamp_max({q.gauge(('llamacpp:kv_cache_usage_ratio',), x.sel, ON, agg='avg')}, 1)\n"
+                                            f"or\n{q.gauge(('llamacpp:requests_processing',), x.sel, ON)} == 0"),
+                "1 while requests are deferred (every slot busy), else KV usage (2024 builds), else 0 with no slot busy"),
     ),
     lacks="no request counters or outcomes, no latency histograms (TTFT, inter-token, end-to-end, queue wait), "
     "no preemptions; KV-cache usage only from 2024 builds",

@@ -69,6 +69,10 @@ SOURCE = Source(
                 "cumulative µs / successful requests"),
         Mapping(c.REQUESTS_WAITING, ("nv_inference_pending_request_count",),
                 lambda x: q.gauge(("nv_inference_pending_request_count",), x.sel, ON)),
+        Mapping(c.ENGINE_BUSY, ("nv_inference_pending_request_count", "nv_gpu_utilization"),
+                lambda x: q.busy_from_queue(q.gauge(("nv_inference_pending_request_count",), x.sel, ON),
+                                            q.gauge(("nv_gpu_utilization",), x.sel, ("instance", "job", "gpu_uuid"), agg="avg")),
+                "1 while requests are pending, else the mean utilization of the GPUs Triton reports"),
     ),
     lacks="no token counters (Triton counts inferences), no running-request gauge, no KV cache, "
     "no inter-token latency; TTFT only with histogram_latencies=true",

@@ -132,7 +132,7 @@ def test_catalogue_signal_needs_no_promql(tmp_path):
 
 
 @pytest.mark.parametrize("signal, expected", [
-    ("  - {name: t, catalogue: nope}\n", "catalogue 'nope' is not one of: e2e_mean_seconds"),
+    ("  - {name: t, catalogue: nope}\n", "catalogue 'nope' is not one of: cached_input_tokens_per_second"),
     ("  - {name: t, catalogue: ttft_p95_seconds, query: 'sum(x{$selector})'}\n", "give either query or catalogue, not both"),
     # not a string: a mapping or list was a TypeError traceback (unhashable) before
     ("  - {name: t, catalogue: {ttft_p95_seconds: 1}}\n", "obsctl.yaml:12: signals[1]: catalogue {'ttft_p95_seconds': 1} is not one of"),

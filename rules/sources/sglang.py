@@ -3,7 +3,8 @@
 Names read from sgl-project/sglang ``python/sglang/srt/metrics/collector.py`` and
 ``docs/references/production_metrics.md`` (0.4.x-0.5.x): counters
 ``sglang:prompt_tokens_total``, ``sglang:generation_tokens_total``,
-``sglang:num_requests_total``; gauges ``sglang:num_running_reqs``,
+``sglang:num_requests_total``, ``sglang:cached_tokens_total`` (prompt tokens served from
+the radix cache); gauges ``sglang:num_running_reqs``,
 ``sglang:num_queue_reqs``, ``sglang:token_usage`` (share of the KV token pool in use),
 ``sglang:cache_hit_rate`` (radix-cache hit rate); histograms
 ``sglang:time_to_first_token_seconds``, ``sglang:inter_token_latency_seconds``,
@@ -41,6 +42,8 @@ SOURCE = Source(
     mappings=(
         Mapping(c.INPUT_TOKENS, (IN,), _counter(IN)),
         Mapping(c.OUTPUT_TOKENS, (OUT,), _counter(OUT)),
+        Mapping(c.CACHED_INPUT_TOKENS, ("sglang:cached_tokens_total",), _counter("sglang:cached_tokens_total"),
+                "prompt tokens served from the radix cache"),
         Mapping(c.TOKENS, (IN, OUT), lambda x: f"{_counter(IN)(x)}\n+\n{_counter(OUT)(x)}"),
         Mapping(c.REQUESTS_OFFERED, ("sglang:num_requests_total",), _counter("sglang:num_requests_total"),
                 "finished requests, any outcome"),

@@ -252,6 +252,7 @@ def expected(root: Path) -> dict[tuple[str, str], float | dict[str, float] | Non
         ("sglang", c.INPUT_TOKENS): K * sg.total("sglang:prompt_tokens_total"),
         ("sglang", c.OUTPUT_TOKENS): K * sg.total("sglang:generation_tokens_total"),
         ("sglang", c.REQUESTS_OFFERED): K * sg.total("sglang:num_requests_total"),
+        ("sglang", c.CACHED_INPUT_TOKENS): K * sg.total("sglang:cached_tokens_total"),
         ("sglang", c.TTFT_P95): quantile(0.95, sg.buckets("sglang:time_to_first_token_seconds")),
         ("sglang", c.E2E_P95): quantile(0.95, sg.buckets("sglang:e2e_request_latency_seconds")),
         ("sglang", c.KV_CACHE_USAGE): sg.total("sglang:token_usage"),

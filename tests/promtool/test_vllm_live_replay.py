@@ -13,8 +13,9 @@ bucket does not move it), a ratio is a ratio of dump values.
 Scenarios over the same dump: ``as captured`` (nothing waits: idle), ``closed loop`` (a
 fixed concurrency above what the engine batches: requests wait for capacity persistently:
 saturated), ``deferred`` (requests wait, but not for the engine's capacity: constrained),
-and ``flops`` (an engine that estimates its FLOPs: the MFU reads it, not the spec's
-flops-per-token).
+and ``flops and price`` (an engine that estimates its FLOPs: the MFU reads it, not the
+spec's flops-per-token; one priced GPU attributed and a third of the prompt tokens served
+from the prefix cache: the cost splits into USD per million input and output tokens).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ CLASS, MODEL = "chat", "tiny-llama"
 TARGET = {"job": "vllm", "instance": "127.0.0.1:8000"}
 PEAK = 2.0 ** 44  # FLOP/s of the attributed GPU (the spec's mfu.peak_flops_per_second)
 FLOPS_PER_STEP = 2.0 ** 40  # the flops scenario's estimated_flops_per_gpu_total increase per step
+GPU_MODEL, GPU_PRICE = "NVIDIA H100 80GB HBM3", 4.0  # USD per GPU-hour (spec price)
+OUTPUT_WEIGHT, CACHED_WEIGHT = 4.0, 0.1  # the spec's pricing.output_token_weight, cached_input_token_weight
+CACHED_PER_STEP = 32.0  # of the dump's 96 prompt tokens per step, in the priced scenario
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -96,7 +100,8 @@ SCENARIOS = {
                     ("vllm:num_requests_waiting_by_reason", "capacity"): 5.0, ("vllm:kv_cache_usage_perc", ""): 0.5},
     "deferred": {("vllm:num_requests_running", ""): 2.0, ("vllm:num_requests_waiting", ""): 3.0,
                  ("vllm:num_requests_waiting_by_reason", "deferred"): 3.0, ("vllm:kv_cache_usage_perc", ""): 0.25},
-    "flops": {("vllm:estimated_flops_per_gpu_total", ""): FLOPS_PER_STEP},
+    "flops and price": {("vllm:estimated_flops_per_gpu_total", ""): FLOPS_PER_STEP,
+                        ("vllm:prompt_tokens_cached_total", ""): CACHED_PER_STEP},
 }
 
 
@@ -108,10 +113,12 @@ def input_series(scenario: str) -> list[dict]:
         value = override.get((name, labels.get("reason", "")), value)
         inner = ",".join(f'{k}="{v}"' for k, v in {**labels, **TARGET}.items())
         out.append({"series": f"{name}{{{inner}}}", "values": f"0+{value!r}x{N}" if cumulative(name, types) else f"{value!r}x{N}"})
-    if scenario == "flops":  # one whole GPU attributed to the class (MFU's denominator)
-        gpu = 'job="obsctl-exporter",instance="n1:9400",gpu="0",uuid="GPU-1"'
+    if scenario == "flops and price":  # one whole priced GPU attributed to the class
+        exporter = 'job="obsctl-exporter",instance="n1:9400"'
+        gpu = f'{exporter},gpu="0",uuid="GPU-1"'
         out += [{"series": f'obsctl_gpu_attribution_info{{{gpu},gpu_instance="",workload_class="{CLASS}",owner="o"}}', "values": f"1x{N}"},
-                {"series": f'obsctl_gpu_info{{{gpu},model="NVIDIA H100 80GB HBM3"}}', "values": f"1x{N}"}]
+                {"series": f'obsctl_gpu_info{{{gpu},model="{GPU_MODEL}"}}', "values": f"1x{N}"},
+                {"series": f'obsctl_accelerator_price_usd_per_hour{{{exporter},gpu_model="{GPU_MODEL}"}}', "values": f"{GPU_PRICE!r}x{N}"}]
     return out
 
 
@@ -119,7 +126,9 @@ def spec(tmp_path):
     wc = {"name": CLASS, "kind": "inference", "source": "vllm", "selector": {"job": "vllm", "model_name": MODEL},
           "mfu": {"flops_per_token": 1.0e9, "peak_flops_per_second": PEAK}}
     return write_spec(tmp_path, {"store": "s", "workload_classes": [wc],
-                                 "signals": [{"name": "tokens", "catalogue": "tokens_per_second"}]})
+                                 "signals": [{"name": "tokens", "catalogue": "tokens_per_second"}],
+                                 "pricing": {"accelerator_hour_usd": {GPU_MODEL: GPU_PRICE}, "output_token_weight": OUTPUT_WEIGHT,
+                                             "cached_input_token_weight": CACHED_WEIGHT}})
 
 
 def expected(scenario: str) -> dict[str, float | dict[str, float] | None]:
@@ -153,8 +162,15 @@ def expected(scenario: str) -> dict[str, float | dict[str, float] | None]:
     elif scenario == "deferred":
         want |= {c.REQUESTS_RUNNING: 2.0, c.REQUESTS_WAITING: 3.0, c.ENGINE_BUSY: 0.25,
                  c.SATURATION_STATE: {"saturated": 0, "constrained": 1, "idle": 0, "healthy": 0}}
-    elif scenario == "flops":
-        want |= {c.ENGINE_FLOPS_PER_GPU: rate(FLOPS_PER_STEP), c.MFU: rate(FLOPS_PER_STEP) / PEAK}
+    elif scenario == "flops and price":
+        usd_per_s = GPU_PRICE / 3600
+        prompt, out = total("vllm:prompt_tokens_total"), total("vllm:generation_tokens_total")
+        weighted = rate(prompt - CACHED_PER_STEP + CACHED_WEIGHT * CACHED_PER_STEP + OUTPUT_WEIGHT * out)
+        want |= {c.ENGINE_FLOPS_PER_GPU: rate(FLOPS_PER_STEP), c.MFU: rate(FLOPS_PER_STEP) / PEAK,
+                 c.CACHED_INPUT_TOKENS: rate(CACHED_PER_STEP), c.COST_USD_PER_HOUR: GPU_PRICE,
+                 c.COST_PER_MILLION_TOKENS: usd_per_s / rate(prompt + out) * 1e6,
+                 c.COST_PER_MILLION_INPUT_TOKENS: usd_per_s / weighted * 1e6,
+                 c.COST_PER_MILLION_OUTPUT_TOKENS: usd_per_s / weighted * 1e6 * OUTPUT_WEIGHT}
     return want
 
 
@@ -203,6 +219,11 @@ def suite(tmp_path: Path, scenario: str, want: dict) -> Path:
         if name.endswith(".rules.yaml") and "alert" not in name:
             (rules / name).write_text(text)
     tests = checks(want) + panel_checks(sp)
+    if c.COST_PER_MILLION_INPUT_TOKENS in want:  # the split adds up to the class's cost (USD/h)
+        own = f'{{workload_class="{CLASS}",signal=""}}'
+        spent = (f"({c.COST_PER_MILLION_INPUT_TOKENS}{own} * ({c.INPUT_TOKENS}{own} - {1 - CACHED_WEIGHT!r} * {c.CACHED_INPUT_TOKENS}{own})"
+                 f" + {c.COST_PER_MILLION_OUTPUT_TOKENS}{own} * {c.OUTPUT_TOKENS}{own}) / 1e6 * 3600")
+        tests.append(_close(spent, GPU_PRICE))
     path = tmp_path / "replay_test.yaml"
     path.write_text(yaml.safe_dump({"rule_files": [str(p) for p in sorted(rules.iterdir())], "evaluation_interval": f"{STEP}s",
                                     "tests": [{"interval": f"{STEP}s", "input_series": input_series(scenario),

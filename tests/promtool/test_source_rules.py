@@ -178,6 +178,7 @@ def inputs() -> list[dict]:
     ll = {"job": "llama", "instance": "l"}
     x.counter("llamacpp:prompt_tokens_total", 450, **ll).counter("llamacpp:tokens_predicted_total", 150, **ll)
     x.counter("llamacpp:n_tokens_max", 4096, **ll).counter("llamacpp:n_decode_total", 75, **ll)
+    x.counter("llamacpp:prompt_tokens_cached_total", 90, **ll)  # later builds: reused from the cache, not in prompt_tokens_total
     x.gauge("llamacpp:requests_processing", 2, **ll).gauge("llamacpp:requests_deferred", 1, **ll).gauge("llamacpp:kv_cache_usage_ratio", 0.35, **ll)
     # ray-serve: cumulative counts (typed gauge in Ray 2.6), router and replica queues.
     rs = {"job": "ray-serve", "instance": "head", "application": "add", "deployment": "add_Add"}
@@ -254,7 +255,10 @@ def expected() -> dict[tuple[str, str], float | dict[str, float] | None]:
         ("sglang", c.KV_CACHE_USAGE): 0.7,
         ("sglang", c.INPUT_TOKENS): rate(150),
         ("sglang", c.TTFT_P95): p95(NEW_ITL),
-        ("llamacpp", c.INPUT_TOKENS): rate(450),
+        ("llamacpp", c.INPUT_TOKENS): rate(450 + 90),
+        ("llamacpp", c.CACHED_INPUT_TOKENS): rate(90),
+        ("llamacpp", c.TOKENS): rate(450 + 90 + 150),
+        ("llamacpp", c.ENGINE_BUSY): 1,  # a request deferred: every slot busy
         ("llamacpp", c.OUTPUT_TOKENS): rate(150),
         ("llamacpp", c.STEPS): rate(75),
         ("llamacpp", c.REQUESTS_RUNNING): 2,

@@ -45,8 +45,10 @@ SOURCE = Source(
         Mapping(c.CACHED_INPUT_TOKENS, ("sglang:cached_tokens_total",), _counter("sglang:cached_tokens_total"),
                 "prompt tokens served from the radix cache"),
         Mapping(c.TOKENS, (IN, OUT), lambda x: f"{_counter(IN)(x)}\n+\n{_counter(OUT)(x)}"),
-        Mapping(c.REQUESTS_OFFERED, ("sglang:num_requests_total",), _counter("sglang:num_requests_total"),
-                "finished requests, any outcome"),
+        Mapping(c.REQUESTS_OFFERED, ("sglang:num_requests_total", "sglang:num_running_reqs", "sglang:num_queue_reqs"),
+                lambda x: f"{_counter('sglang:num_requests_total')(x)}\n+\n"
+                          f"{q.held_change(('sglang:num_running_reqs', 'sglang:num_queue_reqs'), x.sel, x.w, ON, collapse=TP)}",
+                "arrivals: finished requests (any outcome) + deriv(running + queued)"),
         Mapping(c.QUEUE_WAIT_P95, ("sglang:queue_time_seconds",),
                 lambda x: q.quantile(0.95, ("sglang:queue_time_seconds",), x.sel, x.w, ON)),
         Mapping(c.QUEUE_WAIT_MEAN, ("sglang:queue_time_seconds_sum", "sglang:queue_time_seconds_count"),

@@ -75,8 +75,8 @@ def _offered(ctx: Ctx) -> str:
     finished = q.counter_sum(names("request_success_total"), ctx.sel, ctx.w, ON)
     refused = q.counter_sum(REJECTIONS, ctx.sel, ctx.w, ON)
     inside = [f"deriv({q.vec(n, ctx.sel)}[{ctx.w}])" for n in names("num_requests_running", "num_requests_waiting")]
-    held = f"sum(\n{q.first_of(inside[:2], ON)}\n) + sum(\n{q.first_of(inside[2:], ON)}\n)"
-    return f"{q.plus_optional(finished, refused)}\n+\n({held} or vector(0))"
+    held = f"(sum(\n{q.first_of(inside[:2], ON)}\n) or vector(0)) + (sum(\n{q.first_of(inside[2:], ON)}\n) or vector(0))"
+    return f"{q.plus_optional(finished, refused)}\n+\n{held}"
 
 
 def _engine_busy(ctx: Ctx) -> str:

@@ -13,7 +13,9 @@ bucket does not move it), a ratio is a ratio of dump values.
 Scenarios over the same dump: ``as captured`` (nothing waits: idle), ``closed loop`` (a
 fixed concurrency above what the engine batches: requests wait for capacity persistently:
 saturated), ``deferred`` (requests wait, but not for the engine's capacity: constrained),
-and ``flops and price`` (an engine that estimates its FLOPs: the MFU reads it, not the
+``backlog`` (arrivals above what the engine serves: the waiting queue grows by a fixed
+amount each step; offered load = finished + refused + that growth per second), and
+``flops and price`` (an engine that estimates its FLOPs: the MFU reads it, not the
 spec's flops-per-token; one priced GPU attributed and a third of the prompt tokens served
 from the prefix cache: the cost splits into USD per million input and output tokens).
 """
@@ -43,6 +45,7 @@ FLOPS_PER_STEP = 2.0 ** 40  # the flops scenario's estimated_flops_per_gpu_total
 GPU_MODEL, GPU_PRICE = "NVIDIA H100 80GB HBM3", 4.0  # USD per GPU-hour (spec price)
 OUTPUT_WEIGHT, CACHED_WEIGHT = 4.0, 0.1  # the spec's pricing.output_token_weight, cached_input_token_weight
 CACHED_PER_STEP = 32.0  # of the dump's 96 prompt tokens per step, in the priced scenario
+GROWTH = 3.0  # requests added to the waiting queue per step in the backlog scenario
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -98,6 +101,8 @@ SCENARIOS = {
     "as captured": {},
     "closed loop": {("vllm:num_requests_running", ""): 8.0, ("vllm:num_requests_waiting", ""): 5.0,
                     ("vllm:num_requests_waiting_by_reason", "capacity"): 5.0, ("vllm:kv_cache_usage_perc", ""): 0.5},
+    "backlog": {("vllm:num_requests_running", ""): 8.0, ("vllm:num_requests_waiting", ""): ("grows", GROWTH),
+                ("vllm:num_requests_waiting_by_reason", "capacity"): ("grows", GROWTH)},
     "deferred": {("vllm:num_requests_running", ""): 2.0, ("vllm:num_requests_waiting", ""): 3.0,
                  ("vllm:num_requests_waiting_by_reason", "deferred"): 3.0, ("vllm:kv_cache_usage_perc", ""): 0.25},
     "flops and price": {("vllm:estimated_flops_per_gpu_total", ""): FLOPS_PER_STEP,
@@ -112,7 +117,9 @@ def input_series(scenario: str) -> list[dict]:
     for name, labels, value in samples:
         value = override.get((name, labels.get("reason", "")), value)
         inner = ",".join(f'{k}="{v}"' for k, v in {**labels, **TARGET}.items())
-        out.append({"series": f"{name}{{{inner}}}", "values": f"0+{value!r}x{N}" if cumulative(name, types) else f"{value!r}x{N}"})
+        rises = cumulative(name, types) or isinstance(value, tuple)
+        value = value[1] if isinstance(value, tuple) else value
+        out.append({"series": f"{name}{{{inner}}}", "values": f"0+{value!r}x{N}" if rises else f"{value!r}x{N}"})
     if scenario == "flops and price":  # one whole priced GPU attributed to the class
         exporter = 'job="obsctl-exporter",instance="n1:9400"'
         gpu = f'{exporter},gpu="0",uuid="GPU-1"'
@@ -158,6 +165,11 @@ def expected(scenario: str) -> dict[str, float | dict[str, float] | None]:
     }
     if scenario == "closed loop":
         want |= {c.REQUESTS_RUNNING: 8.0, c.REQUESTS_WAITING: 5.0, c.ENGINE_BUSY: 1.0,
+                 c.SATURATION_STATE: {"saturated": 1, "constrained": 0, "idle": 0, "healthy": 0}}
+    elif scenario == "backlog":
+        waiting = GROWTH * (10 * 60 // STEP)  # the gauge at the evaluation time
+        want |= {c.REQUESTS_RUNNING: 8.0, c.REQUESTS_WAITING: waiting, c.ENGINE_BUSY: 1.0,
+                 c.REQUESTS_OFFERED: rate(ok + failed + total("vllm:admission_rejections_total") + GROWTH),
                  c.SATURATION_STATE: {"saturated": 1, "constrained": 0, "idle": 0, "healthy": 0}}
     elif scenario == "deferred":
         want |= {c.REQUESTS_RUNNING: 2.0, c.REQUESTS_WAITING: 3.0, c.ENGINE_BUSY: 0.25,

@@ -57,15 +57,15 @@ ANSWERS: dict[str, dict[str, str]] = {
         "Samples per second": "How many samples each training class processes per second.",
         "Steps per second": "How many optimizer steps each class completes per second.",
         "Tokens per second": "How many tokens each class trains on per second.",
-        "Busy fraction (GPU, else CPU)": "How much of its allocated accelerators each class keeps busy.",
+        "Busy fraction (GPU, else engine, else CPU)": "How much of its allocated accelerators each class keeps busy.",
         "GPUs allocated": "How many GPUs each class holds.",
         "USD per sample": "What one trained sample costs each class.",
     },
     "obsctl-verification": {
         "Saturation state now": "Which saturation state each class is in now (saturated, constrained, "
                                 "demand-bound, ...).",
-        "Busy fraction (GPU, else CPU)": "How busy each class's accelerators are: with the queue, whether a "
-                                         "change could show at all.",
+        "Busy fraction (GPU, else engine, else CPU)": "How busy each class's accelerators are: with the queue, whether a "
+                                                          "change could show at all.",
     },
 }
 

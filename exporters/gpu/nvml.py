@@ -394,7 +394,7 @@ class NvmlSource:
                 base = g.base = {"gpu": str(g.index), "uuid": g.uuid}
             reason = g.down_reason
             if not reason:
-                reason = self._finish_read(g, jobs.get(g.index), deadline, wait_until, out)
+                reason = self._finish_read(g, jobs.get(g.index), wait_until, out)
             if g.handle is not None:  # identity is cached, so it is served even while the GPU is down
                 info = g.info_labels
                 if info is None or info["mig_mode"] != g.mig_mode:  # built once (again if MIG mode changes)
@@ -446,20 +446,15 @@ class NvmlSource:
         self._collect_gpu(g, g.base, pending, deadline)
         return pending
 
-    def _finish_read(self, g: _Gpu, job: Job | None, deadline: float, wait_until: float, out: FamilySet) -> str:
+    def _finish_read(self, g: _Gpu, job: Job | None, wait_until: float, out: FamilySet) -> str:
         """Add a GPU's finished read to ``out``; returns the reason it is down (``""``: up).
 
-        ``job`` None: the GPU's read from an earlier collect is still running; if it returns before
-        ``wait_until`` its values are dropped and a fresh read is made. A GPU's series are
-        published only when its read finished: no partial GPU.
+        ``job`` None: the GPU's read from an earlier collect is still inside the driver, so the GPU is
+        reported stuck at once (not waited for: a hung GPU must not make every collect take its whole
+        budget). A GPU's series are published only when its read finished: no partial GPU.
         """
         if job is None:
-            late = self._stuck.get(g.index)
-            if late is None or not late.done.wait(max(wait_until - time.monotonic(), 0.0)):
-                return REASON_STUCK
-            del self._stuck[g.index]
-            late.take()
-            job = self._workers[g.index].submit(partial(self._read_gpu, g, deadline))
+            return REASON_STUCK
         if not job.done.wait(max(wait_until - time.monotonic(), 0.0)):
             self._stuck[g.index] = job
             return REASON_STUCK

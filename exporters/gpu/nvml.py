@@ -26,7 +26,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from ctypes import byref, c_int32, c_uint
 from dataclasses import dataclass, field
 from functools import partial
@@ -100,6 +100,7 @@ class _Gpu:
     down_reason: str = ""
     base: dict[str, str] | None = None  # {"gpu", "uuid"} labels
     checked_count: int = -1  # sample count of the last collect whose labels were checked
+    held: dict[str, tuple[float, list]] = field(default_factory=dict)  # field -> (next read due, its Samples)
     info_labels: dict[str, str] | None = None  # obsctl_gpu_info labels, cached per init
 
 
@@ -130,6 +131,13 @@ class NvmlSource:
         xid_events: run the XID event thread.
         reinit_interval: minimum seconds between NVML init attempts after a fault.
         event_wait_ms: nvmlEventSetWait timeout in the XID thread (bounds ``close()``).
+        field_intervals: ``{reader key: seconds}``: read that field at most once per that many seconds
+            and serve its last samples in between (e.g. ``{"energy": 30.0}``: the energy counter costs
+            3.8-4.7 ms a call on an H200, docs/benchmarks-gpu.md); a failed read is not held. Keys:
+            the names in ``nvml_fields.READERS`` (``energy``, ``power``, ...).
+
+    Raises:
+        ValueError: a key of ``field_intervals`` that names no reader, or a negative interval.
 
     Attributes:
         name: ``"nvml"``.
@@ -143,12 +151,20 @@ class NvmlSource:
     name = "nvml"
 
     def __init__(self, nvml: ModuleType | None = None, *, pcie_throughput: bool = False,
-                 xid_events: bool = True, reinit_interval: float = 10.0, event_wait_ms: int = 100) -> None:
+                 xid_events: bool = True, reinit_interval: float = 10.0, event_wait_ms: int = 100,
+                 field_intervals: Mapping[str, float] | None = None) -> None:
         if nvml is None:
             import pynvml as nvml  # nvidia-ml-py
         self._nvml = nvml
         self._fns: dict[str, Callable[..., Any]] = {}
         self._readers = READERS + (SLOW_READERS if pcie_throughput else ())
+        known = {key for key, _ in READERS + SLOW_READERS}
+        for key, seconds in (field_intervals or {}).items():
+            if key not in known:
+                raise ValueError(f"field interval for {key!r}: not one of {', '.join(sorted(known))}")
+            if seconds < 0:
+                raise ValueError(f"field interval for {key!r}: {seconds} is negative")
+        self._field_intervals = {k: float(v) for k, v in (field_intervals or {}).items() if v > 0}
         self._xid_enabled = xid_events
         self._reinit_interval = reinit_interval
         self._event_wait_ms = event_wait_ms
@@ -471,16 +487,29 @@ class NvmlSource:
     def _collect_gpu(self, g: _Gpu, base: dict[str, str], out: list, deadline: float) -> None:
         """Append one GPU's Samples to ``out``; raises _GpuDown / _DeadlinePassed."""
         call, fields, handle, monotonic = self._call, g.fields, g.handle, time.monotonic
-        unsupported = fields.unsupported
+        unsupported, intervals, held = fields.unsupported, self._field_intervals, g.held
         for key, reader in self._readers:
             if key in unsupported:
                 continue
-            if monotonic() >= deadline:
+            now = monotonic()
+            if now >= deadline:
                 raise _DeadlinePassed()
+            every = intervals.get(key) if intervals else None
+            if every is not None:
+                kept = held.get(key)
+                if kept is not None and now < kept[0]:
+                    out.extend(kept[1])  # read less often than the collection: its last samples
+                    continue
+                start = len(out)
             try:
                 reader(call, handle, fields, out)  # appends only when the whole field was read
             except Exception as exc:  # noqa: BLE001
+                if every is not None:
+                    held.pop(key, None)
                 self._field_error(g, key, exc)
+                continue
+            if every is not None:
+                held[key] = (now + every, out[start:])
         if len(out) != g.checked_count:  # a new set of fields answered: check its names and labels once
             for sample in out:
                 check_labels(sample[0], sample[1])

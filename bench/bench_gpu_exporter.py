@@ -8,9 +8,12 @@ pynvml calls, and RSS over 10,000 scrapes of 8 GPUs with checkpoints.
 
     python bench/bench_gpu_exporter.py [--scrapes 2000] [--rss-scrapes 10000] [--http-scrapes 1000]
     python bench/bench_gpu_exporter.py --against HEAD~1 [--http-scrapes 300] [--rounds 3]
+    python bench/bench_gpu_exporter.py --collection [--http-scrapes 200] [--rounds 3] [--interval 1s]
 
 ``--against REV`` runs only the HTTP comparison: the exporter of git revision REV and of the working tree,
 interleaved, for 8 and 64 GPUs, text and OpenMetrics, values fixed and moving (see :func:`compare`).
+``--collection [--interval 1s]`` runs only the working tree's background collection against its collection on
+every scrape (``--collector.interval=0s``), with the oldest value served (see :func:`collection_compare`).
 
 "Time inside pynvml calls" is the wall time of each pynvml function call (its Python wrapper,
 ctypes marshalling and the C function); against the stub the C part is near zero, so on a real driver

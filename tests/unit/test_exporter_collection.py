@@ -166,7 +166,13 @@ def test_first_scrape_waits_for_the_first_collection() -> None:
     scrape = threading.Thread(target=lambda: got.append(loop.respond(TEXT, False, 30.0)[1]))
     try:
         scrape.start()
-        gate.set()  # the collection can finish only now; the scrape was already waiting
+        waiters = loop._first._cond._waiters  # the scrape thread blocks on the first-collection event
+        for _ in range(30000):  # deadline follows progress: until the scrape is waiting
+            if waiters:
+                break
+            threading.Event().wait(0.001)
+        assert waiters, "the scrape never waited for the first collection"
+        gate.set()  # the collection can finish only now: the scrape was waiting for it
         scrape.join(30)
         assert values(got[0])["obsctl_test_value"] == 1
     finally:

@@ -1,7 +1,8 @@
 """Benchmark of the NVML GPU source against the stand-in NVML (prints figures; not a test).
 
-Measures, for 8 and 64 stand-in H100s: scrape latency p50/p99 (NvmlSource.collect + the exporter's text
-renderer, obsctl.exporters.exposition.TextRenderer; prometheus_client's generate_latest of the same
+Measures, for 8 and 64 stand-in H100s: "scrape" latency p50/p99 (NvmlSource.collect + the exporter's text
+renderer, obsctl.exporters.exposition.TextRenderer: what the exporter's background collection does once per
+interval, no longer on the scrape path; prometheus_client's generate_latest of the same
 families is timed alongside for comparison),
 CPU seconds per scrape, the own-time ratio = (collect time - time inside pynvml calls) / time inside
 pynvml calls, and RSS over 10,000 scrapes of 8 GPUs with checkpoints.

@@ -150,10 +150,10 @@ class CollectionLoop:
         """Run one collection, render the eager formats and make it the served snapshot."""
         t0 = self._clock()
         families = list(self._collect(self.budget))
-        finished = self._clock()
+        finished, finished_unix = self._clock(), self._wall()
         number = self.collections + 1
-        families += meta.collection_meta(number, self._wall(), finished - t0)
-        snap = Snapshot(tuple(families), number, finished, self._wall(), finished - t0)
+        families += meta.collection_meta(number, finished_unix, finished - t0)
+        snap = Snapshot(tuple(families), number, finished, finished_unix, finished - t0)
         with self._render_lock:
             for accept in EAGER_ACCEPTS:
                 encoder, content_type = encoder_for(accept, self._renderer)

@@ -84,6 +84,9 @@ CATALOGUE: tuple[MetricDef, ...] = (
        ("model", "driver_version", "pci_bus_id", "mig_mode")),
     _m("obsctl_gpu_up", "gauge", "",
        "1 if the GPU answered this scrape, else 0 (lost, unknown error or deadline)."),
+    _m("obsctl_gpu_collection_stuck", "gauge", "",
+       "Present (=1) while a driver call for this GPU has not returned within the collection's budget; "
+       "the GPU's other values are left out (obsctl_gpu_up 0) until it returns.", sources=(NVML,)),
     _m("obsctl_gpu_utilization_ratio", "gauge", "ratio",
        "Fraction of time a kernel ran on the GPU (NVML utilization.gpu or DCGM GPU_UTIL, percent/100).",
        mig=True),

@@ -25,7 +25,8 @@ import re
 import ssl
 import time
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import islice
+from operator import itemgetter, lt
 from typing import Any, Literal
 
 import msgspec
@@ -284,6 +285,28 @@ def _pairs(values: list, what: str) -> list[tuple[float, float]]:
     return [_pair(v, f"{what}[{i}]") for i, v in enumerate(values)]
 
 
+def _in_time_order(pairs: list[tuple[float, float]], what: str) -> None:
+    """Raise :class:`_Malformed` naming the first point not after the one before it
+    (Prometheus answers each series' points in strictly increasing time)."""
+    times = list(map(itemgetter(0), pairs))
+    if all(map(lt, times, islice(times, 1, None))):
+        return
+    i = next(i for i in range(1, len(times)) if not times[i - 1] < times[i])
+    how = "repeats the time of" if times[i] == times[i - 1] else "is before"
+    raise _Malformed(f"{what}[{i}] at {times[i]!r} {how} {what}[{i - 1}] at {times[i - 1]!r}: points out of time order")
+
+
+def _deduplicated(first: list[tuple[float, float]], again: list[tuple[float, float]], what: str) -> list[tuple[float, float]]:
+    """The points of a series answered twice, each time once (in time order); two different
+    values at one time raise :class:`_Malformed`."""
+    points = dict(first)
+    for t, v in again:
+        if t in points and not (points[t] == v or (math.isnan(points[t]) and math.isnan(v))):
+            raise _Malformed(f"{what} repeats the labels of an earlier series with another value at {t!r}")
+        points[t] = v
+    return sorted(points.items())
+
+
 # --- the range answer's fast decoder ---------------------------------------------------
 #
 # A 30-day range answer is ~43,200 ``[time, "value"]`` pairs per series; json.loads builds
@@ -454,7 +477,10 @@ class PrometheusClient:
         """Evaluate ``promql`` at ``start, start+step, ... <= end`` (unix seconds or datetimes).
 
         Requests are chunked (:func:`plan_chunks`) so none exceeds Prometheus' 11,000
-        points per series; the chunks' series are merged by label set.
+        points per series; the chunks' series are merged by label set. A series answered
+        twice in one chunk keeps one copy of each point; points out of time order, two
+        values at one time, or more points than the step grid holds (one more allowed for a
+        backend that aligns the window to the step) are the server's fault.
 
         Returns:
             A :class:`QueryResult` whose ``series`` are :class:`RangeSeries`, each with
@@ -469,6 +495,10 @@ class PrometheusClient:
         for chunk_start, chunk_end in plan_chunks(_seconds(start), _seconds(end), step_seconds, self.max_points):
             params = {"query": promql, "start": f"{chunk_start:.3f}", "end": f"{chunk_end:.3f}", "step": f"{step_seconds:g}"}
             data = self._get(path, params, promql, out, fast=_fast_range_body)
+            # Points the window holds at the step; one more where a backend aligns the window to
+            # multiples of the step (VictoriaMetrics rounds start down and end up).
+            grid = int(math.floor((chunk_end - chunk_start) / step_seconds + 1e-9)) + 2
+            chunk: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = {}
             try:
                 data = _as(dict, data, "data")
                 # A range query always answers a matrix (scalars too), so anything else is not Prometheus.
@@ -478,10 +508,20 @@ class PrometheusClient:
                     metric = _labels(item, f"data.result[{n}]")
                     _no_native_histogram(item, "histograms", promql)
                     values = _as(list, item.get("values", []), f"data.result[{n}].values")
-                    series = merged.setdefault(tuple(sorted(metric.items())), RangeSeries(dict(metric)))
-                    series.values.extend(_pairs(values, f"data.result[{n}].values"))
+                    pairs = _pairs(values, f"data.result[{n}].values")
+                    _in_time_order(pairs, f"data.result[{n}].values")
+                    key = tuple(sorted(metric.items()))
+                    if key in chunk:  # the same series twice: one copy of each point
+                        pairs = _deduplicated(chunk[key], pairs, f"data.result[{n}]")
+                    if len(pairs) > grid:
+                        raise _Malformed(f"data.result[{n}] has {len(pairs):,} points, more than the step grid holds "
+                                         f"({grid - 1:,} from {params['start']} to {params['end']} every {params['step']}s)")
+                    chunk[key] = pairs
+                    merged.setdefault(key, RangeSeries(dict(metric)))
             except _Malformed as exc:
                 raise self._unexpected(path, exc) from None
+            for key, pairs in chunk.items():
+                merged[key].values.extend(pairs)
         out.series = list(merged.values())
         return out
 

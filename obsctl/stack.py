@@ -84,8 +84,54 @@ class ManagedProcess:
             return ""
 
 
+#: The flags by which each server keeps its state where it is told, not in its package's
+#: default (Debian's Pushgateway persists to /var/lib/prometheus/pushgateway.data, its
+#: Prometheus to /var/lib/prometheus/metrics2, a host's running service's own files), and
+#: ``--cluster.listen-address=`` (empty) so an Alertmanager gossips with no one.
+#: vmalert keeps no state on disk (it restores alert state through remote read).
+STATE_FLAGS: dict[str, tuple[str, ...]] = {
+    "prometheus": ("--storage.tsdb.path",),
+    "prometheus-alertmanager": ("--storage.path", "--cluster.listen-address"),
+    "alertmanager": ("--storage.path", "--cluster.listen-address"),
+    "prometheus-pushgateway": ("--persistence.file",),
+    "pushgateway": ("--persistence.file",),
+    "victoria-metrics": ("-storageDataPath",),
+    "victoria-metrics-prod": ("-storageDataPath",),
+    "vmagent": ("-remoteWrite.tmpDataPath",),
+    "vmalert": (),
+}
+
+
+def state_problem(argv: list[str]) -> str:
+    """Why ``argv`` would start a server of :data:`STATE_FLAGS` keeping state outside the
+    folder it is given (a state flag missing or empty, an Alertmanager cluster listener),
+    or ``""``: another program, or every state path set."""
+    server = Path(argv[0]).name if argv else ""
+    values: dict[str, str] = {}
+    for arg in argv[1:]:
+        flag, sep, value = arg.partition("=")
+        if sep:
+            values[flag] = value
+    missing = []
+    for flag in STATE_FLAGS.get(server, ()):
+        if flag == "--cluster.listen-address":
+            if values.get(flag, None) != "":
+                missing.append(f"{flag}= (empty: no cluster listener)")
+        elif not values.get(flag):
+            missing.append(f"{flag}=<folder of this run>")
+    return f"{server} would keep state outside its folder: set {', '.join(missing)}" if missing else ""
+
+
 def spawn(name: str, argv: list[str], workdir: Path) -> ManagedProcess:
-    """Start ``argv`` with stdout/stderr to ``workdir/<name>.log``."""
+    """Start ``argv`` with stdout/stderr to ``workdir/<name>.log``.
+
+    Raises:
+        ObsctlError: ``argv`` starts a server without its state path (:func:`state_problem`);
+            nothing is started.
+    """
+    problem = state_problem(argv)
+    if problem:
+        raise ObsctlError(f"{name} not started: {problem}")
     log_path = workdir / f"{name}.log"
     log = log_path.open("wb")
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir)

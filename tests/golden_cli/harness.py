@@ -171,6 +171,11 @@ class Prometheus:
             "--storage.tsdb.retention.time=36500d",
             "--query.lookback-delta=5m",
         ]
+        from obsctl.stack import state_problem
+
+        problem = state_problem(argv)
+        if problem:
+            raise RuntimeError(problem)
         # Open for the server's lifetime; closed in stop().
         self._log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.workdir)

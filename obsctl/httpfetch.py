@@ -45,12 +45,13 @@ class BodyTooLarge(Exception):
     """The answer's body is larger than the cap (``args[0]``: the cap in bytes).
 
     ``head``: the body's bytes read before the cap (at most the cap; empty when a
-    ``Content-Length`` above the cap refused it before reading), for a caller that names
-    what the answer held."""
+    ``Content-Length`` above the cap refused it before reading), and ``content_type`` its
+    ``Content-Type``, for a caller that names what the answer held."""
 
-    def __init__(self, cap: int, head: bytes = b"") -> None:
+    def __init__(self, cap: int, head: bytes = b"", content_type: str = "") -> None:
         super().__init__(cap)
         self.head = head
+        self.content_type = content_type
 
 
 @dataclass
@@ -254,7 +255,7 @@ def bounded_get(
             for chunk in response.iter_content(_CHUNK):
                 size += len(chunk)
                 if size > max_body_bytes:
-                    failure = BodyTooLarge(max_body_bytes, b"".join(chunks))
+                    failure = BodyTooLarge(max_body_bytes, b"".join(chunks), response.headers.get("Content-Type", ""))
                     break
                 chunks.append(chunk)
             else:

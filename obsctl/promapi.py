@@ -672,6 +672,11 @@ class PrometheusClient:
                 raise TooManySeries(
                     f"the query returns at least {count} series ({labels}, ...; counted in the first {_size(len(exc.head))} of "
                     f"its answer, where the read stopped), more than {max_series}", count, label_sets, len(exc.head)) from None
+            if limit < self.max_body_bytes and not exc.head.lstrip()[:1] == b"{":
+                kind = printable(self._scrub(exc.content_type) or "no Content-Type", 60)
+                raise PrometheusUnavailable(
+                    f"{where}: not a Prometheus API answer from {path}: not JSON ({kind}, over {len(exc.head):,} bytes: "
+                    f"the read stopped there){_excerpt(exc.head, kind, self._scrub)}") from None
             if limit < self.max_body_bytes:
                 raise PrometheusUnavailable(
                     f"{where}: the answer from {path} is larger than {max_series} series of its points can be "

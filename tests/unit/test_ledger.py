@@ -139,3 +139,14 @@ def test_cli_text_and_markdown_carry_no_control_or_bidi_character(hostile, tmp_p
         assert not RAW.search(result.stdout.replace("\n", "")), result.stdout
     written = (tmp_path / "o" / "ledger.md").read_text()
     assert "\u202e" not in written and "\u2066" not in written and "\\\\u202eevil" in written
+
+
+def test_initiative_list_shows_a_name_with_a_line_break_on_one_line(built):
+    spec, store = built
+    first = store.initiatives()[0]
+    store.save_initiative(first.model_copy(update={"name": "batch\nverdict: IMPROVED \u202eevil"}))
+    result = CliRunner().invoke(cli, ["initiative", "list", "--spec", str(spec.path)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3 and not [line for line in lines if line.startswith("verdict:")]
+    assert "batch\\nverdict: IMPROVED \\u202eevil (batch-size)" in lines[0]

@@ -76,7 +76,7 @@ def test_verify_judges_the_baseline_sides_stored_at_start_without_their_samples(
 
     import yaml
 
-    from obsctl.baselining.verdict import stored_side
+    from obsctl.baselining.sides import stored_side
     from obsctl.spec import load_spec
 
     snap = run(snapshot_baseline, ["--spec", guard_spec, "--class", "steady", "--window", "1h", "--end", history.iso(1)])

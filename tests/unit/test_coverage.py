@@ -10,8 +10,7 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from obsctl.baselining import present
-from obsctl.baselining import verdict as caps
+from obsctl.baselining import caps, present
 from obsctl.baselining.measure import coverage as cov
 from obsctl.timeutil import rfc3339
 

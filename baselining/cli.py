@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from obsctl.baselining.designs import DESIGNS
 from obsctl.baselining.store import Store
 from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
 from obsctl.errors import EXIT_FAILURE
@@ -308,7 +309,7 @@ def initiative():
 @click.option("--started-at", default="now", show_default=True, metavar="RFC3339|now",
               help="When the change went live (RFC3339; without an offset, UTC).")
 @click.option("--notes", default="", help="Free text kept with the initiative.")
-@click.option("--design", type=click.Choice(["before-after", "control", "canary", "seasonal"]), default=None,
+@click.option("--design", type=click.Choice(list(DESIGNS)), default=None,
               help="How verify compares (default: the spec's comparison block): before-after (window vs baseline), "
                    "control (vs an untouched --control class, difference in differences), canary (treatment vs control "
                    "replicas in the same window; no baseline needed), seasonal (vs the same hours of the stored baseline).")
@@ -483,10 +484,12 @@ def _initiative_plan(spec, i) -> dict | None:
 def _design_plan(spec, b, effect, workload_class, design, control_class=None):
     # The planner for the initiative's comparison design (obsctl.baselining.designs.plan).
     from obsctl.baselining.designs.plan import design_plan
+    from obsctl.baselining.designs.run import design_of
 
     cc = spec.comparison.for_class(workload_class)
     control = control_class or cc.control
-    control_baseline = _store(spec).current_baseline(control, b.signal) if design == "control" and control else None
+    needs_control = design_of(design).needs_control
+    control_baseline = _store(spec).current_baseline(control, b.signal) if needs_control and control else None
     return design_plan(spec, b, effect, design, cc.variant.traffic_share if cc.variant else 0.5, control_baseline)
 
 
@@ -496,7 +499,7 @@ def _design_plan(spec, b, effect, workload_class, design, control_class=None):
 @click.option("--class", "workload_class", required=True, metavar="NAME", help="The workload class.")
 @click.option("--signal", required=True, metavar="NAME", help="The signal to plan for (its current baseline is used).")
 @click.option("--effect", type=float, required=True, metavar="RATIO", help="Expected relative change, e.g. 0.05 for +5 %.")
-@click.option("--design", type=click.Choice(["before-after", "control", "canary", "seasonal"]), default=None,
+@click.option("--design", type=click.Choice(list(DESIGNS)), default=None,
               help="Comparison design to plan for (default: the spec's for the class): control adds the control class's "
                    "two windows, canary splits the traffic (variant.traffic_share) and needs no baseline period.")
 @output_option

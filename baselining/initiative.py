@@ -110,7 +110,7 @@ def start_initiative(
 
     choice = designs.choose(spec, workload_class, design, control)
     baseline = store.current_baseline(workload_class, signal)
-    if baseline is None and choice.design != "canary":
+    if baseline is None and designs.design_of(choice.design).needs_baseline:
         raise StoreError(
             f"no current baseline for {workload_class}/{signal}; take one first: "
             f"obsctl snapshot-baseline --class {workload_class} --signal {signal}"

@@ -26,8 +26,8 @@ def ledger(spec_path, classes, fmt, out_dir, no_cost, output):
     Exit codes: 0 ok, 1 store refused, 2 bad spec or flag, 3 Prometheus unreachable
     (pass --no-cost to build the ledger from the store alone).
     """
-    from obsctl.baselining.ledger import build_ledger, write_ledger
-    from obsctl.baselining.present_ledger import ledger_lines, ledger_markdown
+    from obsctl.baselining.ledger import build_ledger
+    from obsctl.baselining.present_ledger import ledger_lines, ledger_markdown, write_ledger
     from obsctl.baselining.store import Store
 
     spec = load(spec_path)

@@ -1,4 +1,4 @@
-"""The ledger as text lines and as Markdown (:mod:`obsctl.baselining.ledger` builds it).
+"""The ledger as text lines and as Markdown, and its files (:mod:`obsctl.baselining.ledger` builds it).
 
 Numbers in obsctl's one style (:mod:`obsctl.formatting`). In Markdown every piece of text
 obsctl did not write (initiative names, descriptions, lessons, effort, ids, class and
@@ -8,8 +8,10 @@ signal names, units) goes through :func:`obsctl.escape.markdown_text`.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
-from obsctl.baselining.ledger import Chain, Entry, Ledger
+from obsctl.atomicio import atomic_write_bytes, atomic_write_text
+from obsctl.baselining.ledger import Chain, Entry, Ledger, render_figure
 from obsctl.baselining.present import lever_text
 from obsctl.escape import markdown_text as md
 from obsctl.formatting import format_confidence, format_number, format_percent
@@ -112,3 +114,16 @@ def ledger_markdown(ledger: Ledger, figure: str | None = None) -> str:
     if ledger.notes:
         out += ["## Notes", ""] + [f"- {md(n)}" for n in ledger.notes] + [""]
     return "\n".join(out)
+
+
+def write_ledger(ledger: Ledger, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``<out>/ledger.md`` and ``<out>/ledger.png`` (:func:`obsctl.baselining.ledger.render_figure`) atomically; returns their paths.
+
+    Raises:
+        WriteError: a file could not be written.
+    """
+    out_dir = Path(out_dir)
+    png, md = out_dir / "ledger.png", out_dir / "ledger.md"
+    atomic_write_bytes(png, render_figure(ledger))
+    atomic_write_text(md, ledger_markdown(ledger, png.name))
+    return md, png

@@ -158,6 +158,8 @@ class Design:
         planned: the window is planned by :mod:`.plan` (control, canary) rather than the statistics planner.
         needs_control: ``initiative start`` needs a control class (``--control``).
         needs_variant: ``initiative start`` needs the spec's ``variant`` (canary groups).
+        needs_baseline: ``initiative start`` needs a current baseline (a canary may start
+            without one: its control group's window stands in).
     """
 
     name: str
@@ -172,3 +174,4 @@ class Design:
     planned: bool = False
     needs_control: bool = False
     needs_variant: bool = False
+    needs_baseline: bool = True

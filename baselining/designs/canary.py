@@ -91,4 +91,5 @@ def window_query(spec, initiative, baseline) -> str:
     return baseline.query
 
 
-DESIGN = Design(NAME, plan, branch, effect, window_query=window_query, load_periods=None, planned=True, needs_variant=True)
+DESIGN = Design(NAME, plan, branch, effect, window_query=window_query, load_periods=None, planned=True, needs_variant=True,
+                needs_baseline=False)

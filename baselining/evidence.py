@@ -290,17 +290,17 @@ def measure_before_start(spec: Spec, client: PrometheusClient, initiative: Initi
                    what=f"{baseline.workload_class}/{baseline.signal} (before the start)", on_change=baseline.signal in cfg.fresh_on_change)
 
 
-def guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str, start_at: dt.datetime, end_at: dt.datetime, step: float,
-          initiative: Initiative, planned: float) -> GuardEvidence:
-    """One guard's evidence: its baseline (the stored side spares the samples), its look, its window.
+def guard(req: Request, client: PrometheusClient, store: Store, baseline_id: str) -> GuardEvidence:
+    """One guard's evidence over the request's window: its baseline (the stored side spares
+    the samples), its look on its own sequence, its window.
 
     Raises:
         StoreError, PrometheusUnavailable: as the store and :func:`measure_guard`.
     """
-    side = side_for(initiative, baseline_id)
+    side = side_for(req.initiative, baseline_id)
     b = store.baseline(baseline_id, samples=side is None)
-    look, _ = looks.context(store, initiative, b.signal, spec.verification.confidence, planned, baseline_id)
-    return GuardEvidence(b, measure_guard(spec, client, b, start_at, end_at, step), look, side)
+    look, _ = looks.context(store, req.initiative, b.signal, req.spec.verification.confidence, req.planned, baseline_id)
+    return GuardEvidence(b, measure_guard(req.spec, client, b, req.start, req.end, req.step), look, side)
 
 
 def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.datetime, end_at: dt.datetime, step: float):

@@ -220,6 +220,7 @@ def verify(
     head = baseline or (store.baseline(initiative.baseline_id, samples=False) if initiative.baseline_id else None)
     # Daemon workers (baselining.workers): an error or Ctrl-C here ends the command without
     # waiting for the calls still in flight.
+    req = evidence.Request(spec, initiative, baseline, start_at, end_at, step, planned, guards)
     with DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
         measured = None if head is None else pool.submit(evidence.measure_primary, spec, client, initiative, head, start_at, end_at, step)
         periods = designs.context_periods(initiative, head, start_at, end_at)
@@ -227,10 +228,10 @@ def verify(
                                                                    spec.workload_class(initiative.workload_class), periods, step))
         pending = evidence.Pending(
             measured, loads,
-            tuple(pool.submit(evidence.guard, spec, client, store, gid, start_at, end_at, step, initiative, planned) for gid in chosen),
+            tuple(pool.submit(evidence.guard, req, client, store, gid) for gid in chosen),
             pool.submit(alerts_fired, client, initiative.workload_class, start_at, end_at))
         try:
-            ev = evidence.gather(evidence.Request(spec, initiative, baseline, start_at, end_at, step, planned, guards), client, store, pending)
+            ev = evidence.gather(req, client, store, pending)
         finally:
             for future in [measured, loads[1] if loads else None, *pending.guards, pending.alerts]:
                 if future is not None:

@@ -331,13 +331,14 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
     within the planner's limit, a 'obsctl: warning:' line on stderr says so: its verify
     would stay INCONCLUSIVE. The initiative is still started (exit 0)."""
     _prefetch_statistics()
-    from obsctl.baselining.initiative import start_initiative
+    from obsctl.baselining.initiative import Start, start_initiative
     from obsctl.baselining.present import lever_text
 
     spec = load(spec_path)
-    i = start_initiative(spec, _store(spec), name, lever, workload_class, signal, expected_impact,
-                         parse_instant(started_at, "--started-at"), notes, design=design, control=control_class, effort=effort,
-                         owner=owner, due=_parse_date(due, "--due") if due else None, lever_description=lever_description)
+    i = start_initiative(spec, _store(spec), Start(name, lever, workload_class, signal, expected_impact,
+                                                   parse_instant(started_at, "--started-at"), notes, design=design, control=control_class,
+                                                   effort=effort, owner=owner, due=_parse_date(due, "--due") if due else None,
+                                                   lever_description=lever_description))
     plan = _initiative_plan(spec, i)  # start_initiative fixed the planned length (repeated looks, docs/verification.md)
     warning = _undetectable_warning(i, plan)
     if warning:
@@ -591,17 +592,15 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     """
     _prefetch_statistics()
     from obsctl.baselining.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
-    from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved
+    from obsctl.baselining.verify import VERDICT_EXIT_CODES, Ask, VerdictNotSaved
     from obsctl.baselining.verify import verify as run_verify
 
     spec = load(spec_path)
     not_saved = None
     try:
-        initiative_, result = run_verify(
-            spec, _client(spec), _store(spec), initiative_id, workload_class, window,
-            parse_instant(start, "--start") if start else None, parse_instant(end, "--end"), guards=not no_guards,
-            allow_before_start=allow_before_start,
-        )
+        initiative_, result = run_verify(spec, _client(spec), _store(spec), Ask(
+            initiative_id, workload_class, window, parse_instant(start, "--start") if start else None, parse_instant(end, "--end"),
+            guards=not no_guards, allow_before_start=allow_before_start))
     except VerdictNotSaved as exc:
         not_saved, initiative_, result = exc, exc.initiative, exc.result
     code = VERDICT_EXIT_CODES[result.verdict]

@@ -29,6 +29,7 @@ IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from obsctl.baselining import evidence, looks, verdict
 from obsctl.baselining.designs import run as designs
@@ -157,20 +158,25 @@ def alerts_fired(client: PrometheusClient, workload_class: str, start: dt.dateti
     return sorted(names)
 
 
-def verify(
-    spec: Spec,
-    client: PrometheusClient,
-    store: Store,
-    initiative_id: str | None = None,
-    workload_class: str | None = None,
-    window: str | None = None,
-    start: dt.datetime | None = None,
-    end: dt.datetime | None = None,
-    now: dt.datetime | None = None,
-    save: bool = True,
-    guards: bool = True,
-    allow_before_start: bool = False,
-) -> tuple[Initiative, VerificationResult]:
+@dataclass(frozen=True)
+class Ask:
+    """What ``obsctl verify`` is asked for: the initiative (``initiative_id``, else the open one
+    of ``workload_class``), the window (``window`` back from ``end``, or ``start``; default the
+    cumulative look), ``now`` (default the current time), whether to ``save`` the result, to
+    judge ``guards``, and to ``allow_before_start`` a window that begins before the start."""
+
+    initiative_id: str | None = None
+    workload_class: str | None = None
+    window: str | None = None
+    start: dt.datetime | None = None
+    end: dt.datetime | None = None
+    now: dt.datetime | None = None
+    save: bool = True
+    guards: bool = True
+    allow_before_start: bool = False
+
+
+def verify(spec: Spec, client: PrometheusClient, store: Store, ask: Ask) -> tuple[Initiative, VerificationResult]:
     """Verify an initiative: measure its window, compare with its baseline, record the result.
 
     The baseline is the one current when the initiative started (``baseline_id``), so
@@ -188,6 +194,8 @@ def verify(
         VerdictNotSaved: the verdict was reached but could not be stored (it carries
             the initiative and the result, so the caller can still report the verdict).
     """
+    initiative_id, workload_class, window, start, end, now = ask.initiative_id, ask.workload_class, ask.window, ask.start, ask.end, ask.now
+    save, guards, allow_before_start = ask.save, ask.guards, ask.allow_before_start
     if start is not None and window is not None:
         # --window is a length back from --end, --start a fixed beginning: with both, one would be ignored.
         raise UsageError("--start and --window both set the window's beginning; give one of them (--window: the length up to --end)")

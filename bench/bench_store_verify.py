@@ -55,7 +55,7 @@ CLI_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"
 QUALITY = "bench_quality_ratio"
 
 from obsctl.atomicio import atomic_write_yaml
-from obsctl.baselining.initiative import start_initiative
+from obsctl.baselining.initiative import Start, start_initiative
 from obsctl.baselining.snapshot import snapshot
 from obsctl.baselining.store import Store
 from obsctl.promapi import PrometheusClient
@@ -225,8 +225,7 @@ def bench_verify(work: Path, prom_url: str, proxy: RecordingProxy, base_store: P
     shutil.copytree(base_store, base)
     spec_path = write_spec(work / "verify.yaml", prom_url, base, window)
     spec = load_spec(spec_path)
-    start_initiative(spec, Store(base), "bench", "batch-size", "c0", "tokens_per_second", 0.1,
-                     dt.datetime.fromtimestamp(split, dt.UTC), "")
+    start_initiative(spec, Store(base), Start("bench", "batch-size", "c0", "tokens_per_second", 0.1, dt.datetime.fromtimestamp(split, dt.UTC), ""))
     args = ["verify", "--class", "c0", "--end", iso(end), "--window", window, "--output", "json"]
 
     def run(spec_file: Path) -> subprocess.CompletedProcess:

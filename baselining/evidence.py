@@ -6,7 +6,7 @@ side, the period right before the start when the baseline aged, the queries the
 initiative's design declares (``Design.plan``: reference series, history for the
 memory, the demand and saturation of the periods, the mix segments), each guard's
 window with its look, and the alerts that fired. The result is one frozen
-:class:`Evidence`; :func:`obsctl.baselining.verdict.decide` turns it into the verdict
+:class:`Evidence`; :func:`obsctl.baselining.decide.verdict.decide` turns it into the verdict
 with no I/O, so a test or a benchmark can build the same evidence from arrays.
 
 Errors (Prometheus unavailable, a refused query, a store error) surface here, in the
@@ -24,13 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from obsctl.baselining import looks, verdict
+from obsctl.baselining import looks
+from obsctl.baselining.decide import verdict
+from obsctl.baselining.decide.sides import side_for
 from obsctl.baselining.designs import demand
 from obsctl.baselining.designs import mix as mixing
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.branch import Gathered, Plan, Query, Setting, with_labels
 from obsctl.baselining.measure.window import Measurement, measure, population_of
-from obsctl.baselining.sides import side_for
 from obsctl.baselining.statistics.comparison import LookContext
 from obsctl.baselining.store import Store
 from obsctl.baselining.workers import DaemonPool
@@ -55,7 +56,7 @@ class GuardEvidence:
 
 @dataclass(frozen=True)
 class Evidence:
-    """Everything :func:`obsctl.baselining.verdict.decide` reads.
+    """Everything :func:`obsctl.baselining.decide.verdict.decide` reads.
 
     Attributes:
         spec, initiative: the spec and the initiative being verified.
@@ -64,7 +65,7 @@ class Evidence:
         measurement: the primary's window.
         side: the baseline's side stored at initiative start, when it is this baseline's (else None).
         before_start: the period right before the start, measured when the baseline aged
-            (:func:`obsctl.baselining.verdict.aged`); None otherwise.
+            (:func:`obsctl.baselining.decide.verdict.aged`); None otherwise.
         look, level_note: the look's place on the change's sequence (:func:`obsctl.baselining.looks.context`).
         setting: what the design planned from (its ``level`` is set by the verdict).
         gathered: the answers to the design's plan.
@@ -279,7 +280,7 @@ def measure_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, star
 
 def measure_before_start(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline, step: float) -> Measurement:
     """The period right before the start that replaces an aged baseline (its span:
-    :func:`obsctl.baselining.verdict.before_start_span`), with the baseline's own PromQL.
+    :func:`obsctl.baselining.decide.verdict.before_start_span`), with the baseline's own PromQL.
 
     Raises:
         PrometheusUnavailable, UsageError: as :func:`~obsctl.baselining.measure.window.measure`.

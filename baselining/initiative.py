@@ -149,7 +149,7 @@ def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | No
         lever_description=lever_description,
     )
     # The baselines' sides of every verdict, fixed now like the cycle fit (sides.stored_side).
-    from obsctl.baselining.sides import stored_side
+    from obsctl.baselining.decide.sides import stored_side
 
     sides = [stored_side(spec, b) for b in ([baseline] if baseline is not None else []) + [store.baseline(g) for g in guards.values()]]
     initiative = initiative.model_copy(update={"baseline_sides": [s for s in sides if s is not None]})

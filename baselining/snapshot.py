@@ -45,11 +45,12 @@ from dataclasses import dataclass, field
 
 from threadpoolctl import threadpool_limits
 
-from obsctl.baselining import caps, present
+from obsctl.baselining.decide import caps
 from obsctl.baselining.measure.history import fit_history, history_step, placebo_checks, read_history
 from obsctl.baselining.measure.raw import raw_query
 from obsctl.baselining.measure.window import Measurement, read_answers, summarize_answers
 from obsctl.baselining.store import Store
+from obsctl.baselining.text import present
 from obsctl.durations import parse_duration
 from obsctl.errors import UsageError
 from obsctl.promapi import PrometheusClient

@@ -17,7 +17,7 @@ length (:func:`obsctl.baselining.plan.planned_seconds`).
 Guard signals (``verification.guards``: categories or names, default quality and cost):
 each is measured over the same window with its own baseline's PromQL and judged as a
 non-inferiority test with its margin ``guard_margin_ratio``, the family's error shared
-by Holm's step-down (:func:`obsctl.baselining.verdict.holm`). A REGRESSED guard turns
+by Holm's step-down (:func:`obsctl.baselining.decide.verdict.holm`). A REGRESSED guard turns
 the overall verdict into REGRESSED (an "optimization" that degrades quality or cost is
 a regression, DESIGN.md); a guard that is NO_DATA / INCONCLUSIVE keeps it at most
 INCONCLUSIVE unless in ``verification.optional_guards`` (:func:`overall_verdict`).
@@ -31,7 +31,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from obsctl.baselining import evidence, looks, verdict
+from obsctl.baselining import evidence, looks
+from obsctl.baselining.decide import verdict
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.guards import guard_ids
 from obsctl.baselining.plan import planned_seconds

@@ -246,7 +246,7 @@ def bench_verify(work: Path, prom_url: str, proxy: RecordingProxy, base_store: P
         t_plain = plain(prom_url, paths)
         runs.append((t_verify, t_version, t_plain))
     t_verify, t_version, t_plain = (statistics.median(r[i] for r in runs) for i in range(3))
-    probe = ("import time; t = time.perf_counter(); import obsctl.cli, obsctl.baselining.cli, obsctl.baselining.verify; "
+    probe = ("import time; t = time.perf_counter(); import obsctl.cli, obsctl.baselining.commands.cli, obsctl.baselining.verify; "
              "print(time.perf_counter() - t)")
     t_import = statistics.median(float(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
                                                       env=CLI_ENV).stdout)

@@ -26,7 +26,7 @@ DESIGNS: tuple[str, ...] = ("before-after", "control", "canary", "seasonal")
 
 @dataclass(frozen=True)
 class Wording:
-    """How outputs name a design's effect (read by :func:`obsctl.baselining.present.context_lines`
+    """How outputs name a design's effect (read by :func:`obsctl.baselining.text.present.context_lines`
     without loading the design modules).
 
     Attributes:

@@ -9,7 +9,7 @@
    - ``before-after`` on a baseline with a daily or weekly cycle (:mod:`.cycle`);
    - a primary that follows demand and is demand-bound (:mod:`.demand`), in every design;
    - a mix shift that explains most of the change (:mod:`.mix`).
-   NO_DATA and REGRESSED-by-guards are decided elsewhere (:func:`obsctl.baselining.verdict.overall_verdict`).
+   NO_DATA and REGRESSED-by-guards are decided elsewhere (:func:`obsctl.baselining.decide.verdict.overall_verdict`).
 """
 
 from __future__ import annotations

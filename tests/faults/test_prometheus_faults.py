@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import snapshot_baseline, verify
+from obsctl.baselining.commands.cli import snapshot_baseline, verify
 from obsctl.stack import free_port
 from support.faultkit import seed_store, tree_digest, write_fault_spec
 from support.faultproxy import HUGE_BYTES

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import verify
+from obsctl.baselining.commands.cli import verify
 from obsctl.stack import free_port
 from support.faultkit import seed_store, tree_digest, write_fault_spec
 from support.history import LATENCY, METRIC, QUALITY
@@ -218,11 +218,11 @@ def test_a_load_context_fault_costs_its_period_only(mode, proxy, gspec, history)
 # --- many guards: same results, same order as one at a time ----------------------------
 
 def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history):
+    from obsctl.baselining.decide.verdict import judge_guard
     from obsctl.baselining.evidence import measure_guard
     from obsctl.baselining.guards import guard_baselines
     from obsctl.baselining.statistics.comparison import LookContext
     from obsctl.baselining.store import Store
-    from obsctl.baselining.verdict import judge_guard
     from obsctl.promapi import PrometheusClient
     from obsctl.spec import load_spec as load
 

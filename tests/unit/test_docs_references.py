@@ -28,7 +28,8 @@ from obsctl.spec import Spec
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TOP = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")} - {"build", "obsctl.egg-info"}
-PACKAGES = ("obsctl", "obsctl.baselining", "obsctl.rules", "obsctl.exporters", "obsctl.dashboards")
+PACKAGES = ("obsctl", "obsctl.baselining", "obsctl.baselining.commands", "obsctl.baselining.text", "obsctl.baselining.practice",
+            "obsctl.baselining.decide", "obsctl.rules", "obsctl.exporters", "obsctl.dashboards")
 FILE_SUFFIXES = {"md", "py", "yaml", "yml", "json", "jsonl", "png", "txt", "toml", "c", "sh", "csv", "prom", "html", "ini"}
 PLACEHOLDER = re.compile(r"[<>$*{}\[\] ]|\.\.\.")
 TICKED = re.compile(r"`([^`\n]+)`")

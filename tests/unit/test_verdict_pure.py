@@ -1,7 +1,7 @@
 """The verdict as one pure function: each design judged from arrays, no server.
 
 Evidence is built from seeded numpy arrays (the records ``verify`` would have read), then
-:func:`obsctl.baselining.verdict.decide` judges it. The point estimates are computed here
+:func:`obsctl.baselining.decide.verdict.decide` judges it. The point estimates are computed here
 independently (plain numpy on the same arrays) and must match; the verdicts are the
 ones the effects' sizes leave no doubt about (+10 % against a 2 % minimum effect with
 1 % noise).
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from obsctl.baselining import verdict
+from obsctl.baselining.decide import verdict
 from obsctl.baselining.designs import demand
 from obsctl.baselining.designs.branch import Gathered, Setting
 from obsctl.baselining.evidence import Evidence, GuardEvidence
@@ -180,9 +180,9 @@ def test_a_partial_window_caps_as_typed_data(spec):
 
 
 @pytest.mark.parametrize("module, forbidden", [
-    ("obsctl.baselining.verdict", ("obsctl.promapi", "obsctl.baselining.measure", "obsctl.baselining.store", "obsctl.baselining.evidence")),
+    ("obsctl.baselining.decide.verdict", ("obsctl.promapi", "obsctl.baselining.measure", "obsctl.baselining.store", "obsctl.baselining.evidence")),
     ("obsctl.baselining.designs.run", ("obsctl.promapi", "obsctl.baselining.measure", "obsctl.baselining.store", "obsctl.baselining.workers")),
-    ("obsctl.baselining.snapshot", ("obsctl.baselining.designs.", "obsctl.baselining.verdict")),  # no design module
+    ("obsctl.baselining.snapshot", ("obsctl.baselining.designs.", "obsctl.baselining.decide.verdict")),  # no design module
 ])
 def test_import_closure(module, forbidden):
     """The decision loads no Prometheus client, measurement or store; a snapshot loads no design (a fresh interpreter)."""

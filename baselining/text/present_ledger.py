@@ -1,4 +1,4 @@
-"""The ledger as text lines and as Markdown, and its files (:mod:`obsctl.baselining.ledger` builds it).
+"""The ledger as text lines and as Markdown, and its files (:mod:`obsctl.baselining.practice.ledger` builds it).
 
 Numbers in obsctl's one style (:mod:`obsctl.formatting`). In Markdown every piece of text
 obsctl did not write (initiative names, descriptions, lessons, effort, ids, class and
@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_text
-from obsctl.baselining.ledger import Chain, Entry, Ledger, render_figure
-from obsctl.baselining.present import lever_text
+from obsctl.baselining.practice.ledger import Chain, Entry, Ledger, render_figure
+from obsctl.baselining.text.present import lever_text
 from obsctl.escape import markdown_text as md
 from obsctl.formatting import format_confidence, format_number, format_percent
 from obsctl.timeutil import rfc3339
@@ -117,7 +117,7 @@ def ledger_markdown(ledger: Ledger, figure: str | None = None) -> str:
 
 
 def write_ledger(ledger: Ledger, out_dir: Path) -> tuple[Path, Path]:
-    """Write ``<out>/ledger.md`` and ``<out>/ledger.png`` (:func:`obsctl.baselining.ledger.render_figure`) atomically; returns their paths.
+    """Write ``<out>/ledger.md`` and ``<out>/ledger.png`` (:func:`obsctl.baselining.practice.ledger.render_figure`) atomically; returns their paths.
 
     Raises:
         WriteError: a file could not be written.

@@ -8,7 +8,7 @@ frozen :class:`Verdict`, with no I/O (``verify`` gathered everything first,
    boundary on the change's confidence sequence (:mod:`obsctl.baselining.looks`) and Fieller's interval (:func:`obsctl.baselining.statistics.comparison.judge`),
    decided by the one rule (:func:`obsctl.baselining.statistics.comparison.decide`);
 2. **caps**: coverage, partial answers and a partial baseline cap the verdict
-   (:func:`obsctl.baselining.caps.caps_for`, :func:`obsctl.baselining.caps.apply_caps`): NO_DATA replaces it, INCONCLUSIVE tempers it;
+   (:func:`obsctl.baselining.decide.caps.caps_for`, :func:`obsctl.baselining.decide.caps.apply_caps`): NO_DATA replaces it, INCONCLUSIVE tempers it;
    a baseline that aged is replaced by the period right before the start (:func:`before_start`);
 3. **design**: control / canary / seasonal replace the before-after effect, and every design
    adds its confound checks (:func:`obsctl.baselining.designs.run.primary`), capped again;
@@ -29,14 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from obsctl.baselining.caps import apply_caps, cap_verdict, caps_for
+from obsctl.baselining.decide.caps import apply_caps, cap_verdict, caps_for
+from obsctl.baselining.decide.sides import columns, memory_of
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.run import Outcome
-from obsctl.baselining.present import guard_regressions
-from obsctl.baselining.sides import columns, memory_of
 from obsctl.baselining.statistics import comparison, placebo
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
+from obsctl.baselining.text.present import guard_regressions
 from obsctl.durations import format_duration
 from obsctl.formatting import format_percent
 from obsctl.records import Assessment, Baseline, BaselineSide, GuardResult, Initiative
@@ -134,7 +134,7 @@ def judge_guard(spec: Spec, baseline: Baseline, m: Measurement, look: comparison
                 side: BaselineSide | None = None) -> tuple[GuardResult, Callable[[float], GuardResult]]:
     """:func:`judge_measured_guard` of a measured guard at the first Holm level, the
     Bonferroni share ``(1 - confidence) / guards`` of the family's two-sided error. ``side``: the
-    baseline's stored side (:func:`obsctl.baselining.sides.stored_side`), which spares its samples.
+    baseline's stored side (:func:`obsctl.baselining.decide.sides.stored_side`), which spares its samples.
 
     Returns:
         ``(the guard at that level, its judgement at another level)``: the pair :func:`holm` takes.

@@ -108,7 +108,7 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
                            + (" PARTIAL" if b.partial else ""))
             else:
                 click.echo(f"{o.workload_class}/{o.signal}: {'NO DATA' if o.status == 'no_data' else 'REFUSED'} ({o.reason}); not stored")
-            from obsctl.baselining.present import output_lines
+            from obsctl.baselining.text.present import output_lines
 
             for line in output_lines(o.coverage, o.warnings):
                 click.echo(f"  {line}")
@@ -239,7 +239,7 @@ def target_show(spec_path, output):
     anchored_at, current, progress, elapsed, met, overdue, days_left, driver, deadline.
     Exit 1 when the store cannot record a first-seen anchor.
     """
-    from obsctl.baselining import targets as target_rules
+    from obsctl.baselining.practice import targets as target_rules
     from obsctl.timeutil import utcnow
 
     spec = load(spec_path)
@@ -332,7 +332,7 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
     would stay INCONCLUSIVE. The initiative is still started (exit 0)."""
     _prefetch_statistics()
     from obsctl.baselining.initiative import Start, start_initiative
-    from obsctl.baselining.present import lever_text
+    from obsctl.baselining.text.present import lever_text
 
     spec = load(spec_path)
     i = start_initiative(spec, _store(spec), Start(name, lever, workload_class, signal, expected_impact,
@@ -372,8 +372,8 @@ def initiative_list(spec_path, workload_class, status, output):
     the start plus the planned length) and OVERDUE when it is open or verified, past that
     end, and without a decisive verdict (IMPROVED, NO_CHANGE, REGRESSED). JSON adds
     ``last_verdict``, ``planned_end`` (RFC 3339) and ``overdue`` (bool) to each record."""
-    from obsctl.baselining.present import lever_text
-    from obsctl.baselining.review import is_overdue, planned_end
+    from obsctl.baselining.practice.review import is_overdue, planned_end
+    from obsctl.baselining.text.present import lever_text
     from obsctl.timeutil import utcnow
 
     spec = load(spec_path)
@@ -462,7 +462,7 @@ def _undetectable_warning(i, plan: dict | None) -> str | None:
 def _initiative_plan(spec, i) -> dict | None:
     # The planned length and the planner's figures (obsctl.baselining.plan); None without a baseline.
     from obsctl.baselining.plan import planned_seconds
-    from obsctl.baselining.present import plan_lines
+    from obsctl.baselining.text.present import plan_lines
     from obsctl.durations import format_duration
     from obsctl.errors import UsageError
 
@@ -516,7 +516,7 @@ def plan(spec_path, workload_class, signal, effect, design, output):
     """
     _prefetch_statistics()
     from obsctl.baselining.plan import baseline_plan
-    from obsctl.baselining.present import plan_lines
+    from obsctl.baselining.text.present import plan_lines
     from obsctl.errors import StoreError
 
     spec = load(spec_path)
@@ -591,7 +591,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     the exit code is 1 (promote would refuse the unrecorded verdict).
     """
     _prefetch_statistics()
-    from obsctl.baselining.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
+    from obsctl.baselining.text.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
     from obsctl.baselining.verify import VERDICT_EXIT_CODES, Ask, VerdictNotSaved
     from obsctl.baselining.verify import verify as run_verify
 
@@ -615,7 +615,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     else:
         click.echo(verdict_line(result, unit))
         click.echo(guards_line(result))
-        from obsctl.baselining.present import context_lines
+        from obsctl.baselining.text.present import context_lines
 
         for line in context_lines(result.design_context):
             click.echo(line)

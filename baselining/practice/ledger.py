@@ -20,7 +20,7 @@ taught, and how the promoted baselines compound (``obsctl ledger``).
   (``verified_ratio``: the gain the verdicts vouch for; the staircase adds whatever moved
   between a verdict and the promotion).
 
-Text and Markdown come from :mod:`obsctl.baselining.present_ledger`; :func:`render_figure`
+Text and Markdown come from :mod:`obsctl.baselining.text.present_ledger`; :func:`render_figure`
 draws the staircase and the effects with their intervals (matplotlib, Agg backend).
 """
 

@@ -8,7 +8,7 @@ decided one (:func:`apply_caps`). ``snapshot`` refuses a baseline on the same ru
 
 from __future__ import annotations
 
-from obsctl.baselining.present import describe
+from obsctl.baselining.text.present import describe
 from obsctl.promwarnings import is_partial_warning
 from obsctl.records import Baseline, Coverage, Verdict
 from obsctl.timeutil import rfc3339

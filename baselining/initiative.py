@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from obsctl.baselining import looks
@@ -34,27 +35,29 @@ def slugify(name: str) -> str:
     return slug or "initiative"
 
 
-def start_initiative(
-    spec: Spec,
-    store: Store,
-    name: str,
-    lever: str,
-    workload_class: str,
-    signal: str,
-    expected_impact_ratio: float | None = None,
-    started_at: dt.datetime | None = None,
-    notes: str = "",
-    now: dt.datetime | None = None,
-    design: str | None = None,
-    control: str | None = None,
-    effort: str = "",
-    owner: str | None = None,
-    due: dt.date | None = None,
-    lever_description: str = "",
-) -> Initiative:
-    """Open an initiative on ``workload_class`` with ``signal`` as its primary signal.
+@dataclass(frozen=True)
+class Start:
+    """What ``initiative start`` is asked for (the fields of :func:`start_initiative`'s Args)."""
 
-    Args:
+    name: str
+    lever: str
+    workload_class: str
+    signal: str
+    expected_impact_ratio: float | None = None
+    started_at: dt.datetime | None = None
+    notes: str = ""
+    design: str | None = None
+    control: str | None = None
+    effort: str = ""
+    owner: str | None = None
+    due: dt.date | None = None
+    lever_description: str = ""
+
+
+def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | None = None) -> Initiative:
+    """Open an initiative on ``ask.workload_class`` with ``ask.signal`` as its primary signal.
+
+    Args (the fields of ``ask``, :class:`Start`, and ``now``):
         expected_impact_ratio: expected relative change of the signal (0.2 = +20 %).
         started_at: when the change went live (UTC; default now); ``obsctl verify``
             measures from here by default.
@@ -87,6 +90,9 @@ def start_initiative(
         UsageError: a design that cannot run (control without a control class, canary
             without a variant, seasonal on a baseline shorter than one cycle).
     """
+    name, lever, workload_class, signal = ask.name, ask.lever, ask.workload_class, ask.signal
+    expected_impact_ratio, started_at, notes, design, control = ask.expected_impact_ratio, ask.started_at, ask.notes, ask.design, ask.control
+    effort, owner, due, lever_description = ask.effort, ask.owner, ask.due, ask.lever_description
     if not name.strip():
         raise UsageError("--name must not be empty")
     if expected_impact_ratio is not None:
@@ -110,7 +116,7 @@ def start_initiative(
 
     choice = designs.choose(spec, workload_class, design, control)
     baseline = store.current_baseline(workload_class, signal)
-    if baseline is None and choice.design != "canary":
+    if baseline is None and designs.design_of(choice.design).needs_baseline:
         raise StoreError(
             f"no current baseline for {workload_class}/{signal}; take one first: "
             f"obsctl snapshot-baseline --class {workload_class} --signal {signal}"
@@ -142,8 +148,8 @@ def start_initiative(
         due=due,
         lever_description=lever_description,
     )
-    # The baselines' sides of every verdict, fixed now like the cycle fit (verdict.stored_side).
-    from obsctl.baselining.verdict import stored_side
+    # The baselines' sides of every verdict, fixed now like the cycle fit (sides.stored_side).
+    from obsctl.baselining.decide.sides import stored_side
 
     sides = [stored_side(spec, b) for b in ([baseline] if baseline is not None else []) + [store.baseline(g) for g in guards.values()]]
     initiative = initiative.model_copy(update={"baseline_sides": [s for s in sides if s is not None]})

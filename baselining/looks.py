@@ -111,22 +111,21 @@ def check_start(store: Store, workload_class: str, signal: str, started_at: dt.d
 def looks_of(initiative: Initiative, result: VerificationResult, primary: LookContext, guards: dict[str, LookContext]) -> list[Look]:
     """The look records of one verify: the primary's and each judged guard's."""
     now = utcnow()
-    out = [_look(initiative, result.signal, "primary", primary, result.window.start, result.window.end, result.primary_verdict,
-                 result.change_ratio, result.ci_low, result.ci_high, result.assessment.min_fraction if result.assessment else None, now,
-                 initiative.baseline_id or None)]
+    window = {"window_start": result.window.start, "window_end": result.window.end, "looked_at": now}
+    out = [_look(initiative, primary, result.assessment, signal=result.signal, role="primary", verdict=result.primary_verdict,
+                 change_ratio=result.change_ratio, ci_low=result.ci_low, ci_high=result.ci_high, baseline_id=initiative.baseline_id or None,
+                 **window)]
     for g in result.guards:
         ctx = guards.get(g.signal)
         if ctx is None:
             continue
-        out.append(_look(initiative, g.signal, "guard", ctx, result.window.start, result.window.end, g.verdict, g.change_ratio, g.ci_low,
-                         g.ci_high, g.assessment.min_fraction if g.assessment else None, now, g.baseline_id))
+        out.append(_look(initiative, ctx, g.assessment, signal=g.signal, role="guard", verdict=g.verdict, change_ratio=g.change_ratio,
+                         ci_low=g.ci_low, ci_high=g.ci_high, baseline_id=g.baseline_id, **window))
     return out
 
 
-def _look(initiative: Initiative, signal: str, role: str, ctx: LookContext, start: dt.datetime, end: dt.datetime, verdict: str,
-          change: float | None, low: float | None, high: float | None, min_fraction: float | None, now: dt.datetime,
-          baseline_id: str | None) -> Look:
-    return Look(workload_class=initiative.workload_class, signal=signal, sequence_start=initiative.started_at, number=ctx.number,
-                initiative=initiative.id, role=role, window_start=start, window_end=end, confidence=ctx.confidence,
-                min_fraction=ctx.min_fraction or min_fraction, verdict=verdict, change_ratio=change, ci_low=low, ci_high=high, looked_at=now,
-                baseline_id=baseline_id)
+def _look(initiative: Initiative, ctx: LookContext, assessment, **fields) -> Look:
+    # One look record: the sequence's place from ``ctx``, t_min from it or else the judged assessment.
+    min_fraction = ctx.min_fraction or (assessment.min_fraction if assessment else None)
+    return Look(workload_class=initiative.workload_class, sequence_start=initiative.started_at, number=ctx.number, initiative=initiative.id,
+                confidence=ctx.confidence, min_fraction=min_fraction, **fields)

@@ -26,7 +26,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
 from obsctl.baselining import looks  # noqa: E402
-from obsctl.baselining.present import (  # noqa: E402
+from obsctl.baselining.store import Store  # noqa: E402
+from obsctl.baselining.text.present import (  # noqa: E402
     describe,
     guards_line,
     judged_means,
@@ -35,7 +36,6 @@ from obsctl.baselining.present import (  # noqa: E402
     statistics_line,
     verdict_line,
 )
-from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.durations import format_duration
 from obsctl.errors import StoreError  # noqa: E402
 from obsctl.escape import markdown_text  # noqa: E402

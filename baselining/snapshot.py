@@ -45,11 +45,12 @@ from dataclasses import dataclass, field
 
 from threadpoolctl import threadpool_limits
 
-from obsctl.baselining import present, verdict
+from obsctl.baselining.decide import caps
 from obsctl.baselining.measure.history import fit_history, history_step, placebo_checks, read_history
 from obsctl.baselining.measure.raw import raw_query
 from obsctl.baselining.measure.window import Measurement, read_answers, summarize_answers
 from obsctl.baselining.store import Store
+from obsctl.baselining.text import present
 from obsctl.durations import parse_duration
 from obsctl.errors import UsageError
 from obsctl.promapi import PrometheusClient
@@ -325,7 +326,7 @@ def refusal(m: Measurement, min_samples: int, min_coverage_ratio: float, allow_p
     ``min_coverage_ratio``, or a partial answer without ``allow_partial`` (the same caps
     ``verify`` puts on a verdict).
     """
-    cap, why = verdict.coverage_cap(m.coverage, min_coverage_ratio, "baseline")
+    cap, why = caps.coverage_cap(m.coverage, min_coverage_ratio, "baseline")
     if cap == "NO_DATA":
         return "no_data", why
     reason = m.no_data_reason(min_samples)
@@ -337,7 +338,7 @@ def refusal(m: Measurement, min_samples: int, min_coverage_ratio: float, allow_p
     if cap == "INCONCLUSIVE":
         return "refused", why
     if m.partial and not allow_partial:
-        _, why = verdict.partial_cap(m.warnings, m.partial, "baseline")
+        _, why = caps.partial_cap(m.warnings, m.partial, "baseline")
         return "refused", f"{why}; use --allow-partial to store it marked partial"
     return "", ""
 

@@ -17,7 +17,7 @@ length (:func:`obsctl.baselining.plan.planned_seconds`).
 Guard signals (``verification.guards``: categories or names, default quality and cost):
 each is measured over the same window with its own baseline's PromQL and judged as a
 non-inferiority test with its margin ``guard_margin_ratio``, the family's error shared
-by Holm's step-down (:func:`obsctl.baselining.verdict.holm`). A REGRESSED guard turns
+by Holm's step-down (:func:`obsctl.baselining.decide.verdict.holm`). A REGRESSED guard turns
 the overall verdict into REGRESSED (an "optimization" that degrades quality or cost is
 a regression, DESIGN.md); a guard that is NO_DATA / INCONCLUSIVE keeps it at most
 INCONCLUSIVE unless in ``verification.optional_guards`` (:func:`overall_verdict`).
@@ -29,26 +29,26 @@ IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
 from __future__ import annotations
 
 import datetime as dt
-from concurrent.futures import Future
+from dataclasses import dataclass
 
-from obsctl.baselining import looks, verdict
+from obsctl.baselining import evidence, looks
+from obsctl.baselining.decide import verdict
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.guards import guard_ids
-from obsctl.baselining.measure.window import measure
 from obsctl.baselining.plan import planned_seconds
 from obsctl.baselining.store import Store
 from obsctl.baselining.workers import DaemonPool
 from obsctl.durations import parse_duration
 from obsctl.errors import StoreError, UsageError
 from obsctl.promapi import PrometheusClient
-from obsctl.records import Baseline, Initiative, VerificationResult
+from obsctl.records import Initiative, VerificationResult
 from obsctl.spec import Spec, escape_label_value
 from obsctl.timeutil import align_down, check_window_points, minus_seconds, rfc3339, utcnow
 
 #: ``obsctl verify`` exit code per verdict.
 #: Worker threads of one verify for the primary's window, its load context, the guards and the alerts query
-#: (the calling thread loads the baseline and judges; the load context has its own pool,
-#: designs.run.LOAD_CONCURRENCY).
+#: (the calling thread loads the baseline and gathers the design's evidence; the load context has its own pool,
+#: evidence.LOAD_CONCURRENCY).
 VERIFY_CONCURRENCY = 4
 
 VERDICT_EXIT_CODES: dict[str, int] = {"IMPROVED": 0, "NO_CHANGE": 10, "INCONCLUSIVE": 11, "REGRESSED": 12, "NO_DATA": 13}
@@ -159,20 +159,25 @@ def alerts_fired(client: PrometheusClient, workload_class: str, start: dt.dateti
     return sorted(names)
 
 
-def verify(
-    spec: Spec,
-    client: PrometheusClient,
-    store: Store,
-    initiative_id: str | None = None,
-    workload_class: str | None = None,
-    window: str | None = None,
-    start: dt.datetime | None = None,
-    end: dt.datetime | None = None,
-    now: dt.datetime | None = None,
-    save: bool = True,
-    guards: bool = True,
-    allow_before_start: bool = False,
-) -> tuple[Initiative, VerificationResult]:
+@dataclass(frozen=True)
+class Ask:
+    """What ``obsctl verify`` is asked for: the initiative (``initiative_id``, else the open one
+    of ``workload_class``), the window (``window`` back from ``end``, or ``start``; default the
+    cumulative look), ``now`` (default the current time), whether to ``save`` the result, to
+    judge ``guards``, and to ``allow_before_start`` a window that begins before the start."""
+
+    initiative_id: str | None = None
+    workload_class: str | None = None
+    window: str | None = None
+    start: dt.datetime | None = None
+    end: dt.datetime | None = None
+    now: dt.datetime | None = None
+    save: bool = True
+    guards: bool = True
+    allow_before_start: bool = False
+
+
+def verify(spec: Spec, client: PrometheusClient, store: Store, ask: Ask) -> tuple[Initiative, VerificationResult]:
     """Verify an initiative: measure its window, compare with its baseline, record the result.
 
     The baseline is the one current when the initiative started (``baseline_id``), so
@@ -190,6 +195,8 @@ def verify(
         VerdictNotSaved: the verdict was reached but could not be stored (it carries
             the initiative and the result, so the caller can still report the verdict).
     """
+    initiative_id, workload_class, window, start, end, now = ask.initiative_id, ask.workload_class, ask.window, ask.start, ask.end, ask.now
+    save, guards, allow_before_start = ask.save, ask.guards, ask.allow_before_start
     if start is not None and window is not None:
         # --window is a length back from --end, --start a fixed beginning: with both, one would be ignored.
         raise UsageError("--start and --window both set the window's beginning; give one of them (--window: the length up to --end)")
@@ -222,74 +229,35 @@ def verify(
     head = baseline or (store.baseline(initiative.baseline_id, samples=False) if initiative.baseline_id else None)
     # Daemon workers (baselining.workers): an error or Ctrl-C here ends the command without
     # waiting for the calls still in flight.
+    req = evidence.Request(spec, initiative, baseline, start_at, end_at, step, planned, guards)
     with DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
-        measured = None if head is None else pool.submit(_measure_primary, spec, client, initiative, head, start_at, end_at, step)
+        measured = None if head is None else pool.submit(evidence.measure_primary, spec, client, initiative, head, start_at, end_at, step)
         periods = designs.context_periods(initiative, head, start_at, end_at)
-        loads = None if periods is None else pool.submit(designs.period_loads, spec, client, spec.workload_class(initiative.workload_class),
-                                                         periods, step)
-        pending = [pool.submit(_guard, spec, client, store, gid, start_at, end_at, step, initiative, planned, len(chosen)) for gid in chosen]
-        pending.append(pool.submit(alerts_fired, client, initiative.workload_class, start_at, end_at))
+        loads = None if periods is None else (periods, pool.submit(evidence.period_loads, spec, client,
+                                                                   spec.workload_class(initiative.workload_class), periods, step))
+        pending = evidence.Pending(
+            measured, loads,
+            tuple(pool.submit(evidence.guard, req, client, store, gid) for gid in chosen),
+            pool.submit(alerts_fired, client, initiative.workload_class, start_at, end_at))
         try:
-            return _verify_primary(spec, client, store, initiative, baseline, start_at, end_at, step, planned, guards, save, measured, pending,
-                                   loads)
+            ev = evidence.gather(req, client, store, pending)
         finally:
-            for future in [measured, loads, *pending]:
+            for future in [measured, loads[1] if loads else None, *pending.guards, pending.alerts]:
                 if future is not None:
                     future.cancel()
+    return record(store, ev, verdict.decide(ev), save)
 
 
-def _measure_primary(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline, start_at: dt.datetime,
-                     end_at: dt.datetime, step: float):
-    # A canary's window is its treatment group's (designs.run.window_query): promote makes it the baseline.
-    return measure(client, designs.window_query(spec, initiative, baseline), start_at, end_at, step, spec.verification.min_samples,
-                   what=f"{initiative.workload_class}/{initiative.primary_signal}",
-                   on_change=baseline.signal in spec.verification.fresh_on_change)
-
-
-def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str, start_at: dt.datetime, end_at: dt.datetime, step: float,
-           initiative: Initiative, planned: float, guards: int):
-    # ``(guard at its Bonferroni share, its look, its judgement at another level)`` (verdict.holm).
-    side = verdict.side_for(initiative, baseline_id)
-    b = store.baseline(baseline_id, samples=side is None)  # the stored side spares the samples
-    look, _ = looks.context(store, initiative, b.signal, spec.verification.confidence, planned, baseline_id)
-    result, again = verdict.judge_guard(spec, client, b, start_at, end_at, step, look, guards, side)
-    return result, look, again
-
-
-def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiative: Initiative, baseline: Baseline | None,
-                    start_at: dt.datetime, end_at: dt.datetime, step: float, planned: float, guards: bool, save: bool,
-                    measured: Future | None, pending: list[Future], loads: Future | None = None) -> tuple[Initiative, VerificationResult]:
-    # verify()'s primary signal (``measured``: its window's measurement under way, or None; ``loads``:
-    # the design's load context under way, or None), its verdict with the guards' (``pending``:
-    # guard results, then the alerts), and the save.
-    cfg = spec.verification
-    side = verdict.side_for(initiative, initiative.baseline_id) if initiative.baseline_id else None
-    if baseline is None and initiative.baseline_id:
-        # Before-after with the baseline's side and cycle fit stored at start needs no samples.
-        needs_samples = side is None or initiative.design != "before-after" or initiative.baseline_cycle is None
-        baseline = store.baseline(initiative.baseline_id, samples=needs_samples)
-    if baseline is None:  # a canary started without a baseline: its control group's window stands in (designs.run)
-        baseline = designs.control_group_baseline(spec, client, store, initiative, start_at, end_at, step)
-    m = measured.result() if measured is not None else _measure_primary(spec, client, initiative, baseline, start_at, end_at, step)
-    own_side = side if side is not None and side.baseline_id == baseline.id else None
-    prefetched = loads.result if loads is not None and baseline.id == initiative.baseline_id else None
-    aged, note = (None, ""), ""
-    if baseline.id == initiative.baseline_id and verdict.aged(initiative, baseline):
-        # An aged baseline: the period right before the start is the comparison's other side.
-        baseline, aged, note = verdict.before_start(spec, client, initiative, baseline, step)
-        own_side, prefetched = None, None
-    look, level_note = looks.context(store, initiative, initiative.primary_signal, cfg.confidence, planned, initiative.baseline_id or None)
-    primary = verdict.judge_primary(spec, client, initiative, baseline, m, start_at, end_at, step, look, own_side, prefetched, aged, note)
-    estimate, judgement, design = primary.estimate, primary.judgement, primary.design
-    *judged, fired = [future.result() for future in pending]
-    guard_results = verdict.holm([g for g, _, _ in judged], [again for _, _, again in judged], 1 - look.confidence)
-    overall, overall_reason = verdict.overall_verdict(primary.verdict, primary.reason, guard_results, cfg.confidence, cfg.optional_guards)
+def result_of(ev: evidence.Evidence, v: verdict.Verdict) -> VerificationResult:
+    """The :class:`~obsctl.records.VerificationResult` of a verdict on its evidence."""
+    m, primary = ev.measurement, v.primary
+    estimate, design, baseline = primary.estimate, primary.design, v.baseline
     result = VerificationResult(
-        verdict=overall,
+        verdict=v.verdict,
         primary_verdict=primary.verdict,
         primary_reason=primary.reason,
-        guards=guard_results,
-        guards_evaluated=guards,
+        guards=list(v.guards),
+        guards_evaluated=ev.guards_evaluated,
         baseline_id=baseline.id,
         signal=baseline.signal,
         window=m.window,
@@ -298,22 +266,33 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
         change_ratio=estimate.change if estimate else None,
         ci_low=estimate.low if estimate else None,
         ci_high=estimate.high if estimate else None,
-        confidence=look.confidence,  # the guarantee over all looks; the per-look level is in the assessment
-        alerts_fired=fired,
+        confidence=ev.look.confidence,  # the guarantee over all looks; the per-look level is in the assessment
+        alerts_fired=list(ev.alerts),
         window_stats=m.stats,
         population=m.population,
         query=baseline.query,
         samples=m.samples,
-        reason=overall_reason,
+        reason=v.reason,
         verified_at=utcnow(),
-        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=verdict.assessment_of(judgement),
+        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=verdict.assessment_of(primary.judgement),
         design=design.design, design_context=design.context,
     )
-    if level_note and result.assessment is not None:
-        result.assessment.notes.append(level_note)
+    if ev.level_note and result.assessment is not None:
+        result.assessment.notes.append(ev.level_note)
+    return result
+
+
+def record(store: Store, ev: evidence.Evidence, v: verdict.Verdict, save: bool) -> tuple[Initiative, VerificationResult]:
+    """Log the look, then store the verdict on the initiative (``save``).
+
+    Raises:
+        StoreError: the look could not be logged (no verdict is shown).
+        VerdictNotSaved: the verdict was reached but could not be stored.
+    """
+    initiative, result = ev.initiative, result_of(ev, v)
     # The look is logged before the verdict is shown: a verdict whose look is not in the log
     # would let looks escape the sequence's error guarantee (looks.py).
-    new_looks = looks.looks_of(initiative, result, look, {g.signal: ctx for g, ctx, _ in judged})
+    new_looks = looks.looks_of(initiative, result, ev.look, {g.signal: e.look for g, e in zip(v.guards, ev.guards)})
     try:
         with store.locked():
             store.append_looks(new_looks)

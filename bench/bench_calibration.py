@@ -50,6 +50,7 @@ import numpy as np
 from scipy import signal as spsignal
 from scipy import stats as sps
 
+from obsctl.baselining.decide.verdict import holm
 from obsctl.baselining.statistics import placebo as placebo_mod
 from obsctl.baselining.statistics import power as planner
 from obsctl.baselining.statistics.comparison import LookContext, judge
@@ -57,7 +58,6 @@ from obsctl.baselining.statistics.decision import Estimate, decide
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 from obsctl.baselining.statistics.ratio import estimate_ratio
-from obsctl.baselining.verdict import holm
 
 STEP = 15.0
 MU, SD = 100.0, 0.05
@@ -228,7 +228,7 @@ def shopping_cell(phi: float, reps: int, seed: int) -> Tally:
     """A null; six hourly baselines before the start and the lowest one chosen (a gain looks
     largest against it), one look at the hour after the start. ``verify`` replaces a baseline
     that ended an hour or more before the start by the hour right before it
-    (:func:`obsctl.baselining.verdict.aged`), so only the last hour can be chosen in effect."""
+    (:func:`obsctl.baselining.decide.verdict.aged`), so only the last hour can be chosen in effect."""
     rng = np.random.default_rng(seed)
     tally = Tally()
     for _ in range(reps):
@@ -272,7 +272,7 @@ def group_sequential_window(phi: float, effect: float, looks: int = 12, power: f
 def guards_cell(phi: float, guards: int, reps: int, seed: int) -> Tally:
     """``guards`` unchanged guards (independent AR(1) signals) judged as verify does: each
     at its Bonferroni share of ``1 - confidence``, then Holm's step-down
-    (:func:`obsctl.baselining.verdict.holm`) re-judging at the larger levels."""
+    (:func:`obsctl.baselining.decide.verdict.holm`) re-judging at the larger levels."""
     rng = np.random.default_rng(seed)
     steps = PER_HOUR
     tally = Tally()
@@ -304,7 +304,7 @@ def aging_cell(phi: float, drift_per_day: float, gap_hours: float, reps: int, se
     """A null with a linear drift, the 1 h baseline ending ``gap_hours`` before the start:
     the verdict on the first hour after the start against the aged baseline ("without")
     and, as ``verify`` judges an aged baseline, against the hour right before the start
-    ("with", :func:`obsctl.baselining.verdict.before_start`)."""
+    ("with", :func:`obsctl.baselining.decide.verdict.before_start`)."""
     rng = np.random.default_rng(seed)
     steps, gap = PER_HOUR, int(gap_hours * PER_HOUR)
     b0 = HISTORY_STEPS

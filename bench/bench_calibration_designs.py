@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{cycle.MIN_AMPLITUDE_SHARE * MIN_EFFECT:.0%}): share of baselines called cyclic")
         print("| baseline | phi | n | detected |")
         print("|---|---|---|---|")
-        for label, phi, amp, n, r in detector_rates(max(100, args.replicates // 2), args.seed):
+        for label, phi, _amp, n, r in detector_rates(max(100, args.replicates // 2), args.seed):
             print(f"| {label} | {phi} | {n} | {_pct(r)} |", flush=True)
     print(f"{len(chosen) - failed}/{len(chosen)} cells meet their goal; {time.monotonic() - started:.0f} s")
     return 1 if failed else 0

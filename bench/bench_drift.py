@@ -2,12 +2,12 @@
 all the weekly reviews of a baseline's life, and detection of a step.
 
 Each replicate is one baseline's life, through the same function ``review`` calls
-(:func:`obsctl.baselining.movement.judge_movement`, with the memory fitted as
+(:func:`obsctl.baselining.practice.movement.judge_movement`, with the memory fitted as
 ``snapshot-baseline`` fits it: on the history plus the baseline window):
 
 - 60 s grid, mean 100, three days of history, a 1-day baseline, then ``REVIEWS`` (8)
   weekly reviews, each judging the 7 days since the previous one against the baseline at
-  the level of :func:`obsctl.baselining.movement.review_confidence`; the first review starts ``age`` after the
+  the level of :func:`obsctl.baselining.practice.movement.review_confidence`; the first review starts ``age`` after the
   baseline's end (0 or 3 days: baselines of different ages);
 - nulls: AR(1) with phi 0.95 (5 % sd, tau about 39 min) and a multi-scale sum of three
   AR(1)s (phi 0.5 / 0.95 / 0.995, sds 3 / 3 / 2 %: memory from a minute to about 7 h);
@@ -33,7 +33,7 @@ import numpy as np
 from scipy import signal as spsignal
 from scipy import stats as sps
 
-from obsctl.baselining.movement import judge_movement
+from obsctl.baselining.practice.movement import judge_movement
 from obsctl.baselining.statistics.memory import fit_memory
 
 STEP = 60.0

@@ -55,7 +55,7 @@ CLI_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"
 QUALITY = "bench_quality_ratio"
 
 from obsctl.atomicio import atomic_write_yaml
-from obsctl.baselining.initiative import start_initiative
+from obsctl.baselining.initiative import Start, start_initiative
 from obsctl.baselining.snapshot import snapshot
 from obsctl.baselining.store import Store
 from obsctl.promapi import PrometheusClient
@@ -225,8 +225,7 @@ def bench_verify(work: Path, prom_url: str, proxy: RecordingProxy, base_store: P
     shutil.copytree(base_store, base)
     spec_path = write_spec(work / "verify.yaml", prom_url, base, window)
     spec = load_spec(spec_path)
-    start_initiative(spec, Store(base), "bench", "batch-size", "c0", "tokens_per_second", 0.1,
-                     dt.datetime.fromtimestamp(split, dt.UTC), "")
+    start_initiative(spec, Store(base), Start("bench", "batch-size", "c0", "tokens_per_second", 0.1, dt.datetime.fromtimestamp(split, dt.UTC), ""))
     args = ["verify", "--class", "c0", "--end", iso(end), "--window", window, "--output", "json"]
 
     def run(spec_file: Path) -> subprocess.CompletedProcess:
@@ -247,7 +246,7 @@ def bench_verify(work: Path, prom_url: str, proxy: RecordingProxy, base_store: P
         t_plain = plain(prom_url, paths)
         runs.append((t_verify, t_version, t_plain))
     t_verify, t_version, t_plain = (statistics.median(r[i] for r in runs) for i in range(3))
-    probe = ("import time; t = time.perf_counter(); import obsctl.cli, obsctl.baselining.cli, obsctl.baselining.verify; "
+    probe = ("import time; t = time.perf_counter(); import obsctl.cli, obsctl.baselining.commands.cli, obsctl.baselining.verify; "
              "print(time.perf_counter() - t)")
     t_import = statistics.median(float(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
                                                       env=CLI_ENV).stdout)

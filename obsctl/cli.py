@@ -1,7 +1,7 @@
 """The ``obsctl`` command: one entry point for every stage of the optimization loop.
 
 Subcommands live next to what they drive (``obsctl.rules.cli``, ``obsctl.dashboards.cli``,
-``obsctl.baselining.cli``) and are imported only when invoked, so ``obsctl --help`` and
+``obsctl.baselining.commands.cli``) and are imported only when invoked, so ``obsctl --help`` and
 ``obsctl check`` stay fast.
 
 Exit codes: 0 ok (and IMPROVED for ``verify``), 1 operation failed, 2 bad spec or
@@ -48,16 +48,16 @@ class LazyGroup(click.Group):
     lazy_subcommands={
         "rules": "obsctl.rules.cli:rules",
         "dashboards": "obsctl.dashboards.cli:dashboards",
-        "snapshot-baseline": "obsctl.baselining.cli:snapshot_baseline",
-        "baseline": "obsctl.baselining.cli:baseline",
-        "target": "obsctl.baselining.cli:target",
-        "initiative": "obsctl.baselining.cli:initiative",
-        "verify": "obsctl.baselining.cli:verify",
-        "plan": "obsctl.baselining.cli:plan",
-        "report": "obsctl.baselining.cli:report",
-        "review": "obsctl.baselining.review_cli:review",
-        "ledger": "obsctl.baselining.ledger_cli:ledger",
-        "publish": "obsctl.baselining.publish_cli:publish",
+        "snapshot-baseline": "obsctl.baselining.commands.cli:snapshot_baseline",
+        "baseline": "obsctl.baselining.commands.cli:baseline",
+        "target": "obsctl.baselining.commands.cli:target",
+        "initiative": "obsctl.baselining.commands.cli:initiative",
+        "verify": "obsctl.baselining.commands.cli:verify",
+        "plan": "obsctl.baselining.commands.cli:plan",
+        "report": "obsctl.baselining.commands.cli:report",
+        "review": "obsctl.baselining.commands.review_cli:review",
+        "ledger": "obsctl.baselining.commands.ledger_cli:ledger",
+        "publish": "obsctl.baselining.commands.publish_cli:publish",
     },
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )

@@ -36,6 +36,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_be
 from obsctl.errors import ObsctlError, PrometheusUnavailable, UsageError, linked_errors
 from obsctl.httpconfig import HTTPClientConfig, SecretFileError, auth_kind, check_files, redact_url, session_for
 from obsctl.httpfetch import DEFAULT_MAX_BODY_BYTES, Answer, BodyTooLarge, DeadlineExceeded, bounded_get
+from obsctl.promwarnings import PROMQL_ANNOTATION_PREFIXES, is_partial_warning  # noqa: F401  (re-exported: the client reads warnings with them)
 
 #: Prometheus refuses a range query with more than 11,000 points per series
 #: (``(end - start) / step > 11000``, web/api/v1/api.go); we stay at 11,000 points.
@@ -121,29 +122,11 @@ class InstantSample:
     value: float
 
 
-#: Prefixes of the annotations PromQL itself attaches to an answer (Prometheus >= 2.50
-#: splits them into ``warnings`` and ``infos``; older versions put both in ``warnings``).
-#: They describe the query, not missing data, so they never make an answer partial.
-PROMQL_ANNOTATION_PREFIXES = ("PromQL info:", "PromQL warning:")
-
-
 #: Most characters of a query quoted in a message about the server's answer to it.
 QUOTED_QUERY_CHARS = 200
 
 #: Most distinct warnings (and infos) one :class:`QueryResult` keeps.
 MAX_NOTES = 100
-
-
-def is_partial_warning(text: str) -> bool:
-    """True when a Prometheus API warning says the answer may lack data.
-
-    Every warning that is not one of PromQL's own annotations
-    (:data:`PROMQL_ANNOTATION_PREFIXES`) counts: a failed remote-read endpoint
-    (Prometheus), a partial response from a store (Thanos, ``partial_response``), a
-    failed ingester or store-gateway (Mimir, Cortex). Unknown wording errs on the side of
-    "partial", because a silently incomplete answer is the worse mistake.
-    """
-    return not text.strip().startswith(PROMQL_ANNOTATION_PREFIXES)
 
 
 @dataclass

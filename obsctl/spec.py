@@ -365,7 +365,7 @@ class Target(_Model):
     Exactly one of ``relative`` (change against the current baseline, e.g. 0.20 = +20 %,
     -0.15 = -15 %) or ``absolute`` (a value in the signal's unit) is given. A relative
     target is anchored to the baseline current when obsctl first saw it
-    (:mod:`obsctl.baselining.targets`), so promoting a gain does not move it. ``owner``
+    (:mod:`obsctl.baselining.practice.targets`), so promoting a gain does not move it. ``owner``
     defaults to the class's.
     """
 

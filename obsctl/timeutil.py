@@ -101,11 +101,6 @@ def align_down(instant: dt.datetime, step_seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(ts, dt.UTC)
 
 
-def to_datetime(seconds: float) -> dt.datetime:
-    """A Unix timestamp in seconds as a UTC datetime."""
-    return dt.datetime.fromtimestamp(seconds, dt.UTC)
-
-
 def rfc3339(instant: dt.datetime) -> str:
     """``2026-01-31T12:00:00Z`` (seconds precision, UTC)."""
     return instant.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -18,5 +18,31 @@ come from :mod:`obsctl.baselining.statistics` through :mod:`.estimator`.
 
 from __future__ import annotations
 
-#: Design names as the spec and ``initiative start --design`` spell them.
+from dataclasses import dataclass
+
+#: Design names as the spec and ``initiative start --design`` spell them (each module's ``DESIGN.name``).
 DESIGNS: tuple[str, ...] = ("before-after", "control", "canary", "seasonal")
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How outputs name a design's effect (read by :func:`obsctl.baselining.text.present.context_lines`
+    without loading the design modules).
+
+    Attributes:
+        formula: the effect's definition, e.g. ``T / C - 1``.
+        groups: the effect's context holds the two groups' means (``treatment_mean``, ``control_mean``).
+        same_hours: the effect's context holds the matched cycles (``cycles``, ``cycle``, ``matched_share``).
+    """
+
+    formula: str = "ratio"
+    groups: bool = False
+    same_hours: bool = False
+
+
+#: Each design's :class:`Wording` by name (before-after: the default).
+WORDING: dict[str, Wording] = {
+    "canary": Wording("T / C - 1", groups=True),
+    "control": Wording("(T_a / T_b) / (C_a / C_b) - 1"),
+    "seasonal": Wording("window / same hours - 1", same_hours=True),
+}

@@ -36,8 +36,3 @@ def log_ratio(ms: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[tuple[np.nd
     ok = (a > 0) & (b > 0)
     return (ms[ok] / 1000.0, np.log(a[ok]) - np.log(b[ok])), int((~ok).sum())
 
-
-def log_series(ms: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(seconds, values)`` of the positive samples (kept on the linear scale)."""
-    ok = v > 0
-    return ms[ok] / 1000.0, v[ok]

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from obsctl.baselining.designs import align, cycle, mix
+from obsctl.baselining.designs import align, cycle
 from obsctl.baselining.designs import effect as fx
-from obsctl.baselining.designs.branch import Branch, Context
-from obsctl.errors import PrometheusUnavailable, UsageError
+from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Setting, baseline_and_window
 
 NAME = "before-after"
 
@@ -43,7 +42,14 @@ def effect(before: Iterable[tuple[float, float]], after: Iterable[tuple[float, f
                        baseline_mean=float(vb.mean()), window_mean=float(va.mean()), tau_seconds=tau)
 
 
-def branch(ctx: Context) -> Branch:
+def plan(ctx: Setting) -> Plan:
+    """``verify``'s before-after asks for the demand of both periods and, when the spec
+    names a mix label, the rate/mix decomposition on the first one."""
+    mix_labels = ctx.spec.comparison.for_class(ctx.wc.name).mix
+    return Plan(loads=baseline_and_window(ctx.baseline, ctx.start, ctx.end), mix=mix_labels[0] if mix_labels else None)
+
+
+def branch(ctx: Setting, got: Gathered) -> Branch:
     """``verify``'s before-after: no effect of its own (the statistics package's estimate
     stands), but the checks of what it cannot remove: the baseline's own cycle (stored at
     initiative start), the demand of both periods, and a mix decomposition when the spec
@@ -52,14 +58,8 @@ def branch(ctx: Context) -> Branch:
     stored = initiative.baseline_cycle if baseline.id == initiative.baseline_id else None
     span = (baseline.window.end - baseline.window.start).total_seconds()
     found_cycle = cycle.detect(baseline.samples, ctx.spec.verification.min_effect_ratio, stored, span)
-    loads = tuple(ctx.period_loads())
-    notes, decomposition = [], None
-    mix_labels = ctx.spec.comparison.for_class(ctx.wc.name).mix
-    if mix_labels:
-        try:
-            decomposition, why = mix.measure(ctx, mix_labels[0])
-        except (PrometheusUnavailable, UsageError) as exc:
-            decomposition, why = None, f"mix by {mix_labels[0]}: not measured ({exc})"
-        if why:
-            notes.append(why)
-    return Branch(None, loads, notes, cycle=found_cycle, mix=decomposition)
+    notes = [got.mix_note] if got.mix_note else []
+    return Branch(None, tuple(got.loads), notes, cycle=found_cycle, mix=got.mix)
+
+
+DESIGN = Design(NAME, plan, branch, effect, own_baseline=True, cycle_checked=True, needs_samples=False)

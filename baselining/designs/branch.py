@@ -1,8 +1,12 @@
-"""The small interface every comparison design implements inside ``verify``.
+"""The interface every comparison design implements: declared queries, then a pure branch.
 
 A design module (:mod:`.before_after`, :mod:`.seasonal`, :mod:`.control`, :mod:`.canary`)
-exposes ``branch(ctx: Context) -> Branch``: what it queries (through the context's
-helpers), which history it lends its memory model, and its effect. What every design
+exports one :class:`Design` as ``DESIGN``: the queries it needs (:attr:`Design.plan`:
+a :class:`Plan` of :class:`Query` objects, the load periods and an optional mix label),
+the PromQL of the window ``verify`` measures (:attr:`Design.window_query`), and its
+branch (:attr:`Design.branch`): the effect and the checks, from the gathered answers
+(:class:`Gathered`) alone. ``verify`` gathers every declared query in one I/O step
+(:mod:`obsctl.baselining.evidence`); nothing here talks to Prometheus. What every design
 shares (the demand and saturation context, the decision, the confound checks) is done
 once by :func:`obsctl.baselining.designs.run.primary` on the returned :class:`Branch`.
 """
@@ -10,15 +14,13 @@ once by :func:`obsctl.baselining.designs.run.primary` on the returned :class:`Br
 from __future__ import annotations
 
 import datetime as dt
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from obsctl.baselining.designs.cycle import CycleCheck
 from obsctl.baselining.designs.demand import PeriodLoad
 from obsctl.baselining.designs.effect import Effect
 from obsctl.baselining.designs.mix import MixDecomposition
-from obsctl.errors import PrometheusUnavailable, UsageError
 from obsctl.spec import Spec, WorkloadClass
 
 #: History read before a window for a design's memory model: this many window lengths.
@@ -30,33 +32,17 @@ def with_labels(wc: WorkloadClass, **labels: str) -> WorkloadClass:
     return wc.model_copy(update={"selector": {**wc.selector, **labels}})
 
 
-def range_samples(client, query: str, start: float, end: float, step: float) -> list[tuple[float, float]]:
-    """The finite samples of ``query`` in ``(start, end]`` at ``step``; ``[]`` when it is not exactly one series.
-
-    Raises:
-        PrometheusUnavailable, UsageError: as the client.
-    """
-    if end <= start:
-        return []
-    series = list(client.query_range(query, start + step, end, step))
-    if len(series) != 1:  # several: their sum would be a guess, take none
-        return []
-    return [(t, v) for t, v in series[0].values if math.isfinite(v)]
-
-
-@dataclass
-class Context:
-    """What a design's branch reads. Times are unix seconds; ``level`` is the look's interval level.
+@dataclass(frozen=True)
+class Setting:
+    """What a design plans its queries from and judges with. Times are unix seconds;
+    ``level`` is the look's per-look interval level.
 
     Attributes:
+        initiative, baseline: the records (:class:`obsctl.records.Initiative`, :class:`obsctl.records.Baseline`).
         window_samples: the primary's window as ``verify`` measured it (a canary's: the treatment group's).
-        loads: the demand/saturation of the baseline period and the window, already asked
-            for by ``verify`` (None: read here by :meth:`period_loads`).
-        read_loads: reads ``[(name, start, end)]`` periods' loads (``designs.run.period_loads``).
     """
 
     spec: Spec
-    client: object
     initiative: object
     baseline: object
     window_samples: list[tuple[float, float]]
@@ -65,40 +51,66 @@ class Context:
     step: float
     level: float
     wc: WorkloadClass
-    read_loads: Callable[[list[tuple[str, float, float]]], list[PeriodLoad]]
-    loads: Callable[[], list[PeriodLoad]] | None = None
 
     @property
     def signal(self) -> str:
         return self.initiative.primary_signal
-
-    def range(self, query: str, start: float, end: float, step: float | None = None) -> list[tuple[float, float]]:
-        """:func:`range_samples` at the window's step unless ``step`` is given."""
-        return range_samples(self.client, query, start, end, step or self.step)
-
-    def history(self, query: str, before: float, step: float | None = None) -> list[tuple[float, float]]:
-        """The stretch of :data:`HISTORY_WINDOWS` window lengths before ``before`` (within the
-        point cap), best effort: none is a lower bound on the memory, not an error."""
-        from obsctl.promapi import MAX_RANGE_POINTS
-
-        step = step or self.step
-        span = min(HISTORY_WINDOWS * (self.end - self.start), (MAX_RANGE_POINTS - 1) * step)
-        try:
-            return self.range(query, before - span, before, step)
-        except (PrometheusUnavailable, UsageError):
-            return []
 
     def periods(self) -> list[tuple[str, float, float]]:
         """The baseline period and the window."""
         b = self.baseline.window
         return [("baseline", b.start.timestamp(), b.end.timestamp()), ("window", self.start, self.end)]
 
-    def period_loads(self) -> list[PeriodLoad]:
-        """The demand and saturation of :meth:`periods` (``loads`` when ``verify`` asked already)."""
-        return self.loads() if self.loads else self.read_loads(self.periods())
-
     def instant(self, seconds: float) -> dt.datetime:
         return dt.datetime.fromtimestamp(seconds, dt.UTC)
+
+
+@dataclass(frozen=True)
+class Query:
+    """One range query a design declares: ``expr`` over ``(start, end]`` at ``step``.
+
+    ``history``: best effort (an error or a refusal reads as no samples: the history only
+    lends the memory model), and ``start`` is clipped to the range-point cap.
+    The answer is the finite samples when ``expr`` returns exactly one series, else ``[]``.
+    """
+
+    key: str
+    expr: str
+    start: float
+    end: float
+    step: float
+    history: bool = False
+
+
+def history(key: str, expr: str, ctx: Setting, before: float, step: float | None = None) -> Query:
+    """The stretch of :data:`HISTORY_WINDOWS` window lengths before ``before`` (a best-effort :class:`Query`)."""
+    return Query(key, expr, before - HISTORY_WINDOWS * (ctx.end - ctx.start), before, step or ctx.step, history=True)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a design asks ``verify`` to gather.
+
+    Attributes:
+        queries: the range queries, gathered in this order (the first error raised stands).
+        loads: the ``(name, start, end)`` periods whose demand and saturation the design reads.
+        mix: the mix label to decompose the change on (:mod:`.mix`), or None.
+    """
+
+    queries: tuple[Query, ...] = ()
+    loads: tuple[tuple[str, float, float], ...] = ()
+    mix: str | None = None
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """The answers to a :class:`Plan`: ``series`` by query key, the loads in the plan's
+    order, the mix decomposition (or None) and its note."""
+
+    series: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
+    loads: tuple[PeriodLoad, ...] = ()
+    mix: MixDecomposition | None = None
+    mix_note: str = ""
 
 
 @dataclass
@@ -113,3 +125,53 @@ class Branch:
     cycle: CycleCheck | None = None
     mix: MixDecomposition | None = None
     treatment: list[tuple[float, float]] = field(default_factory=list)
+
+
+def baseline_query(spec: Spec, initiative, baseline) -> str:
+    """The window's PromQL for every design but the canary: the baseline's own."""
+    return baseline.query
+
+
+def baseline_and_window(baseline, start: float, end: float) -> tuple[tuple[str, float, float], ...]:
+    """The load periods of a design that compares with the baseline period: it, then the window."""
+    return (("baseline", baseline.window.start.timestamp(), baseline.window.end.timestamp()), ("window", start, end))
+
+
+@dataclass(frozen=True)
+class Design:
+    """One comparison design, as its module exports it (``DESIGN``).
+
+    Attributes:
+        name: as the spec and ``initiative start --design`` spell it.
+        plan: ``plan(setting) -> Plan``: the queries it needs (raises UsageError to refuse,
+            e.g. a seasonal baseline shorter than a cycle).
+        branch: ``branch(setting, gathered) -> Branch``: its effect and checks, no I/O.
+        effect: the module's effect function (the calibration benchmarks call it on arrays).
+        window_query: ``window_query(spec, initiative, baseline) -> PromQL`` of the window ``verify`` measures.
+        load_periods: ``load_periods(baseline, start, end)``: the periods :attr:`plan` declares for
+            the load context, known before the window is measured (``verify`` asks for them early);
+            None when they depend on more (the canary's whole class).
+        own_baseline: the design compares with the stored baseline period itself (before-after:
+            an aged baseline is replaced by the period right before the start).
+        cycle_checked: ``initiative start`` stores the baseline's cycle tests for it.
+        needs_samples: ``verify`` reads the baseline's samples even with a stored side.
+        planned: the window is planned by :mod:`.plan` (control, canary) rather than the statistics planner.
+        needs_control: ``initiative start`` needs a control class (``--control``).
+        needs_variant: ``initiative start`` needs the spec's ``variant`` (canary groups).
+        needs_baseline: ``initiative start`` needs a current baseline (a canary may start
+            without one: its control group's window stands in).
+    """
+
+    name: str
+    plan: Callable[[Setting], Plan]
+    branch: Callable[[Setting, Gathered], Branch]
+    effect: Callable[..., Effect]
+    window_query: Callable[..., str] = baseline_query
+    load_periods: Callable[..., tuple[tuple[str, float, float], ...]] | None = baseline_and_window
+    own_baseline: bool = False
+    cycle_checked: bool = False
+    needs_samples: bool = True
+    planned: bool = False
+    needs_control: bool = False
+    needs_variant: bool = False
+    needs_baseline: bool = True

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from obsctl.baselining.designs import align
 from obsctl.baselining.designs import effect as fx
-from obsctl.baselining.designs.branch import Branch, Context, with_labels
+from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Query, Setting, history, with_labels
 from obsctl.baselining.designs.cycle import detrended
 
 NAME = "canary"
@@ -58,16 +58,38 @@ def effect(treatment: Iterable[tuple[float, float]], control: Iterable[tuple[flo
     return fx.from_log(NAME, mean, var, dof, confidence, {"window": int(d[1].size)}, tau_seconds=tau, **context)
 
 
-def branch(ctx: Context) -> Branch:
-    """``verify``'s canary: the control group over the window (its own earlier stretch
-    lends the memory), the treatment group as ``verify`` measured it, and the demand of
-    the whole class in the window (both groups share it, so before and after are one)."""
+def _variant(ctx: Setting) -> dict:
     cc = ctx.spec.comparison.for_class(ctx.wc.name)
-    variant = ctx.initiative.variant or (cc.variant.model_dump() if cc.variant else {})
+    return ctx.initiative.variant or (cc.variant.model_dump() if cc.variant else {})
+
+
+def plan(ctx: Setting) -> Plan:
+    """``verify``'s canary asks for the control group over the window and its own earlier
+    stretch (which lends the memory), and the demand of the whole class in the window."""
+    variant = _variant(ctx)
+    q_c = ctx.spec.query_for(ctx.signal, with_labels(ctx.wc, **{variant["label"]: variant["control"]}))
+    return Plan((history("related", q_c, ctx, ctx.start), Query("control", q_c, ctx.start, ctx.end, ctx.step)),
+                (("window (whole class)", ctx.start, ctx.end),))
+
+
+def branch(ctx: Setting, got: Gathered) -> Branch:
+    """The treatment group as ``verify`` measured it against the control group in the same
+    window; both groups share the whole class's demand, so before and after are one."""
+    variant = _variant(ctx)
     label = variant["label"]
-    q_c = ctx.spec.query_for(ctx.signal, with_labels(ctx.wc, **{label: variant["control"]}))
-    related = ctx.history(q_c, ctx.start)
-    found = effect(ctx.window_samples, ctx.range(q_c, ctx.start, ctx.end), ctx.level, related=related or None)
-    whole = ctx.read_loads([("window (whole class)", ctx.start, ctx.end)])[0]
+    found = effect(ctx.window_samples, got.series["control"], ctx.level, related=got.series["related"] or None)
+    whole = got.loads[0]
     note = f"canary: {label}={variant['treatment']} vs {label}={variant['control']} in the same window"
     return Branch(found, (whole, whole), [note], treatment=ctx.window_samples)
+
+
+def window_query(spec, initiative, baseline) -> str:
+    """The treatment group's PromQL: the class's signal with the variant label added to the selector."""
+    if initiative.variant:
+        v = initiative.variant
+        return spec.query_for(initiative.primary_signal, with_labels(spec.workload_class(initiative.workload_class), **{v["label"]: v["treatment"]}))
+    return baseline.query
+
+
+DESIGN = Design(NAME, plan, branch, effect, window_query=window_query, load_periods=None, planned=True, needs_variant=True,
+                needs_baseline=False)

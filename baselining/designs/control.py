@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from obsctl.baselining.designs import align
 from obsctl.baselining.designs import effect as fx
-from obsctl.baselining.designs.branch import Branch, Context
+from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Query, Setting, baseline_and_window, history
 
 NAME = "control"
 
@@ -60,17 +60,31 @@ def effect(treated_before: Samples, control_before: Samples, treated_after: Samp
                        tau_seconds=tau, **context)
 
 
-def branch(ctx: Context) -> Branch:
-    """``verify``'s difference in differences: the treated class over the baseline period (its
-    stored samples) and the window, the control class over both, and the two classes'
-    log-ratio before the baseline for the memory (at the baseline's own step)."""
+def plan(ctx: Setting) -> Plan:
+    """``verify``'s difference in differences asks for: the treated class over the baseline
+    period (only when the stored baseline has no samples), the two classes' stretch before
+    the baseline for the memory (at the baseline's own step), the control class over the
+    baseline period and the window, and the demand of both periods."""
     cwc = ctx.spec.workload_class(ctx.initiative.control_class)
     q_t, q_c = ctx.baseline.query, ctx.spec.query_for(ctx.signal, cwc)
     b = ctx.baseline.window
     bs, be, b_step = b.start.timestamp(), b.end.timestamp(), b.step_seconds
-    treated_before = ctx.baseline.samples or ctx.range(q_t, bs, be, b_step)
-    ms, t, c = align.matched(ctx.history(q_t, bs, b_step), ctx.history(q_c, bs, b_step))
+    queries = [] if ctx.baseline.samples else [Query("treated_before", q_t, bs, be, b_step)]
+    queries += [history("treated_history", q_t, ctx, bs, b_step), history("control_history", q_c, ctx, bs, b_step),
+                Query("control_before", q_c, bs, be, b_step), Query("control_after", q_c, ctx.start, ctx.end, ctx.step)]
+    return Plan(tuple(queries), baseline_and_window(ctx.baseline, ctx.start, ctx.end))
+
+
+def branch(ctx: Setting, got: Gathered) -> Branch:
+    """The difference in differences from the gathered series; the two classes' log-ratio
+    before the baseline lends the memory when it holds at least 20 instants."""
+    s = got.series
+    treated_before = ctx.baseline.samples or s["treated_before"]
+    ms, t, c = align.matched(s["treated_history"], s["control_history"])
     d, _ = align.log_ratio(ms, t, c)
-    found = effect(treated_before, ctx.range(q_c, bs, be, b_step), ctx.window_samples, ctx.range(q_c, ctx.start, ctx.end), ctx.level,
+    found = effect(treated_before, s["control_before"], ctx.window_samples, s["control_after"], ctx.level,
                    history=d if d[1].size >= 20 else None)
-    return Branch(found, tuple(ctx.period_loads()), [f"control class {cwc.name}"])
+    return Branch(found, tuple(got.loads), [f"control class {ctx.initiative.control_class}"])
+
+
+DESIGN = Design(NAME, plan, branch, effect, planned=True, needs_control=True)

@@ -51,6 +51,7 @@ class Effect:
             own movement C_after/C_before - 1; ``cycles``: baseline cycles matched,
             ``tau_seconds``: the memory used, ...).
         reason: why the effect is undefined (``""`` when defined).
+        empty: undefined because a side has no samples at all (the verdict is then NO_DATA).
     """
 
     design: str
@@ -64,11 +65,13 @@ class Effect:
     samples: dict[str, int] = field(default_factory=dict)
     context: dict[str, float | int | str | None] = field(default_factory=dict)
     reason: str = ""
+    empty: bool = False
 
 
-def undefined(design: str, confidence: float, reason: str, samples: dict[str, int] | None = None, **context) -> Effect:
-    """An :class:`Effect` with no estimate, saying why."""
-    return Effect(design, None, None, None, confidence, samples=dict(samples or {}), context=dict(context), reason=reason)
+def undefined(design: str, confidence: float, reason: str, samples: dict[str, int] | None = None, *, empty: bool = False,
+              **context) -> Effect:
+    """An :class:`Effect` with no estimate, saying why; ``empty``: a side has no samples at all (NO_DATA)."""
+    return Effect(design, None, None, None, confidence, samples=dict(samples or {}), context=dict(context), reason=reason, empty=empty)
 
 
 def from_log(design: str, log_effect: float, var: float, dof: float, confidence: float, samples: dict[str, int], **context) -> Effect:

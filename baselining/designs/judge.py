@@ -9,7 +9,7 @@
    - ``before-after`` on a baseline with a daily or weekly cycle (:mod:`.cycle`);
    - a primary that follows demand and is demand-bound (:mod:`.demand`), in every design;
    - a mix shift that explains most of the change (:mod:`.mix`).
-   NO_DATA and REGRESSED-by-guards are decided elsewhere (:func:`obsctl.baselining.verdict.overall_verdict`).
+   NO_DATA and REGRESSED-by-guards are decided elsewhere (:func:`obsctl.baselining.decide.verdict.overall_verdict`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def judge(effect: Effect, direction: str, min_effect_ratio: float, *, cycle: Cyc
     if effect.context.get("control_change") is not None:
         notes.append(f"control moved {effect.context['control_change'] * 100:+.1f} % on its own")
     if effect.ratio is None or effect.ci_low is None:
-        verdict = "NO_DATA" if not effect.samples and "no samples" in effect.reason else "INCONCLUSIVE"
+        verdict = "NO_DATA" if effect.empty else "INCONCLUSIVE"
         return Judgement(verdict, effect.reason, verdict, effect, cycle, load, mix, notes)
     verdict, reason = decide(as_estimate(effect, level), direction, min_effect_ratio)  # type: ignore[arg-type]
     first = verdict

@@ -25,12 +25,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from obsctl.baselining.designs.branch import Context
 
 #: Mix share of the change above which the verdict is INCONCLUSIVE.
 MAX_MIX_SHARE = 0.5
@@ -100,40 +96,13 @@ def standardized(weights_fixed: np.ndarray, rates: np.ndarray) -> np.ndarray:
 MAX_SEGMENTS = 12
 
 
-def measure(ctx: Context, dimension: str) -> tuple[MixDecomposition | None, str]:
-    """The rate/mix decomposition of the class's signal over one mix label between the
-    baseline period and the window (``None, reason`` when it cannot be measured).
+def from_means(dimension: str, rows: list[tuple[str, list[float], list[float]]]) -> tuple[MixDecomposition | None, str]:
+    """The decomposition from each segment's ``(value, [demand before, after], [signal before, after])``
+    means (``None, reason`` with fewer than 2 segments measured in both periods).
 
-    Segments: the label's values on the signal's input series in either period (series
-    API); weights: each segment's demand (the spec's ``demand`` signal with the label
-    added to the selector); rates: the signal with the label added to the selector.
-
-    Raises:
-        PrometheusUnavailable, UsageError: as the client.
+    Segments with a non-finite mean are left out; the :data:`MAX_SEGMENTS` largest by the
+    window's demand are kept. The rows are read by :func:`obsctl.baselining.evidence.measure_mix`.
     """
-    from obsctl.baselining.designs.branch import with_labels
-    from obsctl.baselining.measure.window import population_of
-
-    spec, wc = ctx.spec, ctx.wc
-    cc = spec.comparison.for_class(wc.name)
-    if not cc.demand:
-        return None, f"mix by {dimension}: needs comparison.classes.{wc.name}.demand (a signal) to weigh the segments"
-    (_, bs, be), (_, s, e) = ctx.periods()
-    periods = ((bs, be), (s, e))
-    query = spec.query_for(ctx.signal, wc)
-    values: set[str] = set()
-    for a, b in periods:
-        pop = population_of(ctx.client, query, ctx.instant(a), ctx.instant(b))
-        values |= {ls[dimension] for ls in pop.label_sets if dimension in ls}
-    if len(values) < 2:
-        return None, f"mix by {dimension}: fewer than 2 segments in the signal's series"
-    rows = []
-    for v in sorted(values):
-        seg = with_labels(wc, **{dimension: v})
-        with np.errstate(over="ignore", invalid="ignore"):  # overflowing means are dropped below, not warned
-            w = [np.mean([x for _, x in ctx.range(spec.query_for(cc.demand, seg), a, b)] or [np.nan]) for a, b in periods]
-            r = [np.mean([x for _, x in ctx.range(spec.query_for(ctx.signal, seg), a, b)] or [np.nan]) for a, b in periods]
-        rows.append((v, w, r))
     rows = [row for row in rows if all(np.isfinite(row[1])) and all(np.isfinite(row[2]))]
     rows.sort(key=lambda row: -row[1][1])
     rows = rows[:MAX_SEGMENTS]

@@ -5,17 +5,19 @@
 :func:`obsctl.baselining.initiative.check_ledger` (a class that is another active initiative's control cannot start
 its own, and a control class must not be changing itself).
 
-``verify``: :func:`primary` is the one call. It measures what the initiative's design
-compares (the control class over both periods; the canary's two groups in the window;
-the baseline's same hours), adds the demand and saturation of both periods and, for
-before-after, the cycle check and the mix decomposition, and returns an
-:class:`Outcome`: the verdict with its reason and effect, and a JSON-ready ``context``
-that outputs and reports show.
+``verify``: each design declares what it compares (:data:`BY_NAME`, one
+:class:`~obsctl.baselining.designs.branch.Design` per module: the control class over both
+periods; the canary's two groups in the window; the baseline's same hours), ``verify``
+gathers it with the demand and saturation of the periods
+(:func:`obsctl.baselining.evidence.gather_design`), and :func:`primary`, which does no I/O,
+turns the answers into an :class:`Outcome`: the verdict with its reason and effect, the
+before-after cycle check and mix decomposition, and a JSON-ready ``context`` that outputs
+and reports show.
 
 Queries: the class's own signal PromQL with the selector extended (canary: the variant
 label; mix: the mix label) or the control class's selector, so every series keeps its
 identity labels and no new PromQL is invented. Each design's own queries and effect live
-in its module behind :mod:`.branch` (``branch(ctx) -> Branch``); history for the memory
+in its module behind :mod:`.branch` (``DESIGN.plan``, ``DESIGN.branch``); history for the memory
 model: the same log series over :data:`.branch.HISTORY_WINDOWS` window lengths before the
 compared periods.
 """
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,13 +42,21 @@ from obsctl.baselining.designs import (
     mix,
     seasonal,
 )
-from obsctl.baselining.designs.branch import Branch, Context, range_samples, with_labels
+from obsctl.baselining.designs.branch import Design, Gathered, Setting
 from obsctl.baselining.designs.effect import Effect
 from obsctl.baselining.statistics.decision import Estimate
-from obsctl.baselining.workers import DaemonPool
-from obsctl.errors import PrometheusUnavailable, StoreError, UsageError
-from obsctl.rules import canonical, saturation
-from obsctl.spec import Spec, WorkloadClass, escape_label_value
+from obsctl.errors import UsageError
+from obsctl.rules import saturation
+from obsctl.spec import Spec, WorkloadClass
+
+#: Each design's object (:class:`~obsctl.baselining.designs.branch.Design`), by name.
+BY_NAME: dict[str, Design] = {d.name: d for d in (before_after.DESIGN, control.DESIGN, canary.DESIGN, seasonal.DESIGN)}
+assert tuple(BY_NAME) == DESIGNS  # noqa: S101  (one registry: the spec's names are the objects' names)
+
+
+def design_of(name: str) -> Design:
+    """The :class:`~obsctl.baselining.designs.branch.Design` named ``name`` (one of :data:`obsctl.baselining.designs.DESIGNS`)."""
+    return BY_NAME[name]
 
 
 @dataclass(frozen=True)
@@ -70,20 +79,21 @@ def choose(spec: Spec, workload_class: str, design: str | None = None, control_c
     chosen = design or cc.design or "before-after"
     if chosen not in DESIGNS:
         raise UsageError(f"--design {chosen!r} is not one of: {', '.join(DESIGNS)}")
-    if chosen == "control":
+    d = BY_NAME[chosen]
+    if d.needs_control:
         name = control_class or cc.control
         if not name:
             raise UsageError(f"--design control needs --control CLASS (or comparison.classes.{workload_class}.control in the spec)")
         if name == workload_class:
             raise UsageError(f"--control {name!r} is the class being changed; name a class the change does not touch")
         spec.workload_class(name)
-        return Choice("control", name)
+        return Choice(d.name, name)
     if control_class:
         raise UsageError(f"--control is only for --design control (this initiative's design is {chosen})")
-    if chosen == "canary":
+    if d.needs_variant:
         if cc.variant is None:
-            raise UsageError(f"--design canary needs comparison.classes.{workload_class}.variant: {{label, control, treatment}} in the spec")
-        return Choice("canary", None, cc.variant.model_dump(exclude={"traffic_share"}))
+            raise UsageError(f"--design {d.name} needs comparison.classes.{workload_class}.variant: {{label, control, treatment}} in the spec")
+        return Choice(d.name, None, cc.variant.model_dump(exclude={"traffic_share"}))
     return Choice(chosen)
 
 
@@ -101,7 +111,7 @@ def start_checks(choice: Choice, baseline) -> list | None:
     """What ``initiative start`` stores for ``verify`` about the baseline: before-after's
     cycle tests (:func:`obsctl.baselining.designs.cycle.fit`; ``[]`` for a baseline shorter
     than a day, which cannot be tested; None for other designs or no baseline)."""
-    if choice.design != "before-after" or baseline is None:
+    if not BY_NAME[choice.design].cycle_checked or baseline is None:
         return None
     try:
         fits = cycle.fit(baseline.samples)
@@ -113,7 +123,7 @@ def start_checks(choice: Choice, baseline) -> list | None:
 def planned_window(spec: Spec, workload_class: str, choice: Choice, baseline, expected_impact: float | None, store=None) -> float | None:
     """The design's planned window (s) for the expected impact (:mod:`.plan`), or None
     (before-after and seasonal: the statistics planner's own; no baseline or no impact)."""
-    if choice.design not in ("control", "canary") or baseline is None or not expected_impact:
+    if not BY_NAME[choice.design].planned or baseline is None or not expected_impact:
         return None
     from obsctl.baselining.designs.plan import design_plan
     from obsctl.durations import parse_duration
@@ -171,77 +181,13 @@ class Outcome:
 def window_query(spec: Spec, initiative, baseline) -> str:
     """The PromQL ``verify`` measures the window with: the baseline's, or for a canary the
     treatment group's (the class's signal with the variant label added to the selector)."""
-    if initiative.design == "canary" and initiative.variant:
-        v = initiative.variant
-        return spec.query_for(initiative.primary_signal, with_labels(spec.workload_class(initiative.workload_class), **{v["label"]: v["treatment"]}))
-    return baseline.query
+    return BY_NAME[initiative.design].window_query(spec, initiative, baseline)
 
 
-def demand_query(spec: Spec, wc: WorkloadClass) -> str:
-    """The class's offered load: the spec's ``demand`` signal, else the canonical REQUESTS_OFFERED."""
-    cc = spec.comparison.for_class(wc.name)
-    if cc.demand:
-        return spec.query_for(cc.demand, wc)
-    return f'sum({canonical.REQUESTS_OFFERED}{{workload_class="{escape_label_value(wc.name)}"}})'
-
-
-#: The load context reads each period on at most this many instants (a share of states
-#: and a mean demand need no more; a 30-day baseline stays a few small queries).
-LOAD_POINTS = 500
-#: The load context's queries (8 per period, independent and small) run this many at a
-#: time: a verify waits for the slowest, not for their sum (Prometheus itself runs up to
-#: ``--query.max-concurrency``, default 20, and queues the rest).
-LOAD_CONCURRENCY = 8
-_DEMAND = "__demand__"
-
-
-def period_load(spec: Spec, client, wc: WorkloadClass, name: str, start: float, end: float, step: float) -> demand.PeriodLoad:
-    """Demand and saturation of one period, by the saturation module's own definition.
-
-    The period is read at ``step`` or coarser (:data:`LOAD_POINTS` instants at most). The
-    context is best effort: a query Prometheus refuses leaves that input out (unknown),
-    it never costs the verdict (the error is kept in the context's notes)."""
-    return period_loads(spec, client, wc, [(name, start, end)], step)[0]
-
-
-def period_loads(spec: Spec, client, wc: WorkloadClass, periods: list[tuple[str, float, float]], step: float) -> list[demand.PeriodLoad]:
-    """:func:`period_load` of each ``(name, start, end)`` period, all their queries issued
-    concurrently (:data:`LOAD_CONCURRENCY` at a time) on the client's one session.
-
-    A period with a failed query (Prometheus unavailable or refusing it) gets the first
-    such error, in query order, as its note; the other periods are unaffected."""
-    exprs = {**saturation.inputs(spec, wc), _DEMAND: demand_query(spec, wc)}  # the same for every period
-    plans = [(name, start, end, max(step, math.ceil((end - start) / LOAD_POINTS / step) * step) if end > start else step)
-             for name, start, end in periods]
-    calls = [(i, key, expr) for i in range(len(plans)) for key, expr in exprs.items()]
-
-    def fetch(call):
-        i, _, expr = call
-        _, start, end, p_step = plans[i]
-        try:
-            return range_samples(client, expr, start, end, p_step)
-        except (PrometheusUnavailable, UsageError) as exc:
-            return exc
-
-    # Daemon workers (baselining.workers): Ctrl-C does not wait for the queries in flight.
-    with DaemonPool(max_workers=min(LOAD_CONCURRENCY, len(calls)), thread_name_prefix="obsctl-load") as pool:
-        got = list(pool.map(fetch, calls))
-    answers: list[dict] = [{} for _ in plans]
-    for (i, key, _), value in zip(calls, got):
-        answers[i][key] = value
-    out = []
-    for (name, *_), answer in zip(plans, answers):
-        failed = next((v for v in answer.values() if isinstance(v, Exception)), None)
-        if failed is not None:
-            out.append(demand.PeriodLoad(name, None, None, None, note=f"{name}: load context not read ({failed})"))
-            continue
-        offered = answer.pop(_DEMAND)
-        out.append(_period_of(spec, wc, name, answer, offered))
-    return out
-
-
-def _period_of(spec: Spec, wc: WorkloadClass, name: str, inputs: dict[str, list[tuple[float, float]]],
-               offered: list[tuple[float, float]]) -> demand.PeriodLoad:
+def period_of(spec: Spec, wc: WorkloadClass, name: str, inputs: dict[str, list[tuple[float, float]]],
+              offered: list[tuple[float, float]]) -> demand.PeriodLoad:
+    """One period's :class:`~obsctl.baselining.designs.demand.PeriodLoad` from its saturation
+    inputs and offered load (``(t, v)`` samples by input key), by the saturation module's definition."""
     values = {}
     grid_ms = None
     for key, got in inputs.items():
@@ -279,58 +225,41 @@ def _mix_context(dec: mix.MixDecomposition | None) -> dict | None:
 
 
 def context_periods(initiative, baseline, start_at: dt.datetime, end_at: dt.datetime) -> list[tuple[str, float, float]] | None:
-    """The ``(name, start, end)`` periods whose demand and saturation :func:`primary` reads
-    (:func:`period_loads`): the baseline period and the window; None for a canary (its
-    whole class over the window, after its groups) or without a baseline."""
-    if initiative.design == "canary" or baseline is None:
+    """The ``(name, start, end)`` periods whose demand and saturation :func:`primary` reads,
+    known before the window is measured (``Design.load_periods``): the baseline period and
+    the window; None for a canary (its whole class over the window) or without a baseline."""
+    periods = BY_NAME[initiative.design].load_periods
+    if periods is None or baseline is None:
         return None
-    return [("baseline", baseline.window.start.timestamp(), baseline.window.end.timestamp()),
-            ("window", start_at.timestamp(), end_at.timestamp())]
+    return list(periods(baseline, start_at.timestamp(), end_at.timestamp()))
 
 
-#: Each design's branch (:mod:`.branch`): what it queries and its effect.
-BRANCHES: dict[str, Callable[[Context], Branch]] = {
-    "before-after": before_after.branch, "seasonal": seasonal.branch, "control": control.branch, "canary": canary.branch,
-}
+def primary(ctx: Setting, got: Gathered, category: str, direction: str, level: float | None = None) -> Outcome:
+    """Run the initiative's design on its primary signal over the verification window, from
+    what ``verify`` gathered for it (no I/O).
 
-
-def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple[float, float]], start_at: dt.datetime,
-            end_at: dt.datetime, step: float, category: str, direction: str, confidence: float | None = None,
-            loads: Callable[[], list[demand.PeriodLoad]] | None = None, level: float | None = None) -> Outcome:
-    """Run the initiative's design on its primary signal over the verification window.
-
-    The design's branch (:data:`BRANCHES`) measures what it compares and its effect; then,
-    for every design alike, the demand and saturation of the two periods
+    The design's branch (``Design.branch``) computes its effect and checks from ``got``;
+    then, for every design alike, the demand and saturation of the two periods
     (:func:`~obsctl.baselining.designs.demand.assess`), the decision on the effect and the
     confounds the design cannot remove (:mod:`.judge`).
 
     Args:
-        baseline: the initiative's baseline (for a canary started without one, its control group's window).
-        window_samples: the primary's window samples as ``verify`` measured them
-            (:func:`window_query`: for a canary, the treatment group's).
+        ctx: the design's setting; ``ctx.level`` is the look's per-look interval level (the
+            anytime-valid boundary's, so repeated verifies stay safe).
+        got: the answers to the design's plan (:func:`obsctl.baselining.evidence.gather_design`).
         category, direction: the primary signal's (spec).
-        confidence: the look's interval level (the anytime-valid boundary's, so repeated
-            verifies stay safe); default the spec's.
-        loads: the :func:`period_loads` of :func:`context_periods`, already asked for
-            (``verify`` issues them with its other calls); None: read here.
         level: the level the interval claims, over all looks of the change (the
-            sequence's); default ``confidence``.
+            sequence's); default the per-look level.
 
     Returns:
         :class:`Outcome`. For before-after the verdict is None unless a confound makes it
         INCONCLUSIVE (cycle, demand-bound signal, mix).
-
-    Raises:
-        UsageError: a seasonal baseline shorter than one cycle.
-        PrometheusUnavailable: as the client.
     """
-    cfg = spec.verification
-    wc = spec.workload_class(initiative.workload_class)
+    cfg = ctx.spec.verification
+    wc, initiative = ctx.wc, ctx.initiative
     design = initiative.design
-    ctx = Context(spec, client, initiative, baseline, window_samples, start_at.timestamp(), end_at.timestamp(), step,
-                  confidence or cfg.confidence, wc, lambda periods: period_loads(spec, client, wc, periods, step), loads)
-    found = BRANCHES[design](ctx)
-    load = demand.assess(*found.loads, category, initiative.primary_signal, _follows_demand(spec, wc, initiative.primary_signal, category))
+    found = BY_NAME[design].branch(ctx, got)
+    load = demand.assess(*found.loads, category, initiative.primary_signal, _follows_demand(ctx.spec, wc, initiative.primary_signal, category))
     out = Outcome(design, treatment=found.treatment)
     notes = list(found.notes)
     cyc, dec = found.cycle, found.mix
@@ -342,7 +271,7 @@ def primary(spec: Spec, client, initiative, baseline, window_samples: list[tuple
         notes += j.notes
         out.context["effect"] = _effect_context(found.effect)
     else:
-        out.verdict, out.reason = judge.confounds("before-after", cyc, load, dec, cfg.min_effect_ratio)
+        out.verdict, out.reason = judge.confounds(design, cyc, load, dec, cfg.min_effect_ratio)
         notes += [n for n in (cyc.reason if cyc else "", load.line() if load else "", dec.line() if dec else "") if n]
         if load is not None and load.reason and not load.demand_bound:
             notes.append(load.reason)
@@ -367,33 +296,3 @@ def _follows_demand(spec: Spec, wc: WorkloadClass, signal: str, category: str) -
         return False
     sig = next((s for s in spec.signals if s.name == signal), None)
     return demand.follows_demand(sig) if sig is not None else category in demand.DEMAND_SCALED_CATEGORIES
-
-
-def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.datetime, end_at: dt.datetime, step: float):
-    """For a canary started without a baseline: its control group's window, stored (not
-    current) as the baseline the verdict, the guards, promote and report refer to.
-
-    The control group runs the unchanged configuration in the same window, so it is the
-    state before the change; the record keeps the class's identity query.
-
-    Raises:
-        StoreError: the control group has no data in the window, or the store refuses the write.
-    """
-    from obsctl.baselining.measure.window import measure
-    from obsctl.records import Baseline
-    from obsctl.timeutil import utcnow
-
-    wc = spec.workload_class(initiative.workload_class)
-    sig = spec.signal(initiative.primary_signal)
-    v = initiative.variant
-    m = measure(client, spec.query_for(sig, with_labels(wc, **{v["label"]: v["control"]})), start_at, end_at, step, spec.verification.min_samples,
-                what=f"{wc.name}/{sig.name} (canary control group)")
-    if m.stats is None or not m.samples:
-        raise StoreError(f"initiative {initiative.id}: the canary's control group {v['label']}={v['control']} has no data in the window "
-                         f"({m.no_data_reason(spec.verification.min_samples) or 'no samples'})")
-    created = utcnow()
-    record = Baseline(id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}-canary-control", workload_class=wc.name,
-                      signal=sig.name, unit=sig.unit, direction=sig.direction, query=spec.query_for(sig, wc), window=m.window,
-                      population=m.population, stats=m.stats, created_at=created, source="snapshot", initiative=initiative.id,
-                      samples=m.samples, coverage=m.coverage, warnings=m.warnings, partial=m.partial)
-    return store.save_baseline(record, make_current=False)

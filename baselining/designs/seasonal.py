@@ -27,7 +27,7 @@ import numpy as np
 
 from obsctl.baselining.designs import align
 from obsctl.baselining.designs import effect as fx
-from obsctl.baselining.designs.branch import Branch, Context
+from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Setting, baseline_and_window
 from obsctl.durations import format_duration
 from obsctl.errors import UsageError
 
@@ -91,7 +91,7 @@ def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float
     tb, vb = align.as_arrays(baseline)
     tw, vw = align.as_arrays(window)
     if tw.size == 0 or tb.size == 0:
-        return fx.undefined(NAME, confidence, "no samples in the window or the baseline")
+        return fx.undefined(NAME, confidence, "no samples in the window or the baseline", empty=True)
     span_days = (tw[-1] - tb[0]) / 86_400_000
     cycles = max(1, int(span_days // CYCLES[cycle]))
     wanted = matched_instants(tw, cycle, cycles, timezone)
@@ -127,14 +127,22 @@ def deseasonalized(ms: np.ndarray, values: np.ndarray, cycle: str) -> fx.Series 
     return t, residuals(t, np.log(values[ok]), CYCLES[cycle] * 86400.0)
 
 
-def branch(ctx: Context) -> Branch:
-    """``verify``'s seasonal comparison: the window against the same hours of the stored
-    baseline (which must span a whole cycle), with the demand of both periods.
+def plan(ctx: Setting) -> Plan:
+    """``verify``'s seasonal comparison asks for the demand of both periods; the baseline
+    must span a whole cycle.
 
     Raises:
         UsageError: the baseline is shorter than one cycle.
     """
+    check_span(ctx.baseline.window.start, ctx.baseline.window.end, ctx.spec.comparison.seasonal_cycle)
+    return Plan(loads=baseline_and_window(ctx.baseline, ctx.start, ctx.end))
+
+
+def branch(ctx: Setting, got: Gathered) -> Branch:
+    """The window against the same hours of the stored baseline, with the demand of both periods."""
     cmp = ctx.spec.comparison
-    check_span(ctx.baseline.window.start, ctx.baseline.window.end, cmp.seasonal_cycle)
     found = effect(ctx.baseline.samples, ctx.window_samples, cmp.seasonal_cycle, ctx.level, cmp.timezone)
-    return Branch(found, tuple(ctx.period_loads()))
+    return Branch(found, tuple(got.loads))
+
+
+DESIGN = Design(NAME, plan, branch, effect)

@@ -59,7 +59,7 @@ counts, not as a hole). Selectors with no arrival in the window are left out, so
 absent error counter behind ``... or vector(0)`` does not empty the window; when no
 selector has one, coverage is 0.
 
-Verdict cap (:func:`cap_verdict`, applied by ``verify`` to the primary and every guard):
+Verdict cap (:func:`obsctl.baselining.decide.caps.cap_verdict`, applied by ``verify`` to the primary and every guard):
 NO_DATA when nothing fresh is in the window or the signal stopped (no fresh sample from
 some instant to the window end) while coverage is below ``min_coverage_ratio``;
 INCONCLUSIVE when coverage is below it otherwise, when a Prometheus warning says the

@@ -201,24 +201,6 @@ class FamilySet:
             labels = {k: str(v) for k, v in labels.items()}
         fam.samples.append(Sample(name, labels, float(value), timestamp))
 
-    def add_many(self, samples: Iterable[tuple[str, Mapping[str, str], float]]) -> None:
-        """``add(name, labels, value)`` for each triple (same checks, less overhead per sample).
-
-        Label values must already be str here (the NVML source's hot path).
-        """
-        families = self._families
-        allowed_by_name = _ALLOWED
-        new_sample = tuple.__new__  # Sample(...) without the namedtuple call overhead (hot path)
-        for name, labels, value in samples:
-            allowed = allowed_by_name[name]
-            keys = labels.keys()
-            if keys != allowed[0] and keys != allowed[1]:
-                raise ValueError(f"{name}: labels {sorted(keys)} do not match catalogue {sorted(allowed[0])}")
-            fam = families.get(name)
-            if fam is None:
-                fam = families[name] = new_family(BY_NAME[name])
-            fam.samples.append(new_sample(Sample, (name, labels, float(value), None, None, None)))
-
     def add_checked(self, samples: Iterable[Sample]) -> None:
         """Append prometheus_client Samples whose names and labels were checked with ``check_labels``."""
         families = self._families

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import snapshot_baseline, verify
+from obsctl.baselining.commands.cli import snapshot_baseline, verify
 from obsctl.stack import free_port
 from support.faultkit import seed_store, tree_digest, write_fault_spec
 from support.faultproxy import HUGE_BYTES
@@ -124,7 +124,7 @@ def test_verify_fault_mode_keeps_the_store(mode, proxy, fault_spec, history, tmp
 
 
 def test_a_failed_load_context_query_costs_its_own_period_only(proxy, fault_spec, history):
-    """The load context's queries run concurrently (designs.run.period_loads): HTTP 503 on
+    """The load context's queries run concurrently (evidence.period_loads): HTTP 503 on
     the baseline period's CPU query leaves that period's load unknown, with the error in
     the notes; the window's load, the verdict and its save are unaffected."""
     t1 = history.at(1)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import snapshot_baseline
+from obsctl.baselining.commands.cli import snapshot_baseline
 from obsctl.baselining.store import Store
 from support.faultkit import write_fault_spec
 from support.faultproxy import FaultProxy

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import verify
+from obsctl.baselining.commands.cli import verify
 from obsctl.stack import free_port
 from support.faultkit import seed_store, tree_digest, write_fault_spec
 from support.history import LATENCY, METRIC, QUALITY
@@ -218,10 +218,11 @@ def test_a_load_context_fault_costs_its_period_only(mode, proxy, gspec, history)
 # --- many guards: same results, same order as one at a time ----------------------------
 
 def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history):
+    from obsctl.baselining.decide.verdict import judge_guard
+    from obsctl.baselining.evidence import measure_guard
     from obsctl.baselining.guards import guard_baselines
     from obsctl.baselining.statistics.comparison import LookContext
     from obsctl.baselining.store import Store
-    from obsctl.baselining.verdict import judge_guard as evaluate_guard
     from obsctl.promapi import PrometheusClient
     from obsctl.spec import load_spec as load
 
@@ -241,8 +242,8 @@ def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history
     planned = i.planned_window_seconds
     chosen = guard_baselines(spec, st, i)
     # The first look of each guard's sequence, as verify judged it.
-    expected = [evaluate_guard(spec, client, b, start, end, w["step_seconds"], LookContext(1, planned, None, spec.verification.confidence), len(chosen))[0]
-                for b in chosen]
+    look = LookContext(1, planned, None, spec.verification.confidence)
+    expected = [judge_guard(spec, b, measure_guard(spec, client, b, start, end, w["step_seconds"]), look, len(chosen))[0] for b in chosen]
     for g, e in zip(got["guards"], expected):
         assert (g["signal"], g["verdict"], g["baseline_id"]) == (e.signal, e.verdict, e.baseline_id)
         assert g["window_mean"] == pytest.approx(e.window_mean, rel=1e-12, abs=0)
@@ -342,9 +343,9 @@ def test_a_tampered_baseline_cycle_is_one_corrupt_store_line(case, value, proxy,
 
 
 def test_sigint_during_the_load_context_exits_promptly(proxy, slow_spec, store, history):
-    """Ctrl-C while the load context's queries (designs.run.period_loads) hang."""
+    """Ctrl-C while the load context's queries (evidence.period_loads) hang."""
     def is_load(path: str) -> bool:
-        q = promql(path)  # saturation inputs and demand (rules/saturation.py inputs, designs.run.demand_query)
+        q = promql(path)  # saturation inputs and demand (rules/saturation.py inputs, evidence.demand_query)
         return not is_alerts(path) and ("process_cpu_seconds_total" in q or "workload_class" in q)
 
     proxy.mode, proxy.only = "slow", is_load

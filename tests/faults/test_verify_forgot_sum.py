@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import verify
+from obsctl.baselining.commands.cli import verify
 from support.faultkit import seed_store, tree_digest, write_fault_spec
 from support.matrix_flood import Matrix
 

@@ -31,7 +31,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import initiative, report, snapshot_baseline, verify
+from obsctl.baselining.commands.cli import initiative, report, snapshot_baseline, verify
 from obsctl.baselining.store import Store
 from support.prometheus import served_history
 

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import (
+from obsctl.baselining.commands.cli import (
     baseline,
     initiative,
     plan,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from obsctl.baselining.ledger import HOURS_PER_MONTH, build_ledger
+from obsctl.baselining.practice.ledger import HOURS_PER_MONTH, build_ledger
 from obsctl.baselining.store import Store
 from obsctl.promapi import PrometheusClient
 from obsctl.rules.canonical import COST_USD_PER_HOUR

@@ -19,8 +19,8 @@ import time
 import pytest
 import yaml
 
-from obsctl.baselining.publish import collect, initiative_events, push
-from obsctl.baselining.review import Finding, ReviewResult
+from obsctl.baselining.practice.publish import collect, initiative_events, push
+from obsctl.baselining.practice.review import Finding, ReviewResult
 from obsctl.baselining.store import Store
 from obsctl.dashboards import inference, loop_overview
 from obsctl.records import Initiative

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import initiative, report, snapshot_baseline, verify
+from obsctl.baselining.commands.cli import initiative, report, snapshot_baseline, verify
 from support.prometheus import served_history
 
 STEP, HOUR, T0 = 15, 3600, 1_780_000_200  # a fixed past instant on the 15 s grid

@@ -30,7 +30,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining import targets as target_rules
+from obsctl.baselining.practice import targets as target_rules
 from obsctl.baselining.snapshot import snapshot
 from obsctl.baselining.store import Store
 from obsctl.cli import cli

@@ -10,7 +10,7 @@ import statistics
 import pytest
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import snapshot_baseline
+from obsctl.baselining.commands.cli import snapshot_baseline
 from obsctl.baselining.store import Store
 from obsctl.errors import PrometheusUnavailable, UsageError
 from obsctl.promapi import PrometheusClient

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import snapshot_baseline
+from obsctl.baselining.commands.cli import snapshot_baseline
 from obsctl.baselining.store import Store
 from support.prometheus import served_history
 

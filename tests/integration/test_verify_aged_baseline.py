@@ -13,7 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import initiative, snapshot_baseline, verify
+from obsctl.baselining.commands.cli import initiative, snapshot_baseline, verify
 from support.prometheus import served_history
 
 STEP, HOUR = 15, 3600

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import baseline, initiative, report, snapshot_baseline, verify
+from obsctl.baselining.commands.cli import baseline, initiative, report, snapshot_baseline, verify
 from obsctl.baselining.store import Store
 
 # The guard metrics written by conftest.build_history (not imported: tests/conftest.py

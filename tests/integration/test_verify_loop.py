@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import baseline, initiative, report, snapshot_baseline, verify
+from obsctl.baselining.commands.cli import baseline, initiative, report, snapshot_baseline, verify
 from obsctl.baselining.store import Store
 
 

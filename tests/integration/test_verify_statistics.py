@@ -12,7 +12,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import initiative, plan, report, snapshot_baseline, verify
+from obsctl.baselining.commands.cli import initiative, plan, report, snapshot_baseline, verify
 from obsctl.baselining.statistics import anytime
 from obsctl.baselining.store import Store
 from support.history import PRE_HOURS
@@ -76,7 +76,7 @@ def test_verify_judges_the_baseline_sides_stored_at_start_without_their_samples(
 
     import yaml
 
-    from obsctl.baselining.verdict import stored_side
+    from obsctl.baselining.decide.sides import stored_side
     from obsctl.spec import load_spec
 
     snap = run(snapshot_baseline, ["--spec", guard_spec, "--class", "steady", "--window", "1h", "--end", history.iso(1)])

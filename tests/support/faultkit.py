@@ -38,7 +38,7 @@ def seed_store(work: Path, history, write_spec) -> Path:
     spec ``write_spec(path, url, store)`` writes; returns the store directory."""
     from click.testing import CliRunner
 
-    from obsctl.baselining.cli import initiative, snapshot_baseline
+    from obsctl.baselining.commands.cli import initiative, snapshot_baseline
 
     def run(cmd, args):
         return CliRunner().invoke(cmd, [str(a) for a in args])

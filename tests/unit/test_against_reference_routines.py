@@ -42,8 +42,10 @@ def test_boundaries_match_brentq():
         if density is None:
             c = float(stats.norm.isf(target / 2))
         else:
-            c = optimize.brentq(lambda c: sum(sequential._cross(density, grid, weights, dt, 0.0, c * math.sqrt(t))) - target,
-                                1e-6, 40.0, xtol=1e-12)
+            def excess(c, density=density, grid=grid, weights=weights, dt=dt, t=t, target=target):
+                return sum(sequential._cross(density, grid, weights, dt, 0.0, c * math.sqrt(t))) - target
+
+            c = optimize.brentq(excess, 1e-6, 40.0, xtol=1e-12)
         new_grid, new_weights = sequential._grid(min(c, 12.0) * math.sqrt(t))
         density = sequential._step(density, grid, weights, dt, 0.0, new_grid)
         grid, weights, t_prev = new_grid, new_weights, t

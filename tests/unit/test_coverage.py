@@ -10,9 +10,9 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from obsctl.baselining import present
-from obsctl.baselining import verdict as caps
+from obsctl.baselining.decide import caps
 from obsctl.baselining.measure import coverage as cov
+from obsctl.baselining.text import present
 from obsctl.timeutil import rfc3339
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z

@@ -7,7 +7,6 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from obsctl.baselining import present
 from obsctl.baselining.designs import (
     before_after,
     canary,
@@ -18,6 +17,7 @@ from obsctl.baselining.designs import (
     mix,
     seasonal,
 )
+from obsctl.baselining.text import present
 from obsctl.errors import UsageError
 from obsctl.rules import saturation
 

@@ -30,7 +30,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 def test_the_verify_modules_import_without_scipy_special():
     # The lazy import is what keeps scipy.special's ~0.27 s off the import path.
-    out = _run("import sys, obsctl.baselining.verify, obsctl.baselining.cli, obsctl.baselining.plan; "
+    out = _run("import sys, obsctl.baselining.verify, obsctl.baselining.commands.cli, obsctl.baselining.plan; "
                "print('scipy.special' in sys.modules)")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

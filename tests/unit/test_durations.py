@@ -27,7 +27,7 @@ def test_exporter_flags_and_spec_share_the_grammar():
     from obsctl.exporters.main import build_parser
     from obsctl.spec import Verification
 
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):  # pydantic.ValidationError
         Verification(window="1m1h")
     assert Verification(window="1h30m").window == "1h30m"
     args = build_parser().parse_args(["--scrape.timeout=1m1h"])

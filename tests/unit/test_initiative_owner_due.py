@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import initiative
+from obsctl.baselining.commands.cli import initiative
 from obsctl.baselining.store import Store
 from obsctl.records import Initiative, Statistics, VerificationResult, Window
 from support.store_records import make_baseline
@@ -169,9 +169,9 @@ def test_start_does_not_warn_when_its_plan_can_detect_the_effect(tmp_path):
 
 
 def test_lever_other_in_the_ledger_and_the_report_is_escaped(tmp_path):
-    from obsctl.baselining.ledger import build_ledger
-    from obsctl.baselining.present_ledger import ledger_lines, ledger_markdown
+    from obsctl.baselining.practice.ledger import build_ledger
     from obsctl.baselining.report import write_report
+    from obsctl.baselining.text.present_ledger import ledger_lines, ledger_markdown
     from obsctl.spec import load_spec
     from support import ledger_store
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import initiative
+from obsctl.baselining.commands.cli import initiative
 from obsctl.baselining.store import Store
 from support.store_records import T0, make_baseline
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.ledger import build_ledger, write_ledger
-from obsctl.baselining.present_ledger import ledger_lines, ledger_markdown
+from obsctl.baselining.practice.ledger import build_ledger
 from obsctl.baselining.store import Store
+from obsctl.baselining.text.present_ledger import ledger_lines, ledger_markdown, write_ledger
 from obsctl.cli import cli
 from obsctl.spec import load_spec
 from support import ledger_store as L

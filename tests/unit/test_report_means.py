@@ -1,5 +1,5 @@
 """One baseline mean, shown the same way: the verdict line and the report's table show the
-means the verdict was computed with (obsctl.baselining.present.judged_means).
+means the verdict was computed with (obsctl.baselining.text.present.judged_means).
 
 The stored summaries drop the oldest ``n mod 10`` samples for their batch means; the
 comparison uses every kept sample. With 245 baseline samples whose 5 oldest are 10x the
@@ -13,9 +13,9 @@ import re
 
 import numpy as np
 
-from obsctl.baselining.present import judged_means, verdict_line
 from obsctl.baselining.report import render_markdown
 from obsctl.baselining.statistics.summary import summarize
+from obsctl.baselining.text.present import judged_means, verdict_line
 from obsctl.escape import markdown_text
 from obsctl.formatting import format_number
 from obsctl.records import Baseline, Initiative, Population, VerificationResult, Window

@@ -1,4 +1,4 @@
-"""The review's rules one by one (baselining/review.py, targets.py, movement.py), with
+"""The review's rules one by one (baselining/practice/review.py, targets.py, movement.py), with
 known answers computed here; the whole review on a real Prometheus is
 tests/integration/test_review_live.py."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from obsctl.baselining import movement, targets
-from obsctl.baselining import review as rv
-from obsctl.baselining.present_review import review_lines, review_markdown
+from obsctl.baselining.practice import movement, targets
+from obsctl.baselining.practice import review as rv
 from obsctl.baselining.store import Store
+from obsctl.baselining.text.present_review import review_lines, review_markdown
 from obsctl.records import Initiative, Population, VerificationResult, Window
 from obsctl.spec import Signal, Target
 from support.rules_fixtures import SPEC, write_spec

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining import review as rv
-from obsctl.baselining.cli import initiative
+from obsctl.baselining.commands.cli import initiative
+from obsctl.baselining.practice import review as rv
 from obsctl.baselining.store import Store
 from obsctl.records import Initiative, VerificationResult, Window
 from support.rules_fixtures import write_spec

@@ -128,7 +128,7 @@ def test_the_job_runs_as_the_loops_jobs_do(job_template):
 
 
 def test_the_verdict_template_reads_the_published_state_set(verdict_template):
-    from obsctl.baselining.publish import VERDICTS
+    from obsctl.baselining.practice.publish import VERDICTS
     from obsctl.rules.loop_series import INITIATIVE_VERDICT
 
     (metric,) = verdict_template["spec"]["metrics"]

@@ -4,18 +4,18 @@ except where a rule reads raw series through a class's own selector.
 Raw server metrics carry no ``workload_class`` label, so a class's source rules, its PromQL
 signals over ``$selector``, its CPU inputs and its run cost stay one rule per class; every
 other rule reads series that carry the class and is written once ``by (workload_class)``.
-The measured spec is :func:`obsctl.rules.scaling.fleet`; the table is in docs/rules.md.
+The measured spec is ``fleet`` of bench/bench_rules_scaling.py; the table is in docs/rules.md.
 """
 
 from __future__ import annotations
 
 import yaml
+from bench_rules_scaling import SIGNALS, fleet
 
 from obsctl.dashboards.build import build
 from obsctl.rules import canonical as C
 from obsctl.rules.generate import generate
 from obsctl.rules.loop_series import CLASS_INFO, TARGET_INFO, TARGET_VALUE
-from obsctl.rules.scaling import SIGNALS, fleet
 from obsctl.rules.sources import SOURCES
 from obsctl.spec import load_spec
 

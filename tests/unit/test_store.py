@@ -145,7 +145,7 @@ def test_records_carry_a_schema_version_and_another_is_one_line(tmp_path):
     store.add_initiative(make_initiative(store))
     path = store.baseline_file(saved.workload_class, saved.signal, saved.id)
     ipath = store.initiative_file("batch-size-tuning-20260105")
-    for record, hint in ((path, "re-snapshot the baseline"), (ipath, "start the initiative again")):
+    for record, _hint in ((path, "re-snapshot the baseline"), (ipath, "start the initiative again")):
         data = yaml.safe_load(record.read_text())
         assert data["schema_version"] == 1
         data["schema_version"] = 2

@@ -25,14 +25,14 @@ SPEC = {"store": "store",
 
 
 def _start(spec_path: str, name: str, go, results) -> None:
-    from obsctl.baselining.initiative import start_initiative
+    from obsctl.baselining.initiative import Start, start_initiative
     from obsctl.errors import ObsctlError
     from obsctl.spec import load_spec
 
     spec = load_spec(spec_path)
     go.wait(30)
     try:
-        i = start_initiative(spec, Store(spec.store_path()), name, "batch-size", "embed-online", "tokens_per_second", 0.2)
+        i = start_initiative(spec, Store(spec.store_path()), Start(name, "batch-size", "embed-online", "tokens_per_second", 0.2))
         results.put(("ok", i.id))
     except ObsctlError as exc:
         results.put(("refused", str(exc)))

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import target
+from obsctl.baselining.commands.cli import target
 from obsctl.baselining.store import Store
 from support.store_records import make_baseline
 

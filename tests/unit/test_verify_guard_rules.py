@@ -7,9 +7,9 @@ import datetime as dt
 
 import pytest
 
-from obsctl.baselining.present import guards_line, verdict_line
+from obsctl.baselining.decide.verdict import guard_margin, holm, overall_verdict
 from obsctl.baselining.report import _guard_table
-from obsctl.baselining.verdict import guard_margin, holm, overall_verdict
+from obsctl.baselining.text.present import guards_line, verdict_line
 from obsctl.records import GuardResult, VerificationResult, Window
 
 UTC = dt.UTC

@@ -8,8 +8,8 @@ import datetime as dt
 import pytest
 
 from obsctl.baselining.measure.window import selectors_of
-from obsctl.baselining.present import verdict_line
 from obsctl.baselining.store import Store
+from obsctl.baselining.text.present import verdict_line
 from obsctl.baselining.verify import VERDICT_EXIT_CODES, resolve_initiative, verification_window
 from obsctl.durations import parse_duration
 from obsctl.errors import StoreError, UsageError

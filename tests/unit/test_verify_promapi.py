@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.cli import baseline, initiative, report, snapshot_baseline, target, verify
+from obsctl.baselining.commands.cli import baseline, initiative, report, snapshot_baseline, target, verify
 from obsctl.baselining.store import Store
 from obsctl.errors import PrometheusUnavailable, StoreError
 from obsctl.promapi import PrometheusClient
@@ -506,8 +506,8 @@ def test_report_whose_markdown_cannot_be_written_leaves_no_new_figure(fake, spec
 def test_time_flags_say_a_time_without_offset_is_utc(monkeypatch):
     import time
 
-    from obsctl.baselining.publish_cli import publish
-    from obsctl.baselining.review_cli import review
+    from obsctl.baselining.commands.publish_cli import publish
+    from obsctl.baselining.commands.review_cli import review
     from obsctl.timeutil import parse_instant
 
     flags = [(verify, "start"), (verify, "end"), (snapshot_baseline, "end"), (initiative.commands["start"], "started_at"),

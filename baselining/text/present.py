@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from obsctl.baselining.designs import WORDING, Wording
 from obsctl.baselining.statistics import power as stats_planner
 from obsctl.durations import format_duration
 from obsctl.escape import markdown_text
@@ -164,9 +165,9 @@ def context_lines(context: dict) -> list[str]:
     lines = [f"design: {context.get('design', 'before-after')}"]
     eff = context.get("effect") or {}
     if eff.get("ratio") is not None and eff.get("ci_low") is not None:
-        what = {"canary": "T / C - 1", "control": "(T_a / T_b) / (C_a / C_b) - 1", "seasonal": "window / same hours - 1"}.get(eff["design"], "ratio")
+        what = WORDING.get(eff["design"], Wording()).formula
         sides = ""
-        if eff["design"] == "canary" and eff.get("treatment_mean") is not None:
+        if WORDING.get(eff["design"], Wording()).groups and eff.get("treatment_mean") is not None:
             sides = f"; treatment {eff['treatment_mean']:.4g} vs control {eff['control_mean']:.4g}"
         lines.append(f"effect {what} = {eff['ratio'] * 100:+.1f} % ({eff['confidence'] * 100:.3g} % CI {eff['ci_low'] * 100:+.1f} % .. "
                      f"{eff['ci_high'] * 100:+.1f} %, log-scale se {eff['log_se']:.3g}, memory {eff.get('tau_seconds') or 0:.0f} s{sides})")
@@ -175,7 +176,7 @@ def context_lines(context: dict) -> list[str]:
         lines.append(f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own "
                      f"(treated {ctrl['treated_change'] * 100:+.1f} %)" if ctrl.get("treated_change") is not None else
                      f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own")
-    if eff.get("design") == "seasonal":
+    if WORDING.get(eff.get("design"), Wording()).same_hours:
         lines.append(f"seasonal: the window vs the same hours of {eff.get('cycles')} earlier {eff.get('cycle')}(s) "
                      f"({eff.get('timezone')}), {eff.get('matched_share', 0):.0%} of samples matched")
     for note in context.get("notes", []):

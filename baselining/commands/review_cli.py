@@ -1,4 +1,4 @@
-"""``obsctl review``: the cadence meeting in one command (findings in obsctl.baselining.review)."""
+"""``obsctl review``: the cadence meeting in one command (findings in obsctl.baselining.practice.review)."""
 
 from __future__ import annotations
 
@@ -39,10 +39,10 @@ def review(spec_path, classes, as_of, fail_on, write, out_dir, output):
     """
     from pathlib import Path
 
-    from obsctl.baselining.present_review import review_lines, review_markdown
-    from obsctl.baselining.review import review as run_review
+    from obsctl.baselining.practice.review import review as run_review
     from obsctl.baselining.statistics import distributions
     from obsctl.baselining.store import Store
+    from obsctl.baselining.text.present_review import review_lines, review_markdown
     from obsctl.errors import UsageError
     from obsctl.promapi import PrometheusClient
 
@@ -59,7 +59,7 @@ def review(spec_path, classes, as_of, fail_on, write, out_dir, output):
     written = None
     if folder is not None:
         written = _write(folder, result, review_markdown(result))
-        from obsctl.baselining.targets import mark_reviewed
+        from obsctl.baselining.practice.targets import mark_reviewed
 
         for t in spec.targets:
             if t.workload_class in result.classes:

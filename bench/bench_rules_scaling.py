@@ -1,6 +1,6 @@
 """How the generated rules and dashboards grow with the fleet: counts for N classes x 6 signals.
 
-``python -m obsctl.rules.scaling [N ...]`` prints, for a spec of N workload classes (default
+``python bench/bench_rules_scaling.py [N ...]`` prints, for a spec of N workload classes (default
 5, 40 and 200) and six signals, the number of recording rules (all, and those that run a
 query rather than publish a constant), alerting rules, and the dashboards' bytes (largest
 file and all together). The spec is the one a fleet would write: classes of three serving

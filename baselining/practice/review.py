@@ -7,12 +7,12 @@ month at stake where there is a price for it, a one-line action and its evidence
 
 - baseline discipline: ``baseline_missing``, ``baseline_stale`` (older than ``max_age``,
   by default ``review.baseline_life`` cadence periods), ``baseline_drifted`` (the movement
-  test, :mod:`obsctl.baselining.movement`, on the last cadence period), ``data_missing``
+  test, :mod:`obsctl.baselining.practice.movement`, on the last cadence period), ``data_missing``
   (no usable window for that test: stale or missing data is never a pass),
   ``population_changed`` (accelerator models, replica count or model label differ from
   the baseline's), ``owner_missing``;
 - targets: ``target_impossible``, ``target_met``, ``target_unrealistic``, ``target_behind``,
-  ``target_review_due`` (:mod:`obsctl.baselining.targets` anchors relative targets);
+  ``target_review_due`` (:mod:`obsctl.baselining.practice.targets` anchors relative targets);
 - initiatives: ``initiative_overdue``, ``initiative_unpromoted``, ``episodic``,
   ``lesson_missing`` (promoted, or closed after a decisive verdict, without a lesson) and
   ``prediction_accuracy`` (per class, how far ``--expected-impact`` was from the verified
@@ -31,9 +31,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-from obsctl.baselining import targets as target_rules
 from obsctl.baselining.measure.window import Measurement, measure
-from obsctl.baselining.movement import Movement, movement, window_step
+from obsctl.baselining.practice import targets as target_rules
+from obsctl.baselining.practice.movement import Movement, movement, window_step
 from obsctl.durations import format_duration, parse_duration
 from obsctl.formatting import format_number, format_percent
 from obsctl.promapi import PrometheusClient

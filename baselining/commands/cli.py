@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from obsctl.baselining.designs import DESIGNS
 from obsctl.baselining.store import Store
 from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
 from obsctl.errors import EXIT_FAILURE
@@ -107,7 +108,7 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
                            + (" PARTIAL" if b.partial else ""))
             else:
                 click.echo(f"{o.workload_class}/{o.signal}: {'NO DATA' if o.status == 'no_data' else 'REFUSED'} ({o.reason}); not stored")
-            from obsctl.baselining.present import output_lines
+            from obsctl.baselining.text.present import output_lines
 
             for line in output_lines(o.coverage, o.warnings):
                 click.echo(f"  {line}")
@@ -238,7 +239,7 @@ def target_show(spec_path, output):
     anchored_at, current, progress, elapsed, met, overdue, days_left, driver, deadline.
     Exit 1 when the store cannot record a first-seen anchor.
     """
-    from obsctl.baselining import targets as target_rules
+    from obsctl.baselining.practice import targets as target_rules
     from obsctl.timeutil import utcnow
 
     spec = load(spec_path)
@@ -308,7 +309,7 @@ def initiative():
 @click.option("--started-at", default="now", show_default=True, metavar="RFC3339|now",
               help="When the change went live (RFC3339; without an offset, UTC).")
 @click.option("--notes", default="", help="Free text kept with the initiative.")
-@click.option("--design", type=click.Choice(["before-after", "control", "canary", "seasonal"]), default=None,
+@click.option("--design", type=click.Choice(list(DESIGNS)), default=None,
               help="How verify compares (default: the spec's comparison block): before-after (window vs baseline), "
                    "control (vs an untouched --control class, difference in differences), canary (treatment vs control "
                    "replicas in the same window; no baseline needed), seasonal (vs the same hours of the stored baseline).")
@@ -330,13 +331,14 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
     within the planner's limit, a 'obsctl: warning:' line on stderr says so: its verify
     would stay INCONCLUSIVE. The initiative is still started (exit 0)."""
     _prefetch_statistics()
-    from obsctl.baselining.initiative import start_initiative
-    from obsctl.baselining.present import lever_text
+    from obsctl.baselining.initiative import Start, start_initiative
+    from obsctl.baselining.text.present import lever_text
 
     spec = load(spec_path)
-    i = start_initiative(spec, _store(spec), name, lever, workload_class, signal, expected_impact,
-                         parse_instant(started_at, "--started-at"), notes, design=design, control=control_class, effort=effort,
-                         owner=owner, due=_parse_date(due, "--due") if due else None, lever_description=lever_description)
+    i = start_initiative(spec, _store(spec), Start(name, lever, workload_class, signal, expected_impact,
+                                                   parse_instant(started_at, "--started-at"), notes, design=design, control=control_class,
+                                                   effort=effort, owner=owner, due=_parse_date(due, "--due") if due else None,
+                                                   lever_description=lever_description))
     plan = _initiative_plan(spec, i)  # start_initiative fixed the planned length (repeated looks, docs/verification.md)
     warning = _undetectable_warning(i, plan)
     if warning:
@@ -370,8 +372,8 @@ def initiative_list(spec_path, workload_class, status, output):
     the start plus the planned length) and OVERDUE when it is open or verified, past that
     end, and without a decisive verdict (IMPROVED, NO_CHANGE, REGRESSED). JSON adds
     ``last_verdict``, ``planned_end`` (RFC 3339) and ``overdue`` (bool) to each record."""
-    from obsctl.baselining.present import lever_text
-    from obsctl.baselining.review import is_overdue, planned_end
+    from obsctl.baselining.practice.review import is_overdue, planned_end
+    from obsctl.baselining.text.present import lever_text
     from obsctl.escape import terminal_text
     from obsctl.timeutil import utcnow
 
@@ -461,7 +463,7 @@ def _undetectable_warning(i, plan: dict | None) -> str | None:
 def _initiative_plan(spec, i) -> dict | None:
     # The planned length and the planner's figures (obsctl.baselining.plan); None without a baseline.
     from obsctl.baselining.plan import planned_seconds
-    from obsctl.baselining.present import plan_lines
+    from obsctl.baselining.text.present import plan_lines
     from obsctl.durations import format_duration
     from obsctl.errors import UsageError
 
@@ -484,10 +486,12 @@ def _initiative_plan(spec, i) -> dict | None:
 def _design_plan(spec, b, effect, workload_class, design, control_class=None):
     # The planner for the initiative's comparison design (obsctl.baselining.designs.plan).
     from obsctl.baselining.designs.plan import design_plan
+    from obsctl.baselining.designs.run import design_of
 
     cc = spec.comparison.for_class(workload_class)
     control = control_class or cc.control
-    control_baseline = _store(spec).current_baseline(control, b.signal) if design == "control" and control else None
+    needs_control = design_of(design).needs_control
+    control_baseline = _store(spec).current_baseline(control, b.signal) if needs_control and control else None
     return design_plan(spec, b, effect, design, cc.variant.traffic_share if cc.variant else 0.5, control_baseline)
 
 
@@ -497,7 +501,7 @@ def _design_plan(spec, b, effect, workload_class, design, control_class=None):
 @click.option("--class", "workload_class", required=True, metavar="NAME", help="The workload class.")
 @click.option("--signal", required=True, metavar="NAME", help="The signal to plan for (its current baseline is used).")
 @click.option("--effect", type=float, required=True, metavar="RATIO", help="Expected relative change, e.g. 0.05 for +5 %.")
-@click.option("--design", type=click.Choice(["before-after", "control", "canary", "seasonal"]), default=None,
+@click.option("--design", type=click.Choice(list(DESIGNS)), default=None,
               help="Comparison design to plan for (default: the spec's for the class): control adds the control class's "
                    "two windows, canary splits the traffic (variant.traffic_share) and needs no baseline period.")
 @output_option
@@ -513,7 +517,7 @@ def plan(spec_path, workload_class, signal, effect, design, output):
     """
     _prefetch_statistics()
     from obsctl.baselining.plan import baseline_plan
-    from obsctl.baselining.present import plan_lines
+    from obsctl.baselining.text.present import plan_lines
     from obsctl.errors import StoreError
 
     spec = load(spec_path)
@@ -588,18 +592,16 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     the exit code is 1 (promote would refuse the unrecorded verdict).
     """
     _prefetch_statistics()
-    from obsctl.baselining.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
-    from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved
+    from obsctl.baselining.text.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
+    from obsctl.baselining.verify import VERDICT_EXIT_CODES, Ask, VerdictNotSaved
     from obsctl.baselining.verify import verify as run_verify
 
     spec = load(spec_path)
     not_saved = None
     try:
-        initiative_, result = run_verify(
-            spec, _client(spec), _store(spec), initiative_id, workload_class, window,
-            parse_instant(start, "--start") if start else None, parse_instant(end, "--end"), guards=not no_guards,
-            allow_before_start=allow_before_start,
-        )
+        initiative_, result = run_verify(spec, _client(spec), _store(spec), Ask(
+            initiative_id, workload_class, window, parse_instant(start, "--start") if start else None, parse_instant(end, "--end"),
+            guards=not no_guards, allow_before_start=allow_before_start))
     except VerdictNotSaved as exc:
         not_saved, initiative_, result = exc, exc.initiative, exc.result
     code = VERDICT_EXIT_CODES[result.verdict]
@@ -614,7 +616,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     else:
         click.echo(verdict_line(result, unit))
         click.echo(guards_line(result))
-        from obsctl.baselining.present import context_lines
+        from obsctl.baselining.text.present import context_lines
 
         for line in context_lines(result.design_context):
             click.echo(line)

@@ -1,4 +1,4 @@
-"""``obsctl publish``: the review state as Prometheus series (obsctl.baselining.publish)."""
+"""``obsctl publish``: the review state as Prometheus series (obsctl.baselining.practice.publish)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def publish(spec_path, pushgateway, textfile, no_review, as_of, output):
     """
     from prometheus_client import generate_latest
 
-    from obsctl.baselining.publish import collect, grouping_key, push, write_textfile
+    from obsctl.baselining.practice.publish import collect, grouping_key, push, write_textfile
     from obsctl.baselining.store import Store
     from obsctl.errors import UsageError
     from obsctl.httpconfig import validate_url
@@ -47,7 +47,7 @@ def publish(spec_path, pushgateway, textfile, no_review, as_of, output):
     when = parse_instant(as_of, "--as-of")
     result = None
     if not no_review:
-        from obsctl.baselining.review import review
+        from obsctl.baselining.practice.review import review
         from obsctl.baselining.statistics import distributions
         from obsctl.promapi import PrometheusClient
 

@@ -1,4 +1,4 @@
-"""``obsctl ledger``: the outcome ledger (built by obsctl.baselining.ledger)."""
+"""``obsctl ledger``: the outcome ledger (built by obsctl.baselining.practice.ledger)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ def ledger(spec_path, classes, fmt, out_dir, no_cost, output):
     Exit codes: 0 ok, 1 store refused, 2 bad spec or flag, 3 Prometheus unreachable
     (pass --no-cost to build the ledger from the store alone).
     """
-    from obsctl.baselining.ledger import build_ledger, write_ledger
-    from obsctl.baselining.present_ledger import ledger_lines, ledger_markdown
+    from obsctl.baselining.practice.ledger import build_ledger
     from obsctl.baselining.store import Store
+    from obsctl.baselining.text.present_ledger import ledger_lines, ledger_markdown, write_ledger
 
     spec = load(spec_path)
     client = None

@@ -9,7 +9,7 @@ interval) and decides with the one rule (:func:`obsctl.baselining.statistics.dec
 at the spec's minimum effect: the signal **moved** when the verdict is IMPROVED or
 REGRESSED (the interval excludes 0 and the change is at least ``min_effect``). Coverage,
 partial answers and a partial baseline cap the verdict as in ``verify``
-(:func:`obsctl.baselining.verdict.cap_verdict`): a capped window never counts as moved.
+(:func:`obsctl.baselining.decide.caps.cap_verdict`): a capped window never counts as moved.
 
 Callers: ``obsctl review``'s ``baseline_drifted`` finding (the window is the class's last
 cadence period) and ``verify``'s aging check (the window is the period right before the
@@ -287,7 +287,8 @@ def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, e
         PrometheusUnavailable: Prometheus cannot answer.
         UsageError: the baseline's query now returns more than one series.
     """
-    from obsctl.baselining.verdict import cap_verdict, columns, memory_of
+    from obsctl.baselining.decide.caps import cap_verdict
+    from obsctl.baselining.decide.sides import columns, memory_of
 
     step = window_step(baseline.window.step_seconds, start, end)
     m = measurement or measure(client, baseline.query, start, end, step, min_samples,

@@ -12,7 +12,7 @@
 - per verified initiative: the last look's change (the loop dashboard's ledger table) and
   its verdict as a state set, 1 for the verdict and 0 for the other four (the rollout
   gates' series, docs/rollouts.md);
-- from the review (:func:`obsctl.baselining.review.review`): drifted baselines' change,
+- from the review (:func:`obsctl.baselining.practice.review.review`): drifted baselines' change,
   targets' progress and elapsed time, each class's best opportunity in USD/month, and
   the findings counted by (class, signal, kind, severity, owner) (``ObsctlTargetBehind``).
 
@@ -71,14 +71,14 @@ def collect(spec: Spec, store: Store, result=None, now: dt.datetime | None = Non
     """A fresh registry holding the review state.
 
     Args:
-        result: a :class:`obsctl.baselining.review.ReviewResult` (None: only what the
+        result: a :class:`obsctl.baselining.practice.review.ReviewResult` (None: only what the
             store says; no drift, target, opportunity or findings series).
         now: the publishing instant (default: now, UTC).
 
     Raises:
         StoreError: an unreadable record.
     """
-    from obsctl.baselining.review import max_age_seconds, planned_end
+    from obsctl.baselining.practice.review import max_age_seconds, planned_end
     from obsctl.timeutil import utcnow
 
     registry = CollectorRegistry(auto_describe=True)

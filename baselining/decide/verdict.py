@@ -1,74 +1,52 @@
-"""The verdict of an initiative, read top to bottom like docs/verification.md.
+"""The verdict of an initiative, read top to bottom like docs/verification.md: one pure function.
 
-One pipeline from a measurement to the overall verdict, and the only one:
+:func:`decide` turns the gathered :class:`~obsctl.baselining.evidence.Evidence` into a
+frozen :class:`Verdict`, with no I/O (``verify`` gathered everything first,
+:mod:`obsctl.baselining.evidence`):
 
-1. **measure**: the window of the primary (and of each guard) with its baseline's PromQL
-   (:mod:`obsctl.baselining.measure`), the baseline's side stored at initiative start;
-2. **estimate and decide**: the two sides under the baseline's memory model, the look's
+1. **estimate and decide**: the two sides under the baseline's memory model, the look's
    boundary on the change's confidence sequence (:mod:`obsctl.baselining.looks`) and Fieller's interval (:func:`obsctl.baselining.statistics.comparison.judge`),
    decided by the one rule (:func:`obsctl.baselining.statistics.comparison.decide`);
-3. **caps**: coverage, partial answers and a partial baseline cap the verdict
-   (:func:`caps_for`, :func:`apply_caps`): NO_DATA replaces it, INCONCLUSIVE tempers it;
+2. **caps**: coverage, partial answers and a partial baseline cap the verdict
+   (:func:`obsctl.baselining.decide.caps.caps_for`, :func:`obsctl.baselining.decide.caps.apply_caps`): NO_DATA replaces it, INCONCLUSIVE tempers it;
    a baseline that aged is replaced by the period right before the start (:func:`before_start`);
-4. **design**: control / canary / seasonal replace the before-after effect, and every design
+3. **design**: control / canary / seasonal replace the before-after effect, and every design
    adds its confound checks (:func:`obsctl.baselining.designs.run.primary`), capped again;
-5. **guards**: each guard signal as a non-inferiority test with its own margin, the
-   family's error shared by Holm's step-down (:func:`judge_guard`, :func:`holm`);
-6. **overall**: :func:`overall_verdict`.
+4. **guards**: each guard signal as a non-inferiority test with its own margin, the
+   family's error shared by Holm's step-down (:func:`judge_measured_guard`, :func:`holm`);
+5. **overall**: :func:`overall_verdict`.
+
+Every cap, the aged baseline's replacement, the design's verdict and the guards that
+decided are kept as data on the :class:`Verdict` (:class:`Reason`), never read back from text.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import itemgetter
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-
+from obsctl.baselining.decide.caps import apply_caps, cap_verdict, caps_for
+from obsctl.baselining.decide.sides import columns, memory_of
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.run import Outcome
-from obsctl.baselining.measure.window import Measurement, measure
-from obsctl.baselining.present import describe, guard_regressions
 from obsctl.baselining.statistics import comparison, placebo
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
-from obsctl.baselining.statistics.memory import MemoryModel
-from obsctl.durations import format_duration, parse_duration
-from obsctl.promapi import PrometheusClient, is_partial_warning
-from obsctl.records import Assessment, Baseline, BaselineSide, Coverage, GuardResult, Initiative, Verdict
+from obsctl.baselining.text.present import guard_regressions
+from obsctl.durations import format_duration
+from obsctl.formatting import format_percent
+from obsctl.records import Assessment, Baseline, BaselineSide, GuardResult, Initiative
+from obsctl.records import Verdict as VerdictName
 from obsctl.spec import Spec
 from obsctl.timeutil import rfc3339
 
-
-def columns(samples: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
-    """``(times, values)`` float64 columns of ``(t, v)`` samples (fromiter: no Python loop per sample)."""
-    return (np.fromiter(map(itemgetter(0), samples), float, len(samples)), np.fromiter(map(itemgetter(1), samples), float, len(samples)))
-
-
-def stored_side(spec: Spec, baseline: Baseline) -> BaselineSide | None:
-    """The baseline's side of every verdict at the spec's verification step, for
-    ``initiative start`` to store (:class:`~obsctl.records.BaselineSide`); None
-    without a memory model or with fewer than 2 samples (verify then reads the samples)."""
-    memory = memory_of(baseline)
-    if memory is None or len(baseline.samples) < 2:
-        return None
-    step = parse_duration(spec.verification.step, "verification.step")
-    b = comparison.baseline_side(*columns(baseline.samples), step, memory)
-    return BaselineSide(baseline_id=baseline.id, step_seconds=step, constant=b.constant, **dataclasses.asdict(b.side))
-
-
-def side_for(initiative: Initiative, baseline_id: str) -> BaselineSide | None:
-    """The side stored for ``baseline_id`` on the initiative, or None."""
-    return next((s for s in initiative.baseline_sides if s.baseline_id == baseline_id), None)
-
-
-def memory_of(baseline: Baseline) -> MemoryModel | None:
-    """The baseline's stored memory model (None when its snapshot found no history to fit one)."""
-    return MemoryModel.from_dict(baseline.memory.model_dump()) if baseline.memory is not None else None
+if TYPE_CHECKING:  # the types of the evidence only: the verdict reads, it never measures
+    from obsctl.baselining.evidence import Evidence
+    from obsctl.baselining.measure.window import Measurement
 
 
 def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext | None, guard_tolerance: float | None = None,
@@ -115,7 +93,7 @@ def assessment_of(j) -> Assessment | None:
     return Assessment(**j.details()) if j is not None else None
 
 
-def _window_reason(m, min_samples: int, verdict: Verdict, reason: str) -> str:
+def _window_reason(m, min_samples: int, verdict: VerdictName, reason: str) -> str:
     # A NO_DATA window says why in the measurement's words ("240 samples, all NaN/Inf").
     if verdict == "NO_DATA" and m.no_data_reason(min_samples):
         return f"window: {m.no_data_reason(min_samples)}"
@@ -127,18 +105,6 @@ def guard_margin(spec: Spec, signal: str) -> float:
     ``verification.guard_margin_ratio``; a verdict's margin, never the alerting tolerance."""
     sig = next((s for s in spec.signals if s.name == signal), None)
     return sig.guard_margin_ratio if sig is not None and sig.guard_margin_ratio is not None else spec.verification.guard_margin_ratio
-
-
-def measure_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime,
-                  step: float) -> Measurement:
-    """One guard signal over ``(start_at, end_at]`` with its baseline's PromQL.
-
-    Raises:
-        PrometheusUnavailable: as :func:`obsctl.baselining.measure.window.measure`.
-    """
-    cfg = spec.verification
-    return measure(client, baseline.query, start_at, end_at, step, cfg.min_samples, what=f"{baseline.workload_class}/{baseline.signal} (guard)",
-                   on_change=baseline.signal in cfg.fresh_on_change)
 
 
 def judge_measured_guard(spec: Spec, baseline: Baseline, m: Measurement, look: comparison.LookContext | None, alpha: float,
@@ -164,21 +130,16 @@ def judge_measured_guard(spec: Spec, baseline: Baseline, m: Measurement, look: c
     )
 
 
-def judge_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime, step: float,
-                look: comparison.LookContext | None = None, guards: int = 1,
+def judge_guard(spec: Spec, baseline: Baseline, m: Measurement, look: comparison.LookContext | None = None, guards: int = 1,
                 side: BaselineSide | None = None) -> tuple[GuardResult, Callable[[float], GuardResult]]:
-    """:func:`measure_guard` then :func:`judge_measured_guard` at the first Holm level, the
+    """:func:`judge_measured_guard` of a measured guard at the first Holm level, the
     Bonferroni share ``(1 - confidence) / guards`` of the family's two-sided error. ``side``: the
-    baseline's stored side (:func:`stored_side`), which spares its samples.
+    baseline's stored side (:func:`obsctl.baselining.decide.sides.stored_side`), which spares its samples.
 
     Returns:
         ``(the guard at that level, its judgement at another level)``: the pair :func:`holm` takes.
-
-    Raises:
-        PrometheusUnavailable: as :func:`obsctl.baselining.measure.window.measure`.
     """
     level = look.confidence if look is not None and look.confidence else spec.verification.confidence
-    m = measure_guard(spec, client, baseline, start_at, end_at, step)
     again = functools.partial(judge_measured_guard, spec, baseline, m, look, side=side)
     return again((1 - level) / max(guards, 1)), again
 
@@ -217,8 +178,8 @@ def holm(results: list[GuardResult], rejudge: list[Callable[[float], GuardResult
     return out
 
 
-def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardResult], confidence: float,
-                    optional: tuple[str, ...] | list[str] = ()) -> tuple[Verdict, str]:
+def overall_verdict(primary: VerdictName, primary_reason: str, guards: list[GuardResult], confidence: float,
+                    optional: tuple[str, ...] | list[str] = ()) -> tuple[VerdictName, str]:
     """The overall verdict from the primary's and the guards' verdicts.
 
     Precedence: a primary NO_DATA or REGRESSED stands (no data is never a pass; a
@@ -233,11 +194,11 @@ def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardRes
         ``(verdict, reason)``: the primary's own when it stands, else the override's
         (the primary's verdict and reason are recorded beside it).
     """
-    text = guard_regressions(guards, confidence)
     if primary in ("NO_DATA", "REGRESSED"):
         return primary, primary_reason
-    if text:
-        return "REGRESSED", text
+    regressed = [g for g in guards if g.verdict == "REGRESSED"]
+    if regressed:
+        return "REGRESSED", guard_regressions(regressed, confidence)
     # No data is never a pass: an undecided guard keeps the verdict at most INCONCLUSIVE.
     open_ = [g for g in guards if g.signal not in optional and g.verdict in ("NO_DATA", "INCONCLUSIVE")]
     if open_ and primary in ("IMPROVED", "NO_CHANGE"):
@@ -246,81 +207,43 @@ def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardRes
     return primary, primary_reason
 
 
-def coverage_cap(c: Coverage | None, min_ratio: float, side: str = "window") -> tuple[Verdict | None, str]:
-    """The cap coverage puts on a verdict: ``(NO_DATA | INCONCLUSIVE | None, reason)``.
-
-    NO_DATA when no grid point is fresh, or coverage is below ``min_ratio`` and the
-    signal stopped before the window end ("no fresh samples after 05:00:00Z: the
-    signal stopped"); INCONCLUSIVE when coverage is below ``min_ratio`` otherwise;
-    None (no cap) at or above it and when coverage was not measured (a query without a selector).
-    """
-    if c is None or c.grid_points == 0:
-        return None, ""
-    if c.fresh_points == 0 or (c.stopped and c.ratio < min_ratio):
-        if c.last_real_sample is not None:
-            return "NO_DATA", f"{side}: no fresh samples after {rfc3339(c.last_real_sample)}: the signal stopped ({describe(c)})"
-        return "NO_DATA", f"{side}: no real samples of the signal's inputs in the window ({describe(c)})"
-    if c.ratio < min_ratio:
-        return "INCONCLUSIVE", f"{side}: {describe(c)}, below the {min_ratio * 100:.0f} % minimum (verification.min_coverage_ratio)"
-    return None, ""
+#: What decided a verdict or tempered it: the statistics, a cap (coverage, partial answer,
+#: partial baseline), the aged baseline's period before the start, the design's effect, a
+#: confound the design cannot remove, the guards.
+ReasonKind = Literal["statistics", "window", "cap", "aged", "design", "confound", "guards", "open-guards"]
 
 
-def partial_cap(warnings: list[str], partial: bool, side: str = "window") -> tuple[Verdict | None, str]:
-    """INCONCLUSIVE when Prometheus said the answer is partial (``partial``), naming the first warning."""
-    if not partial:
-        return None, ""
-    shown = next((w for w in warnings if _is_partial(w)), warnings[0] if warnings else "partial answer")
-    return "INCONCLUSIVE", f"{side}: Prometheus answered partially ({shown})"
+@dataclass(frozen=True)
+class Reason:
+    """One typed reason on a :class:`Verdict`: its kind and its one-line text."""
 
-
-def _is_partial(text: str) -> bool:
-    return is_partial_warning(text)
-
-
-def caps_for(measurement, baseline: Baseline | None, min_ratio: float) -> list[tuple[Verdict, str]]:
-    """Every cap on a verdict of ``measurement`` (a :class:`obsctl.baselining.measure.window.Measurement`)
-    against ``baseline``: window coverage, window partial, baseline partial."""
-    caps = [coverage_cap(measurement.coverage, min_ratio), partial_cap(measurement.warnings, measurement.partial)]
-    if baseline is not None and baseline.partial:
-        caps.append(("INCONCLUSIVE", f"baseline {baseline.id} is partial (stored with --allow-partial: {'; '.join(baseline.warnings) or 'partial answer'})"))
-    return [(v, r) for v, r in caps if v is not None]
-
-
-def apply_caps(verdict: Verdict, reason: str, caps: list[tuple[Verdict, str]]) -> tuple[Verdict, str]:
-    """``(verdict, reason)`` after the caps: NO_DATA replaces any verdict; INCONCLUSIVE turns
-    IMPROVED, REGRESSED and NO_CHANGE into INCONCLUSIVE (a NO_DATA stays). The cap's reason
-    leads; the statistics' own verdict follows it."""
-    for cap, why in caps:
-        if cap == "NO_DATA":
-            return "NO_DATA", why
-    inconclusive = [why for cap, why in caps if cap == "INCONCLUSIVE"]
-    if not inconclusive or verdict == "NO_DATA":
-        return verdict, reason
-    said = f"; the statistics alone said {verdict} ({reason})" if verdict != "INCONCLUSIVE" else f"; {reason}"
-    return "INCONCLUSIVE", "; ".join(inconclusive) + said
-
-
-def cap_verdict(verdict: Verdict, reason: str, measurement, baseline: Baseline | None, min_ratio: float) -> tuple[Verdict, str]:
-    """The one call ``verify`` makes per judged signal: :func:`apply_caps` of :func:`caps_for`."""
-    return apply_caps(verdict, reason, caps_for(measurement, baseline, min_ratio))
+    kind: ReasonKind
+    text: str
 
 
 @dataclass(frozen=True)
 class PrimaryVerdict:
-    """The primary signal's verdict after the caps and the design (steps 2-4 of the module doc).
+    """The primary signal's verdict after the caps and the design (steps 1-3 of the module doc).
 
     Attributes:
         verdict, reason: the primary's verdict and its one-line reason.
         estimate: the recorded effect (the design's, or the before-after one); None without one.
         judgement: the statistics behind the before-after comparison (look, memory, sides).
         design: what the comparison design said, with its context.
+        caps: the caps that applied (kind ``cap`` or ``aged``), in the order they were applied.
+        decided_by: ``statistics`` (the before-after comparison) or ``design`` (the design's
+            own verdict: its effect, or ``confound`` when a confound made it INCONCLUSIVE).
+        note: the aged baseline's note (what was compared instead), or "".
     """
 
-    verdict: Verdict
+    verdict: VerdictName
     reason: str
     estimate: Estimate | None
     judgement: comparison.Judgement | None
     design: Outcome
+    caps: tuple[Reason, ...] = ()
+    decided_by: ReasonKind = "statistics"
+    note: str = ""
 
 
 #: A baseline whose window ended at least this long before the start (and at least
@@ -329,38 +252,41 @@ AGED_AFTER_SECONDS = 3600.0
 
 
 def aged(initiative: Initiative, baseline: Baseline) -> bool:
-    """True when a before-after ``baseline`` ended long enough before the start to be replaced by :func:`before_start`."""
+    """True when ``baseline`` ended long enough before the start to be replaced by :func:`before_start`
+    (only for a design that compares with the stored baseline period itself: before-after)."""
     gap = (initiative.started_at - baseline.window.end).total_seconds()
-    return initiative.design == "before-after" and gap >= max(AGED_AFTER_SECONDS, 15 * baseline.window.step_seconds)
+    return designs.design_of(initiative.design).own_baseline and gap >= max(AGED_AFTER_SECONDS, 15 * baseline.window.step_seconds)
 
 
-def before_start(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline,
-                 step: float) -> tuple[Baseline, tuple[Verdict | None, str], str]:
-    """The side an aged baseline is replaced by: the period right before the start.
+def before_start_span(initiative: Initiative, baseline: Baseline) -> float:
+    """Seconds of the period right before the start that replaces an aged baseline: as long
+    as the baseline, at most the gap between its end and the start."""
+    gap = (initiative.started_at - baseline.window.end).total_seconds()
+    return min(gap, (baseline.window.end - baseline.window.start).total_seconds())
+
+
+def before_start(spec: Spec, initiative: Initiative, baseline: Baseline,
+                 m: Measurement | None) -> tuple[Baseline, tuple[VerdictName | None, str], str]:
+    """The side an aged baseline is replaced by: the period right before the start (``m``,
+    measured by :func:`obsctl.baselining.evidence.measure_before_start`; None: not aged).
 
     A before-after comparison against a baseline that ended hours or days before the
     start reads whatever moved in between (drift, demand, a release) as the change. So
-    the verdict compares the window with the period right before ``started_at`` instead,
-    as long as the baseline (at most the gap), measured with the baseline's own PromQL at
-    the verification step and judged under the baseline's memory model; the stored
-    baseline stays the documented reference (its id, unit and query). Without usable data
-    in that period the verdict is INCONCLUSIVE ("re-snapshot").
+    the verdict compares the window with the period right before ``started_at`` instead
+    (:func:`before_start_span`), measured with the baseline's own PromQL at the
+    verification step and judged under the baseline's memory model; the stored baseline
+    stays the documented reference (its id, unit and query). Without usable data in that
+    period the verdict is INCONCLUSIVE ("re-snapshot").
 
     Returns:
         ``(baseline to judge against, cap, note)``: the cap is ``(None, "")`` unless the
         period has no data; the note says what was compared and how far the signal moved.
-
-    Raises:
-        PrometheusUnavailable, UsageError: as :func:`~obsctl.baselining.measure.window.measure`.
     """
-    from obsctl.formatting import format_percent
-
+    if m is None:
+        return baseline, (None, ""), ""
     cfg = spec.verification
     gap = (initiative.started_at - baseline.window.end).total_seconds()
-    span = min(gap, (baseline.window.end - baseline.window.start).total_seconds())
-    start = initiative.started_at - dt.timedelta(seconds=span)
-    m = measure(client, baseline.query, start, initiative.started_at, step, cfg.min_samples,
-                what=f"{baseline.workload_class}/{baseline.signal} (before the start)", on_change=baseline.signal in cfg.fresh_on_change)
+    span = before_start_span(initiative, baseline)
     aged_text = f"the baseline of {rfc3339(baseline.window.end)} ended {format_duration(gap)} before the start"
     if m.stats is None or len(m.samples) < max(2, cfg.min_samples):
         why = m.no_data_reason(cfg.min_samples) or f"{len(m.samples)} sample(s)"
@@ -374,32 +300,81 @@ def before_start(spec: Spec, client: PrometheusClient, initiative: Initiative, b
     return replaced, (None, ""), note
 
 
-def judge_primary(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline, m: Measurement,
-                  start_at: dt.datetime, end_at: dt.datetime, step: float, look: comparison.LookContext, side: BaselineSide | None,
-                  loads: Callable[[], list] | None = None, aged: tuple[Verdict | None, str] = (None, ""), note: str = "") -> PrimaryVerdict:
-    """Steps 2-4 for the primary signal: its window ``m`` against ``baseline``, capped, then the design.
+def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName | None, str] = (None, ""),
+                  note: str = "") -> PrimaryVerdict:
+    """Steps 1-3 for the primary signal: its window against ``baseline`` (the stored one, or
+    the period before the start that replaced it), capped, then the design on the
+    gathered answers to its plan.
 
     Args:
-        look: the look's place on the change's sequence (:func:`obsctl.baselining.looks.context`).
-        side: the baseline's side stored at initiative start (None: from the samples).
-        loads: the design's load context already asked for (None: read here).
-        aged, note: the cap and the note of :func:`before_start` when the baseline aged.
-
-    Raises:
-        PrometheusUnavailable, UsageError: as :func:`obsctl.baselining.designs.run.primary`.
+        ev: the evidence (its measurement, stored side, look, the design's setting and answers).
+        aged_cap, note: the cap and the note of :func:`before_start` when the baseline aged.
     """
+    spec, m, look = ev.spec, ev.measurement, ev.look
     cfg = spec.verification
+    side = ev.side if ev.before_start is None else None  # an aged baseline's stored side is not the one compared
     verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look, side=side)
     reason = _window_reason(m, cfg.min_samples, verdict, reason)
-    caps = caps_for(m, baseline, cfg.min_coverage_ratio) + ([aged] if aged[0] else [])
+    caps = caps_for(m, baseline, cfg.min_coverage_ratio) + ([aged_cap] if aged_cap[0] else [])
     verdict, reason = apply_caps(verdict, reason, caps)
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
-    design = designs.primary(spec, client, initiative, baseline, m.samples, start_at, end_at, step,
-                             sig.category if sig else "unknown", baseline.direction,
-                             confidence=judgement.confidence if judgement is not None and judgement.confidence else None, loads=loads,
-                             level=look.confidence or cfg.confidence)
+    per_look = judgement.confidence if judgement is not None and judgement.confidence else None
+    setting = dataclasses.replace(ev.setting, level=per_look or cfg.confidence)
+    design = designs.primary(setting, ev.gathered, sig.category if sig else "unknown", baseline.direction, level=look.confidence or cfg.confidence)
+    decided_by: ReasonKind = "statistics"
     if design.verdict and verdict != "NO_DATA":
         verdict, reason = apply_caps(design.verdict, design.reason, caps)
+        decided_by = "design" if design.change_ratio is not None or design.context.get("effect") else "confound"
     if note:
         reason = f"{reason}; {note}"
-    return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design)
+    typed = tuple(Reason("aged" if (v, r) == aged_cap else "cap", r) for v, r in caps)
+    return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design, typed, decided_by, note)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict of one verify, with its reasons as data.
+
+    Attributes:
+        verdict, reason: the overall verdict and its one-line reason.
+        decided_by: what decided it: the primary's own (``statistics``, ``design``,
+            ``confound``), ``guards`` (a REGRESSED guard) or ``open-guards`` (a guard not
+            shown within its margin kept it INCONCLUSIVE).
+        primary: the primary signal's verdict (:class:`PrimaryVerdict`).
+        baseline: the baseline the window was judged against (the period before the start
+            when the stored one aged).
+        guards: each guard's result after Holm's step-down, in the evidence's order.
+        regressed, open_guards: the guards' signals that made it REGRESSED / kept it INCONCLUSIVE.
+    """
+
+    verdict: VerdictName
+    reason: str
+    decided_by: ReasonKind
+    primary: PrimaryVerdict
+    baseline: Baseline
+    guards: tuple[GuardResult, ...] = ()
+    regressed: tuple[str, ...] = ()
+    open_guards: tuple[str, ...] = ()
+
+
+def decide(ev: Evidence) -> Verdict:
+    """The verdict of the gathered evidence: the module doc's steps, no I/O.
+
+    Each guard is judged at its Bonferroni share (:func:`judge_guard`) on its own look, then
+    Holm's step-down re-judges where it allows (:func:`holm`) at the primary look's level;
+    the overall verdict by :func:`overall_verdict`.
+    """
+    cfg = ev.spec.verification
+    baseline, aged_cap, note = before_start(ev.spec, ev.initiative, ev.baseline, ev.before_start)
+    primary = judge_primary(ev, baseline, aged_cap, note)
+    judged = [judge_guard(ev.spec, g.baseline, g.measurement, g.look, len(ev.guards), g.side) for g in ev.guards]
+    guards = holm([g for g, _ in judged], [again for _, again in judged], 1 - ev.look.confidence)
+    overall, reason = overall_verdict(primary.verdict, primary.reason, guards, cfg.confidence, cfg.optional_guards)
+    regressed = tuple(g.signal for g in guards if g.verdict == "REGRESSED")
+    open_ = tuple(g.signal for g in guards if g.signal not in cfg.optional_guards and g.verdict in ("NO_DATA", "INCONCLUSIVE"))
+    if primary.verdict in ("NO_DATA", "REGRESSED") or overall == primary.verdict and reason == primary.reason:
+        decided_by = primary.decided_by
+    else:
+        decided_by = "guards" if overall == "REGRESSED" else "open-guards"
+    return Verdict(overall, reason, decided_by, primary, baseline, tuple(guards), regressed if decided_by == "guards" else (),
+                   open_ if decided_by == "open-guards" else ())

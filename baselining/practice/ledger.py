@@ -20,7 +20,7 @@ taught, and how the promoted baselines compound (``obsctl ledger``).
   (``verified_ratio``: the gain the verdicts vouch for; the staircase adds whatever moved
   between a verdict and the promotion).
 
-Text and Markdown come from :mod:`obsctl.baselining.present_ledger`; :func:`render_figure`
+Text and Markdown come from :mod:`obsctl.baselining.text.present_ledger`; :func:`render_figure`
 draws the staircase and the effects with their intervals (matplotlib, Agg backend).
 """
 
@@ -30,7 +30,6 @@ import datetime as dt
 import io
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from obsctl.baselining.store import Store
 from obsctl.records import Baseline, Initiative
@@ -301,19 +300,3 @@ def render_figure(ledger: Ledger) -> bytes:
         return buf.getvalue()
     finally:
         plt.close(fig)
-
-
-def write_ledger(ledger: Ledger, out_dir: Path) -> tuple[Path, Path]:
-    """Write ``<out>/ledger.md`` and ``<out>/ledger.png`` atomically; returns their paths.
-
-    Raises:
-        WriteError: a file could not be written.
-    """
-    from obsctl.atomicio import atomic_write_bytes, atomic_write_text
-    from obsctl.baselining.present_ledger import ledger_markdown
-
-    out_dir = Path(out_dir)
-    png, md = out_dir / "ledger.png", out_dir / "ledger.md"
-    atomic_write_bytes(png, render_figure(ledger))
-    atomic_write_text(md, ledger_markdown(ledger, png.name))
-    return md, png

@@ -1,4 +1,4 @@
-"""The ledger as text lines and as Markdown (:mod:`obsctl.baselining.ledger` builds it).
+"""The ledger as text lines and as Markdown, and its files (:mod:`obsctl.baselining.practice.ledger` builds it).
 
 Numbers in obsctl's one style (:mod:`obsctl.formatting`). In Markdown every piece of text
 obsctl did not write (initiative names, descriptions, lessons, effort, ids, class and
@@ -10,9 +10,11 @@ line and an escape sequence never reaches the terminal.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
-from obsctl.baselining.ledger import Chain, Entry, Ledger
-from obsctl.baselining.present import lever_text
+from obsctl.atomicio import atomic_write_bytes, atomic_write_text
+from obsctl.baselining.practice.ledger import Chain, Entry, Ledger, render_figure
+from obsctl.baselining.text.present import lever_text
 from obsctl.escape import markdown_text as md
 from obsctl.escape import terminal_text as tt
 from obsctl.formatting import format_confidence, format_number, format_percent
@@ -116,3 +118,16 @@ def ledger_markdown(ledger: Ledger, figure: str | None = None) -> str:
     if ledger.notes:
         out += ["## Notes", ""] + [f"- {md(n)}" for n in ledger.notes] + [""]
     return "\n".join(out)
+
+
+def write_ledger(ledger: Ledger, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``<out>/ledger.md`` and ``<out>/ledger.png`` (:func:`obsctl.baselining.practice.ledger.render_figure`) atomically; returns their paths.
+
+    Raises:
+        WriteError: a file could not be written.
+    """
+    out_dir = Path(out_dir)
+    png, md = out_dir / "ledger.png", out_dir / "ledger.md"
+    atomic_write_bytes(png, render_figure(ledger))
+    atomic_write_text(md, ledger_markdown(ledger, png.name))
+    return md, png

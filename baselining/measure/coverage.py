@@ -6,9 +6,12 @@ markers, so a range query of a signal that stopped still returns values. Judging
 copies as data gives directions to a signal that stopped. This module counts
 what Prometheus really has for the signal's *input* series.
 
-Method (two extra requests per signal, each batching every vector selector ``s`` of
-the signal's PromQL (:func:`obsctl.baselining.measure.window.selectors_of`) with ``or``, the
-legs told apart by the label ``obsctl_leg="<selector index>:<leg>"``):
+Method (two or three extra requests per signal, each batching every vector selector ``s``
+of the signal's PromQL (:func:`obsctl.baselining.measure.window.selectors_of`) with ``or``,
+the legs told apart by the label ``obsctl_leg="<selector index>:<leg>"``; with a
+:class:`LegCache` a selector already read for the same window and step, by another
+signal of the same snapshot or review, is not asked again: its legs depend on the
+selector, the window and the step only):
 
 1. an instant query at the window end: ``real`` = ``sum(count_over_time(s[window]))`` of
    the scraped inputs (the real samples), ``first`` / ``last`` = ``count(s)`` at the
@@ -24,15 +27,33 @@ legs told apart by the label ``obsctl_leg="<selector index>:<leg>"``):
    - ``gap``: the grid points at which no scraped input has a stored sample in
      ``(t - step, t]`` (``count_over_time`` sees stored samples only, never lookback
      copies). Every other point is an *arrival*, its time known to one step (the
-     point's time is used). Only gaps are sent, so a complete window answers almost
-     nothing. The count in ``(t - step, t]`` is read as a difference of two windows that
-     overlap from one step to the next (:func:`gap_expr`):
-     ``count(t - W, t] - count(t - W, t - step]`` with ``W = 2 * step + 300 s``.
-     Prometheus 2.42 re-seeks every series in every block when a range window does not
-     overlap the previous step's (a window of exactly one step), which made this leg
-     cost 10-20x the signal on a TSDB of 2-hour blocks; overlapping windows read each
-     sample once, like the signal's own ``rate(...[5m])``. The sample sets are the same,
-     so the gaps are the same;
+     point's time is used). Prometheus 2.42 re-seeks every series in every block when a
+     range window does not overlap the previous step's (a window of exactly one step),
+     which made a one-step window cost 10-20x the signal on a TSDB of 2-hour blocks;
+     overlapping windows read each sample once, like the signal's own ``rate(...[5m])``.
+     So the per-step count ``c_k`` (in ``(t_k - step, t_k]``) is derived from one
+     overlapping range of ``W = m * step`` (:func:`window_steps`: ``m = 2 +
+     ceil(300 s / step)``), ``C_k = sum(count_over_time(s[W]))`` at every grid point
+     (:func:`count_query`), by the recursion (:func:`per_step_counts`)::
+
+         C_k = c_k + c_{k-1} + ... + c_{k-m+1}      (the window is m whole steps)
+         C_k - C_{k-1} = c_k - c_{k-m}
+         c_k = C_k - C_{k-1} + c_{k-m}               (k >= m)
+
+     seeded by ``c_0 .. c_{m-1}`` read directly with one-step windows over the first
+     ``m`` grid points only (:func:`seed_query`, a third request that reads ``m`` steps).
+     Exact in integers (float64 holds them exactly) under three assumptions: ``W`` is a
+     whole number of steps; the same series are counted at every step (true without a
+     per-step filter: ``count_over_time`` sums over every series with a sample in the
+     window, so series that come and go add and leave exactly); and the TSDB answers one
+     query from one state (Prometheus' isolation). A count below 0, which the
+     assumptions rule out, sends the signal back to the two-window form below. The gaps
+     are the ``c_k = 0`` points, the same set as before.
+     When a Pushgateway group is in reach the scraped legs carry ``unless on(job,
+     instance) push_time_seconds``, a filter evaluated at each step (a group that
+     appears or goes changes the counted series between steps), so the count is read
+     there as ``count(t - W, t] - count(t - W, t - step]`` (``W = 2 * step + 300 s``,
+     both windows overlap the previous step's: :func:`gap_expr`), every sample read twice;
    - ``push`` (only when ``pushgroups`` found a group: otherwise it answers nothing at
      every point): ``max(max by (job, instance) (push_time_seconds) and on(job, instance) s)``,
      the latest push time of the Pushgateway groups that serve ``s`` (a Pushgateway
@@ -72,6 +93,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import threading
 from dataclasses import dataclass, field
 from operator import itemgetter
 
@@ -125,15 +147,91 @@ def gap_expr(selector: str, step: float, pushed: bool = True) -> str:
     return f"vector(1) unless ({recent} - ({before} or vector(0)) > 0)"
 
 
+def window_steps(step: float) -> int:
+    """``m``, the steps in the count leg's window ``W = m * step``: two plus the steps of
+    :data:`OVERLAP_SECONDS`, so a scrape interval up to ``step + OVERLAP_SECONDS`` keeps
+    consecutive windows overlapping (each sample read once)."""
+    return 2 + math.ceil(OVERLAP_SECONDS / step)
+
+
+def count_query(selectors: list[str], step: float) -> str:
+    """The range query of ``C_k``, each selector's stored samples in ``(t - W, t]``
+    (``W = m * step``, :func:`window_steps`), 0 where none (so every grid point answers):
+    the ``count`` legs, without a Pushgateway group in reach only (module doc, 2)."""
+    w = _range(window_steps(step) * step)
+    return " or ".join(_leg(f"sum(count_over_time({sel}[{w}])) or vector(0)", i, "count") for i, sel in enumerate(selectors))
+
+
+def seed_query(selectors: list[str], step: float) -> str:
+    """The range query of ``c_k``, each selector's stored samples in ``(t - step, t]``, 0
+    where none: the ``seed`` legs, asked at the first :func:`window_steps` grid points only."""
+    return " or ".join(_leg(f"sum(count_over_time({sel}[{_range(step)}])) or vector(0)", i, "seed")
+                       for i, sel in enumerate(selectors))
+
+
+def per_step_counts(counts: np.ndarray, seed: np.ndarray, m: int) -> np.ndarray:
+    """``c_k`` from ``C_k`` (``counts``, one per grid point) and ``c_0 .. c_{m-1}``
+    (``seed``): ``c_k = C_k - C_{k-1} + c_{k-m}`` for ``k >= m`` (module doc, 2).
+
+    Shapes ``(K,)``, ``(min(m, K),)`` -> ``(K,)``; float64 of integers (exact)."""
+    out = np.zeros(counts.size)
+    out[:seed.size] = seed
+    if counts.size <= m:
+        return out
+    step_change = np.diff(counts, prepend=0.0)  # C_k - C_{k-1}
+    for r in range(m):
+        # One residue class k = r, r + m, r + 2m, ...: c grows by the summed changes.
+        idx = np.arange(r, counts.size, m)
+        out[idx[1:]] = seed[r] + np.cumsum(step_change[idx[1:]])
+    return out
+
+
 def coverage_query(selectors: list[str], step: float, pushed: bool = True) -> str:
-    """The batched range query of a signal's selectors at ``step`` seconds (module doc, 2);
-    ``pushed=False`` (no Pushgateway group in reach) leaves out the push legs."""
+    """The batched two-window range query of a signal's selectors at ``step`` seconds
+    (module doc, 2: the form used when a Pushgateway group is in reach); ``pushed=False``
+    leaves out the push legs and the Pushgateway exclusion."""
     legs = []
     for i, sel in enumerate(selectors):
         legs.append(_leg(gap_expr(sel, step, pushed), i, "gap"))
         if pushed:
             legs.append(_leg(f"max(max by (job, instance) (push_time_seconds) and on(job, instance) {sel})", i, "push"))
     return " or ".join(legs)
+
+
+def read_gaps(client: PrometheusClient, selectors: list[str], first: float, end: float, step: float, pushed: bool,
+              answers: QueryResult) -> Legs:
+    """The ``gap`` (and, ``pushed``, ``push``) legs of ``selectors`` on the grid ``first,
+    first + step, ..., end`` (module doc, 2): without a Pushgateway group in reach one
+    ``count`` range query plus the ``seed`` query of the first :func:`window_steps`
+    points, turned into gaps by :func:`per_step_counts`; otherwise the two-window query.
+    Warnings go to ``answers``. Errors as :meth:`PrometheusClient.query_range`."""
+    legs = Legs()
+    if not pushed:
+        m = window_steps(step)
+        points = round((end - first) / step) + 1
+        counted = client.query_range(count_query(selectors, step), first, end, step)
+        answers.add_notes(counted.warnings, counted.infos)
+        seeded = client.query_range(seed_query(selectors, step), first, first + (min(m, points) - 1) * step, step)
+        answers.add_notes(seeded.warnings, seeded.infos)
+        parsed = Legs.parse(seeded, Legs.parse(counted))
+        for i in range(len(selectors)):
+            got = parsed.per_selector.get(i, {})
+            times = sorted(got.get("count", {}))
+            seed = got.get("seed", {})
+            if len(times) != points or len(seed) != min(m, points):
+                break  # an answer without every grid point (an odd proxy or store): read the two-window form
+            c = per_step_counts(np.array([got["count"][t] for t in times]), np.array([seed[t] for t in sorted(seed)]), m)
+            if (c < 0).any():
+                break  # ruled out by the recursion's assumptions (module doc): read the two-window form
+            gaps = {t: 1.0 for t, n in zip(times, c.tolist()) if n == 0}
+            if gaps:  # as Prometheus answers: no leg where nothing is a gap
+                legs.per_selector[i] = {"gap": gaps}
+        else:
+            return legs
+        legs = Legs()
+    scraped = client.query_range(coverage_query(selectors, step, pushed), first, end, step)
+    answers.add_notes(scraped.warnings, scraped.infos)
+    return Legs.parse(scraped, legs)
 
 
 def summary_query(selectors: list[str], window: float, step: float) -> str:
@@ -230,27 +328,76 @@ def measure_coverage(client: PrometheusClient, selectors: list[str], start: floa
     return None if legs is None else judge(legs, len(selectors), start, end, step, on_change)
 
 
+class LegCache:
+    """The coverage legs already read, per ``(selector, start, end, step)``: a selector
+    shared by several signals (one input of two ratios, a class's node selector) is asked
+    once per window and step. Thread-safe (a review reads from several threads; two that
+    ask for the same selector at once may both read it: the same legs either way)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._legs: dict[tuple, tuple[dict[str, dict[float, float]], list, list]] = {}
+        self._pushed: dict[tuple, bool] = {}
+
+    def get(self, selector: str, key: tuple) -> tuple[dict[str, dict[float, float]], list, list] | None:
+        with self._lock:
+            return self._legs.get((selector, *key))
+
+    def put(self, selector: str, key: tuple, legs: dict[str, dict[float, float]], warnings: list, infos: list) -> None:
+        with self._lock:
+            self._legs[(selector, *key)] = (legs, warnings, infos)
+
+    def pushed(self, key: tuple) -> bool | None:
+        with self._lock:
+            return self._pushed.get(key)
+
+    def set_pushed(self, key: tuple, pushed: bool) -> None:
+        with self._lock:
+            self._pushed[key] = pushed
+
+
 def read_legs(client: PrometheusClient, selectors: list[str], start: float, end: float, step: float,
-              on_change: bool = False, answers: QueryResult | None = None) -> Legs | None:
-    """The coverage requests of :func:`measure_coverage` (two, three with ``on_change``:
-    the summary, then the range query whose push legs the summary's ``pushgroups``
-    decides), parsed; None when there is no selector. Arguments and errors as there."""
+              on_change: bool = False, answers: QueryResult | None = None, cache: LegCache | None = None) -> Legs | None:
+    """The coverage requests of :func:`measure_coverage` (the summary, then the range
+    query or queries whose push legs the summary's ``pushgroups`` decides
+    (:func:`read_gaps`), then with ``on_change`` the change query), parsed; None when
+    there is no selector. ``cache``: selectors read before for this window and step are
+    taken from it (with their answers' warnings) and not asked again; those read now are
+    added. Arguments and errors as there."""
     if not selectors:
         return None
     first = start - lead(step) + step
     legs = Legs()
     answers = answers if answers is not None else QueryResult()
-    summary = client.query(summary_query(selectors, end - start, step), end)
-    Legs.parse(summary, legs)
-    answers.add_notes(summary.warnings, summary.infos)
-    for leg in legs.per_selector.values():
-        # max_over_time(-count) is minus the minimum (summary_query).
-        if "min" in leg:
-            leg["min"] = {t: -v for t, v in leg["min"].items()}
-    pushed = bool(next(iter(legs.per_selector.get(0, {}).pop("pushgroups", {}).values()), 0.0))
-    scraped = client.query_range(coverage_query(selectors, step, pushed), first, end, step)
-    Legs.parse(scraped, legs)
-    answers.add_notes(scraped.warnings, scraped.infos)
+    key = (start, end, step)
+    cached = {i: cache.get(sel, key) for i, sel in enumerate(selectors)} if cache is not None else {}
+    ask = [i for i, sel in enumerate(selectors) if cached.get(i) is None]
+    for i, hit in cached.items():
+        if hit is not None:
+            legs.per_selector[i] = {leg: dict(values) for leg, values in hit[0].items()}
+            answers.add_notes(hit[1], hit[2])
+    if ask:
+        asked = Legs()
+        notes = QueryResult()
+        summary = client.query(summary_query([selectors[i] for i in ask], end - start, step), end)
+        Legs.parse(summary, asked)
+        notes.add_notes(summary.warnings, summary.infos)
+        for leg in asked.per_selector.values():
+            # max_over_time(-count) is minus the minimum (summary_query).
+            if "min" in leg:
+                leg["min"] = {t: -v for t, v in leg["min"].items()}
+        pushed = bool(next(iter(asked.per_selector.get(0, {}).pop("pushgroups", {}).values()), 0.0))
+        gaps = read_gaps(client, [selectors[i] for i in ask], first, end, step, pushed, notes)
+        for j, got in gaps.per_selector.items():
+            asked.per_selector.setdefault(j, {}).update(got)
+        answers.add_notes(notes.warnings, notes.infos)
+        for j, i in enumerate(ask):
+            got = asked.per_selector.get(j)
+            if got is not None:
+                legs.per_selector[i] = got
+            if cache is not None:
+                cache.put(selectors[i], key, {leg: dict(values) for leg, values in (got or {}).items()},
+                          list(notes.warnings), list(notes.infos))
     if on_change:
         full = _lead_grid(start, end, step)
         interval = max((_interval(_gap_arrivals(legs.per_selector.get(i, {}).get("gap", {}), full)) or step)

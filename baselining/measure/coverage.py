@@ -19,7 +19,10 @@ selector, the window and the step only):
    at the step of ``count(s)`` times ``+1`` and ``-1``, so the selector is read once for
    both): the population, which a rolling restart changes. One more leg,
    ``pushgroups``, counts the Pushgateway groups (``push_time_seconds``) that any
-   point of the coverage grid can see (its lookback included);
+   point of the coverage grid can see (its lookback included). Once a :class:`LegCache`
+   knows that no group is in reach for the window and step, ``real`` and ``pushgroups``
+   are left out: ``real`` is then the sum of the per-step counts ``c_k`` of 2 over the
+   window's points (their one-step windows tile the window), one read of the samples less;
 
 2. a range query on the signal's own step grid, started :data:`LEAD_SECONDS` early so
    samples just before the window are seen:
@@ -199,12 +202,15 @@ def coverage_query(selectors: list[str], step: float, pushed: bool = True) -> st
 
 
 def read_gaps(client: PrometheusClient, selectors: list[str], first: float, end: float, step: float, pushed: bool,
-              answers: QueryResult) -> Legs:
+              answers: QueryResult, start: float | None = None) -> Legs:
     """The ``gap`` (and, ``pushed``, ``push``) legs of ``selectors`` on the grid ``first,
     first + step, ..., end`` (module doc, 2): without a Pushgateway group in reach one
     ``count`` range query plus the ``seed`` query of the first :func:`window_steps`
     points, turned into gaps by :func:`per_step_counts`; otherwise the two-window query.
-    Warnings go to ``answers``. Errors as :meth:`PrometheusClient.query_range`."""
+    With ``start`` (the window's start) the per-step counts also give each selector's
+    ``real`` leg, the sum of ``c_k`` over the window's points (its one-step windows tile
+    the window), listed in :attr:`Legs.counted`. Warnings go to ``answers``. Errors as
+    :meth:`PrometheusClient.query_range`."""
     legs = Legs()
     if not pushed:
         m = window_steps(step)
@@ -226,6 +232,11 @@ def read_gaps(client: PrometheusClient, selectors: list[str], first: float, end:
             gaps = {t: 1.0 for t, n in zip(times, c.tolist()) if n == 0}
             if gaps:  # as Prometheus answers: no leg where nothing is a gap
                 legs.per_selector[i] = {"gap": gaps}
+            if start is not None:
+                real = float(c[round((start - first) / step) + 1:].sum())
+                if real > 0:  # as Prometheus answers: no leg without a sample
+                    legs.per_selector.setdefault(i, {})["real"] = {round(end, 3): real}
+                legs.counted.add(i)
         else:
             return legs
         legs = Legs()
@@ -234,25 +245,33 @@ def read_gaps(client: PrometheusClient, selectors: list[str], first: float, end:
     return Legs.parse(scraped, legs)
 
 
-def summary_query(selectors: list[str], window: float, step: float) -> str:
+def summary_query(selectors: list[str], window: float, step: float, real: bool = True, pushgroups: bool = True) -> str:
     """The batched instant query at the window end: real samples, population and the
-    Pushgateway groups in reach of the coverage grid (module doc, 1)."""
+    Pushgateway groups in reach of the coverage grid (module doc, 1). ``real=False``
+    leaves out the real-sample legs (read from the per-step counts instead), and
+    ``pushgroups=False`` the Pushgateway leg (already known for this window and step)."""
     w, legs = _range(window), []
     for i, sel in enumerate(selectors):
         # count(s) once per step, as +count and -count: the max over time of each is the
         # maximum and minus the minimum.
         signs = f'label_replace(vector(1), "{LEG_LABEL}", "{i}:max", "", "") or label_replace(vector(-1), "{LEG_LABEL}", "{i}:min", "", "")'
         legs += [
-            _leg(f"sum(count_over_time({sel}[{w}]) {SCRAPED})", i, "real"),
+            *([real_leg(sel, i, window)] if real else []),
             _leg(f"count({sel} offset {_range(window + 0.001)})", i, "first"),
             _leg(f"count({sel})", i, "last"),
             f"max_over_time((count({sel}) * on() group_right() ({signs}))[{w}:{_range(step + 0.001)}])",
         ]
-    # Every point of the coverage grid looks back 5 minutes (Prometheus' default
-    # lookback) for push_time_seconds: one step more than that is in reach.
-    reach = window + lead(step) + LEAD_SECONDS + step
-    legs.append(_leg(f"count(last_over_time(push_time_seconds[{_range(reach)}]))", 0, "pushgroups"))
+    if pushgroups:
+        # Every point of the coverage grid looks back 5 minutes (Prometheus' default
+        # lookback) for push_time_seconds: one step more than that is in reach.
+        reach = window + lead(step) + LEAD_SECONDS + step
+        legs.append(_leg(f"count(last_over_time(push_time_seconds[{_range(reach)}]))", 0, "pushgroups"))
     return " or ".join(legs)
+
+
+def real_leg(selector: str, index: int, window: float) -> str:
+    """The ``real`` leg of one selector: its scraped inputs' stored samples in the window."""
+    return _leg(f"sum(count_over_time({selector}[{_range(window)}]) {SCRAPED})", index, "real")
 
 
 def change_query(selectors: list[str], range_seconds: float) -> str:
@@ -269,6 +288,8 @@ class Legs:
     """The coverage answer split per selector: ``{selector index: {leg: {t: value}}}``."""
 
     per_selector: dict[int, dict[str, dict[float, float]]] = field(default_factory=dict)
+    #: Selector indices whose ``real`` leg was derived from their per-step counts (absent: 0).
+    counted: set[int] = field(default_factory=set)
 
     @classmethod
     def parse(cls, result: QueryResult, into: Legs | None = None) -> Legs:
@@ -379,17 +400,29 @@ def read_legs(client: PrometheusClient, selectors: list[str], start: float, end:
     if ask:
         asked = Legs()
         notes = QueryResult()
-        summary = client.query(summary_query([selectors[i] for i in ask], end - start, step), end)
+        # Once this window's Pushgateway answer is known to be "none", the real samples
+        # come from the per-step counts and the summary leaves both legs out.
+        known = cache.pushed(key) if cache is not None else None
+        real = known is not False
+        sels = [selectors[i] for i in ask]
+        summary = client.query(summary_query(sels, end - start, step, real=real, pushgroups=known is None), end)
         Legs.parse(summary, asked)
         notes.add_notes(summary.warnings, summary.infos)
         for leg in asked.per_selector.values():
             # max_over_time(-count) is minus the minimum (summary_query).
             if "min" in leg:
                 leg["min"] = {t: -v for t, v in leg["min"].items()}
-        pushed = bool(next(iter(asked.per_selector.get(0, {}).pop("pushgroups", {}).values()), 0.0))
-        gaps = read_gaps(client, [selectors[i] for i in ask], first, end, step, pushed, notes)
+        pushed = bool(next(iter(asked.per_selector.get(0, {}).pop("pushgroups", {}).values()), 0.0)) if known is None else known
+        if cache is not None and known is None:
+            cache.set_pushed(key, pushed)
+        gaps = read_gaps(client, sels, first, end, step, pushed, notes, start=None if real else start)
         for j, got in gaps.per_selector.items():
             asked.per_selector.setdefault(j, {}).update(got)
+        missing = [] if real else [j for j in range(len(ask)) if j not in gaps.counted]
+        if missing:  # the counts were not read (the two-window form): ask the real samples
+            reals = client.query(" or ".join(real_leg(sels[j], j, end - start) for j in missing), end)
+            notes.add_notes(reals.warnings, reals.infos)
+            Legs.parse(reals, asked)
         answers.add_notes(notes.warnings, notes.infos)
         for j, i in enumerate(ask):
             got = asked.per_selector.get(j)

@@ -269,6 +269,14 @@ def test_one_overlapping_range_and_the_recursion_give_the_written_gaps_of_every_
     judged_old = cov.judge(old, len(selectors), start, end, step)
     assert judged_new.coverage == judged_old.coverage
     assert np.array_equal(judged_new.mask, judged_old.mask)
+    # Known to have no Pushgateway group in reach: the real samples come from the
+    # per-step counts (no real leg asked), and every leg is the same.
+    known = cov.LegCache()
+    known.set_pushed((start, end, step), False)
+    sent = len(client.sent)
+    counted = cov.read_legs(client, selectors, start, end, step, cache=known)
+    assert not any(":real" in q or "pushgroups" in q for q in client.sent[sent:])
+    assert counted.per_selector == new.per_selector
 
 
 def test_a_selector_shared_by_two_signals_is_read_once_with_the_same_legs(scraped):

@@ -204,7 +204,7 @@ def backfill(cache: Path, fleet: Fleet, days: int) -> Path:
 # --- the previous coverage formulation (reference for "before") -------------------------------
 
 
-def _two_window_gaps(client, selectors, first, end, step, pushed, answers):
+def _two_window_gaps(client, selectors, first, end, step, pushed, answers, start=None):
     """The previous gap leg: ``count(t - W, t] - count(t - W, t - step]`` (two overlapping
     ranges, every input sample read twice) whether or not a Pushgateway group is in reach."""
     scraped = client.query_range(cov.coverage_query(selectors, step, pushed), first, end, step)
@@ -216,6 +216,9 @@ class _NoCache(cov.LegCache):
     """The previous behaviour: every signal reads all its selectors."""
 
     def get(self, selector, key):
+        return None
+
+    def pushed(self, key):
         return None
 
 

@@ -36,8 +36,10 @@ selector, the window and the step only):
      overlapping windows read each sample once, like the signal's own ``rate(...[5m])``.
      So the per-step count ``c_k`` (in ``(t_k - step, t_k]``) is derived from one
      overlapping range of ``W = m * step`` (:func:`window_steps`: ``m = 2 +
-     ceil(300 s / step)``), ``C_k = sum(count_over_time(s[W]))`` at every grid point
-     (:func:`count_query`), by the recursion (:func:`per_step_counts`)::
+     ceil(300 s / step)``), ``C_k = sum(count_over_time(s[W]))`` at every grid point,
+     sent as its changes ``C_k - C_{k-1}`` where they are not 0 (an ``idelta`` over a
+     subquery of ``C``, so a steady input answers almost nothing: :func:`count_query`),
+     by the recursion (:func:`counts_from_changes`)::
 
          C_k = c_k + c_{k-1} + ... + c_{k-m+1}      (the window is m whole steps)
          C_k - C_{k-1} = c_k - c_{k-m}
@@ -157,12 +159,23 @@ def window_steps(step: float) -> int:
     return 2 + math.ceil(OVERLAP_SECONDS / step)
 
 
-def count_query(selectors: list[str], step: float) -> str:
-    """The range query of ``C_k``, each selector's stored samples in ``(t - W, t]``
-    (``W = m * step``, :func:`window_steps`), 0 where none (so every grid point answers):
-    the ``count`` legs, without a Pushgateway group in reach only (module doc, 2)."""
+def count_query(selectors: list[str], step: float, first: float) -> str:
+    """The range query of ``C_k - C_{k-1}`` where it is not 0 (``C_k``: each selector's
+    stored samples in ``(t - W, t]``, ``W = m * step``, :func:`window_steps`; 0 where
+    none), on the grid ``first + k * step``: the ``count`` legs, read without a
+    Pushgateway group in reach only (module doc, 2).
+
+    ``C`` is evaluated once per grid point by a subquery (Prometheus evaluates it once
+    over the whole range) and ``idelta`` over its last two points gives the change, so a
+    steady input answers almost nothing. Subquery points are multiples of the step from
+    the epoch: a negative offset of the grid's phase puts them on the grid."""
+    step_ms = round(step * 1000)
+    phase = round(first * 1000) % step_ms
+    shift = f" offset -{phase}ms" if phase else ""
     w = _range(window_steps(step) * step)
-    return " or ".join(_leg(f"sum(count_over_time({sel}[{w}])) or vector(0)", i, "count") for i, sel in enumerate(selectors))
+    return " or ".join(
+        _leg(f"idelta((sum(count_over_time({sel}[{w}]{shift})) or vector(0))[{2 * step_ms - 1}ms:{step_ms}ms]) != 0", i, "count")
+        for i, sel in enumerate(selectors))
 
 
 def seed_query(selectors: list[str], step: float) -> str:
@@ -177,15 +190,17 @@ def per_step_counts(counts: np.ndarray, seed: np.ndarray, m: int) -> np.ndarray:
     (``seed``): ``c_k = C_k - C_{k-1} + c_{k-m}`` for ``k >= m`` (module doc, 2).
 
     Shapes ``(K,)``, ``(min(m, K),)`` -> ``(K,)``; float64 of integers (exact)."""
-    out = np.zeros(counts.size)
+    return counts_from_changes(np.diff(counts, prepend=0.0), seed, m)
+
+
+def counts_from_changes(changes: np.ndarray, seed: np.ndarray, m: int) -> np.ndarray:
+    """:func:`per_step_counts` from ``changes[k] = C_k - C_{k-1}`` (``changes[:m]`` unused)."""
+    out = np.zeros(changes.size)
     out[:seed.size] = seed
-    if counts.size <= m:
-        return out
-    step_change = np.diff(counts, prepend=0.0)  # C_k - C_{k-1}
-    for r in range(m):
+    for r in range(min(m, changes.size)):
         # One residue class k = r, r + m, r + 2m, ...: c grows by the summed changes.
-        idx = np.arange(r, counts.size, m)
-        out[idx[1:]] = seed[r] + np.cumsum(step_change[idx[1:]])
+        idx = np.arange(r, changes.size, m)
+        out[idx[1:]] = seed[r] + np.cumsum(changes[idx[1:]])
     return out
 
 
@@ -215,18 +230,26 @@ def read_gaps(client: PrometheusClient, selectors: list[str], first: float, end:
     if not pushed:
         m = window_steps(step)
         points = round((end - first) / step) + 1
-        counted = client.query_range(count_query(selectors, step), first, end, step)
+        counted = client.query_range(count_query(selectors, step, first), first, end, step)
         answers.add_notes(counted.warnings, counted.infos)
         seeded = client.query_range(seed_query(selectors, step), first, first + (min(m, points) - 1) * step, step)
         answers.add_notes(seeded.warnings, seeded.infos)
         parsed = Legs.parse(seeded, Legs.parse(counted))
+        step_ms = round(step * 1000)
         for i in range(len(selectors)):
             got = parsed.per_selector.get(i, {})
-            times = sorted(got.get("count", {}))
             seed = got.get("seed", {})
-            if len(times) != points or len(seed) != min(m, points):
-                break  # an answer without every grid point (an odd proxy or store): read the two-window form
-            c = per_step_counts(np.array([got["count"][t] for t in times]), np.array([seed[t] for t in sorted(seed)]), m)
+            if len(seed) != min(m, points):
+                break  # an answer without every seed point (an odd proxy or store): read the two-window form
+            # Grid times as Prometheus answers them (milliseconds), from the seed's first point.
+            first_ms = round(min(seed) * 1000)
+            times = [(first_ms + k * step_ms) / 1000 for k in range(points)]
+            changes = np.zeros(points)
+            for t, v in got.get("count", {}).items():
+                k = round((t * 1000 - first_ms) / step_ms)
+                if 0 <= k < points:
+                    changes[k] = v
+            c = counts_from_changes(changes, np.array([seed[t] for t in sorted(seed)]), m)
             if (c < 0).any():
                 break  # ruled out by the recursion's assumptions (module doc): read the two-window form
             gaps = {t: 1.0 for t, n in zip(times, c.tolist()) if n == 0}

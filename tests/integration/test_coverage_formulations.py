@@ -245,14 +245,17 @@ def two_window_legs(client: PrometheusClient, selectors: list[str], start: float
     return legs
 
 
+@pytest.mark.parametrize("shift", [0.0, 37.123], ids=["on-grid", "off-grid"])
 @pytest.mark.parametrize("step", [15.0, 60.0])
 @pytest.mark.parametrize("classes", [["steady"], ["stops"], ["restart"], ["slow"], ["irregular"], ["mixed"], ["steady", "slow"]],
                          ids=lambda c: "+".join(c))
 @pytest.mark.parametrize("hours", WINDOWS, ids=lambda w: f"{w[0]}h-{w[1]}h")
-def test_one_overlapping_range_and_the_recursion_give_the_written_gaps_of_every_formulation(scraped, classes, hours, step):
+def test_one_overlapping_range_and_the_recursion_give_the_written_gaps_of_every_formulation(scraped, classes, hours, step, shift):
+    # "off-grid": window ends that are not multiples of the step (the count leg's subquery
+    # then reads at a negative offset of the grid's phase).
     client = CountingClient(scraped.url, timeout_seconds=30)
     selectors = [f'{METRIC}{{workload="{c}"}}' for c in classes]
-    start, end = scraped.t0 + hours[0] * HOUR, scraped.t0 + hours[1] * HOUR
+    start, end = scraped.t0 + hours[0] * HOUR + shift, scraped.t0 + hours[1] * HOUR + shift
     new = cov.read_legs(client, selectors, start, end, step)
     # The recursion's requests were sent (no two-window query, no push leg).
     assert sum("[" + cov._range(cov.window_steps(step) * step) + "]" in q for q in client.sent) == 1

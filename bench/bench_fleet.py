@@ -36,6 +36,8 @@ import collections
 import contextlib
 import datetime as dt
 import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -279,7 +281,13 @@ def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, for
 REVIEW_SIGNALS = ("tokens_per_second", "gpu_utilization", "gpu_power_watts")
 
 
-def bench_review(work: Path, prom_url: str, classes: list[str], days: int) -> dict:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_review(work: Path, prom_url: str, classes: list[str], days: int, prom_pid: int) -> dict:
     """``obsctl review`` and ``obsctl publish`` (the commands, as a CronJob runs them) of
     ``classes`` x 3 signals at the end of the history: each pair's baseline is snapshotted
     first over the day before the weekly period (untimed), so the review's movement test
@@ -298,9 +306,12 @@ def bench_review(work: Path, prom_url: str, classes: list[str], days: int) -> di
     out = {"pairs": len(report.outcomes), "stored": len(report.stored), "baselines": t_baselines}
     for name, argv in (("review", ["review", "--as-of", as_of, "--output", "json"]),
                        ("publish", ["publish", "--as-of", as_of, "--textfile", str(work / "obsctl.prom"), "--output", "json"])):
-        began = time.perf_counter()
+        began, children, server = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN), _cpu_seconds(prom_pid)
         done = subprocess.run([OBSCTL, *argv, "--spec", str(spec_path)], capture_output=True, text=True, timeout=3600)
         out[name] = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out[f"{name}_cpu"] = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+        out[f"{name}_prometheus_cpu"] = _cpu_seconds(prom_pid) - server
         if done.returncode not in (0, 10):
             raise RuntimeError(f"obsctl {name} exited {done.returncode}: {done.stderr[-2000:]}")
         out[f"{name}_progress_lines"] = len(done.stderr.splitlines())
@@ -458,10 +469,13 @@ def main() -> None:
             rows = []
             try:
                 if opts.review:
-                    got = bench_review(work / "review", prom.url, classes_of(sizes[-1], 1), opts.days)
+                    got = bench_review(work / "review", prom.url, classes_of(sizes[-1], 1), opts.days, prom.proc.process.pid)
                     print(f"review: {got['pairs']} pairs ({got['stored']} baselines stored in {got['baselines']:.1f} s, untimed); "
                           f"obsctl review {got['review']:.2f} s ({got['findings']} findings {got['kinds']}, "
-                          f"{got['review_progress_lines']} stderr lines), obsctl publish {got['publish']:.2f} s", flush=True)
+                          f"{got['review_progress_lines']} stderr lines), obsctl publish {got['publish']:.2f} s; CPU s "
+                          f"(obsctl, Prometheus): review {got['review_cpu']:.1f}, {got['review_prometheus_cpu']:.1f}, "
+                          f"publish {got['publish_cpu']:.1f}, {got['publish_prometheus_cpu']:.1f}; "
+                          f"load average {os.getloadavg()[0]:.1f}", flush=True)
                 sweep = sizes if opts.sweep is None else [int(n) for n in opts.sweep.split(",") if n.strip()]
                 if not set(sweep) <= set(sizes):
                     ap.error(f"--sweep {opts.sweep}: not among --classes {opts.classes}")

@@ -19,6 +19,11 @@ Prints tables (not a test); figures go into docs/benchmarks-fleet.md.
     and the series per GPU (exporter) and per class x signal (recorded by the pack)
     (goals <= 30 and <= 150).
 
+(c) ``--review``: ``obsctl review`` and ``obsctl publish`` (subprocesses, as a CronJob runs
+    them) of the largest N x 3 signals at the end of the history, after an untimed snapshot
+    of each pair's baseline over the day before the weekly period (8 days read in all):
+    wall time, CPU of obsctl and of Prometheus (goal: review <= 60 s on 2 cores).
+
 History is generated as OpenMetrics, one file per 2 h block (promtool 2.42 re-reads its
 whole input for every 2 h block it makes), and the TSDB is cached under ``--cache``
 (default ``.bench-cache/``, which ignores itself) keyed by its parameters, then compacted
@@ -26,7 +31,7 @@ once by a Prometheus started on it so the timed runs read compacted blocks as a
 long-running server would.
 
     nice -n 10 .venv/bin/python bench/bench_fleet.py [--gpus 1000] [--classes 10,50,200]
-        [--replicas 50] [--days 30] [--skip-rules]
+        [--replicas 50] [--days 30] [--skip-rules] [--review]
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ selector, the window and the step only):
    are left out: ``real`` is then the sum of the per-step counts ``c_k`` of 2 over the
    window's points (their one-step windows tile the window), one read of the samples less;
 
-2. a range query on the signal's own step grid, started :data:`LEAD_SECONDS` early so
+2. range queries on the signal's own step grid, started :data:`LEAD_SECONDS` early so
    samples just before the window are seen:
 
    - ``gap``: the grid points at which no scraped input has a stored sample in
@@ -52,8 +52,9 @@ selector, the window and the step only):
      per-step filter: ``count_over_time`` sums over every series with a sample in the
      window, so series that come and go add and leave exactly); and the TSDB answers one
      query from one state (Prometheus' isolation). A count below 0, which the
-     assumptions rule out, sends the signal back to the two-window form below. The gaps
-     are the ``c_k = 0`` points, the same set as before.
+     assumptions rule out, or a seed answer without every point, sends the signal back
+     to the two-window form below. The gaps are the ``c_k = 0`` points, the same set as
+     the two-window form's (tests/integration/test_coverage_formulations.py).
      When a Pushgateway group is in reach the scraped legs carry ``unless on(job,
      instance) push_time_seconds``, a filter evaluated at each step (a group that
      appears or goes changes the counted series between steps), so the count is read
@@ -70,7 +71,7 @@ selector, the window and the step only):
 25x slower than the signal itself; ``count_over_time`` costs about what the signal does.)
 
 For the signals listed in ``verification.fresh_on_change`` ("latest score" gauges that
-re-serve their last value) a third query replaces the scrape leg by value changes:
+re-serve their last value) one more query replaces the scrape leg by value changes:
 ``max(changes(s[step + interval]))`` is > 0 at exactly one grid point per change.
 
 Judgement, at the signal level: a selector's own interval is the median gap between

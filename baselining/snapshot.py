@@ -25,7 +25,8 @@ Overlap: one worker thread (:class:`_Reader`) makes the requests while the calli
 thread judges coverage, summarizes, fits the memory model and stores, so the CPU work of
 one pair runs while Prometheus evaluates the next pair's queries. Prometheus sees the
 same requests as without it, **one at a time** (never two queries at once): per pair the
-range, coverage and series queries of :func:`read_answers` in that order, read up to
+range, coverage and series queries of :func:`read_answers` in that order (a selector
+whose coverage an earlier pair read for the same window is not asked again), read up to
 :data:`READ_AHEAD` pairs ahead, and a stored pair's history query
 (:func:`obsctl.baselining.measure.history.read_history`) as soon as the pair is judged (so it may
 come after the next pair's queries). Each request keeps its own timeout, retries and
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 from threadpoolctl import threadpool_limits
 
 from obsctl.baselining.decide import caps
+from obsctl.baselining.measure import coverage as cov
 from obsctl.baselining.measure.history import fit_history, history_step, placebo_checks, read_history
 from obsctl.baselining.measure.raw import raw_query
 from obsctl.baselining.measure.window import Measurement, read_answers, summarize_answers
@@ -168,8 +170,10 @@ def snapshot(
     queries = [raw_query(spec, w, s) if from_raw else (spec.query_for(s, w), "") for w, s in pairs]
     jobs = [i for i, (q, _) in enumerate(queries) if q is not None]
     job_of = {pair: k for k, pair in enumerate(jobs)}
+    # A selector shared by several signals (the same window and step) is judged once.
+    legs = cov.LegCache()
     reader = _Reader([(read_answers, (client, queries[i][0], start_at, end_at, step, f"{w.name}/{s.name}",
-                                      s.name in cfg.fresh_on_change)) for i, (w, s) in ((i, pairs[i]) for i in jobs)])
+                                      s.name in cfg.fresh_on_change, legs)) for i, (w, s) in ((i, pairs[i]) for i in jobs)])
     try:
         for i, (wc, sig) in enumerate(pairs, start=1):
             query, why = queries[i - 1]

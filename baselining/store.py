@@ -168,9 +168,12 @@ class Store:
                 out.append(self._load_pointed(workload_class, signal, baseline_id, samples))
         return out
 
-    def current_baseline(self, workload_class: str, signal: str, samples: bool = True) -> Baseline | None:
-        """The current baseline of one class and signal (with its samples by default), or None."""
-        baseline_id = self.current_index().get(workload_class, {}).get(signal)
+    def current_baseline(self, workload_class: str, signal: str, samples: bool = True,
+                         index: dict[str, dict[str, str]] | None = None) -> Baseline | None:
+        """The current baseline of one class and signal (with its samples by default), or None.
+
+        ``index``: :meth:`current_index` as already read (many look-ups, one read)."""
+        baseline_id = (self.current_index() if index is None else index).get(workload_class, {}).get(signal)
         return None if baseline_id is None else self._load_pointed(workload_class, signal, baseline_id, samples)
 
     def baseline(self, baseline_id: str, samples: bool = True) -> Baseline:

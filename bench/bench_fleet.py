@@ -9,15 +9,20 @@ Prints tables (not a test); figures go into docs/benchmarks-fleet.md.
     and the memory history, recorded through a logging proxy) sent plainly with
     ``requests`` (body read, JSON decoded), as a ratio measured in the same run, for each
     N of ``--classes`` and for 1 vs ``--replicas`` input series per class, with the
-    current coverage queries and with the previous formulation (``old``: one window of
-    one step per grid point, push legs always, the population's extremes as two
-    subqueries). Goal: <= 1.2x at 200 classes, linear in classes.
+    current coverage queries and with the previous formulation (``old``: the count per
+    step as the difference of two overlapping ranges, each selector read once per
+    signal that uses it). Goal: <= 1.2x at 200 classes, linear in classes.
 (b) rules: ``obsctl rules generate`` for the same spec, Prometheus scraping a stand-in
     exporter (one target per node, current values every scrape) and evaluating the rules
     every ``--interval``; after ``--settle`` seconds the sum over groups of
     ``prometheus_rule_group_last_duration_seconds`` against the interval (goal <= 10 %),
     and the series per GPU (exporter) and per class x signal (recorded by the pack)
     (goals <= 30 and <= 150).
+
+(c) ``--review``: ``obsctl review`` and ``obsctl publish`` (subprocesses, as a CronJob runs
+    them) of the largest N x 3 signals at the end of the history, after an untimed snapshot
+    of each pair's baseline over the day before the weekly period (8 days read in all):
+    wall time, CPU of obsctl and of Prometheus (goal: review <= 60 s on 2 cores).
 
 History is generated as OpenMetrics, one file per 2 h block (promtool 2.42 re-reads its
 whole input for every 2 h block it makes), and the TSDB is cached under ``--cache``
@@ -26,14 +31,18 @@ once by a Prometheus started on it so the timed runs read compacted blocks as a
 long-running server would.
 
     nice -n 10 .venv/bin/python bench/bench_fleet.py [--gpus 1000] [--classes 10,50,200]
-        [--replicas 50] [--days 30] [--skip-rules]
+        [--replicas 50] [--days 30] [--skip-rules] [--review]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import datetime as dt
+import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -202,37 +211,36 @@ def backfill(cache: Path, fleet: Fleet, days: int) -> Path:
 # --- the previous coverage formulation (reference for "before") -------------------------------
 
 
-def _old_coverage_query(selectors: list[str], step: float, pushed: bool = True) -> str:
-    legs = []
-    for i, sel in enumerate(selectors):
-        legs += [cov._leg(f"vector(1) unless sum(count_over_time({sel}[{cov._range(step)}]) {cov.SCRAPED})", i, "gap"),
-                 cov._leg(f"max(max by (job, instance) (push_time_seconds) and on(job, instance) {sel})", i, "push")]
-    return " or ".join(legs)
+def _two_window_gaps(client, selectors, first, end, step, pushed, answers, start=None):
+    """The previous gap leg: ``count(t - W, t] - count(t - W, t - step]`` (two overlapping
+    ranges, every input sample read twice) whether or not a Pushgateway group is in reach."""
+    scraped = client.query_range(cov.coverage_query(selectors, step, pushed), first, end, step)
+    answers.add_notes(scraped.warnings, scraped.infos)
+    return cov.Legs.parse(scraped)
 
 
-def _old_summary_query(selectors: list[str], window: float, step: float) -> str:
-    w, legs = cov._range(window), []
-    for i, sel in enumerate(selectors):
-        legs += [cov._leg(f"sum(count_over_time({sel}[{w}]) {cov.SCRAPED})", i, "real"),
-                 cov._leg(f"count({sel} offset {cov._range(window + 0.001)})", i, "first"),
-                 cov._leg(f"count({sel})", i, "last"),
-                 cov._leg(f"min_over_time(count({sel})[{w}:{cov._range(step + 0.001)}])", i, "min"),
-                 cov._leg(f"max_over_time(count({sel})[{w}:{cov._range(step + 0.001)}])", i, "max")]
-    return " or ".join(legs)
+class _NoCache(cov.LegCache):
+    """The previous behaviour: every signal reads all its selectors."""
+
+    def get(self, selector, key):
+        return None
+
+    def pushed(self, key):
+        return None
 
 
 @contextlib.contextmanager
 def formulation(name: str):
-    """``new``: the module as it is; ``old``: its query builders swapped for the previous ones."""
+    """``new``: the module as it is; ``old``: the two-window gap leg and no shared-selector cache."""
     if name == "new":
         yield
         return
-    saved = cov.coverage_query, cov.summary_query
-    cov.coverage_query, cov.summary_query = _old_coverage_query, _old_summary_query
+    saved = cov.read_gaps, cov.LegCache
+    cov.read_gaps, cov.LegCache = _two_window_gaps, _NoCache
     try:
         yield
     finally:
-        cov.coverage_query, cov.summary_query = saved
+        cov.read_gaps, cov.LegCache = saved
 
 
 # --- (a) snapshot against its raw range queries ------------------------------------------------
@@ -271,6 +279,52 @@ def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, for
     t_series = plain(prom_url, [p for p in proxy.requests if p.startswith("/api/v1/series")])
     return {"pairs": len(report.outcomes), "stored": stored, "requests": len(proxy.requests), "snapshot": t_snap, "raw": t_raw,
             "coverage": t_cov, "series": t_series}
+
+
+# --- (c) review and publish at fleet scale ----------------------------------------------------
+
+REVIEW_SIGNALS = ("tokens_per_second", "gpu_utilization", "gpu_power_watts")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_review(work: Path, prom_url: str, classes: list[str], days: int, prom_pid: int) -> dict:
+    """``obsctl review`` and ``obsctl publish`` (the commands, as a CronJob runs them) of
+    ``classes`` x 3 signals at the end of the history: each pair's baseline is snapshotted
+    first over the day before the weekly period (untimed), so the review's movement test
+    reads the last 7 days and the baseline the day before (8 days of history)."""
+    work.mkdir(parents=True)
+    spec_path = write_spec(work / "review.yaml", prom_url, work / "store", classes, "1d")
+    spec_doc = yaml.safe_load(spec_path.read_text())
+    spec_doc["signals"] = [s for s in spec_doc["signals"] if s["name"] in REVIEW_SIGNALS]
+    spec_doc["verification"]["memory_history"] = "1h"
+    spec_path.write_text(yaml.safe_dump(spec_doc, sort_keys=False))
+    spec = load_spec(spec_path)
+    began = time.perf_counter()
+    report = snapshot(spec, PrometheusClient.from_spec(spec), Store(work / "store"), end=dt.datetime.fromtimestamp(END - 7 * DAY, dt.UTC))
+    t_baselines = time.perf_counter() - began
+    as_of = dt.datetime.fromtimestamp(END, dt.UTC).isoformat().replace("+00:00", "Z")
+    out = {"pairs": len(report.outcomes), "stored": len(report.stored), "baselines": t_baselines}
+    for name, argv in (("review", ["review", "--as-of", as_of, "--output", "json"]),
+                       ("publish", ["publish", "--as-of", as_of, "--textfile", str(work / "obsctl.prom"), "--output", "json"])):
+        began, children, server = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN), _cpu_seconds(prom_pid)
+        done = subprocess.run([OBSCTL, *argv, "--spec", str(spec_path)], capture_output=True, text=True, timeout=3600)
+        out[name] = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out[f"{name}_cpu"] = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+        out[f"{name}_prometheus_cpu"] = _cpu_seconds(prom_pid) - server
+        if done.returncode not in (0, 10):
+            raise RuntimeError(f"obsctl {name} exited {done.returncode}: {done.stderr[-2000:]}")
+        out[f"{name}_progress_lines"] = len(done.stderr.splitlines())
+        if name == "review":
+            findings = json.loads(done.stdout)["findings"]
+            out["findings"] = len(findings)
+            out["kinds"] = dict(sorted(collections.Counter(f["kind"] for f in findings).items()))
+    return out
 
 
 # --- (b) rules on a live stream ---------------------------------------------------------------
@@ -391,6 +445,8 @@ def main() -> None:
     ap.add_argument("--settle", type=int, default=120, help="seconds of live stream before the rules are read")
     ap.add_argument("--skip-rules", action="store_true")
     ap.add_argument("--skip-snapshot", action="store_true")
+    ap.add_argument("--review", action="store_true",
+                    help="also time obsctl review and publish of the largest N of --classes x 3 signals (7 d period + 1 d baseline)")
     ap.add_argument("--sweep", default=None,
                     help="the class counts of --classes to time with one series per class (default all; '' for none)")
     ap.add_argument("--no-replicas-row", action="store_true", help="skip the row with --replicas series per class")
@@ -417,6 +473,14 @@ def main() -> None:
             prom.start(timeout=600)
             rows = []
             try:
+                if opts.review:
+                    got = bench_review(work / "review", prom.url, classes_of(sizes[-1], 1), opts.days, prom.proc.process.pid)
+                    print(f"review: {got['pairs']} pairs ({got['stored']} baselines stored in {got['baselines']:.1f} s, untimed); "
+                          f"obsctl review {got['review']:.2f} s ({got['findings']} findings {got['kinds']}, "
+                          f"{got['review_progress_lines']} stderr lines), obsctl publish {got['publish']:.2f} s; CPU s "
+                          f"(obsctl, Prometheus): review {got['review_cpu']:.1f}, {got['review_prometheus_cpu']:.1f}, "
+                          f"publish {got['publish_cpu']:.1f}, {got['publish_prometheus_cpu']:.1f}; "
+                          f"load average {os.getloadavg()[0]:.1f}", flush=True)
                 sweep = sizes if opts.sweep is None else [int(n) for n in opts.sweep.split(",") if n.strip()]
                 if not set(sweep) <= set(sizes):
                     ap.error(f"--sweep {opts.sweep}: not among --classes {opts.classes}")

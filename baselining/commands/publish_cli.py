@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from obsctl.clikit import emit_json, load, output_option, spec_option, wrap_errors
+from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
 from obsctl.timeutil import parse_instant
 
 
@@ -52,7 +52,7 @@ def publish(spec_path, pushgateway, textfile, no_review, as_of, output):
         from obsctl.promapi import PrometheusClient
 
         distributions.prefetch()
-        result = review(spec, store, PrometheusClient.from_spec(spec), when)
+        result = review(spec, store, PrometheusClient.from_spec(spec), when, progress=progress)
     registry = collect(spec, store, result, when)
     text = generate_latest(registry).decode()
     series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))

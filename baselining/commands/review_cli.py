@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from obsctl.clikit import emit_json, load, output_option, spec_option, wrap_errors
+from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
 from obsctl.timeutil import parse_instant
 
 #: Exit code when a finding is at or above ``--fail-on``.
@@ -55,7 +55,8 @@ def review(spec_path, classes, as_of, fail_on, write, out_dir, output):
         folder = Path(out_dir) if out_dir else (spec.path.parent / spec.review.folder if spec.review.folder else None)
         if folder is None:
             raise UsageError("--write needs a folder: set review.folder in the spec or pass --out DIR")
-    result = run_review(spec, store, PrometheusClient.from_spec(spec), when, list(classes) or None, write_anchors=True)
+    result = run_review(spec, store, PrometheusClient.from_spec(spec), when, list(classes) or None, write_anchors=True,
+                        progress=progress)
     written = None
     if folder is not None:
         written = _write(folder, result, review_markdown(result))

@@ -6,9 +6,12 @@ markers, so a range query of a signal that stopped still returns values. Judging
 copies as data gives directions to a signal that stopped. This module counts
 what Prometheus really has for the signal's *input* series.
 
-Method (two extra requests per signal, each batching every vector selector ``s`` of
-the signal's PromQL (:func:`obsctl.baselining.measure.window.selectors_of`) with ``or``, the
-legs told apart by the label ``obsctl_leg="<selector index>:<leg>"``):
+Method (two or three extra requests per signal, each batching every vector selector ``s``
+of the signal's PromQL (:func:`obsctl.baselining.measure.window.selectors_of`) with ``or``,
+the legs told apart by the label ``obsctl_leg="<selector index>:<leg>"``; with a
+:class:`LegCache` a selector already read for the same window and step, by another
+signal of the same snapshot or review, is not asked again: its legs depend on the
+selector, the window and the step only):
 
 1. an instant query at the window end: ``real`` = ``sum(count_over_time(s[window]))`` of
    the scraped inputs (the real samples), ``first`` / ``last`` = ``count(s)`` at the
@@ -16,23 +19,47 @@ legs told apart by the label ``obsctl_leg="<selector index>:<leg>"``):
    at the step of ``count(s)`` times ``+1`` and ``-1``, so the selector is read once for
    both): the population, which a rolling restart changes. One more leg,
    ``pushgroups``, counts the Pushgateway groups (``push_time_seconds``) that any
-   point of the coverage grid can see (its lookback included);
+   point of the coverage grid can see (its lookback included). Once a :class:`LegCache`
+   knows that no group is in reach for the window and step, ``real`` and ``pushgroups``
+   are left out: ``real`` is then the sum of the per-step counts ``c_k`` of 2 over the
+   window's points (their one-step windows tile the window), one read of the samples less;
 
-2. a range query on the signal's own step grid, started :data:`LEAD_SECONDS` early so
+2. range queries on the signal's own step grid, started :data:`LEAD_SECONDS` early so
    samples just before the window are seen:
 
    - ``gap``: the grid points at which no scraped input has a stored sample in
      ``(t - step, t]`` (``count_over_time`` sees stored samples only, never lookback
      copies). Every other point is an *arrival*, its time known to one step (the
-     point's time is used). Only gaps are sent, so a complete window answers almost
-     nothing. The count in ``(t - step, t]`` is read as a difference of two windows that
-     overlap from one step to the next (:func:`gap_expr`):
-     ``count(t - W, t] - count(t - W, t - step]`` with ``W = 2 * step + 300 s``.
-     Prometheus 2.42 re-seeks every series in every block when a range window does not
-     overlap the previous step's (a window of exactly one step), which made this leg
-     cost 10-20x the signal on a TSDB of 2-hour blocks; overlapping windows read each
-     sample once, like the signal's own ``rate(...[5m])``. The sample sets are the same,
-     so the gaps are the same;
+     point's time is used). Prometheus 2.42 re-seeks every series in every block when a
+     range window does not overlap the previous step's (a window of exactly one step),
+     which made a one-step window cost 10-20x the signal on a TSDB of 2-hour blocks;
+     overlapping windows read each sample once, like the signal's own ``rate(...[5m])``.
+     So the per-step count ``c_k`` (in ``(t_k - step, t_k]``) is derived from one
+     overlapping range of ``W = m * step`` (:func:`window_steps`: ``m = 2 +
+     ceil(300 s / step)``), ``C_k = sum(count_over_time(s[W]))`` at every grid point,
+     sent as its changes ``C_k - C_{k-1}`` where they are not 0 (an ``idelta`` over a
+     subquery of ``C``, so a steady input answers almost nothing: :func:`count_query`),
+     by the recursion (:func:`counts_from_changes`)::
+
+         C_k = c_k + c_{k-1} + ... + c_{k-m+1}      (the window is m whole steps)
+         C_k - C_{k-1} = c_k - c_{k-m}
+         c_k = C_k - C_{k-1} + c_{k-m}               (k >= m)
+
+     seeded by ``c_0 .. c_{m-1}`` read directly with one-step windows over the first
+     ``m`` grid points only (:func:`seed_query`, a third request that reads ``m`` steps).
+     Exact in integers (float64 holds them exactly) under three assumptions: ``W`` is a
+     whole number of steps; the same series are counted at every step (true without a
+     per-step filter: ``count_over_time`` sums over every series with a sample in the
+     window, so series that come and go add and leave exactly); and the TSDB answers one
+     query from one state (Prometheus' isolation). A count below 0, which the
+     assumptions rule out, or a seed answer without every point, sends the signal back
+     to the two-window form below. The gaps are the ``c_k = 0`` points, the same set as
+     the two-window form's (tests/integration/test_coverage_formulations.py).
+     When a Pushgateway group is in reach the scraped legs carry ``unless on(job,
+     instance) push_time_seconds``, a filter evaluated at each step (a group that
+     appears or goes changes the counted series between steps), so the count is read
+     there as ``count(t - W, t] - count(t - W, t - step]`` (``W = 2 * step + 300 s``,
+     both windows overlap the previous step's: :func:`gap_expr`), every sample read twice;
    - ``push`` (only when ``pushgroups`` found a group: otherwise it answers nothing at
      every point): ``max(max by (job, instance) (push_time_seconds) and on(job, instance) s)``,
      the latest push time of the Pushgateway groups that serve ``s`` (a Pushgateway
@@ -44,7 +71,7 @@ legs told apart by the label ``obsctl_leg="<selector index>:<leg>"``):
 25x slower than the signal itself; ``count_over_time`` costs about what the signal does.)
 
 For the signals listed in ``verification.fresh_on_change`` ("latest score" gauges that
-re-serve their last value) a third query replaces the scrape leg by value changes:
+re-serve their last value) one more query replaces the scrape leg by value changes:
 ``max(changes(s[step + interval]))`` is > 0 at exactly one grid point per change.
 
 Judgement, at the signal level: a selector's own interval is the median gap between
@@ -72,6 +99,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import threading
 from dataclasses import dataclass, field
 from operator import itemgetter
 
@@ -125,9 +153,62 @@ def gap_expr(selector: str, step: float, pushed: bool = True) -> str:
     return f"vector(1) unless ({recent} - ({before} or vector(0)) > 0)"
 
 
+def window_steps(step: float) -> int:
+    """``m``, the steps in the count leg's window ``W = m * step``: two plus the steps of
+    :data:`OVERLAP_SECONDS`, so a scrape interval up to ``step + OVERLAP_SECONDS`` keeps
+    consecutive windows overlapping (each sample read once)."""
+    return 2 + math.ceil(OVERLAP_SECONDS / step)
+
+
+def count_query(selectors: list[str], step: float, first: float) -> str:
+    """The range query of ``C_k - C_{k-1}`` where it is not 0 (``C_k``: each selector's
+    stored samples in ``(t - W, t]``, ``W = m * step``, :func:`window_steps`; 0 where
+    none), on the grid ``first + k * step``: the ``count`` legs, read without a
+    Pushgateway group in reach only (module doc, 2).
+
+    ``C`` is evaluated once per grid point by a subquery (Prometheus evaluates it once
+    over the whole range) and ``idelta`` over its last two points gives the change, so a
+    steady input answers almost nothing. Subquery points are multiples of the step from
+    the epoch: a negative offset of the grid's phase puts them on the grid."""
+    step_ms = round(step * 1000)
+    phase = round(first * 1000) % step_ms
+    shift = f" offset -{phase}ms" if phase else ""
+    w = _range(window_steps(step) * step)
+    return " or ".join(
+        _leg(f"idelta((sum(count_over_time({sel}[{w}]{shift})) or vector(0))[{2 * step_ms - 1}ms:{step_ms}ms]) != 0", i, "count")
+        for i, sel in enumerate(selectors))
+
+
+def seed_query(selectors: list[str], step: float) -> str:
+    """The range query of ``c_k``, each selector's stored samples in ``(t - step, t]``, 0
+    where none: the ``seed`` legs, asked at the first :func:`window_steps` grid points only."""
+    return " or ".join(_leg(f"sum(count_over_time({sel}[{_range(step)}])) or vector(0)", i, "seed")
+                       for i, sel in enumerate(selectors))
+
+
+def per_step_counts(counts: np.ndarray, seed: np.ndarray, m: int) -> np.ndarray:
+    """``c_k`` from ``C_k`` (``counts``, one per grid point) and ``c_0 .. c_{m-1}``
+    (``seed``): ``c_k = C_k - C_{k-1} + c_{k-m}`` for ``k >= m`` (module doc, 2).
+
+    Shapes ``(K,)``, ``(min(m, K),)`` -> ``(K,)``; float64 of integers (exact)."""
+    return counts_from_changes(np.diff(counts, prepend=0.0), seed, m)
+
+
+def counts_from_changes(changes: np.ndarray, seed: np.ndarray, m: int) -> np.ndarray:
+    """:func:`per_step_counts` from ``changes[k] = C_k - C_{k-1}`` (``changes[:m]`` unused)."""
+    out = np.zeros(changes.size)
+    out[:seed.size] = seed
+    for r in range(min(m, changes.size)):
+        # One residue class k = r, r + m, r + 2m, ...: c grows by the summed changes.
+        idx = np.arange(r, changes.size, m)
+        out[idx[1:]] = seed[r] + np.cumsum(changes[idx[1:]])
+    return out
+
+
 def coverage_query(selectors: list[str], step: float, pushed: bool = True) -> str:
-    """The batched range query of a signal's selectors at ``step`` seconds (module doc, 2);
-    ``pushed=False`` (no Pushgateway group in reach) leaves out the push legs."""
+    """The batched two-window range query of a signal's selectors at ``step`` seconds
+    (module doc, 2: the form used when a Pushgateway group is in reach); ``pushed=False``
+    leaves out the push legs and the Pushgateway exclusion."""
     legs = []
     for i, sel in enumerate(selectors):
         legs.append(_leg(gap_expr(sel, step, pushed), i, "gap"))
@@ -136,25 +217,85 @@ def coverage_query(selectors: list[str], step: float, pushed: bool = True) -> st
     return " or ".join(legs)
 
 
-def summary_query(selectors: list[str], window: float, step: float) -> str:
+def read_gaps(client: PrometheusClient, selectors: list[str], first: float, end: float, step: float, pushed: bool,
+              answers: QueryResult, start: float | None = None) -> Legs:
+    """The ``gap`` (and, ``pushed``, ``push``) legs of ``selectors`` on the grid ``first,
+    first + step, ..., end`` (module doc, 2): without a Pushgateway group in reach one
+    ``count`` range query plus the ``seed`` query of the first :func:`window_steps`
+    points, turned into gaps by :func:`per_step_counts`; otherwise the two-window query.
+    With ``start`` (the window's start) the per-step counts also give each selector's
+    ``real`` leg, the sum of ``c_k`` over the window's points (its one-step windows tile
+    the window), listed in :attr:`Legs.counted`. Warnings go to ``answers``. Errors as
+    :meth:`PrometheusClient.query_range`."""
+    legs = Legs()
+    if not pushed:
+        m = window_steps(step)
+        points = round((end - first) / step) + 1
+        counted = client.query_range(count_query(selectors, step, first), first, end, step)
+        answers.add_notes(counted.warnings, counted.infos)
+        seeded = client.query_range(seed_query(selectors, step), first, first + (min(m, points) - 1) * step, step)
+        answers.add_notes(seeded.warnings, seeded.infos)
+        parsed = Legs.parse(seeded, Legs.parse(counted))
+        step_ms = round(step * 1000)
+        for i in range(len(selectors)):
+            got = parsed.per_selector.get(i, {})
+            seed = got.get("seed", {})
+            if len(seed) != min(m, points):
+                break  # an answer without every seed point (an odd proxy or store): read the two-window form
+            # Grid times as Prometheus answers them (milliseconds), from the seed's first point.
+            first_ms = round(min(seed) * 1000)
+            times = [(first_ms + k * step_ms) / 1000 for k in range(points)]
+            changes = np.zeros(points)
+            for t, v in got.get("count", {}).items():
+                k = round((t * 1000 - first_ms) / step_ms)
+                if 0 <= k < points:
+                    changes[k] = v
+            c = counts_from_changes(changes, np.array([seed[t] for t in sorted(seed)]), m)
+            if (c < 0).any():
+                break  # ruled out by the recursion's assumptions (module doc): read the two-window form
+            gaps = {t: 1.0 for t, n in zip(times, c.tolist()) if n == 0}
+            if gaps:  # as Prometheus answers: no leg where nothing is a gap
+                legs.per_selector[i] = {"gap": gaps}
+            if start is not None:
+                real = float(c[round((start - first) / step) + 1:].sum())
+                if real > 0:  # as Prometheus answers: no leg without a sample
+                    legs.per_selector.setdefault(i, {})["real"] = {round(end, 3): real}
+                legs.counted.add(i)
+        else:
+            return legs
+        legs = Legs()
+    scraped = client.query_range(coverage_query(selectors, step, pushed), first, end, step)
+    answers.add_notes(scraped.warnings, scraped.infos)
+    return Legs.parse(scraped, legs)
+
+
+def summary_query(selectors: list[str], window: float, step: float, real: bool = True, pushgroups: bool = True) -> str:
     """The batched instant query at the window end: real samples, population and the
-    Pushgateway groups in reach of the coverage grid (module doc, 1)."""
+    Pushgateway groups in reach of the coverage grid (module doc, 1). ``real=False``
+    leaves out the real-sample legs (read from the per-step counts instead), and
+    ``pushgroups=False`` the Pushgateway leg (already known for this window and step)."""
     w, legs = _range(window), []
     for i, sel in enumerate(selectors):
         # count(s) once per step, as +count and -count: the max over time of each is the
         # maximum and minus the minimum.
         signs = f'label_replace(vector(1), "{LEG_LABEL}", "{i}:max", "", "") or label_replace(vector(-1), "{LEG_LABEL}", "{i}:min", "", "")'
         legs += [
-            _leg(f"sum(count_over_time({sel}[{w}]) {SCRAPED})", i, "real"),
+            *([real_leg(sel, i, window)] if real else []),
             _leg(f"count({sel} offset {_range(window + 0.001)})", i, "first"),
             _leg(f"count({sel})", i, "last"),
             f"max_over_time((count({sel}) * on() group_right() ({signs}))[{w}:{_range(step + 0.001)}])",
         ]
-    # Every point of the coverage grid looks back 5 minutes (Prometheus' default
-    # lookback) for push_time_seconds: one step more than that is in reach.
-    reach = window + lead(step) + LEAD_SECONDS + step
-    legs.append(_leg(f"count(last_over_time(push_time_seconds[{_range(reach)}]))", 0, "pushgroups"))
+    if pushgroups:
+        # Every point of the coverage grid looks back 5 minutes (Prometheus' default
+        # lookback) for push_time_seconds: one step more than that is in reach.
+        reach = window + lead(step) + LEAD_SECONDS + step
+        legs.append(_leg(f"count(last_over_time(push_time_seconds[{_range(reach)}]))", 0, "pushgroups"))
     return " or ".join(legs)
+
+
+def real_leg(selector: str, index: int, window: float) -> str:
+    """The ``real`` leg of one selector: its scraped inputs' stored samples in the window."""
+    return _leg(f"sum(count_over_time({selector}[{_range(window)}]) {SCRAPED})", index, "real")
 
 
 def change_query(selectors: list[str], range_seconds: float) -> str:
@@ -171,6 +312,8 @@ class Legs:
     """The coverage answer split per selector: ``{selector index: {leg: {t: value}}}``."""
 
     per_selector: dict[int, dict[str, dict[float, float]]] = field(default_factory=dict)
+    #: Selector indices whose ``real`` leg was derived from their per-step counts (absent: 0).
+    counted: set[int] = field(default_factory=set)
 
     @classmethod
     def parse(cls, result: QueryResult, into: Legs | None = None) -> Legs:
@@ -230,27 +373,88 @@ def measure_coverage(client: PrometheusClient, selectors: list[str], start: floa
     return None if legs is None else judge(legs, len(selectors), start, end, step, on_change)
 
 
+class LegCache:
+    """The coverage legs already read, per ``(selector, start, end, step)``: a selector
+    shared by several signals (one input of two ratios, a class's node selector) is asked
+    once per window and step. Thread-safe (a review reads from several threads; two that
+    ask for the same selector at once may both read it: the same legs either way)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._legs: dict[tuple, tuple[dict[str, dict[float, float]], list, list]] = {}
+        self._pushed: dict[tuple, bool] = {}
+
+    def get(self, selector: str, key: tuple) -> tuple[dict[str, dict[float, float]], list, list] | None:
+        with self._lock:
+            return self._legs.get((selector, *key))
+
+    def put(self, selector: str, key: tuple, legs: dict[str, dict[float, float]], warnings: list, infos: list) -> None:
+        with self._lock:
+            self._legs[(selector, *key)] = (legs, warnings, infos)
+
+    def pushed(self, key: tuple) -> bool | None:
+        with self._lock:
+            return self._pushed.get(key)
+
+    def set_pushed(self, key: tuple, pushed: bool) -> None:
+        with self._lock:
+            self._pushed[key] = pushed
+
+
 def read_legs(client: PrometheusClient, selectors: list[str], start: float, end: float, step: float,
-              on_change: bool = False, answers: QueryResult | None = None) -> Legs | None:
-    """The coverage requests of :func:`measure_coverage` (two, three with ``on_change``:
-    the summary, then the range query whose push legs the summary's ``pushgroups``
-    decides), parsed; None when there is no selector. Arguments and errors as there."""
+              on_change: bool = False, answers: QueryResult | None = None, cache: LegCache | None = None) -> Legs | None:
+    """The coverage requests of :func:`measure_coverage` (the summary, then the range
+    query or queries whose push legs the summary's ``pushgroups`` decides
+    (:func:`read_gaps`), then with ``on_change`` the change query), parsed; None when
+    there is no selector. ``cache``: selectors read before for this window and step are
+    taken from it (with their answers' warnings) and not asked again; those read now are
+    added. Arguments and errors as there."""
     if not selectors:
         return None
     first = start - lead(step) + step
     legs = Legs()
     answers = answers if answers is not None else QueryResult()
-    summary = client.query(summary_query(selectors, end - start, step), end)
-    Legs.parse(summary, legs)
-    answers.add_notes(summary.warnings, summary.infos)
-    for leg in legs.per_selector.values():
-        # max_over_time(-count) is minus the minimum (summary_query).
-        if "min" in leg:
-            leg["min"] = {t: -v for t, v in leg["min"].items()}
-    pushed = bool(next(iter(legs.per_selector.get(0, {}).pop("pushgroups", {}).values()), 0.0))
-    scraped = client.query_range(coverage_query(selectors, step, pushed), first, end, step)
-    Legs.parse(scraped, legs)
-    answers.add_notes(scraped.warnings, scraped.infos)
+    key = (start, end, step)
+    cached = {i: cache.get(sel, key) for i, sel in enumerate(selectors)} if cache is not None else {}
+    ask = [i for i, sel in enumerate(selectors) if cached.get(i) is None]
+    for i, hit in cached.items():
+        if hit is not None:
+            legs.per_selector[i] = {leg: dict(values) for leg, values in hit[0].items()}
+            answers.add_notes(hit[1], hit[2])
+    if ask:
+        asked = Legs()
+        notes = QueryResult()
+        # Once this window's Pushgateway answer is known to be "none", the real samples
+        # come from the per-step counts and the summary leaves both legs out.
+        known = cache.pushed(key) if cache is not None else None
+        real = known is not False
+        sels = [selectors[i] for i in ask]
+        summary = client.query(summary_query(sels, end - start, step, real=real, pushgroups=known is None), end)
+        Legs.parse(summary, asked)
+        notes.add_notes(summary.warnings, summary.infos)
+        for leg in asked.per_selector.values():
+            # max_over_time(-count) is minus the minimum (summary_query).
+            if "min" in leg:
+                leg["min"] = {t: -v for t, v in leg["min"].items()}
+        pushed = bool(next(iter(asked.per_selector.get(0, {}).pop("pushgroups", {}).values()), 0.0)) if known is None else known
+        if cache is not None and known is None:
+            cache.set_pushed(key, pushed)
+        gaps = read_gaps(client, sels, first, end, step, pushed, notes, start=None if real else start)
+        for j, got in gaps.per_selector.items():
+            asked.per_selector.setdefault(j, {}).update(got)
+        missing = [] if real else [j for j in range(len(ask)) if j not in gaps.counted]
+        if missing:  # the counts were not read (the two-window form): ask the real samples
+            reals = client.query(" or ".join(real_leg(sels[j], j, end - start) for j in missing), end)
+            notes.add_notes(reals.warnings, reals.infos)
+            Legs.parse(reals, asked)
+        answers.add_notes(notes.warnings, notes.infos)
+        for j, i in enumerate(ask):
+            got = asked.per_selector.get(j)
+            if got is not None:
+                legs.per_selector[i] = got
+            if cache is not None:
+                cache.put(selectors[i], key, {leg: dict(values) for leg, values in (got or {}).items()},
+                          list(notes.warnings), list(notes.infos))
     if on_change:
         full = _lead_grid(start, end, step)
         interval = max((_interval(_gap_arrivals(legs.per_selector.get(i, {}).get("gap", {}), full)) or step)

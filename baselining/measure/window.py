@@ -111,7 +111,7 @@ def population_of(client: PrometheusClient, query: str, start: dt.datetime, end:
 
 
 def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float, min_samples: int,
-            what: str = "query", on_change: bool = False) -> Measurement:
+            what: str = "query", on_change: bool = False, cache: cov.LegCache | None = None) -> Measurement:
     """Evaluate ``query`` at ``start + step, ..., end``, keep the points with fresh input
     (:func:`obsctl.baselining.measure.coverage.measure_coverage`; ``on_change``: the signal is in
     ``verification.fresh_on_change``) and summarize them, batch means over equal
@@ -127,7 +127,7 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     field is discarded (``stats`` None, ``reason`` says why), so it is never stored or
     judged.
     """
-    return summarize_answers(read_answers(client, query, start, end, step_seconds, what, on_change), min_samples)
+    return summarize_answers(read_answers(client, query, start, end, step_seconds, what, on_change, cache), min_samples)
 
 
 @dataclass
@@ -147,9 +147,11 @@ class Answers:
 
 
 def read_answers(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float,
-                 what: str = "query", on_change: bool = False) -> Answers:
+                 what: str = "query", on_change: bool = False, cache: cov.LegCache | None = None) -> Answers:
     """The requests of :func:`measure`, in its order: the range query, the coverage
-    queries (:func:`obsctl.baselining.measure.coverage.read_legs`), the series query. Errors as there.
+    queries (:func:`obsctl.baselining.measure.coverage.read_legs`; ``cache``: selectors
+    read before for the same window and step are not asked again), the series query.
+    Errors as there.
 
     The range answer is read only as far as one series of the window's points can take
     (:meth:`obsctl.promapi.PrometheusClient.query_range` with ``max_series=1``): a query that
@@ -162,7 +164,7 @@ def read_answers(client: PrometheusClient, query: str, start: dt.datetime, end: 
     if len(result) > 1:
         labels = ", ".join(str(s.metric) for s in result[:3])
         raise UsageError(f"{what}: the query returns {len(result)} series ({labels}...), a signal must return one; aggregate with sum(...) or similar: {query}")
-    legs = cov.read_legs(client, selectors_of(query), start.timestamp(), end.timestamp(), step_seconds, on_change, result)
+    legs = cov.read_legs(client, selectors_of(query), start.timestamp(), end.timestamp(), step_seconds, on_change, result, cache)
     population = population_of(client, query, start, end, result)
     return Answers(query, start, end, step_seconds, on_change, result, legs, population)
 

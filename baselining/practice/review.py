@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from obsctl.baselining.measure.coverage import LegCache
 from obsctl.baselining.measure.window import Measurement, measure
 from obsctl.baselining.practice import targets as target_rules
 from obsctl.baselining.practice.movement import Movement, movement, window_step
@@ -144,16 +146,27 @@ def _scalar(client: PrometheusClient, promql: str, at: dt.datetime) -> float | N
     return sum(values) if values else None
 
 
-def _own(name: str, wc: str) -> str:
-    from obsctl.spec import escape_label_value
-
-    return f'{name}{{workload_class="{escape_label_value(wc)}",{C.OWN_SERIES}}}'
-
-
 def monthly(client: PrometheusClient, series: str, period_seconds: float, at: dt.datetime) -> float | None:
     """USD/month of a USD/hour series selector: its mean over the period before ``at`` x :data:`HOURS_PER_MONTH`."""
     hourly = _scalar(client, f"sum(avg_over_time({series}[{_seconds_text(period_seconds)}]))", at)
     return None if hourly is None else hourly * HOURS_PER_MONTH
+
+
+def _by_class(client: PrometheusClient, promql: str, at: dt.datetime) -> dict[str, float]:
+    """``{workload_class: value}`` of an instant answer grouped by ``workload_class`` (finite values only)."""
+    return {s.metric["workload_class"]: s.value for s in client.query(promql, at)
+            if s.metric.get("workload_class") and math.isfinite(s.value)}
+
+
+def class_monthly(client: PrometheusClient, name: str, periods: dict[str, float], at: dt.datetime) -> dict[str, float | None]:
+    """:func:`monthly` of each class's own ``name`` series (``{class: period seconds}``):
+    ``{class: USD/month or None}``, one query per distinct period for every class at once
+    (``sum by (workload_class)`` adds the same series as the per-class ``sum``)."""
+    out: dict[str, float | None] = {}
+    for period in sorted(set(periods.values())):
+        hourly = _by_class(client, f"sum by (workload_class) (avg_over_time({name}{{{C.OWN_SERIES}}}[{_seconds_text(period)}]))", at)
+        out |= {c: (hourly[c] * HOURS_PER_MONTH if c in hourly else None) for c, p in periods.items() if p == period}
+    return out
 
 
 def class_cadence(spec: Spec, wc: WorkloadClass, cost_per_month: float | None) -> str:
@@ -222,39 +235,88 @@ class PopulationShape:
 # --- the review ------------------------------------------------------------------------------
 
 
+#: Worker threads of one review for the per-signal window reads (range, coverage and series
+#: requests of :func:`obsctl.baselining.measure.window.measure`); the calling thread reads
+#: the store, judges, writes and reports progress.
+REVIEW_CONCURRENCY = 4
+#: Class x signal windows read ahead of the one being judged (bounds the answers held).
+READ_AHEAD = 8
+
+
 def review(spec: Spec, store, client: PrometheusClient, as_of: dt.datetime, classes: list[str] | None = None,
-           write_anchors: bool = True) -> ReviewResult:
+           write_anchors: bool = True, progress: Callable[[str], None] = lambda _msg: None) -> ReviewResult:
     """Review ``classes`` (default: all) at ``as_of`` (UTC): the ranked findings.
+
+    The figures read per class (cost, idle cost, cost per token, saturation shares) are
+    read for every class at once, one query per figure and cadence period; each class x
+    signal's window is read by :data:`REVIEW_CONCURRENCY` worker threads, at most
+    :data:`READ_AHEAD` pairs ahead of the one judged, with a coverage selector shared by
+    several signals read once (:class:`~obsctl.baselining.measure.coverage.LegCache`).
+    Findings are the same as class by class, one request at a time.
 
     Args:
         spec, store, client: the spec, the :class:`~obsctl.baselining.store.Store`, the Prometheus client.
         as_of: the instant reviewed; every window ends there.
         classes: class names (each must be in the spec), None: all.
         write_anchors: record first-seen target anchors in the store (False: in memory only).
+        progress: called once per class reviewed, e.g. ``[3/200] embed-online ... 2 findings``.
 
     Raises:
         SpecError: an unknown class. PrometheusUnavailable: Prometheus cannot answer.
         StoreError: an unreadable store record.
     """
+    from obsctl.baselining.workers import DaemonPool
+    from obsctl.rules.signals import class_signals
+
     names = list(classes) if classes else [c.name for c in spec.workload_classes]
     chosen = [spec.workload_class(n) for n in names]
     findings: list[Finding] = []
-    cadences: dict[str, str] = {}
-    costs: dict[str, float | None] = {}
-    for wc in chosen:
-        cost = monthly(client, _own(C.COST_USD_PER_HOUR, wc.name), CADENCE_SECONDS["monthly"], as_of)
-        costs[wc.name] = cost
-        cadences[wc.name] = class_cadence(spec, wc, cost)
+    monthly_period = CADENCE_SECONDS["monthly"]
+    costs = class_monthly(client, C.COST_USD_PER_HOUR, {wc.name: monthly_period for wc in chosen}, as_of)
+    cadences = {wc.name: class_cadence(spec, wc, costs[wc.name]) for wc in chosen}
+    periods = {wc.name: CADENCE_SECONDS[cadences[wc.name]] for wc in chosen}
     fleet = _fleet_cost_per_token(client, spec, cadences, as_of)
+    idle = class_monthly(client, C.IDLE_WASTE_USD_PER_HOUR, periods, as_of)
+    shares = _saturation_shares(client, periods, as_of)
+    index = store.current_index()
+    # Every class x signal with a baseline, in review order: its window is read ahead.
+    reads: list[tuple[Baseline, dt.datetime]] = []
+    plan: dict[tuple[str, str], int] = {}
     for wc in chosen:
-        findings += _review_class(spec, store, client, wc, cadences[wc.name], costs[wc.name], as_of, write_anchors, fleet)
+        for sig in class_signals(spec, wc):
+            b = store.current_baseline(wc.name, sig.name, index=index)
+            if b is not None:
+                plan[(wc.name, sig.name)] = len(reads)
+                reads.append((b, max(as_of - dt.timedelta(seconds=periods[wc.name]), b.window.end)))
+    legs = LegCache()
+    with DaemonPool(max_workers=REVIEW_CONCURRENCY, thread_name_prefix="obsctl-review") as pool:
+        futures: list = []
+
+        def measured(k: int) -> Measurement | None:
+            while len(futures) < min(len(reads), k + 1 + READ_AHEAD):
+                b, start = reads[len(futures)]
+                futures.append(pool.submit(_measure, client, spec, b, start, as_of, legs))
+            return futures[k].result()
+
+        for n, wc in enumerate(chosen, start=1):
+            got = _review_class(spec, store, client, wc, cadences[wc.name], costs[wc.name], as_of, write_anchors, fleet,
+                                idle[wc.name], shares.get(wc.name, {}), lambda sig, name=wc.name: _read(plan, reads, measured, name, sig))
+            findings += got
+            progress(f"[{n}/{len(chosen)}] {wc.name} ... {len(got)} finding{'' if len(got) == 1 else 's'}")
     if not classes:
         findings += _unattributed(client, spec, as_of)
     return ReviewResult(as_of, names, cadences, rank(findings))
 
 
+def _read(plan: dict, reads: list, measured: Callable, wc: str, sig: str) -> tuple[Baseline | None, Measurement | None]:
+    """The pair's current baseline and its window's measurement (None, None without a baseline)."""
+    k = plan.get((wc, sig))
+    return (None, None) if k is None else (reads[k][0], measured(k))
+
+
 def _review_class(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass, cadence: str, cost: float | None,
-                  as_of: dt.datetime, write_anchors: bool, fleet: dict) -> list[Finding]:
+                  as_of: dt.datetime, write_anchors: bool, fleet: dict, idle: float | None, shares: dict[str, float],
+                  read: Callable[[str], tuple[Baseline | None, Measurement | None]]) -> list[Finding]:
     from obsctl.rules.signals import class_signals
 
     period = CADENCE_SECONDS[cadence]
@@ -266,20 +328,22 @@ def _review_class(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass
     active = [i for i in initiatives if i.status in ("open", "verified")]
     levels: dict[str, float | None] = {}
     for sig in class_signals(spec, wc):
-        out += _review_signal(spec, store, client, wc, sig, period, as_of, bool(active), levels)
+        b, m = read(sig.name)
+        out += _review_signal(spec, client, wc, sig, period, as_of, bool(active), levels, b, m)
     out += _review_targets(spec, store, client, wc, period, cost, as_of, write_anchors, levels, initiatives)
     out += _review_initiatives(spec, wc, initiatives, period, as_of)
-    opportunity = _opportunity(client, spec, wc, cadence, period, cost, as_of, fleet)
+    opportunity = _opportunity(spec, wc, cadence, cost, fleet, idle, shares)
     if opportunity is not None:
         out.append(opportunity)
     return out
 
 
-def _review_signal(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass, sig, period: float, as_of: dt.datetime,
-                   initiative_active: bool, levels: dict) -> list[Finding]:
+def _review_signal(spec: Spec, client: PrometheusClient, wc: WorkloadClass, sig, period: float, as_of: dt.datetime,
+                   initiative_active: bool, levels: dict, b: Baseline | None, m: Measurement | None) -> list[Finding]:
+    """One signal's findings from its current baseline ``b`` and the measurement ``m`` of
+    its window (``max(as_of - period, b's end)`` to ``as_of``; None when that is empty)."""
     cfg = spec.verification
     name = f"{wc.name}/{sig.name}"
-    b = store.current_baseline(wc.name, sig.name)
     if b is None:
         return [Finding("baseline_missing", wc.name, sig.name, "warning", None, f"{name} has no baseline",
                         f"obsctl snapshot-baseline --class {wc.name} --signal {sig.name}", wc.owner)]
@@ -287,7 +351,6 @@ def _review_signal(spec: Spec, store, client: PrometheusClient, wc: WorkloadClas
     limit = max_age_seconds(spec, period)
     evidence = {"baseline_id": b.id, "baseline_end": b.window.end.isoformat(), "age_seconds": age, "max_age_seconds": limit}
     start = max(as_of - dt.timedelta(seconds=period), b.window.end)
-    m = _measure(client, spec, b, start, as_of)
     levels[sig.name] = m.stats.mean if m is not None and m.stats is not None else None
     if age > limit:
         return [Finding("baseline_stale", wc.name, sig.name, "warning", None,
@@ -323,12 +386,13 @@ def _drift_text(name: str, mv: Movement, b: Baseline) -> str:
     return f"{name} moved {format_percent(mv.change)}{interval} since baseline {b.id}"
 
 
-def _measure(client: PrometheusClient, spec: Spec, b: Baseline, start: dt.datetime, end: dt.datetime) -> Measurement | None:
+def _measure(client: PrometheusClient, spec: Spec, b: Baseline, start: dt.datetime, end: dt.datetime,
+             cache: LegCache | None = None) -> Measurement | None:
     if start >= end:
         return None
     cfg = spec.verification
     return measure(client, b.query, start, end, window_step(b.window.step_seconds, start, end), cfg.min_samples,
-                   what=f"{b.workload_class}/{b.signal} (review)", on_change=b.signal in cfg.fresh_on_change)
+                   what=f"{b.workload_class}/{b.signal} (review)", on_change=b.signal in cfg.fresh_on_change, cache=cache)
 
 
 # --- targets ---------------------------------------------------------------------------------
@@ -531,14 +595,20 @@ def prediction_errors(initiatives: list[Initiative]) -> dict | None:
 
 
 def _fleet_cost_per_token(client: PrometheusClient, spec: Spec, cadences: dict[str, str], as_of: dt.datetime) -> dict:
-    """``{class: (accelerator model or None, USD per 1M tokens)}`` over each class's period."""
+    """``{class: (accelerator model or None, USD per 1M tokens)}`` over each class's period
+    (one query per distinct period for every class)."""
     from obsctl.spec import escape_label_value
 
     out = {}
     models = _class_accelerators(client, as_of)
+    periods = {wc.name: CADENCE_SECONDS[cadences.get(wc.name) or class_cadence(spec, wc, None)] for wc in spec.workload_classes}
+    per_token: dict[str, float] = {}
+    for period in sorted(set(periods.values())):
+        got = _by_class(client, f"avg by (workload_class) (avg_over_time({C.COST_PER_MILLION_TOKENS}{{{C.OWN_SERIES}}}"
+                                f"[{_seconds_text(period)}]))", as_of)
+        per_token |= {c: got[c] for c, p in periods.items() if p == period and c in got}
     for wc in spec.workload_classes:
-        period = CADENCE_SECONDS[cadences.get(wc.name) or class_cadence(spec, wc, None)]
-        cpt = _scalar(client, f"avg(avg_over_time({_own(C.COST_PER_MILLION_TOKENS, wc.name)}[{_seconds_text(period)}]))", as_of)
+        cpt = per_token.get(wc.name)
         if cpt is not None and cpt > 0:
             found = models.get(escape_label_value(wc.name)) or models.get(wc.name)
             out[wc.name] = (found[0] if found and len(found) == 1 else None, cpt)
@@ -555,11 +625,11 @@ def _class_accelerators(client: PrometheusClient, as_of: dt.datetime) -> dict[st
     return out
 
 
-def _opportunity(client: PrometheusClient, spec: Spec, wc: WorkloadClass, cadence: str, period: float, cost: float | None,
-                 as_of: dt.datetime, fleet: dict) -> Finding | None:
-    """The class's best-paying lever (module doc), None when nothing points at one."""
+def _opportunity(spec: Spec, wc: WorkloadClass, cadence: str, cost: float | None, fleet: dict, idle: float | None,
+                 shares: dict[str, float]) -> Finding | None:
+    """The class's best-paying lever (module doc), None when nothing points at one: from
+    its idle cost (USD/month), the fleet's cost per token and its saturation shares over its period."""
     candidates: list[tuple[float | None, str, str, dict]] = []
-    idle = monthly(client, _own(C.IDLE_WASTE_USD_PER_HOUR, wc.name), period, as_of)
     if idle is not None and idle > 0:
         candidates.append((idle, "right-sizing", f"idle attributed GPUs cost {format_number(idle)} USD/month",
                            {"idle_usd_per_hour": idle / HOURS_PER_MONTH, "idle_utilization_ratio": spec.pricing.idle_utilization_ratio}))
@@ -573,7 +643,6 @@ def _opportunity(client: PrometheusClient, spec: Spec, wc: WorkloadClass, cadenc
             candidates.append((usd, lever, f"cost per 1M tokens {format_number(cpt)} USD vs {format_number(best[1])} on {best[0]} (same {model})",
                                {"cost_per_million_tokens": cpt, "best_class": best[0], "best_cost_per_million_tokens": best[1],
                                 "accelerator_model": model}))
-    shares = _saturation_shares(client, wc, period, as_of)
     if shares:
         state, share = max(shares.items(), key=lambda kv: kv[1])
         if state in ("constrained", "saturated") and share >= 0.5:
@@ -592,12 +661,17 @@ def _opportunity(client: PrometheusClient, spec: Spec, wc: WorkloadClass, cadenc
                     "class_cost_usd_per_month": cost})
 
 
-def _saturation_shares(client: PrometheusClient, wc: WorkloadClass, period: float, as_of: dt.datetime) -> dict[str, float]:
-    from obsctl.spec import escape_label_value
-
-    answer = client.query(f'avg by (state) (avg_over_time({C.SATURATION_STATE}{{workload_class="{escape_label_value(wc.name)}"}}'
-                          f"[{_seconds_text(period)}]))", as_of)
-    return {s.metric["state"]: s.value for s in answer if s.metric.get("state") and math.isfinite(s.value)}
+def _saturation_shares(client: PrometheusClient, periods: dict[str, float], as_of: dt.datetime) -> dict[str, dict[str, float]]:
+    """``{class: {state: share of its period}}`` (``{class: period seconds}``), one query per distinct period."""
+    out: dict[str, dict[str, float]] = {}
+    for period in sorted(set(periods.values())):
+        answer = client.query(f'avg by (workload_class, state) (avg_over_time({C.SATURATION_STATE}{{workload_class!=""}}'
+                              f"[{_seconds_text(period)}]))", as_of)
+        for s in answer:
+            c, state = s.metric.get("workload_class"), s.metric.get("state")
+            if c in periods and periods[c] == period and state and math.isfinite(s.value):
+                out.setdefault(c, {})[state] = s.value
+    return out
 
 
 def _unattributed(client: PrometheusClient, spec: Spec, as_of: dt.datetime) -> list[Finding]:

@@ -189,3 +189,115 @@ def test_gap_windows_overlap_from_one_step_to_the_next():
     # every window starts before the previous step's end (module doc of coverage.py).
     expr = cov.gap_expr('x{job="a"}', 60.0, pushed=False)
     assert "[419999ms]" in expr and "[359999ms] offset 60000ms" in expr and "push_time_seconds" not in expr
+
+
+# --- the per-step count from one overlapping range (no Pushgateway group in reach) ------------
+
+
+class ScrapedHist(Hist):
+    """The same history without the Pushgateway group: no ``push_time_seconds`` is in
+    reach, so :func:`cov.read_legs` reads the per-step counts from one ``count`` range and
+    its seed (the recursion), where the history above takes the two-window form."""
+
+    def openmetrics(self) -> str:
+        rows = []
+        for cls, pods in self.scraped.items():
+            for pod, times in pods.items():
+                rows += [(t, f'{METRIC}{{job="form",instance="{pod}",workload="{cls}"}} {k % 7 + 1}') for k, t in enumerate(sorted(times))]
+        return "\n".join([f"# TYPE {METRIC} gauge"] + [f"{text} {t:.3f}" for t, text in sorted(rows)] + ["# EOF"]) + "\n"
+
+    def expected_gaps_at(self, classes: list[str], start: float, end: float, step: float) -> set[float]:
+        """Coverage grid points (at ``step``) with no sample of any of ``classes`` in ``(t - step, t]``."""
+        times = np.array(sorted(t for cls in classes for pod in self.scraped[cls].values() for t in pod))
+        first = start - cov.lead(step) + step
+        points = first + step * np.arange(0, round((end - first) / step) + 1)
+        return {float(t) for t in points if not ((times > t - step) & (times <= t)).any()}
+
+
+class CountingClient(PrometheusClient):
+    """The real client, counting the range and instant requests it sends."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sent: list[str] = []
+
+    def query(self, promql, time=None):
+        self.sent.append(promql)
+        return super().query(promql, time)
+
+    def query_range(self, promql, start, end, step_seconds):
+        self.sent.append(promql)
+        return super().query_range(promql, start, end, step_seconds)
+
+
+@pytest.fixture(scope="module")
+def scraped(tmp_path_factory):
+    h = ScrapedHist(HISTORY_NOW)
+    with served_history(tmp_path_factory.mktemp("coverage-recursion"), h.openmetrics()) as served:
+        h.url = served.url
+        yield h
+
+
+def two_window_legs(client: PrometheusClient, selectors: list[str], start: float, end: float, step: float) -> cov.Legs:
+    """The two-window form (``count(t - W, t] - count(t - W, t - step]``) of the same window."""
+    legs = cov.Legs()
+    cov.Legs.parse(client.query_range(cov.coverage_query(selectors, step, pushed=False), start - cov.lead(step) + step, end, step), legs)
+    return legs
+
+
+@pytest.mark.parametrize("shift", [0.0, 37.123], ids=["on-grid", "off-grid"])
+@pytest.mark.parametrize("step", [15.0, 60.0])
+@pytest.mark.parametrize("classes", [["steady"], ["stops"], ["restart"], ["slow"], ["irregular"], ["mixed"], ["steady", "slow"]],
+                         ids=lambda c: "+".join(c))
+@pytest.mark.parametrize("hours", WINDOWS, ids=lambda w: f"{w[0]}h-{w[1]}h")
+def test_one_overlapping_range_and_the_recursion_give_the_written_gaps_of_every_formulation(scraped, classes, hours, step, shift):
+    # "off-grid": window ends that are not multiples of the step (the count leg's subquery
+    # then reads at a negative offset of the grid's phase).
+    client = CountingClient(scraped.url, timeout_seconds=30)
+    selectors = [f'{METRIC}{{workload="{c}"}}' for c in classes]
+    start, end = scraped.t0 + hours[0] * HOUR + shift, scraped.t0 + hours[1] * HOUR + shift
+    new = cov.read_legs(client, selectors, start, end, step)
+    # The recursion's requests were sent (no two-window query, no push leg).
+    assert sum("[" + cov._range(cov.window_steps(step) * step) + "]" in q for q in client.sent) == 1
+    assert not any("offset" in q and "count_over_time" in q and cov.LEG_LABEL in q and ":gap" in q for q in client.sent)
+    old = old_legs(client, selectors, start, end, step)
+    two = two_window_legs(client, selectors, start, end, step)
+    for i, cls in enumerate(classes):
+        expected = scraped.expected_gaps_at([cls], start, end, step)
+        assert set(new.per_selector[i].get("gap", {})) == expected
+        assert new.per_selector[i].get("gap", {}) == old.per_selector[i].get("gap", {}) == two.per_selector.get(i, {}).get("gap", {})
+    # Every leg but the push legs (the previous form always asked them; none answers here) is the same.
+    assert new.per_selector == {i: {k: v for k, v in legs.items() if k != "push"} for i, legs in old.per_selector.items()}
+    judged_new = cov.judge(new, len(selectors), start, end, step)
+    judged_old = cov.judge(old, len(selectors), start, end, step)
+    assert judged_new.coverage == judged_old.coverage
+    assert np.array_equal(judged_new.mask, judged_old.mask)
+    # Known to have no Pushgateway group in reach: the real samples come from the
+    # per-step counts (no real leg asked), and every leg is the same.
+    known = cov.LegCache()
+    known.set_pushed((start, end, step), False)
+    sent = len(client.sent)
+    counted = cov.read_legs(client, selectors, start, end, step, cache=known)
+    assert not any(":real" in q or "pushgroups" in q for q in client.sent[sent:])
+    assert counted.per_selector == new.per_selector
+
+
+def test_a_selector_shared_by_two_signals_is_read_once_with_the_same_legs(scraped):
+    client = CountingClient(scraped.url, timeout_seconds=30)
+    start, end = scraped.t0 + HOUR, scraped.t0 + 2 * HOUR
+    shared, own = f'{METRIC}{{workload="restart"}}', f'{METRIC}{{workload="slow"}}'
+    cache = cov.LegCache()
+    first = cov.read_legs(client, [shared], start, end, STEP, cache=cache)
+    sent_first = len(client.sent)
+    second = cov.read_legs(client, [own, shared], start, end, STEP, cache=cache)
+    # Only the new selector was asked for, and the shared one's legs are its own.
+    assert all(own in q and shared not in q for q in client.sent[sent_first:])
+    assert second.per_selector[1] == first.per_selector[0]
+    alone = cov.read_legs(client, [own, shared], start, end, STEP)
+    assert second.per_selector == alone.per_selector
+    assert cov.judge(second, 2, start, end, STEP).coverage == cov.judge(alone, 2, start, end, STEP).coverage
+    # All selectors known: no request at all.
+    before = len(client.sent)
+    again = cov.read_legs(client, [shared, own], start, end, STEP, cache=cache)
+    assert len(client.sent) == before
+    assert again.per_selector == {0: second.per_selector[1], 1: second.per_selector[0]}

@@ -211,8 +211,14 @@ def test_review_reports_each_planted_condition_and_nothing_else(planted):
     fleet, spec_path, _spec_ = planted
     result = _run(spec_path, "--as-of", _at(fleet, 0).isoformat(), "--output", "json")
     assert result.exit_code == 10, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["as_of"] == _at(fleet, 0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Progress on stderr, one line per class in review order, each with its finding count.
+    n = len(doc["classes"])
+    assert result.stderr.splitlines() == [
+        f"[{k}/{n}] {c} ... {sum(f['workload_class'] == c for f in doc['findings'])} finding"
+        + ("" if sum(f["workload_class"] == c for f in doc["findings"]) == 1 else "s")
+        for k, c in enumerate(doc["classes"], start=1)]
     found = [(f["kind"], f["workload_class"], f["signal"]) for f in doc["findings"]]
     assert sorted(found, key=str) == sorted(EXPECTED, key=str), json.dumps(doc["findings"], indent=1)[:6000]
     by = {(f["kind"], f["workload_class"], f["signal"]): f for f in doc["findings"]}
@@ -238,7 +244,7 @@ def test_review_of_one_class_and_fail_on(planted):
     fleet, spec_path, _ = planted
     chat = _run(spec_path, "--as-of", _at(fleet, 0).isoformat(), "--class", "chat", "--output", "json")
     assert chat.exit_code == 0, chat.output  # a met target, an opportunity and the look back are info
-    assert {f["kind"] for f in json.loads(chat.output)["findings"]} == {"target_met", "opportunity", "lesson_missing", "prediction_accuracy"}
+    assert {f["kind"] for f in json.loads(chat.stdout)["findings"]} == {"target_met", "opportunity", "lesson_missing", "prediction_accuracy"}
     strict = _run(spec_path, "--as-of", _at(fleet, 0).isoformat(), "--class", "chat", "--fail-on", "info")
     assert strict.exit_code == 10 and "opportunity chat" in strict.output
 

@@ -191,23 +191,31 @@ def baseline_show(spec_path, workload_class, signal, baseline_id, output):
 @click.option("--initiative", "initiative_id", required=True, metavar="ID")
 @click.option("--lesson", default="", metavar="TEXT", help="What the initiative taught (kept on it; obsctl ledger shows it).")
 @click.option("--effort", default="", metavar="TEXT", help="What it cost, e.g. '2 engineer-days' (if not given at start).")
+@click.option("--override-reason", default=None, metavar="TEXT",
+              help="Promote a verdict not judged with every guard of the spec (--no-guards, a guard without a baseline or "
+                   "without data) anyway; TEXT says why and is recorded on the initiative, in the ledger and the report.")
 @output_option
 @wrap_errors
-def baseline_promote(spec_path, initiative_id, output, lesson="", effort=""):
+def baseline_promote(spec_path, initiative_id, output, lesson="", effort="", override_reason=None):
     """Make an IMPROVED initiative's verification window the current baseline.
 
-    The primary signal and every guard signal with data in the window get a new
-    current baseline (source promoted); the old ones stay in the history; the
-    initiative becomes promoted. One line per promoted baseline.
+    The latest verdict must be IMPROVED and judged with every guard the spec chooses
+    (verification.guards): a verify with --no-guards, a guard without a baseline or with
+    no data is refused (exit 1) unless --override-reason says why. The primary signal and
+    every guard signal with data in the window get a new current baseline (source
+    promoted); the old ones stay in the history; the initiative becomes promoted. One line
+    per promoted baseline, and the override when one was used.
     """
     from obsctl.baselining.promote import promote
 
     spec = load(spec_path)
-    initiative, stored = promote(spec, _store(spec), initiative_id, lesson=lesson, effort=effort)
+    initiative, stored = promote(spec, _store(spec), initiative_id, lesson=lesson, effort=effort, override_reason=override_reason)
     if output == "json":
         emit_json({"initiative": initiative.id, "status": initiative.status, "baseline": _baseline_summary(stored[0]),
-                   "promoted": [_baseline_summary(b) for b in stored]})
+                   "promoted": [_baseline_summary(b) for b in stored], "override": initiative.promote_override or None})
     else:
+        if initiative.promote_override:
+            click.echo(f"override: promoted without every guard judged: {initiative.promote_override}")
         for role, new in zip(["primary", *["guard"] * (len(stored) - 1)], stored):
             click.echo(f"promoted {role}: {new.workload_class}/{new.signal} baseline is now {new.id} "
                        f"(mean {_num(new.stats.mean)} {new.unit}, from initiative {initiative.id})")

@@ -142,10 +142,11 @@ def _population(pop: Population | None) -> str:
 def _guard_table(result: VerificationResult) -> list[str]:
     """The "Guard signals" section: a table, or one line saying why there is none."""
     lines = ["## Guard signals", ""]
-    if not result.guards:
+    if not result.guards and not result.guards_missing:
         return [*lines, guards_line(result), ""]
     lines += [
-        "A REGRESSED guard makes the overall verdict REGRESSED; NO_DATA and INCONCLUSIVE guards are reported only.",
+        "A REGRESSED guard makes the overall verdict REGRESSED; a NO_DATA, INCONCLUSIVE or not evaluated guard keeps it at most "
+        "INCONCLUSIVE unless verification.optional_guards names it.",
         "",
         "| signal | category | baseline mean | window mean | change | CI | verdict |",
         "|---|---|---|---|---|---|---|",
@@ -160,6 +161,7 @@ def _guard_table(result: VerificationResult) -> list[str]:
         means = [f"{format_number(m)} {markdown_text(g.unit)}" if m is not None else "n/a" for m in (g.baseline_mean, g.window_mean)]
         lines.append(f"| `{g.signal}` | {g.category} | {means[0]} | {means[1]} "
                      f"| {format_percent(g.change_ratio)} | {ci} | **{g.verdict}** |")
+    lines += [f"| `{name}` | | n/a | n/a | n/a | n/a | **NOT EVALUATED** (no baseline) |" for name in result.guards_missing]
     return [*lines, ""]
 
 
@@ -242,6 +244,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         + ("(Fieller interval from the long-run variance under the signal's memory; docs/verification.md)" if result.assessment
            else "(Fieller interval from non-overlapping batch means)"),
         f"- Primary signal's own verdict: **{result.primary_verdict or result.verdict}**",
+        *([f"- Promoted without every guard judged: {md(initiative.promote_override)}"] if initiative.promote_override else []),
         f"- Alerts fired in the window: {md(', '.join(result.alerts_fired)) or 'none'}",
         "",
         *_guard_table(result),

@@ -218,7 +218,7 @@ def holm(results: list[GuardResult], rejudge: list[Callable[[float], GuardResult
 
 
 def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardResult], confidence: float,
-                    optional: tuple[str, ...] | list[str] = ()) -> tuple[Verdict, str]:
+                    optional: tuple[str, ...] | list[str] = (), missing: tuple[str, ...] | list[str] = ()) -> tuple[Verdict, str]:
     """The overall verdict from the primary's and the guards' verdicts.
 
     Precedence: a primary NO_DATA or REGRESSED stands (no data is never a pass; a
@@ -227,7 +227,9 @@ def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardRes
     guard probe_cosine_similarity regressed -3.1 % (95 % CI -4.0 % .. -2.2 %)``.
     Otherwise any guard that is NO_DATA or INCONCLUSIVE (not in ``optional``) turns
     IMPROVED or NO_CHANGE into INCONCLUSIVE: a guard that was not shown to hold is not a
-    pass, whatever its category.
+    pass, whatever its category. So does a guard in ``missing`` (chosen by
+    ``verification.guards`` but without a baseline: it could not be evaluated), named as
+    ``cost guard gpu_cost not evaluated (no baseline)``.
 
     Returns:
         ``(verdict, reason)``: the primary's own when it stands, else the override's
@@ -239,9 +241,10 @@ def overall_verdict(primary: Verdict, primary_reason: str, guards: list[GuardRes
     if text:
         return "REGRESSED", text
     # No data is never a pass: an undecided guard keeps the verdict at most INCONCLUSIVE.
-    open_ = [g for g in guards if g.signal not in optional and g.verdict in ("NO_DATA", "INCONCLUSIVE")]
+    open_ = [f"{g.category} guard {g.signal} {g.verdict}" for g in guards if g.signal not in optional and g.verdict in ("NO_DATA", "INCONCLUSIVE")]
+    open_ += [f"guard {name} not evaluated (no baseline)" for name in missing if name not in optional]
     if open_ and primary in ("IMPROVED", "NO_CHANGE"):
-        names = ", ".join(f"{g.category} guard {g.signal} {g.verdict}" for g in open_)
+        names = ", ".join(open_)
         return "INCONCLUSIVE", f"{names} (not shown within its margin; optional_guards lifts this)"
     return primary, primary_reason
 

@@ -19,8 +19,9 @@ each is measured over the same window with its own baseline's PromQL and judged 
 non-inferiority test with its margin ``guard_margin_ratio``, the family's error shared
 by Holm's step-down (:func:`obsctl.baselining.verdict.holm`). A REGRESSED guard turns
 the overall verdict into REGRESSED (an "optimization" that degrades quality or cost is
-a regression, DESIGN.md); a guard that is NO_DATA / INCONCLUSIVE keeps it at most
-INCONCLUSIVE unless in ``verification.optional_guards`` (:func:`overall_verdict`).
+a regression, DESIGN.md); a guard that is NO_DATA / INCONCLUSIVE, or chosen but without a
+baseline (``guards_missing``: not evaluated), keeps it at most INCONCLUSIVE unless in
+``verification.optional_guards`` (:func:`overall_verdict`).
 
 Exit codes of ``obsctl verify`` (one per verdict, for pipelines):
 IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
@@ -33,7 +34,7 @@ from concurrent.futures import Future
 
 from obsctl.baselining import looks, verdict
 from obsctl.baselining.designs import run as designs
-from obsctl.baselining.guards import guard_ids
+from obsctl.baselining.guards import guard_ids, missing_guards
 from obsctl.baselining.measure.window import measure
 from obsctl.baselining.plan import planned_seconds
 from obsctl.baselining.store import Store
@@ -283,13 +284,16 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
     estimate, judgement, design = primary.estimate, primary.judgement, primary.design
     *judged, fired = [future.result() for future in pending]
     guard_results = verdict.holm([g for g, _, _ in judged], [again for _, _, again in judged], 1 - look.confidence)
-    overall, overall_reason = verdict.overall_verdict(primary.verdict, primary.reason, guard_results, cfg.confidence, cfg.optional_guards)
+    missing = missing_guards(spec, store, initiative) if guards else []
+    overall, overall_reason = verdict.overall_verdict(primary.verdict, primary.reason, guard_results, cfg.confidence, cfg.optional_guards,
+                                                      missing)
     result = VerificationResult(
         verdict=overall,
         primary_verdict=primary.verdict,
         primary_reason=primary.reason,
         guards=guard_results,
         guards_evaluated=guards,
+        guards_missing=missing,
         baseline_id=baseline.id,
         signal=baseline.signal,
         window=m.window,

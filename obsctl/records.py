@@ -356,6 +356,9 @@ class VerificationResult(_Record):
         primary_verdict, primary_reason: the primary signal's own verdict and reason.
         guards: the guard signals' results (empty with --no-guards).
         guards_evaluated: False for ``--no-guards``.
+        guards_missing: the signals ``verification.guards`` chooses for the class that
+            could not be evaluated because they have no baseline (a guard not judged is
+            not a pass: it caps the verdict like a NO_DATA guard, and promote refuses it).
         change_ratio: relative change of the window mean vs the baseline mean
             (0.30 = +30 %); ``None`` when there is no data.
         ci_low, ci_high: confidence interval of ``change_ratio`` at ``confidence``.
@@ -387,6 +390,7 @@ class VerificationResult(_Record):
     primary_reason: str = ""
     guards: list[GuardResult] = Field(default_factory=list)
     guards_evaluated: bool = False
+    guards_missing: list[Name] = Field(default_factory=list)
     coverage: Coverage | None = None
     warnings: list[str] = Field(default_factory=list)
     partial: bool = False
@@ -452,6 +456,9 @@ class Initiative(_Record):
     lesson: str = ""
     #: When it was promoted or closed (UTC); None while open or verified.
     ended_at: dt.datetime | None = None
+    #: Why it was promoted although its verdict was not judged with all the spec's guards
+    #: (``baseline promote --override-reason``); ``""``: promoted with every guard judged.
+    promote_override: str = ""
 
     @model_validator(mode="after")
     def _lever_description(self) -> Initiative:

@@ -7,8 +7,10 @@ month at stake where there is a price for it, a one-line action and its evidence
 
 - baseline discipline: ``baseline_missing``, ``baseline_stale`` (older than ``max_age``,
   by default ``review.baseline_life`` cadence periods), ``baseline_drifted`` (the movement
-  test, :mod:`obsctl.baselining.movement`, on the last cadence period), ``data_missing``
-  (no usable window for that test: stale or missing data is never a pass),
+  test, :mod:`obsctl.baselining.movement`, on the last cadence period aligned to its step:
+  :func:`movement_window`), ``data_missing`` (no usable window for that test: stale or
+  missing data is never a pass), ``baseline_young`` (info: the baseline ended too
+  recently for ``verification.min_samples`` steps; the evidence gives ``first_test_at``),
   ``population_changed`` (accelerator models, replica count or model label differ from
   the baseline's), ``owner_missing``;
 - targets: ``target_impossible``, ``target_met``, ``target_unrealistic``, ``target_behind``,
@@ -18,7 +20,10 @@ month at stake where there is a price for it, a one-line action and its evidence
   ``prediction_accuracy`` (per class, how far ``--expected-impact`` was from the verified
   change: :func:`prediction_errors`);
 - money: ``opportunity`` (per class, the lever most likely to pay, priced), and one
-  cluster-wide ``opportunity`` for unattributed GPUs (``workload_class`` None).
+  cluster-wide ``opportunity`` for unattributed GPUs (``workload_class`` None);
+- context (info): ``regression_alerts`` (the class's regression alerts that fired in the
+  last period) and ``saturation_unknown`` (no saturation state series in the last period,
+  so a throughput change may be demand).
 
 A month is :data:`HOURS_PER_MONTH` hours; a cost series' USD/month is its mean over the
 last cadence period times that.
@@ -40,6 +45,7 @@ from obsctl.promapi import PrometheusClient
 from obsctl.records import Baseline, Initiative, Population
 from obsctl.rules import canonical as C
 from obsctl.spec import CADENCE_SECONDS, Spec, WorkloadClass, value_bound_error
+from obsctl.timeutil import align_down, rfc3339
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
@@ -269,10 +275,38 @@ def _review_class(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass
         out += _review_signal(spec, store, client, wc, sig, period, as_of, bool(active), levels)
     out += _review_targets(spec, store, client, wc, period, cost, as_of, write_anchors, levels, initiatives)
     out += _review_initiatives(spec, wc, initiatives, period, as_of)
-    opportunity = _opportunity(client, spec, wc, cadence, period, cost, as_of, fleet)
+    out += _regression_alerts(client, wc, period, as_of)
+    shares = _saturation_shares(client, wc, period, as_of)
+    if not shares:
+        out.append(Finding("saturation_unknown", wc.name, None, "info", None,
+                           f"{wc.name}: saturation state unknown over the last {format_duration(period)} "
+                           f"(no {C.SATURATION_STATE} series): a throughput change may only be demand",
+                           f"give {wc.name} a source or a queue/latency signal and regenerate the rules (obsctl rules generate)",
+                           wc.owner, {"period_seconds": period}))
+    opportunity = _opportunity(client, spec, wc, cadence, period, cost, as_of, fleet, shares)
     if opportunity is not None:
         out.append(opportunity)
     return out
+
+
+#: The alerts the review lists as regressions of a class's signals.
+REGRESSION_ALERTS = ("ObsctlSignalRegression",)
+
+
+def _regression_alerts(client: PrometheusClient, wc: WorkloadClass, period: float, as_of: dt.datetime) -> list[Finding]:
+    """One ``regression_alerts`` finding (info) naming the class's regression alerts
+    (:data:`REGRESSION_ALERTS`) that fired at any evaluation of the last period (Prometheus'
+    ``ALERTS``, as ``verify`` reads them), none when none fired."""
+    from obsctl.baselining.verify import alerts_fired
+
+    start = as_of - dt.timedelta(seconds=period)
+    fired = [a for a in alerts_fired(client, wc.name, start, as_of) if a.split("{", 1)[0] in REGRESSION_ALERTS]
+    if not fired:
+        return []
+    return [Finding("regression_alerts", wc.name, None, "info", None,
+                    f"{wc.name}: {len(fired)} regression alert(s) fired in the last {format_duration(period)}: {', '.join(fired)}",
+                    "find the change behind each (a release, a config, demand); verify a fix with obsctl initiative start",
+                    wc.owner, {"alerts": fired, "start": rfc3339(start), "end": rfc3339(as_of)})]
 
 
 def _review_signal(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass, sig, period: float, as_of: dt.datetime,
@@ -286,15 +320,24 @@ def _review_signal(spec: Spec, store, client: PrometheusClient, wc: WorkloadClas
     age = (as_of - b.window.end).total_seconds()
     limit = max_age_seconds(spec, period)
     evidence = {"baseline_id": b.id, "baseline_end": b.window.end.isoformat(), "age_seconds": age, "max_age_seconds": limit}
-    start = max(as_of - dt.timedelta(seconds=period), b.window.end)
-    m = _measure(client, spec, b, start, as_of)
+    start, end, step = movement_window(b, period, as_of)
+    m = _measure(client, spec, b, start, end)
     levels[sig.name] = m.stats.mean if m is not None and m.stats is not None else None
     if age > limit:
         return [Finding("baseline_stale", wc.name, sig.name, "warning", None,
                         f"{name} baseline is {format_duration(age)} old (limit {format_duration(limit)})",
                         f"obsctl snapshot-baseline --class {wc.name} --signal {sig.name}", wc.owner, evidence)]
-    if initiative_active or start >= as_of:
-        return []  # an open initiative's window is verify's to judge; a baseline younger than the window has nothing to test
+    if initiative_active:
+        return []  # an open initiative's window is verify's to judge
+    first_test = start + dt.timedelta(seconds=max(2, cfg.min_samples) * step)
+    if end < first_test:
+        # Too young to test (right after a snapshot or a promote): not missing data.
+        return [Finding("baseline_young", wc.name, sig.name, "info", None,
+                        f"{name} baseline {b.id} is too young to test: its window ended {rfc3339(b.window.end)}, "
+                        f"the first movement test can run at {rfc3339(first_test)}",
+                        f"nothing to do now; a review at or after {rfc3339(first_test)} tests it", wc.owner,
+                        {**evidence, "first_test_at": rfc3339(first_test), "step_seconds": step,
+                         "min_samples": cfg.min_samples})]
     before, now = PopulationShape.of(b.population), PopulationShape.of(m.population) if m is not None else None
     changed = before.differences(now) if before is not None and now is not None else []
     if changed:
@@ -303,7 +346,7 @@ def _review_signal(spec: Spec, store, client: PrometheusClient, wc: WorkloadClas
                         f"take a new baseline (obsctl snapshot-baseline --class {wc.name} --signal {sig.name}); the old one no longer describes this workload",
                         wc.owner, {**evidence, "changes": changed, "baseline_series": b.population.series_count,
                                    "window_series": m.population.series_count})]
-    mv = movement(client, b, start, as_of, min_effect=cfg.min_effect_ratio, confidence=cfg.confidence,
+    mv = movement(client, b, start, end, min_effect=cfg.min_effect_ratio, confidence=cfg.confidence,
                   reviews=reviews_per_life(spec, period), min_samples=cfg.min_samples, min_coverage=cfg.min_coverage_ratio,
                   on_change=sig.name in cfg.fresh_on_change, measurement=m)
     if mv.verdict == "NO_DATA":
@@ -321,6 +364,33 @@ def _drift_text(name: str, mv: Movement, b: Baseline) -> str:
 
     interval = f" ({format_confidence(mv.confidence)} CI {format_percent(mv.low)} .. {format_percent(mv.high)})" if mv.low is not None else ""
     return f"{name} moved {format_percent(mv.change)}{interval} since baseline {b.id}"
+
+
+def _align_up(instant: dt.datetime, step: float) -> dt.datetime:
+    down = align_down(instant, step)
+    return down if down >= instant else down + dt.timedelta(seconds=step)
+
+
+def movement_window(b: Baseline, period: float, as_of: dt.datetime) -> tuple[dt.datetime, dt.datetime, float]:
+    """``(start, end, step)`` of the movement test of baseline ``b`` at ``as_of``: the last
+    cadence ``period`` (s) up to ``as_of``, never before the baseline's window ends, read at
+    :func:`~obsctl.baselining.movement.window_step`, both ends aligned to that step since
+    the Unix epoch (``end`` down, ``start`` up).
+
+    An unaligned ``as_of`` (``review`` at "now") would put the grid between the scrapes and
+    its last point past the end; aligned, every grid point is an instant the coverage
+    measurement evaluates, and a scrape landing after ``as_of`` is outside the window.
+    ``start >= end`` when the baseline ended less than a step ago."""
+    raw_start = max(as_of - dt.timedelta(seconds=period), b.window.end)
+    step = window_step(b.window.step_seconds, raw_start, as_of)
+    for _ in range(3):  # the aligned span may need a smaller multiple of the baseline's step
+        end = align_down(as_of, step)
+        start = _align_up(max(end - dt.timedelta(seconds=period), b.window.end), step)
+        again = window_step(b.window.step_seconds, start, end) if start < end else step
+        if again == step:
+            break
+        step = again
+    return start, end, step
 
 
 def _measure(client: PrometheusClient, spec: Spec, b: Baseline, start: dt.datetime, end: dt.datetime) -> Measurement | None:
@@ -556,8 +626,9 @@ def _class_accelerators(client: PrometheusClient, as_of: dt.datetime) -> dict[st
 
 
 def _opportunity(client: PrometheusClient, spec: Spec, wc: WorkloadClass, cadence: str, period: float, cost: float | None,
-                 as_of: dt.datetime, fleet: dict) -> Finding | None:
-    """The class's best-paying lever (module doc), None when nothing points at one."""
+                 as_of: dt.datetime, fleet: dict, shares: dict[str, float] | None = None) -> Finding | None:
+    """The class's best-paying lever (module doc), None when nothing points at one;
+    ``shares``: the class's saturation shares already read (None: read here)."""
     candidates: list[tuple[float | None, str, str, dict]] = []
     idle = monthly(client, _own(C.IDLE_WASTE_USD_PER_HOUR, wc.name), period, as_of)
     if idle is not None and idle > 0:
@@ -573,7 +644,7 @@ def _opportunity(client: PrometheusClient, spec: Spec, wc: WorkloadClass, cadenc
             candidates.append((usd, lever, f"cost per 1M tokens {format_number(cpt)} USD vs {format_number(best[1])} on {best[0]} (same {model})",
                                {"cost_per_million_tokens": cpt, "best_class": best[0], "best_cost_per_million_tokens": best[1],
                                 "accelerator_model": model}))
-    shares = _saturation_shares(client, wc, period, as_of)
+    shares = _saturation_shares(client, wc, period, as_of) if shares is None else shares
     if shares:
         state, share = max(shares.items(), key=lambda kv: kv[1])
         if state in ("constrained", "saturated") and share >= 0.5:

@@ -41,6 +41,26 @@ def test_window_step_keeps_a_week_under_the_point_limit():
     assert step % 15 == 0 and 7 * 86400 / step <= movement.MAX_POINTS and 7 * 86400 / (step - 15) > movement.MAX_POINTS
 
 
+def test_movement_window_is_the_last_period_aligned_to_its_step():
+    from support.store_records import make_baseline
+
+    end = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
+    b = make_baseline(created=end)  # window ends 12:00:00, step 15 s
+    # A week at 15 s is 40,320 points: read at 5 x 15 s = 75 s (movement.MAX_POINTS 10,000); "now" between steps.
+    as_of = end + dt.timedelta(days=8, seconds=37, microseconds=250_000)
+    start, stop, step = rv.movement_window(b, 7 * 86400, as_of)
+    assert step == 75.0
+    grid_end = math.floor(as_of.timestamp() / 75) * 75
+    assert stop.timestamp() == grid_end and 0 < as_of.timestamp() - grid_end < 75
+    assert start == stop - dt.timedelta(days=7)  # a week is 8,064 steps of 75 s: start on the grid too
+    # A young baseline: the window starts at its end (already on the grid), ends on the grid.
+    young = end + dt.timedelta(seconds=47, microseconds=900_000)
+    assert rv.movement_window(b, 7 * 86400, young) == (end, end + dt.timedelta(seconds=45), 15.0)
+    # A baseline end off the step grid starts the window at the next step.
+    odd = make_baseline(created=end + dt.timedelta(seconds=7))
+    assert rv.movement_window(odd, 7 * 86400, young)[0] == end + dt.timedelta(seconds=15)
+
+
 def test_block_means_drop_blocks_with_less_than_half_their_points():
     t = np.arange(0, 600, 60.0)  # 10 points, block of 5 steps
     v = np.arange(10.0)

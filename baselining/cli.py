@@ -558,9 +558,11 @@ def plan(spec_path, workload_class, signal, effect, design, output):
 @click.option("--no-guards", is_flag=True, help="Judge the primary signal only (skip the class's other signals).")
 @click.option("--allow-before-start", is_flag=True,
               help="Allow a --start/--end before the initiative's start (the window then measures the old state too).")
+@click.option("--peek", is_flag=True,
+              help="Show the initiative's last stored verdict again, read-only: no query, no look (exit code of that verdict).")
 @output_option
 @wrap_errors
-def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output):
+def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output, peek=False):
     """Compare an initiative's window with its baseline on its primary signal and guards.
 
     Default window: cumulative from the initiative's start up to its planned length.
@@ -589,17 +591,35 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
       INCONCLUSIVE 11   also: window too short for the signal's memory (the reason says how long)
       NO_DATA      13   no usable samples in the window, or the signal stopped (never a pass)
     Errors: 1 store refused, 2 bad spec or flag, 3 Prometheus unreachable.
+    --peek shows the last stored verdict again without asking Prometheus and without a
+    look (exit 1 when the initiative has none yet); obsctl report never adds a look either.
     If the look cannot be logged (read-only store...), no verdict is printed: the store
     error goes to stderr and the exit code is 1. If the look is logged but the result
     cannot be stored on the initiative, the verdict is printed, the error follows and
     the exit code is 1 (promote would refuse the unrecorded verdict).
     """
     _prefetch_statistics()
-    from obsctl.baselining.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
-    from obsctl.baselining.verify import VERDICT_EXIT_CODES, VerdictNotSaved
-    from obsctl.baselining.verify import verify as run_verify
+    from obsctl.baselining.verify import VERDICT_EXIT_CODES
+    from obsctl.errors import UsageError
 
     spec = load(spec_path)
+    not_saved = None
+    if peek:
+        from obsctl.baselining.verify import last_verdict
+
+        if window or start or end != "now" or no_guards or allow_before_start:
+            raise UsageError("--peek shows the stored verdict as it was judged: drop --window, --start, --end, --no-guards "
+                             "and --allow-before-start")
+        initiative_, result = last_verdict(_store(spec), initiative_id, workload_class)
+    else:
+        initiative_, result, not_saved = _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start)
+    _show_verdict(spec, initiative_, result, not_saved, output, VERDICT_EXIT_CODES, peek)
+
+
+def _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start):
+    from obsctl.baselining.verify import VerdictNotSaved
+    from obsctl.baselining.verify import verify as run_verify
+
     not_saved = None
     try:
         initiative_, result = run_verify(
@@ -609,16 +629,24 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
         )
     except VerdictNotSaved as exc:
         not_saved, initiative_, result = exc, exc.initiative, exc.result
-    code = VERDICT_EXIT_CODES[result.verdict]
+    return initiative_, result, not_saved
+
+
+def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek):
+    from obsctl.baselining.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
+
+    code = codes[result.verdict]
     unit = spec.signal(result.signal).unit if result.signal in {s.name for s in spec.signals} else ""
     if output == "json":
         emit_json({"initiative": initiative_.id, "workload_class": initiative_.workload_class,
                    "exit_code": not_saved.exit_code if not_saved else code, "verdict_exit_code": code,
-                   "saved": not_saved is None, "save_error": str(not_saved) if not_saved else None,
+                   "saved": not_saved is None, "save_error": str(not_saved) if not_saved else None, "peek": peek,
                    "summary": verdict_line(result, unit), "guards_summary": guards_line(result),
                    "coverage_summary": verification_lines(result), "statistics_summary": statistics_line(result),
                    **result.model_dump(mode="json", exclude={"samples": True, "guards": {"__all__": {"samples"}}})})
     else:
+        if peek:
+            click.echo(f"stored verdict of {initiative_.id}, verified {rfc3339(result.verified_at)} (read again: no new look)")
         click.echo(verdict_line(result, unit))
         click.echo(guards_line(result))
         from obsctl.baselining.present import context_lines

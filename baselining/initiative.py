@@ -156,9 +156,9 @@ def start_initiative(
     with store.locked():
         check_ledger(store, workload_class, choice)  # under the lock, as the one-per-class check
         # No fresh error budget on data already looked at, nor a baseline swapped inside a change's looks.
-        looks.check_start(store, workload_class, signal, started, initiative.baseline_id or None)
+        looks.check_start(store, workload_class, signal, started, initiative.baseline_id or None, baseline.query if baseline else "")
         for sig, bid in guards.items():
-            looks.check_start(store, workload_class, sig, started, bid)
+            looks.check_start(store, workload_class, sig, started, bid, store.baseline(bid, samples=False).query)
         return store.add_initiative(initiative)
 
 

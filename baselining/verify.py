@@ -81,6 +81,19 @@ def resolve_initiative(store: Store, initiative_id: str | None, workload_class: 
     raise UsageError("give --initiative ID or --class NAME")
 
 
+def last_verdict(store: Store, initiative_id: str | None, workload_class: str | None) -> tuple[Initiative, VerificationResult]:
+    """The initiative's last stored verdict (``verify --peek``): read-only, no query, no look.
+
+    Raises:
+        UsageError, StoreError: as :func:`resolve_initiative`; StoreError also when the
+            initiative has no verdict yet.
+    """
+    initiative = resolve_initiative(store, initiative_id, workload_class)
+    if not initiative.verifications:
+        raise StoreError(f"initiative {initiative.id!r} has no verdict yet: run obsctl verify --initiative {initiative.id} (a look)")
+    return initiative, initiative.verifications[-1]
+
+
 def verification_window(
     initiative: Initiative, step_seconds: float, window: str, start: dt.datetime | None, end: dt.datetime | None, now: dt.datetime | None = None,
     allow_before_start: bool = False,
@@ -222,8 +235,9 @@ def verify(
     chosen = guard_ids(spec, store, initiative) if guards else []
     head = baseline or (store.baseline(initiative.baseline_id, samples=False) if initiative.baseline_id else None)
     # Daemon workers (baselining.workers): an error or Ctrl-C here ends the command without
-    # waiting for the calls still in flight.
-    with DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
+    # waiting for the calls still in flight. The look lock is held from the looks' numbers
+    # to their lines in the log: a concurrent verify waits and takes the next numbers.
+    with store.looks_locked(), DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
         measured = None if head is None else pool.submit(_measure_primary, spec, client, initiative, head, start_at, end_at, step)
         periods = designs.context_periods(initiative, head, start_at, end_at)
         loads = None if periods is None else pool.submit(designs.period_loads, spec, client, spec.workload_class(initiative.workload_class),
@@ -252,7 +266,7 @@ def _guard(spec: Spec, client: PrometheusClient, store: Store, baseline_id: str,
     # ``(guard at its Bonferroni share, its look, its judgement at another level)`` (verdict.holm).
     side = verdict.side_for(initiative, baseline_id)
     b = store.baseline(baseline_id, samples=side is None)  # the stored side spares the samples
-    look, _ = looks.context(store, initiative, b.signal, spec.verification.confidence, planned, baseline_id)
+    look, _ = looks.context(store, initiative, b.signal, spec.verification.confidence, planned, baseline_id, b.query)
     result, again = verdict.judge_guard(spec, client, b, start_at, end_at, step, look, guards, side)
     return result, look, again
 
@@ -279,7 +293,8 @@ def _verify_primary(spec: Spec, client: PrometheusClient, store: Store, initiati
         # An aged baseline: the period right before the start is the comparison's other side.
         baseline, aged, note = verdict.before_start(spec, client, initiative, baseline, step)
         own_side, prefetched = None, None
-    look, level_note = looks.context(store, initiative, initiative.primary_signal, cfg.confidence, planned, initiative.baseline_id or None)
+    look, level_note = looks.context(store, initiative, initiative.primary_signal, cfg.confidence, planned, initiative.baseline_id or None,
+                                     baseline.query)
     primary = verdict.judge_primary(spec, client, initiative, baseline, m, start_at, end_at, step, look, own_side, prefetched, aged, note)
     estimate, judgement, design = primary.estimate, primary.judgement, primary.design
     *judged, fired = [future.result() for future in pending]

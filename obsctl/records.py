@@ -508,3 +508,6 @@ class Look(_Record):
     ci_high: float | None = None
     looked_at: dt.datetime
     baseline_id: RecordId | None = None
+    #: What was looked at: the signal's PromQL normalised to its input selectors
+    #: (:func:`obsctl.baselining.looks.query_key`); ``""`` in looks logged before it was recorded.
+    query_key: str = ""

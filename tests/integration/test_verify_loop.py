@@ -133,3 +133,29 @@ def test_window_before_initiative_start_is_refused(history, loop_spec):
     assert forced.exit_code in (10, 11), forced.output  # the baseline's own window: never IMPROVED
     doc = json.loads(forced.stdout, parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
     assert doc["saved"] is True and doc["verdict"] in ("NO_CHANGE", "INCONCLUSIVE")
+
+
+def test_peek_and_report_read_the_verdict_again_without_a_look(history, loop_spec, tmp_path):
+    iid = start(history, loop_spec, "steady", name="peek twice")
+    store = Store(tmp_path / "store")
+    none_yet = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek"])
+    assert none_yet.exit_code == 1 and "has no verdict yet" in none_yet.output
+    first = run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(2), "--output", "json"])
+    assert first.exit_code == 0, first.output
+    logged = store.looks("steady", "tokens_per_second")
+    assert [x.number for x in logged] == [1]
+    assert logged[0].query_key == 'obsctl_synthetic_tokens_per_second{job="synthetic",workload="steady"}'
+    for _ in range(2):
+        again = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek", "--output", "json"])
+        assert again.exit_code == 0, again.output
+        doc = json.loads(again.stdout)
+        assert doc["peek"] is True and doc["verdict"] == "IMPROVED"
+        assert doc["change_ratio"] == json.loads(first.stdout)["change_ratio"]
+    text = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek"])
+    assert text.stdout.splitlines()[0].startswith(f"stored verdict of {iid}, verified ")
+    assert text.stdout.splitlines()[1].startswith("IMPROVED: tokens_per_second +")
+    rep = run(report, ["--spec", loop_spec, "--initiative", iid, "--out", tmp_path / "rep"])
+    assert rep.exit_code == 0, rep.output
+    assert len(store.looks("steady", "tokens_per_second")) == 1  # neither peek nor report looked
+    refused = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek", "--end", history.iso(2)])
+    assert refused.exit_code == 2 and "--peek shows the stored verdict as it was judged" in refused.output

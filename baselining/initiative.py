@@ -117,6 +117,11 @@ def start_initiative(
         )
     designs.check_start(spec, store, workload_class, choice, baseline)
     started = (started_at or now).astimezone(dt.UTC)
+    # The class's targets meet the baseline the change is judged against (if nothing did
+    # before): the change, once verified and promoted, counts toward them.
+    from obsctl.baselining.targets import anchor_all
+
+    anchor_all(spec, store, now, {(t.workload_class, t.signal) for t in spec.targets if t.workload_class == workload_class})
     guards = {sig: bid for sig, bid in store.current_index().get(workload_class, {}).items() if sig != signal}
     _check_before_start(store, [b for b in [baseline] if b is not None], guards, started)
     if due is not None and due < started.date():

@@ -159,3 +159,41 @@ def test_peek_and_report_read_the_verdict_again_without_a_look(history, loop_spe
     assert len(store.looks("steady", "tokens_per_second")) == 1  # neither peek nor report looked
     refused = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek", "--end", history.iso(2)])
     assert refused.exit_code == 2 and "--peek shows the stored verdict as it was judged" in refused.output
+
+
+def test_a_verified_change_counts_toward_the_target_it_was_done_for(history, loop_spec, tmp_path):
+    # README order: snapshot -> initiative -> verify -> promote, the target never shown
+    # before. The snapshot anchors the target; the promoted +30 % counts toward it, and
+    # the rules publish the same anchored value as a constant.
+    import datetime as dt
+
+    import yaml
+
+    from obsctl.baselining.cli import target
+    from obsctl.rules.cli import rules
+
+    doc = yaml.safe_load(loop_spec.read_text())
+    deadline = (dt.date.today() + dt.timedelta(days=90)).isoformat()
+    doc["targets"] = [{"workload_class": "steady", "signal": "tokens_per_second", "relative": 0.2, "deadline": deadline, "driver": "capacity"}]
+    loop_spec.write_text(yaml.safe_dump(doc))
+    iid = start(history, loop_spec, "steady", name="target counts")
+    assert run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(2)]).exit_code == 0
+    assert run(baseline, ["promote", "--spec", loop_spec, "--initiative", iid]).exit_code == 0
+
+    before = float(np.mean(history.window("steady", history.at(0), history.at(1))))
+    after = float(np.mean(history.window("steady", history.at(1), history.at(2))))
+    shown = run(target, ["show", "--spec", loop_spec, "--output", "json"])
+    assert shown.exit_code == 0, shown.output
+    row = json.loads(shown.stdout)[0]
+    assert row["anchor_value"] == pytest.approx(before, rel=1e-9)
+    assert row["target"] == pytest.approx(before * 1.2, rel=1e-9)
+    assert row["current"] == pytest.approx(after, rel=1e-9)
+    assert row["progress"] == pytest.approx((after - before) / (0.2 * before), rel=1e-9) and row["met"] is True
+
+    out = tmp_path / "rules"
+    assert run(rules, ["generate", "--spec", loop_spec, "--out", out]).exit_code == 0
+    groups = yaml.safe_load((out / "obsctl-targets.rules.yaml").read_text())["groups"]
+    value = next(r for g in groups for r in g["rules"] if r.get("record") == "workload_class:obsctl_signal_target:value")
+    assert value["expr"] == f"vector({row['target']!r})"
+    info = next(r for g in groups for r in g["rules"] if r.get("record") == "obsctl_target_info")
+    assert info["labels"]["anchor_baseline_id"] == row["anchor_baseline_id"]

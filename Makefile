@@ -61,6 +61,7 @@ generate: $(VENV)/.installed
 	$(VENV)/bin/obsctl dashboards build --spec deploy/kubernetes/base/obsctl.yaml --format configmap \
 	    --out deploy/kubernetes/overlays/kube-prometheus-stack/dashboards
 	$(PY) scripts/sync_readme.py
+	$(PY) -m obsctl.dashboards.doc   # docs/dashboards.md: every panel and what it answers
 
 ## lint: ruff (style, imports, line length) and the import contracts (import-linter: statistics/ imports nothing of the loop)
 lint: $(VENV)/.installed

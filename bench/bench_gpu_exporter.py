@@ -1,16 +1,20 @@
 """Benchmark of the NVML GPU source against the stand-in NVML (prints figures; not a test).
 
-Measures, for 8 and 64 stand-in H100s: scrape latency p50/p99 (NvmlSource.collect + the exporter's text
-renderer, obsctl.exporters.exposition.TextRenderer; prometheus_client's generate_latest of the same
+Measures, for 8 and 64 stand-in H100s: "scrape" latency p50/p99 (NvmlSource.collect + the exporter's text
+renderer, obsctl.exporters.exposition.TextRenderer: what the exporter's background collection does once per
+interval, no longer on the scrape path; prometheus_client's generate_latest of the same
 families is timed alongside for comparison),
 CPU seconds per scrape, the own-time ratio = (collect time - time inside pynvml calls) / time inside
 pynvml calls, and RSS over 10,000 scrapes of 8 GPUs with checkpoints.
 
     python bench/bench_gpu_exporter.py [--scrapes 2000] [--rss-scrapes 10000] [--http-scrapes 1000]
     python bench/bench_gpu_exporter.py --against HEAD~1 [--http-scrapes 300] [--rounds 3]
+    python bench/bench_gpu_exporter.py --collection [--http-scrapes 200] [--rounds 3] [--interval 1s]
 
 ``--against REV`` runs only the HTTP comparison: the exporter of git revision REV and of the working tree,
 interleaved, for 8 and 64 GPUs, text and OpenMetrics, values fixed and moving (see :func:`compare`).
+``--collection [--interval 1s]`` runs only the working tree's background collection against its collection on
+every scrape (``--collector.interval=0s``), with the oldest value served (see :func:`collection_compare`).
 
 "Time inside pynvml calls" is the wall time of each pynvml function call (its Python wrapper,
 ctypes marshalling and the C function); against the stub the C part is near zero, so on a real driver
@@ -173,7 +177,8 @@ def _proc_rss_mib(pid: int) -> float:
 
 
 def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCEPT, tree: Path | None = None,
-             vary: bool = False) -> dict | None:
+             vary: bool = False, flags: tuple[str, ...] = (), energy_delay_ms: int = 0,
+             pause: float = 0.0) -> dict | None:
     """Scrape the real exporter (obsctl-exporter --gpu.source=nvml) on ``n`` stand-in H100s over HTTP.
 
     Args:
@@ -181,32 +186,42 @@ def http_run(so: Path, scen: Path, n: int, scrapes: int, accept: str = TEXT_ACCE
             :func:`extract_tree`).
         vary: the stand-in's values move on every read (utilization, memory used, power,
             temperatures, SM clock, energy), as a busy GPU's do; otherwise they never change.
+        flags: more exporter flags (e.g. ``--collector.interval=0s``).
+        energy_delay_ms: each GPU's energy counter read takes that long in the stand-in.
 
     Returns :func:`scrape_exporter`'s figures, or None if the exporter did not start.
     """
     import os
 
-    stubnvml.write_scenario(scen, stubnvml.h100_n(n, vary=vary))
+    stubnvml.write_scenario(scen, stubnvml.h100_n(n, vary=vary, energy_delay_ms=energy_delay_ms))
     env = {**os.environ, "LD_LIBRARY_PATH": str(so.parent), stubnvml.ENV: str(scen)}
     if tree is not None:  # found before the editable install's finder, which comes last on sys.meta_path
         env["PYTHONPATH"] = str(tree)
-    got = scrape_exporter(env, scrapes, accept)
+    # ``python -c`` puts its working folder first on sys.path: in the repository root that is the working
+    # tree's ``obsctl/``, whose ``exporters`` the editable install maps to the working tree, so a ``tree`` run
+    # must start elsewhere (its own folder) to import the tree's code.
+    got = scrape_exporter(env, scrapes, accept, cwd=str(tree) if tree is not None else None, flags=flags, pause=pause)
     return None if "error" in got else got
 
 
-def scrape_exporter(env: dict[str, str], scrapes: int, accept: str = TEXT_ACCEPT, cwd: str | None = None) -> dict:
+def scrape_exporter(env: dict[str, str], scrapes: int, accept: str = TEXT_ACCEPT, cwd: str | None = None,
+                    flags: tuple[str, ...] = (), pause: float = 0.0) -> dict:
     """Start ``obsctl-exporter --gpu.source=nvml`` (all collectors, XID thread on) with ``env`` and scrape it
     ``scrapes`` times the way Prometheus does: one kept-alive connection, ``Accept-Encoding: gzip``, ``accept``.
 
     Args:
         env: the exporter's environment (which libnvidia-ml it loads, which obsctl it imports).
         cwd: its working folder (an installed obsctl needs one without the repository's ``obsctl/``).
+        flags: more exporter flags.
+        pause: seconds between scrapes (so a background collection runs between them).
 
     Returns:
         ``{"p50_ms", "p99_ms"}`` (client side: request sent to body read and gunzipped), ``"rss"``: the
         exporter process's RSS at checkpoints ``[(scrape number, MiB)]``, ``"bytes"`` and ``"content_type"``
-        of the last body; or ``{"error": ...}`` (with the exporter's stderr) when it did not start or a
-        scrape did not answer 200.
+        of the last body, ``"ages"``: each body's ``obsctl_exporter_collection_age_seconds`` plus
+        ``..._collection_duration_seconds``, the age of its oldest value (empty when the exporter has
+        none); or ``{"error": ...}`` (with the exporter's stderr) when it did not start or
+        a scrape did not answer 200.
     """
     import gzip
     import http.client
@@ -217,7 +232,7 @@ def scrape_exporter(env: dict[str, str], scrapes: int, accept: str = TEXT_ACCEPT
         sk.bind(("127.0.0.1", 0))
         port = sk.getsockname()[1]
     cmd = [sys.executable, "-c", "import sys; from obsctl.exporters.main import main; sys.exit(main())",
-           f"--web.listen-address=127.0.0.1:{port}", "--gpu.source=nvml", "--log.level=error"]
+           f"--web.listen-address=127.0.0.1:{port}", "--gpu.source=nvml", "--log.level=error", *flags]
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     # Client: http.client on one kept-alive connection asking for gzip, as Prometheus scrapes. (requests
     # added 1.5-4 ms of client-side time per scrape on this machine, which is not the exporter's.)
@@ -235,7 +250,7 @@ def scrape_exporter(env: dict[str, str], scrapes: int, accept: str = TEXT_ACCEPT
         else:
             failure = "exporter did not start"
             return {"error": failure}
-        times = []
+        times, ages = [], []
         marks = {1000, scrapes // 4, scrapes // 2, 3 * scrapes // 4, scrapes}
         rss_points = [(0, _proc_rss_mib(proc.pid))]
         for i in range(1, scrapes + 1):
@@ -244,6 +259,11 @@ def scrape_exporter(env: dict[str, str], scrapes: int, accept: str = TEXT_ACCEPT
             resp = conn.getresponse()
             body = gzip.decompress(resp.read()) if resp.getheader("Content-Encoding") == "gzip" else resp.read()
             times.append(time.perf_counter() - t0)
+            age = _gauge(body, b"obsctl_exporter_collection_age_seconds")  # after the timed span
+            if age is not None:  # how old the oldest value is: since the collection finished, plus its duration
+                ages.append(age + (_gauge(body, b"obsctl_exporter_collection_duration_seconds") or 0.0))
+            if pause:
+                time.sleep(pause)
             if resp.status != 200:
                 failure = f"scrape answered {resp.status}"
                 return {"error": failure}
@@ -252,7 +272,7 @@ def scrape_exporter(env: dict[str, str], scrapes: int, accept: str = TEXT_ACCEPT
         conn.close()
         q = statistics.quantiles(times, n=100)
         return {"p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "rss": rss_points, "bytes": len(body),
-                "content_type": resp.getheader("Content-Type")}
+                "content_type": resp.getheader("Content-Type"), "ages": ages}
     finally:
         proc.terminate()
         try:
@@ -262,6 +282,59 @@ def scrape_exporter(env: dict[str, str], scrapes: int, accept: str = TEXT_ACCEPT
             _, err = proc.communicate()
         if failure and err:
             print(f"{failure}; exporter stderr: {err.decode(errors='replace')[-2000:]}", file=sys.stderr)
+
+
+def _gauge(body: bytes, name: bytes) -> float | None:
+    """The value of the unlabelled sample ``name`` in a text or OpenMetrics body (None: absent)."""
+    at = body.rfind(b"\n" + name + b" ")
+    return None if at < 0 else float(body[at + 1:].split(b"\n", 1)[0].split()[1])
+
+
+def collection_compare(so: Path, scen: Path, scrapes: int, rounds: int, interval: str = "1s") -> None:
+    """Background collection (``--collector.interval``) against collecting on every scrape
+    (``--collector.interval=0s``), same working tree, interleaved, fresh exporter per run.
+
+    Rows: 8 GPUs whose energy read takes 40 ms in the stand-in (the issue's case: a real driver's
+    3.8-4.7 ms, ten times over), and 64 GPUs with no driver cost, values fixed and moving; each in the
+    text format and Prometheus' default Accept (OpenMetrics). Figures: the median over rounds of each
+    run's p50, the median per-round ratio, and the oldest value served in the background runs
+    (age gauge + collection duration, scrapes paced so they span several intervals) in intervals.
+    """
+    seconds = parse_interval(interval)
+    pause = max(3 * seconds / max(scrapes, 1), 0.0)  # the timed scrapes span about three intervals
+    print(f"HTTP p50, background collection every {interval} (after) against collection on every scrape "
+          f"(--collector.interval=0s, before), {rounds} rounds of {scrapes} scrapes, keep-alive, gzip, "
+          f"{pause * 1e3:.1f} ms between scrapes")
+    print(f"{'GPUs':>5} {'energy ms':>9} {'format':>12} {'values':>7} {'before ms':>10} {'after ms':>9} "
+          f"{'after/before':>13} {'after p99':>10} {'oldest value / interval':>24}")
+    rows = [(8, 40, False), (64, 0, False), (64, 0, True)]
+    for n, energy, vary in rows:
+        for fmt, accept in (("text", TEXT_ACCEPT), ("OpenMetrics", PROMETHEUS_ACCEPT)):
+            b_p50, a_p50, ratios, a_p99, oldest = [], [], [], [], []
+            for _ in range(rounds):
+                b = http_run(so, scen, n, scrapes, accept, vary=vary, flags=("--collector.interval=0s",),
+                             energy_delay_ms=energy)
+                a = http_run(so, scen, n, scrapes, accept, vary=vary, flags=(f"--collector.interval={interval}",),
+                             energy_delay_ms=energy, pause=pause)
+                if a is None or b is None:
+                    print(f"  {n} GPUs {fmt}: exporter did not start")
+                    break
+                b_p50.append(b["p50_ms"])
+                a_p50.append(a["p50_ms"])
+                a_p99.append(a["p99_ms"])
+                ratios.append(a["p50_ms"] / b["p50_ms"])
+                oldest.append(max(a["ages"]) / seconds)
+            else:
+                med = statistics.median
+                print(f"{n:>5} {energy:>9} {fmt:>12} {'moving' if vary else 'fixed':>7} {med(b_p50):>10.3f} "
+                      f"{med(a_p50):>9.3f} {med(ratios):>13.2f} {med(a_p99):>10.3f} {max(oldest):>24.2f}")
+
+
+def parse_interval(text: str) -> float:
+    """Seconds of a ``500ms`` / ``1s`` interval (the exporter's own parser)."""
+    from obsctl.durations import parse_duration
+
+    return parse_duration(text, "--interval")
 
 
 def extract_tree(rev: str, dest: Path) -> Path:
@@ -285,33 +358,34 @@ def compare(so: Path, scen: Path, rev: str, tmp: Path, scrapes: int, rounds: int
     """HTTP p50 of ``rev`` (before) and the working tree (after), interleaved, with after/before ratios.
 
     For 8 and 64 GPUs, the text format and Prometheus' default Accept (OpenMetrics), with the
-    stand-in's values fixed and moving (busy GPUs). Each round runs before then after, a fresh exporter
+    stand-in's values fixed and moving (busy GPUs), and 8 GPUs whose energy read takes 40 ms (fixed
+    values; the driver cost that a background collection takes off the scrape). Each round runs before then after, a fresh exporter
     process each, ``scrapes`` scrapes; the figure is the median over rounds of each run's p50, and the
     ratio the median of the per-round ratios (the machine's load drifts less within a round).
     """
     before = extract_tree(rev, tmp / "before")
     print(f"HTTP p50, {rev} (before) against the working tree (after), {rounds} rounds of {scrapes} scrapes, "
           f"keep-alive, gzip; fresh exporter process per run")
-    print(f"{'GPUs':>5} {'format':>12} {'values':>7} {'before ms':>10} {'after ms':>9} {'after/before':>13} "
-          f"{'after p99':>10}")
-    for n in (8, 64):
+    print(f"{'GPUs':>5} {'energy ms':>9} {'format':>12} {'values':>7} {'before ms':>10} {'after ms':>9} "
+          f"{'after/before':>13} {'after p99':>10}")
+    rows = [(8, 0, False), (8, 0, True), (8, 40, False), (64, 0, False), (64, 0, True)]
+    for n, energy, vary in rows:
         for fmt, accept in (("text", TEXT_ACCEPT), ("OpenMetrics", PROMETHEUS_ACCEPT)):
-            for vary in (False, True):
-                b_p50, a_p50, ratios, a_p99 = [], [], [], []
-                for _ in range(rounds):
-                    b = http_run(so, scen, n, scrapes, accept, tree=before, vary=vary)
-                    a = http_run(so, scen, n, scrapes, accept, vary=vary)
-                    if a is None or b is None:
-                        print(f"  {n} GPUs {fmt}: exporter did not start")
-                        break
-                    b_p50.append(b["p50_ms"])
-                    a_p50.append(a["p50_ms"])
-                    a_p99.append(a["p99_ms"])
-                    ratios.append(a["p50_ms"] / b["p50_ms"])
-                else:
-                    med = statistics.median
-                    print(f"{n:>5} {fmt:>12} {'moving' if vary else 'fixed':>7} {med(b_p50):>10.3f} {med(a_p50):>9.3f} "
-                          f"{med(ratios):>13.2f} {med(a_p99):>10.3f}")
+            b_p50, a_p50, ratios, a_p99 = [], [], [], []
+            for _ in range(rounds):
+                b = http_run(so, scen, n, scrapes, accept, tree=before, vary=vary, energy_delay_ms=energy)
+                a = http_run(so, scen, n, scrapes, accept, vary=vary, energy_delay_ms=energy)
+                if a is None or b is None:
+                    print(f"  {n} GPUs {fmt}: exporter did not start")
+                    break
+                b_p50.append(b["p50_ms"])
+                a_p50.append(a["p50_ms"])
+                a_p99.append(a["p99_ms"])
+                ratios.append(a["p50_ms"] / b["p50_ms"])
+            else:
+                med = statistics.median
+                print(f"{n:>5} {energy:>9} {fmt:>12} {'moving' if vary else 'fixed':>7} {med(b_p50):>10.3f} "
+                      f"{med(a_p50):>9.3f} {med(ratios):>13.2f} {med(a_p99):>10.3f}")
 
 
 def main() -> None:
@@ -324,11 +398,20 @@ def main() -> None:
                     help="scrapes of the real exporter over HTTP for 8 GPUs (latency and RSS checkpoints)")
     ap.add_argument("--against", metavar="REV", default=None,
                     help="only compare HTTP p50 of git revision REV (before) with the working tree (after)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved before/after rounds for --against")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved before/after rounds for --against and --collection")
+    ap.add_argument("--collection", action="store_true",
+                    help="only compare background collection with collection on every scrape over HTTP "
+                         "(8 GPUs with a 40 ms energy read, 64 GPUs; see collection_compare)")
+    ap.add_argument("--interval", default="1s", help="--collector.interval of the background runs (--collection)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         so = stubnvml.build(Path(tmp) / "lib")
         scen = Path(tmp) / "scenario.txt"
+        if args.collection:
+            print(f"python {sys.version.split()[0]}, stand-in NVML {so.name}, reference loop {reference_ms():.1f} ms")
+            collection_compare(so, scen, max(args.http_scrapes, 50), args.rounds, args.interval)
+            print(f"reference loop after the runs {reference_ms():.1f} ms")
+            return
         if args.against:
             print(f"python {sys.version.split()[0]}, stand-in NVML {so.name}, reference loop {reference_ms():.1f} ms")
             compare(so, scen, args.against, Path(tmp), max(args.http_scrapes, 50), args.rounds)

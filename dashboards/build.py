@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from obsctl.dashboards import (
+    answers,
     cost,
     gpu_fleet,
     inference,
@@ -31,6 +32,7 @@ def build(spec: Spec) -> dict[str, str]:
     """``{file name: JSON text}`` for each dashboard (``obsctl-<uid suffix>.json``)."""
     dashboards = [loop_overview.build(spec), gpu_fleet.build(), inference.build(spec), training.build(spec), cost.build(spec),
                   verification.build(spec)]
+    dashboards = [answers.apply(d) for d in dashboards]  # every panel says what it answers
     return {f"{d['uid']}.json": json.dumps(d, indent=2, sort_keys=True) + "\n" for d in dashboards}
 
 

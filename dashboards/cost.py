@@ -6,7 +6,7 @@ from __future__ import annotations
 from obsctl.dashboards import grafana as g
 from obsctl.dashboards.per_class import CLASS, by_class, class_variable
 from obsctl.rules import canonical as C
-from obsctl.rules.cost import GPU_COST, GPU_COST_SHARE
+from obsctl.rules.cost import ATTRIBUTION_SHARE, GPU_COST
 from obsctl.rules.loop_series import number
 from obsctl.spec import Spec
 
@@ -53,7 +53,7 @@ def build(spec: Spec) -> dict:
             f"topk(10, {by_class(C.IDLE_WASTE_USD_PER_HOUR)} > 0)", instant=True, table=True)],
             "Classes paying most for idle accelerators now."), 12, 8),
         (g.table("Idle attributed accelerators", [g.query(
-            f"(obsctl_gpu_attribution_info{{{CLASS}}} * on(uuid) group_left() {GPU_COST_SHARE})\n"
+            f"({ATTRIBUTION_SHARE}{{{CLASS}}} * on(uuid) group_left() {GPU_COST})\n"
             f"and on(uuid, gpu_instance) (avg_over_time(obsctl_gpu_utilization_ratio[5m]) < {idle_below})",
             instant=True, table=True)], "Value: the accelerator's USD/h share for the class."), 12, 8),
         (g.table("Unattributed accelerators", [g.query(

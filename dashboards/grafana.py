@@ -28,6 +28,11 @@ SCHEMA_VERSION = 39
 #: Every panel and query uses the datasource picked in the ``datasource`` variable.
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 MODERN_TYPES = frozenset({"timeseries", "stat", "bargauge", "table", "row"})
+#: What Grafana's Prometheus variable editor writes into a query variable's ``query``: the refId
+#: it always uses, and ``qryType`` 1 = "Label values" (PromVariableQueryType: 0 label names,
+#: 1 label values, 2 metrics, 3 query result, 4 series query, 5 classic query).
+VARIABLE_REF_ID = "PrometheusVariableQueryEditor-VariableQuery"
+LABEL_VALUES = 1
 
 _LEGACY_DASHBOARD_KEYS = ("rows", "style", "sharedCrosshair", "hideControls", "gnetId", "id", "__inputs")
 _LEGACY_PANEL_KEYS = ("span", "minSpan", "height", "error", "repeat", "repeatDirection", "maxPerRow", "cacheTimeout",
@@ -220,20 +225,40 @@ def dashboard(title: str, uid: str, description: str, tags: list[str],
         current = var.pop("current", None)  # the datasource variable's is Grafana's default data source
         if var["type"] != "datasource" and current and "text" in current and "value" in current:
             var["current"] = {k: current[k] for k in ("selected", "text", "value") if k in current}
-        if var["type"] == "query":
+            if var.get("multi"):  # Grafana saves a multi-value selection as lists, All as text "All"
+                var["current"]["text"] = ["All" if t == "$__all" else t for t in _listed(current["text"])]
+                var["current"]["value"] = _listed(current["value"])
+        if var["type"] == "query":  # as Grafana's Prometheus variable editor saves it
             var["datasource"] = DATASOURCE
+            var["definition"] = var["query"]["query"]
+            var.setdefault("regex", "")
     return data
+
+
+def _listed(value: str | list[str]) -> list[str]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _variable_query(name: str, promql: str) -> dict:
+    """A query variable's ``query`` object as Grafana saves it (label_values queries only).
+
+    Raises:
+        ValueError: ``promql`` is not a ``label_values(...)`` query.
+    """
+    if not promql.startswith("label_values(") or not promql.endswith(")"):
+        raise ValueError(f"variable {name}: only label_values(...) queries are supported, got {promql!r}")
+    return {"qryType": LABEL_VALUES, "query": promql, "refId": VARIABLE_REF_ID}
 
 
 def query_variable(name: str, label: str, promql: str) -> G.Template:
     """A multi-value query variable (label_values...) with All = ``.*``, for ``=~"$name"`` matchers."""
-    return G.Template(name=name, label=label, query={"query": promql, "refId": f"{name}-var"}, type="query",
+    return G.Template(name=name, label=label, query=_variable_query(name, promql), type="query",
                       multi=True, includeAll=True, allValue=".*", default="$__all", refresh=G.REFRESH_ON_TIME_RANGE_CHANGE)
 
 
 def single_variable(name: str, label: str, promql: str, default: str = "") -> G.Template:
     """A single-value query variable (no All), e.g. the one control class to compare against."""
-    return G.Template(name=name, label=label, query={"query": promql, "refId": f"{name}-var"}, type="query",
+    return G.Template(name=name, label=label, query=_variable_query(name, promql), type="query",
                       multi=False, includeAll=False, default=default, refresh=G.REFRESH_ON_TIME_RANGE_CHANGE)
 
 

@@ -24,8 +24,9 @@ def build(spec: Spec) -> dict:
         (g.timeseries("Saturation state over time", [g.query(
             f"sum by (workload_class, state) ({C.SATURATION_STATE}{{{CLASS}}} == 1)", "{{workload_class}} {{state}}")],
             "none", "1 while the class is in that state."), 16, 7),
-        (g.timeseries("Busy fraction (GPU, else CPU)", [g.query(by_class(C.BUSY_RATIO, agg="max"), _L)], "percentunit",
-                      "GPU_BUSY / GPUS_ALLOCATED, on CPU-only nodes CPU_BUSY / CPUS_ALLOCATED."), 12, 7),
+        (g.timeseries("Busy fraction (GPU, else engine, else CPU)", [g.query(by_class(C.BUSY_RATIO, agg="max"), _L)], "percentunit",
+                      "GPU_BUSY / GPUS_ALLOCATED; without attributed GPUs the engine's own ENGINE_BUSY (1 while requests "
+                      "wait for its capacity, else its KV-cache usage); else CPU_BUSY / CPUS_ALLOCATED."), 12, 7),
         (g.timeseries("Queue building", [g.query(by_class(C.QUEUE_BUILDING), _L)], "none",
                       "1 when waiting requests, queue wait p95 or rejections are over their thresholds."), 12, 7),
     ]

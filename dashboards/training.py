@@ -25,7 +25,7 @@ def build(spec: Spec) -> dict:
                       "Achieved model FLOP/s over the GPUs' dense peak for the spec's dtype."), 12, 8),
     ]
     accelerators = [
-        (g.timeseries("Busy fraction (GPU, else CPU)", [g.query(by_class(C.BUSY_RATIO, agg="max"), _L)], "percentunit"), 8, 7),
+        (g.timeseries("Busy fraction (GPU, else engine, else CPU)", [g.query(by_class(C.BUSY_RATIO, agg="max"), _L)], "percentunit"), 8, 7),
         (g.timeseries("GPUs allocated", [g.query(by_class(C.GPUS_ALLOCATED), _L)], "none"), 8, 7),
         (g.timeseries("Samples per allocated GPU-second", [g.query(by_class(C.SAMPLES_PER_GPU_ALLOCATED_SECOND), _L)], "none",
                       "Samples/s over GPUs allocated (a ratio of sums)."), 8, 7),

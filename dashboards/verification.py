@@ -72,7 +72,7 @@ def _load_panels() -> list[tuple[object, int, int]]:
         (g.table("Saturation state now", [g.query(f"{C.SATURATION_STATE}{{{CLASS}}} == 1", instant=True, table=True)]), 8, 7),
         (g.timeseries("Demand (offered load)", [g.query(by_class(C.REQUESTS_OFFERED), _L)], "reqps",
                       "Arrivals per second including rejected ones; verify reports its change between the periods."), 8, 7),
-        (g.timeseries("Busy fraction (GPU, else CPU)", [g.query(by_class(C.BUSY_RATIO, agg="max"), _L)], "percentunit"), 8, 7),
+        (g.timeseries("Busy fraction (GPU, else engine, else CPU)", [g.query(by_class(C.BUSY_RATIO, agg="max"), _L)], "percentunit"), 8, 7),
         (g.timeseries("Requests waiting", [g.query(by_class(C.REQUESTS_WAITING), _L)], "none",
                       "The class's queue depth: work waiting for the service."), 8, 7),
     ]

@@ -17,7 +17,6 @@ at once and shared state (XID counters, caches) stays consistent.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 import traceback
@@ -31,6 +30,8 @@ from prometheus_client.core import Metric
 from obsctl import __version__
 from obsctl.exporters import meta
 from obsctl.exporters.gpu.inventory import GpuInventory
+from obsctl.exporters.worker import Job as _Job
+from obsctl.exporters.worker import Worker as _Worker
 
 log = logging.getLogger("obsctl.exporter")
 
@@ -74,36 +75,6 @@ class Collector(Protocol):
         """Stop threads and release resources."""
 
 
-class _Job:
-    """One collect call, run by a collector's worker thread.
-
-    The job drops its callable (and with it the scrape context) once it has run, and the scrape
-    thread takes the result or error out of it (:meth:`take`), so a finished job holds nothing.
-    """
-
-    def __init__(self, fn: Callable[[], list[Metric]]) -> None:
-        self.done = threading.Event()
-        self.result: list[Metric] = []
-        self.error: BaseException | None = None
-        self._fn: Callable[[], list[Metric]] | None = fn
-
-    def run(self) -> None:
-        fn, self._fn = self._fn, None
-        try:
-            self.result = list(fn())
-        except BaseException as exc:  # noqa: BLE001 - reported to the scrape thread
-            self.error = exc
-        finally:
-            del fn
-            self.done.set()
-
-    def take(self) -> tuple[list[Metric], BaseException | None]:
-        """The result and error of a finished job, leaving the job empty."""
-        result, error = self.result, self.error
-        self.result, self.error = [], None
-        return result, error
-
-
 def release_exception(exc: BaseException) -> None:
     """Drop what a handled exception keeps alive: its traceback frames' locals and its chain.
 
@@ -124,33 +95,6 @@ def release_exception(exc: BaseException) -> None:
         if cur.__traceback__ is not None:
             traceback.clear_frames(cur.__traceback__)  # skips frames still executing
         cur.__traceback__ = cur.__cause__ = cur.__context__ = None
-
-
-class _Worker:
-    """A collector's long-lived daemon thread (a stuck call cannot block exit).
-
-    One per isolated collector instead of a new thread per scrape: starting a thread cost 0.5-3 ms
-    per scrape on the 2-vCPU benchmark machine (cProfile), a queue hand-off a fraction of that. The
-    scrape never submits while the previous job is unfinished (it reports ``busy``), so one thread
-    is enough and the old semantics hold.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        threading.Thread(target=self._loop, name=f"collector-{name}", daemon=True).start()
-
-    def submit(self, fn: Callable[[], list[Metric]]) -> _Job:
-        job = _Job(fn)
-        self._jobs.put(job)
-        return job
-
-    def _loop(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            job.run()
-
-    def stop(self) -> None:
-        """Let the thread end after its current job (it never blocks the caller)."""
-        self._jobs.put(None)
 
 
 class CollectorTimeout(Exception):
@@ -259,7 +203,7 @@ class Exporter:
         del late
         worker = self._workers.get(coll.name)
         if worker is None:
-            worker = self._workers[coll.name] = _Worker(coll.name)
+            worker = self._workers[coll.name] = _Worker(f"collector-{coll.name}")
         job = worker.submit(lambda: coll.collect(ctx))
         if not job.done.wait(max(ctx.remaining(), 0.0)):
             self._pending[coll.name] = job

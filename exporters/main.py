@@ -2,13 +2,16 @@
 
 Run with no flags to serve ``:9847/metrics`` with zero config: GPU metrics through NVML
 when a driver and GPU are present (else a failing-GPU-collector meta series and one log
-line), no prices, the exporter's own meta and process series. SIGTERM or SIGINT stops it
+line), no prices, the exporter's own meta and process series. The collectors run every
+``--collector.interval`` (5 s) on a background thread and scrapes serve the last collection
+(:mod:`obsctl.exporters.collection`); ``--collector.interval=0s`` collects on every scrape instead. SIGTERM or SIGINT stops it
 cleanly with exit code 0. Bad flags, a bad ``--config.file`` or ``--web.config.file``: one message, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import signal
 import sys
@@ -23,6 +26,7 @@ from obsctl.escape import logfmt_value
 DEFAULT_LISTEN = ":9847"
 DEFAULT_SCRAPE_TIMEOUT = "8s"  # below Prometheus' default 10 s scrape_timeout
 DEFAULT_DCGM_TIMEOUT = "5s"
+DEFAULT_COLLECTOR_INTERVAL = "5s"
 COLLECTORS = {  # name -> (enabled by default, what it publishes)
     "gpu": (True, "GPU utilization, memory, power, energy, clocks, errors (NVML or dcgm-exporter)"),
     "pricing": (True, "obsctl_node_price_usd_per_hour, obsctl_accelerator_price_usd_per_hour{gpu_model}"),
@@ -71,9 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dcgm.timeout", dest="dcgm_timeout", default=DEFAULT_DCGM_TIMEOUT, metavar="DURATION",
                    help=f"time allowed for one dcgm-exporter fetch (default {DEFAULT_DCGM_TIMEOUT}; "
                         "must be below --scrape.timeout)")
+    p.add_argument("--collector.interval", dest="collector_interval", default=DEFAULT_COLLECTOR_INTERVAL,
+                   metavar="DURATION",
+                   help=f"how often the collectors run, on a background thread (default {DEFAULT_COLLECTOR_INTERVAL}); "
+                        "every scrape serves the last finished collection, whose age is "
+                        "obsctl_exporter_collection_age_seconds, and /health answers 503 once no collection has "
+                        "finished for three intervals (at least --scrape.timeout plus one interval); a GPU whose "
+                        "driver call hangs is reported by obsctl_gpu_collection_stuck. 0s: collect on every scrape "
+                        "instead (no background thread)")
+    p.add_argument("--collector.gpu.energy-interval", dest="energy_interval", default=None, metavar="DURATION",
+                   help="NVML source: read each GPU's energy counter (nvmlDeviceGetTotalEnergyConsumption, 4-5 ms a "
+                        "call on an H200) at most this often and serve its last value in between (default: every "
+                        "collection); rate() over minutes loses nothing at 30s")
     p.add_argument("--scrape.timeout", dest="scrape_timeout", default=DEFAULT_SCRAPE_TIMEOUT, metavar="DURATION",
-                   help=f"deadline of one scrape (default {DEFAULT_SCRAPE_TIMEOUT}); Prometheus' "
-                        "X-Prometheus-Scrape-Timeout-Seconds minus 0.5s shortens it")
+                   help=f"deadline of one collection (default {DEFAULT_SCRAPE_TIMEOUT}); with --collector.interval=0s "
+                        "that is one scrape, and Prometheus' X-Prometheus-Scrape-Timeout-Seconds minus 0.5s shortens it")
     p.add_argument("--attribution.pod-resources-socket", dest="pod_resources_socket", default=None, metavar="PATH",
                    help="the kubelet's pod-resources socket (e.g. /var/lib/kubelet/pod-resources/kubelet.sock): "
                         "GPU -> pod for attribution on Kubernetes; the class from the pod's namespace "
@@ -115,12 +131,18 @@ def build(args: argparse.Namespace):
     from obsctl.exporters.app import Exporter
     from obsctl.exporters.config import load_exporter_config
     from obsctl.exporters.gpu.attribution import AttributionCollector
-    from obsctl.exporters.gpu.collector import GpuCollector, make_source
+    from obsctl.exporters.gpu.collector import GpuCollector, default_nvml_factory, make_source
     from obsctl.exporters.pricing import PricingCollector
     from obsctl.exporters.server import ExporterServer, landing_page
     from obsctl.httpconfig import check_files, session_for, validate_url
 
     scrape_timeout = parse_duration(args.scrape_timeout, "--scrape.timeout")
+    interval = 0.0 if str(args.collector_interval).strip() in ("0", "0s") \
+        else parse_duration(args.collector_interval, "--collector.interval")
+    nvml_options = {}
+    if args.energy_interval is not None:
+        nvml_options["field_intervals"] = {"energy": parse_duration(args.energy_interval,
+                                                                    "--collector.gpu.energy-interval")}
     dcgm_timeout = parse_duration(args.dcgm_timeout, "--dcgm.timeout")
     if dcgm_timeout >= scrape_timeout:
         raise UsageError(f"--dcgm.timeout {args.dcgm_timeout} must be below --scrape.timeout {args.scrape_timeout}")
@@ -147,8 +169,9 @@ def build(args: argparse.Namespace):
     if args.collector_pricing:
         collectors.append(PricingCollector(config.pricing))
     if args.collector_gpu:
-        gpu = GpuCollector(make_source(args.gpu_source, dcgm_url, dcgm_timeout, dcgm_session=dcgm_session),
-                           args.gpu_source)
+        nvml_factory = functools.partial(default_nvml_factory, **nvml_options)
+        gpu = GpuCollector(make_source(args.gpu_source, dcgm_url, dcgm_timeout, dcgm_session=dcgm_session,
+                                       nvml_factory=nvml_factory), args.gpu_source)
         collectors.append(gpu)
     if args.collector_attribution:
         pod_resources = None
@@ -169,8 +192,13 @@ def build(args: argparse.Namespace):
                         args.gpu_source if args.collector_gpu else "off")
     if args.max_connections is not None and args.max_connections < 1:
         raise UsageError(f"--web.max-connections {args.max_connections}: must be at least 1")
+    snapshots = None
+    if interval:
+        from obsctl.exporters.collection import CollectionLoop
+
+        snapshots = CollectionLoop(exporter.scrape, interval, scrape_timeout)
     server = ExporterServer(exporter.scrape, args.listen, args.telemetry_path, scrape_timeout, page, web,
-                            args.max_connections)
+                            args.max_connections, snapshots)
     return exporter, server, config
 
 
@@ -190,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"obsctl-exporter: error: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         sys.exit(EXIT_FAILURE)
 
+    if server.snapshots is not None:
+        server.snapshots.start()  # scrapes before the first collection finishes wait for it (their budget)
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: object) -> None:
@@ -198,13 +228,16 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     enabled = [c.name for c in exporter.collectors]
-    log.info("listening on %s://%s:%d%s (collectors: %s; gpu source: %s; config: %s; web config: %s)",
+    log.info("listening on %s://%s:%d%s (collectors: %s, every %s; gpu source: %s; config: %s; web config: %s)",
              server.scheme, server.host, server.port, args.telemetry_path, ",".join(enabled) or "none",
-             args.gpu_source, config.path or "none", args.web_config_file or "none")
+             args.collector_interval if server.snapshots is not None else "scrape", args.gpu_source,
+             config.path or "none", args.web_config_file or "none")
     while not stop.wait(1.0):  # wake up regularly so signals are handled promptly
         pass
     log.info("shutting down")
     server.stop()
+    if server.snapshots is not None:
+        server.snapshots.stop()
     exporter.close()
     sys.exit(0)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,31 @@ def gpu_source_info(mode: str, active: str) -> Metric:
                             labels=["mode", "source"])
     fam.add_metric([mode, active], 1)
     return fam
+
+
+def collection_meta(number: int, finished_unix: float | None, duration: float | None) -> list[Metric]:
+    """The background collection's own series (exporters/collection.py).
+
+    Args:
+        number: collections finished so far (0 before the first).
+        finished_unix: Unix time the served collection finished (None: none yet, series left out).
+        duration: seconds it took (None: none yet).
+    """
+    total = CounterMetricFamily("obsctl_exporter_collections", "Collections finished since the exporter started "
+                                "(scrapes are served from the last one).", value=number)
+    out: list[Metric] = [total]
+    if finished_unix is not None:
+        out.append(GaugeMetricFamily("obsctl_exporter_collection_timestamp_seconds",
+                                     "Unix time the collection whose values this response carries finished.",
+                                     value=finished_unix))
+    if duration is not None:
+        out.append(GaugeMetricFamily("obsctl_exporter_collection_duration_seconds",
+                                     "Seconds the collection whose values this response carries took.", value=duration))
+    return out
+
+
+def collection_age(seconds: float) -> Metric:
+    """``obsctl_exporter_collection_age_seconds``: seconds since the served collection finished."""
+    return GaugeMetricFamily("obsctl_exporter_collection_age_seconds",
+                             "Seconds since the collection whose values this response carries finished.",
+                             value=max(seconds, 0.0))

@@ -1,4 +1,9 @@
-"""HTTP front of obsctl-exporter: ``/metrics`` (configurable), a landing page at ``/``.
+"""HTTP front of obsctl-exporter: ``/metrics`` (configurable), a landing page at ``/``, ``/health``.
+
+With a :class:`obsctl.exporters.collection.CollectionLoop` (the default, ``--collector.interval``)
+a scrape serves the loop's last snapshot, pre-rendered, and ``/health`` answers 503 while that
+snapshot is stale (see that module). Without one (``--collector.interval=0s``) every scrape runs the
+collectors itself, as follows, and ``/health`` always answers 200.
 
 The per-scrape budget is ``--scrape.timeout``, shortened to Prometheus'
 ``X-Prometheus-Scrape-Timeout-Seconds`` header minus 0.5 s when that is smaller, so the
@@ -44,6 +49,7 @@ from obsctl.exporters import connections as conn
 from obsctl.exporters.exposition import TextRenderer, encoder_for
 
 if TYPE_CHECKING:  # the web config (bcrypt, pydantic models) is imported only when --web.config.file is given
+    from obsctl.exporters.collection import CollectionLoop
     from obsctl.exporters.webconfig import ActiveWebConfig, WebConfigWatch
 
 log = logging.getLogger("obsctl.exporter")
@@ -135,6 +141,8 @@ class ExporterServer:
         web_config: ``--web.config.file`` watch (TLS, basic auth, headers); None: plain HTTP.
         max_connections: connection cap (None: 128; lowered to fit the descriptor limit, see
             :func:`obsctl.exporters.connections.connection_cap`).
+        snapshots: the background collection loop whose snapshots scrapes serve (None: each
+            scrape calls ``scrape``).
 
     Raises:
         UsageError: bad address. OSError from ``start()``: the address cannot be bound.
@@ -142,7 +150,7 @@ class ExporterServer:
 
     def __init__(self, scrape: Callable[[float], list[Metric]], listen_address: str, telemetry_path: str = "/metrics",
                  scrape_timeout: float = 8.0, landing_page: str = "", web_config: WebConfigWatch | None = None,
-                 max_connections: int | None = None) -> None:
+                 max_connections: int | None = None, snapshots: CollectionLoop | None = None) -> None:
         self.host, self.port = parse_listen_address(listen_address)
         if not telemetry_path.startswith("/"):
             raise UsageError(f"--web.telemetry-path {telemetry_path!r}: must start with '/'")
@@ -152,6 +160,7 @@ class ExporterServer:
         self.web_config = web_config
         self.connections = conn.ConnectionTable(conn.connection_cap(max_connections or conn.MAX_CONNECTIONS))
         self._scrape = scrape
+        self.snapshots = snapshots
         self._renderer = TextRenderer()  # caches rendered label sets between scrapes
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -317,11 +326,24 @@ def _make_handler(server: ExporterServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, "text/html; charset=utf-8", server.landing_page.encode())
             elif path in ("/-/healthy", "/-/ready"):
                 self._send(200, "text/plain; charset=utf-8", b"OK\n")
+            elif path == "/health":
+                ok, message = server.snapshots.health() if server.snapshots is not None else (True, "OK\n")
+                self._send(200 if ok else 503, "text/plain; charset=utf-8", message.encode())
             else:
                 self._send(404, "text/plain; charset=utf-8", f"not found; metrics are at {server.telemetry_path}\n".encode())
 
         def _metrics(self) -> None:
             budget = server.budget(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds"))
+            gzip_ok = "gzip" in self.headers.get("Accept-Encoding", "")
+            if server.snapshots is not None:
+                try:
+                    content_type, body, gzipped = server.snapshots.respond(self.headers.get("Accept", ""), gzip_ok, budget)
+                except Exception as exc:  # noqa: BLE001 - a scrape must answer, not drop the connection
+                    log.error("scrape failed: %s", exc, exc_info=exc)
+                    self._send(500, "text/plain; charset=utf-8", f"scrape failed: {exc}\n".encode())
+                    return
+                self._send(200, content_type, body, gzipped)
+                return
             try:
                 families = server._scrape(budget)
                 encoder, content_type = encoder_for(self.headers.get("Accept", ""), server._renderer)
@@ -330,7 +352,6 @@ def _make_handler(server: ExporterServer) -> type[BaseHTTPRequestHandler]:
                 log.error("scrape failed: %s", exc, exc_info=exc)
                 self._send(500, "text/plain; charset=utf-8", f"scrape failed: {exc}\n".encode())
                 return
-            gzip_ok = "gzip" in self.headers.get("Accept-Encoding", "")
             self._send(200, content_type, gzip.compress(body, _GZIP_LEVEL) if gzip_ok else body, gzip_ok)
 
         def _send(self, code: int, content_type: str, body: bytes, gzipped: bool = False,
@@ -372,7 +393,8 @@ def landing_page(version: str, telemetry_path: str, collectors: list[tuple[str, 
 <tr><th>collector</th><th>state</th><th>publishes</th></tr>
 {rows}
 </table>
-<p>Each scrape reports <code>obsctl_exporter_scrape_collector_success{{collector}}</code> and
+<p><a href="/health">/health</a> answers 503 when no collection finished recently.
+Each collection reports <code>obsctl_exporter_scrape_collector_success{{collector}}</code> and
 <code>obsctl_exporter_scrape_collector_duration_seconds{{collector}}</code>; a failing collector adds
 <code>obsctl_exporter_scrape_collector_error_info{{collector,reason}}</code>.</p>
 </body></html>

@@ -422,6 +422,17 @@ class Pricing(_Numbers):
         idle_utilization_ratio: an attributed accelerator below this utilization (5 m mean)
             counts as idle waste.
         run_label: label on a training class's work counters naming the run (cost per run).
+        output_token_weight: what one output (generated) token costs in input tokens, for
+            the split of a class's cost into USD per million input and output tokens
+            (default 4: output is priced 4x-8x input on hosted-model price sheets).
+        cached_input_token_weight: what one cached prompt token (served from a prefix or
+            offloaded KV cache, where the engine counts them) costs in uncached input
+            tokens, 0-1 (default 0.1: hosted APIs bill cached input at a tenth of input on
+            their newest models; 0 leaves cached tokens out of the split).
+        time_slicing_share: a time-sliced (shared, not MIG) GPU's share per attribution
+            entry, by class name (e.g. ``{chat: 0.75, embed: 0.25}``: the replicas each class
+            was configured with, over the GPU's replicas); a class not named splits what is
+            left equally with the other unnamed classes on that GPU (default: an equal split).
     """
 
     node_hour_usd: _Price | None = None
@@ -432,6 +443,9 @@ class Pricing(_Numbers):
     opencost_node_label: str = "node"
     idle_utilization_ratio: float = Field(0.1, gt=0, le=1)
     run_label: str = "run"
+    output_token_weight: float = Field(4.0, gt=0)
+    cached_input_token_weight: float = Field(0.1, ge=0, le=1)
+    time_slicing_share: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("accelerator_hour_usd")
     @classmethod
@@ -440,6 +454,16 @@ class Pricing(_Numbers):
         for name in value:
             if not name.strip() or not name.isprintable():
                 raise ValueError(f"GPU model {name!r} must be the name NVML reports, e.g. 'NVIDIA H100 80GB HBM3'")
+        return value
+
+    @field_validator("time_slicing_share")
+    @classmethod
+    def _shares(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: v for k, v in value.items() if not 0 < v <= 1}
+        if bad:
+            raise ValueError(f"shares must be in (0, 1]: {bad}")
+        if sum(value.values()) > 1 + 1e-9:
+            raise ValueError(f"shares add up to {sum(value.values())!r}, more than the whole GPU (1)")
         return value
 
     @field_validator("opencost_node_label", "run_label")

@@ -19,6 +19,9 @@ from __future__ import annotations
 INPUT_TOKENS = "workload_class:obsctl_input_tokens:rate5m"
 #: Generated (output) tokens per second.
 OUTPUT_TOKENS = "workload_class:obsctl_output_tokens:rate5m"
+#: Prompt tokens per second served from a cache (prefix cache, offloaded KV) instead of
+#: computed; a part of ``INPUT_TOKENS`` (filled only by servers that count them).
+CACHED_INPUT_TOKENS = "workload_class:obsctl_cached_input_tokens:rate5m"
 #: Input + output tokens per second (sources that count only a total fill this alone).
 TOKENS = "workload_class:obsctl_tokens:rate5m"
 #: Finished requests per second by ``outcome`` (success | error | rejected).
@@ -40,6 +43,10 @@ E2E_P95 = "workload_class:obsctl_request_duration_seconds:p95_rate5m"
 E2E_MEAN = "workload_class:obsctl_request_duration_seconds:mean_rate5m"
 #: Mean queue wait, seconds (sum of waits / number of waits).
 QUEUE_WAIT_MEAN = "workload_class:obsctl_queue_wait_seconds:mean_rate5m"
+#: Prefill (prompt processing) time per request, p95, seconds.
+PREFILL_P95 = "workload_class:obsctl_prefill_duration_seconds:p95_rate5m"
+#: Decode (generation) time per request, p95, seconds.
+DECODE_P95 = "workload_class:obsctl_decode_duration_seconds:p95_rate5m"
 #: Mean training step time, seconds (sum of step durations / number of steps).
 STEP_TIME = "workload_class:obsctl_step_duration_seconds:mean_rate5m"
 
@@ -60,11 +67,17 @@ GPU_BUSY = "workload_class:obsctl_gpu_busy_seconds:rate5m"
 GPUS_ALLOCATED = "workload_class:obsctl_gpus_allocated:count"
 #: CPU busy seconds per second of the class's processes (stands in for GPU_BUSY on CPU-only nodes).
 CPU_BUSY = "workload_class:obsctl_cpu_busy_seconds:rate5m"
+#: Busy fraction 0-1 as the serving engine itself reports it (:mod:`obsctl.rules.sources`):
+#: 1 while requests wait for the engine's capacity, else the share of its KV cache in use.
+ENGINE_BUSY = "workload_class:obsctl_engine_busy:ratio"
 #: The saturation state: one series per ``state`` label (saturated | constrained |
 #: idle | healthy), 1 for the current state and 0 for the others (kube-state-metrics style).
 SATURATION_STATE = "workload_class:obsctl_saturation_state:value"
 
 # --- training efficiency --------------------------------------------------------------
+#: FLOP/s per GPU as the serving engine estimates it (vLLM's ``estimated_flops_per_gpu_total``),
+#: mean over the class's engines; read by the MFU rules before the spec's flops-per-token.
+ENGINE_FLOPS_PER_GPU = "workload_class:obsctl_engine_flops_per_gpu:rate5m"
 #: Model FLOPs utilization, 0-1: achieved model FLOP/s over the GPUs' dense peak.
 MFU = "workload_class:obsctl_model_flops_utilization:ratio"
 
@@ -90,7 +103,8 @@ SAMPLES_PER_GPU_ALLOCATED_SECOND = "workload_class:obsctl_samples_per_gpu_alloca
 # --- saturation and cost inputs (filled by rules/saturation.py and rules/cost.py) -----
 #: CPU cores the class's processes may use (saturation.cpu_cores, else one per process series).
 CPUS_ALLOCATED = "workload_class:obsctl_cpus_allocated:count"
-#: Busy fraction 0-1 the saturation state reads: GPU_BUSY / GPUS_ALLOCATED, else CPU_BUSY / CPUS_ALLOCATED.
+#: Busy fraction 0-1 the saturation state reads: GPU_BUSY / GPUS_ALLOCATED, else ENGINE_BUSY,
+#: else CPU_BUSY / CPUS_ALLOCATED.
 BUSY_RATIO = "workload_class:obsctl_busy:ratio"
 #: 1 when the class's queue builds (waiting, queue wait p95 or rejections over threshold), else 0.
 QUEUE_BUILDING = "workload_class:obsctl_queue_building:bool"
@@ -114,6 +128,7 @@ OWN_SERIES = 'signal=""'
 CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
     "input_tokens_per_second": (INPUT_TOKENS, "", "throughput", "tokens/s", "higher_is_better"),
     "output_tokens_per_second": (OUTPUT_TOKENS, "", "throughput", "tokens/s", "higher_is_better"),
+    "cached_input_tokens_per_second": (CACHED_INPUT_TOKENS, "", "throughput", "tokens/s", "higher_is_better"),
     "tokens_per_second": (TOKENS, "", "throughput", "tokens/s", "higher_is_better"),
     "requests_per_second": (REQUESTS, 'outcome="success"', "throughput", "requests/s", "higher_is_better"),
     "error_requests_per_second": (REQUESTS, 'outcome="error"', "quality", "requests/s", "lower_is_better"),
@@ -129,6 +144,8 @@ CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
     "itl_p95_seconds": (ITL_P95, "", "quality", "seconds", "lower_is_better"),
     "e2e_p95_seconds": (E2E_P95, "", "quality", "seconds", "lower_is_better"),
     "e2e_mean_seconds": (E2E_MEAN, "", "quality", "seconds", "lower_is_better"),
+    "prefill_p95_seconds": (PREFILL_P95, "", "quality", "seconds", "lower_is_better"),
+    "decode_p95_seconds": (DECODE_P95, "", "quality", "seconds", "lower_is_better"),
     "requests_running": (REQUESTS_RUNNING, "", "saturation", "requests", "higher_is_better"),
     "requests_waiting": (REQUESTS_WAITING, "", "saturation", "requests", "lower_is_better"),
     "kv_cache_usage_ratio": (KV_CACHE_USAGE, "", "saturation", "ratio", "lower_is_better"),
@@ -141,6 +158,7 @@ CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
     "samples_per_gpu_allocated_second": (SAMPLES_PER_GPU_ALLOCATED_SECOND, "", "utilization", "samples/GPU-s", "higher_is_better"),
     "tokens_per_joule": (TOKENS_PER_JOULE, "", "utilization", "tokens/J", "higher_is_better"),
     "usd_per_million_tokens": (COST_PER_MILLION_TOKENS, "", "cost", "USD/1M tokens", "lower_is_better"),
+    "usd_per_million_input_tokens": (COST_PER_MILLION_INPUT_TOKENS, "", "cost", "USD/1M tokens", "lower_is_better"),
     "usd_per_million_output_tokens": (COST_PER_MILLION_OUTPUT_TOKENS, "", "cost", "USD/1M tokens", "lower_is_better"),
     "usd_per_request": (COST_PER_REQUEST, "", "cost", "USD/request", "lower_is_better"),
     "usd_per_sample": (COST_PER_SAMPLE, "", "cost", "USD/sample", "lower_is_better"),
@@ -168,10 +186,29 @@ CATALOGUE_SIGNALS: dict[str, tuple[str, str, str, str, str]] = {
 DEMAND_SCALED: frozenset[str] = frozenset({
     "input_tokens_per_second", "output_tokens_per_second", "tokens_per_second", "requests_per_second",
     "error_requests_per_second", "rejected_requests_per_second", "offered_requests_per_second", "samples_per_second",
+    "cached_input_tokens_per_second", "usd_per_million_input_tokens",
     "steps_per_second", "step_time_seconds", "requests_running", "kv_cache_usage_ratio", "preemptions_per_second",
     "tokens_per_gpu_allocated_second", "samples_per_gpu_allocated_second", "tokens_per_joule", "usd_per_million_tokens",
     "usd_per_million_output_tokens", "usd_per_request", "usd_per_sample", "mfu_ratio",
 })
+
+
+_TOKENS_ANY = ((TOKENS,), (INPUT_TOKENS, OUTPUT_TOKENS))
+#: Derived records (rules/cost.py, rules/training.py) -> the alternative sets of canonical
+#: series one of which a class's sources must fill for the record to exist; a catalogue
+#: signal over a derived record is offered to a class only then (``obsctl check``).
+DERIVED_FROM: dict[str, tuple[tuple[str, ...], ...]] = {
+    COST_PER_MILLION_TOKENS: _TOKENS_ANY,
+    COST_PER_MILLION_INPUT_TOKENS: ((INPUT_TOKENS, OUTPUT_TOKENS),),
+    COST_PER_MILLION_OUTPUT_TOKENS: ((INPUT_TOKENS, OUTPUT_TOKENS),),
+    COST_PER_REQUEST: ((REQUESTS,),),
+    COST_PER_SAMPLE: ((SAMPLES,),),
+    TOKENS_PER_GPU_BUSY_SECOND: _TOKENS_ANY,
+    TOKENS_PER_GPU_ALLOCATED_SECOND: _TOKENS_ANY,
+    TOKENS_PER_JOULE: _TOKENS_ANY,
+    SAMPLES_PER_GPU_ALLOCATED_SECOND: ((SAMPLES,),),
+    MFU: _TOKENS_ANY + ((SAMPLES,),),
+}
 
 
 def catalogue_query(key: str) -> str:

@@ -12,14 +12,41 @@ swaps the two):
    ``obsctl_node_price_usd_per_hour``, as the exporter publishes them for its node's
    ``pricing.pricing_model`` (joined to ``obsctl_gpu_info{model}`` on ``job, instance``).
 
-A class's USD per hour (``COST_USD_PER_HOUR``) is the sum over the GPUs attributed to it
-(``obsctl_gpu_attribution_info``) of each GPU's price divided by the number of attribution
-entries of that GPU (a GPU shared by two classes costs each half; MIG instances of one GPU
-share its price equally); a class with no priced GPU costs its nodes (``node_selector``).
+A class's USD per hour (``COST_USD_PER_HOUR``) is the sum over its attribution entries
+(``obsctl_gpu_attribution_info``) of the GPU's price times the entry's share of that GPU
+(``ATTRIBUTION_SHARE``, 0-1):
+
+* a MIG instance: its slices over the GPU's slices, ``<k>`` of the profile name ``<k>g.<mem>``
+  (``1g.10gb``: 1, ``3g.40gb``: 3; a compute-instance profile ``1c.3g.40gb``: its GPU
+  instance's 3) over :data:`MIG_SLICES` of the GPU's model (7 for A100, H100, H200, B200;
+  4 for A30), split equally among the classes on that instance. Slices no class claims are
+  nobody's cost (a GPU with some instances attributed is not in the unattributed waste).
+  A MIG GPU of a model not in the table falls back to an equal split of the GPU;
+* a whole GPU: ``pricing.time_slicing_share[class]`` where the spec gives one (the share of
+  the time-sliced replicas the class was configured with), the rest split equally among
+  the GPU's other classes (no shares given: an equal split; a GPU shared by two classes
+  costs each half).
+
+A class with no priced GPU costs its nodes (``node_selector``). The GPUs' energy is shared
+the same way.
 
 Per unit of work, ratios of sums at each instant (never averages of ratios):
 ``USD/h / 3600 / (work per second)`` x 1e6 for tokens, x 1 for requests (successful ones)
-and samples; absent while the work rate is 0. Energy: the attributed GPUs' energy counter
+and samples; absent while the work rate is 0.
+
+USD per million input and per million output tokens are a split of the class's cost, so
+that input cost + output cost = the class's cost. The convention is the one hosted-model
+price sheets use (e.g. OpenAI's API pricing page: an input price, a cached-input price and
+an output price per million tokens; cached input billed at a fraction of input and not
+again as input), with the class's cost in place of a list price: weighted tokens per
+second ``W = (input - cached) + c x cached + w x output`` (``c`` =
+``pricing.cached_input_token_weight``, default 0.1; ``w`` = ``pricing.output_token_weight``,
+default 4; ``cached`` = ``CACHED_INPUT_TOKENS`` where the engine counts them (vLLM's
+``prompt_tokens_cached_total``, SGLang's ``cached_tokens_total``), else 0), USD per million
+input tokens ``= USD/s / W x 1e6`` and per million output tokens ``= w x`` that (a cached
+prompt token costs ``c x`` the input price; ``c = 0`` excludes cached tokens). An engine
+whose prompt-token counter already leaves cache hits out (llama.cpp) has no correction to
+make. Energy: the attributed GPUs' energy counter
 rate (W) x ``obsctl_energy_price_usd_per_kwh`` / 1000 = USD/h. Idle waste: the cost share of
 attributed GPUs whose 5 m mean utilization is below ``pricing.idle_utilization_ratio``, per
 class; unattributed waste: the price of GPUs no class claims (cluster-wide). Per training
@@ -35,12 +62,15 @@ from obsctl.spec import Spec, WorkloadClass, promql_matchers
 
 #: Per GPU (label ``uuid``): USD per hour, OpenCost or spec price.
 GPU_COST = "uuid:obsctl_gpu_cost_usd_per_hour:max"
-#: Per GPU: attribution entries (classes x MIG instances) that share it.
-GPU_ATTRIBUTIONS = "uuid:obsctl_gpu_attributions:count"
-#: Per GPU: its USD per hour divided by its attribution entries.
-GPU_COST_SHARE = "uuid:obsctl_gpu_cost_share_usd_per_hour:ratio"
-#: Per GPU: its energy rate (W) divided by its attribution entries.
-GPU_ENERGY_SHARE = "uuid:obsctl_gpu_energy_share_joules:rate5m"
+#: Per GPU: its slices under MIG (:data:`MIG_SLICES` by model).
+GPU_MIG_SLICES = "uuid:obsctl_gpu_mig_slices:max"
+#: Per attribution entry (the labels of ``obsctl_gpu_attribution_info``): its share 0-1 of the GPU.
+ATTRIBUTION_SHARE = "uuid:obsctl_gpu_attribution_share:ratio"
+#: Per GPU: its energy rate (W), whole GPU.
+GPU_ENERGY_RATE = "uuid:obsctl_gpu_energy_joules:rate5m"
+#: GPU slices under MIG by model (NVML name substring): the compute slices of its largest
+#: profile (``7g.*`` / ``4g.*``), from NVIDIA's MIG user guide's supported-profile tables.
+MIG_SLICES: dict[str, int] = {"A100": 7, "H100": 7, "H200": 7, "H800": 7, "A800": 7, "B200": 7, "A30": 4}
 #: Per GPU: the electricity price of its node, USD per kWh.
 GPU_ENERGY_PRICE = "uuid:obsctl_gpu_energy_price_usd_per_kwh:max"
 
@@ -53,8 +83,32 @@ def _opencost(metric: str, label: str) -> str:
     return f'max by ({label}) (label_replace({metric}, "{label}", "$1", "node", "(.+)"))'
 
 
+def _attribution_share(spec: Spec) -> str:
+    """PromQL of :data:`ATTRIBUTION_SHARE`: one series per attribution entry, its share of the GPU."""
+    info = "obsctl_gpu_attribution_info"
+    # MIG: slices of the profile (k of "kg.*", or of "Nc.kg.*") over the GPU's slices,
+    # split among the classes on that instance.
+    slices = "\n  or ".join(f'{info}{{gpu_instance!="",mig_profile=~"([0-9]+c\\\\.)?{k}g\\\\..*"}} * {k}' for k in range(1, 9))
+    per_instance = f'count by (uuid, gpu_instance) ({info}{{gpu_instance!=""}})'
+    mig = f"(\n  {slices}\n)\n/ on(uuid) group_left() {GPU_MIG_SLICES}\n/ on(uuid, gpu_instance) group_left() {per_instance}"
+    mig_unknown = (f'({info}{{gpu_instance!=""}} unless on(uuid) {GPU_MIG_SLICES})\n'
+                   f'/ on(uuid) group_left() count by (uuid) ({info}{{gpu_instance!=""}})')
+    whole = f'{info}{{gpu_instance=""}}'
+    shares = spec.pricing.time_slicing_share
+    if not shares:
+        shared = f"{whole}\n/ on(uuid) group_left() count by (uuid) ({whole})"
+    else:
+        named = " or ".join(f'{info}{{gpu_instance="",{promql_matchers({"workload_class": c})}}} * {number(v)}'
+                            for c, v in sorted(shares.items()))
+        rest = f"({whole} unless ({named}))"
+        left = f"clamp_min(1 - (sum by (uuid) ({named}) or 0 * count by (uuid) {rest}), 0)"
+        shared = f"({named})\nor\n{rest} * on(uuid) group_left() ({left} / count by (uuid) {rest})"
+    return f"(\n{mig}\n)\nor\n(\n{mig_unknown}\n)\nor\n(\n{shared}\n)"
+
+
 def gpu_rules(spec: Spec) -> list[dict]:
-    """Fleet rules: per-GPU price, attribution count, cost and energy shares, unattributed waste."""
+    """Fleet rules: per-GPU price, MIG slices, each attribution entry's share, energy rate
+    and price, unattributed waste."""
     p = spec.pricing
     label = p.opencost_node_label
     opencost = (f"max by (uuid) (\n  obsctl_gpu_info * on({label}) group_left()\n"
@@ -62,12 +116,12 @@ def gpu_rules(spec: Spec) -> list[dict]:
     configured = ('max by (uuid) (\n  label_replace(obsctl_gpu_info, "gpu_model", "$1", "model", "(.+)")\n'
                   "  * on(job, instance, gpu_model) group_left() obsctl_accelerator_price_usd_per_hour\n)")
     first, second = (opencost, configured) if p.prefer == "opencost" else (configured, opencost)
+    slices = "\nor ".join(f'max by (uuid) (obsctl_gpu_info{{model=~".*{m}.*"}}) * 0 + {n}' for m, n in MIG_SLICES.items())
     rules = [
         (GPU_COST, f"{first}\nor\n{second}"),
-        (GPU_ATTRIBUTIONS, "count by (uuid) (obsctl_gpu_attribution_info)"),
-        (GPU_COST_SHARE, f"{GPU_COST} / on(uuid) {GPU_ATTRIBUTIONS}"),
-        (GPU_ENERGY_SHARE, f'sum by (uuid) (rate(obsctl_gpu_energy_joules_total{{gpu_instance=""}}[{WINDOW}]))\n'
-                           f"/ on(uuid) {GPU_ATTRIBUTIONS}"),
+        (GPU_MIG_SLICES, slices),
+        (ATTRIBUTION_SHARE, _attribution_share(spec)),
+        (GPU_ENERGY_RATE, f'sum by (uuid) (rate(obsctl_gpu_energy_joules_total{{gpu_instance=""}}[{WINDOW}]))'),
         (GPU_ENERGY_PRICE, "max by (uuid) (obsctl_gpu_info * on(job, instance) group_left() obsctl_energy_price_usd_per_kwh)"),
         (C.UNATTRIBUTED_WASTE_USD_PER_HOUR, f"sum({GPU_COST} unless on(uuid) obsctl_gpu_attribution_info)\n"
                                             f"or 0 * sum({GPU_COST})"),
@@ -98,23 +152,23 @@ def _node_rules(spec: Spec, nodes: str, members: list[WorkloadClass]) -> list[di
     each such class (``classes * on() group_left() cost``)."""
     p = spec.pricing
     sel = lambda **m: "{" + ",".join(filter(None, [nodes, promql_matchers(m)])) + "}"  # noqa: E731
-    attributed = f"obsctl_gpu_attribution_info{{{','.join(filter(None, [nodes, class_regex(c.name for c in members)]))}}}"
-    gpu_cost = f"sum by (workload_class) ({attributed} * on(uuid) group_left() {GPU_COST_SHARE})"
+    attributed = f"{ATTRIBUTION_SHARE}{{{','.join(filter(None, [nodes, class_regex(c.name for c in members)]))}}}"
+    gpu_cost = f"sum by (workload_class) ({attributed} * on(uuid) group_left() {GPU_COST})"
     label = p.opencost_node_label
     node_opencost = f"sum({_opencost('node_total_hourly_cost', label)} * on({label}) group by ({label}) (up{sel()}))"
     node_spec = f"sum(obsctl_node_price_usd_per_hour{sel()})"
     nodes_first, nodes_second = (node_opencost, node_spec) if p.prefer == "opencost" else (node_spec, node_opencost)
     classes = f"group by (workload_class) ({CLASS_INFO}{{{class_regex(c.name for c in members)}}})"
     node_cost = f"{classes}\n  * on() group_left() ({nodes_first}\n    or {nodes_second})"
-    idle = (f"sum by (workload_class) (\n  ({attributed} * on(uuid) group_left() {GPU_COST_SHARE})\n"
+    idle = (f"sum by (workload_class) (\n  ({attributed} * on(uuid) group_left() {GPU_COST})\n"
             f"  and on(uuid, gpu_instance) (avg_over_time(obsctl_gpu_utilization_ratio{sel()}[{WINDOW}])"
             f" < {number(p.idle_utilization_ratio)})\n)\nor 0 * {gpu_cost}")
     rules = [
         (C.COST_USD_PER_HOUR, f"{gpu_cost}\nor (\n  {node_cost}\n)"),
         (C.IDLE_WASTE_USD_PER_HOUR, idle),
-        (C.GPU_ENERGY, f"sum by (workload_class) ({attributed} * on(uuid) group_left() {GPU_ENERGY_SHARE})"),
+        (C.GPU_ENERGY, f"sum by (workload_class) ({attributed} * on(uuid) group_left() {GPU_ENERGY_RATE})"),
         (C.ENERGY_COST_USD_PER_HOUR, f"sum by (workload_class) ({attributed} * on(uuid) group_left() "
-                                     f"({GPU_ENERGY_SHARE} * on(uuid) {GPU_ENERGY_PRICE})) / 1000"),
+                                     f"({GPU_ENERGY_RATE} * on(uuid) {GPU_ENERGY_PRICE})) / 1000"),
     ]
     return [{"record": r, "expr": e} for r, e in rules]
 
@@ -141,10 +195,14 @@ def class_rules(spec: Spec) -> list[dict]:
     usd_per_s = f"{_per_class(C.COST_USD_PER_HOUR)} / 3600"
     tokens = tokens_expr()
     per = lambda work, scale="": f"{usd_per_s}\n/ ({work} > 0){scale}"  # noqa: E731
+    w, cw = number(spec.pricing.output_token_weight), number(spec.pricing.cached_input_token_weight)
+    cached = f"({_per_class(C.CACHED_INPUT_TOKENS)} or 0 * {_per_class(C.INPUT_TOKENS)})"
+    weighted = (f"({_per_class(C.INPUT_TOKENS)} - (1 - {cw}) * {cached}\n"
+                f"   + {w} * {_per_class(C.OUTPUT_TOKENS)})")
     ratios = [
         (C.COST_PER_MILLION_TOKENS, per(tokens, " * 1e6")),
-        (C.COST_PER_MILLION_INPUT_TOKENS, per(_per_class(C.INPUT_TOKENS), " * 1e6")),
-        (C.COST_PER_MILLION_OUTPUT_TOKENS, per(_per_class(C.OUTPUT_TOKENS), " * 1e6")),
+        (C.COST_PER_MILLION_INPUT_TOKENS, per(weighted, " * 1e6")),
+        (C.COST_PER_MILLION_OUTPUT_TOKENS, per(weighted, f" * 1e6 * {w}")),
         (C.COST_PER_REQUEST, per(_per_class(C.REQUESTS, outcome="success"))),
         (C.COST_PER_SAMPLE, per(_per_class(C.SAMPLES))),
     ]

@@ -3,8 +3,11 @@
 Inputs, all per class (canonical series, :mod:`obsctl.rules.canonical`):
 
 * **busy fraction** ``b`` (0-1): ``GPU_BUSY / GPUS_ALLOCATED`` (the attributed accelerators'
-  mean utilization) when the class has attributed GPUs, else ``CPU_BUSY / CPUS_ALLOCATED``
-  (CPU seconds per second of the class's processes over the cores they may use);
+  mean utilization) when the class has attributed GPUs, else ``ENGINE_BUSY`` (the serving
+  engine's own account, :mod:`obsctl.rules.sources`: 1 while requests wait for its capacity,
+  else its KV-cache usage; vLLM, TGI, Triton, SGLang, llama.cpp), else ``CPU_BUSY /
+  CPUS_ALLOCATED`` (CPU seconds per second of the class's processes over the cores they
+  may use);
 * **queue** ``q`` (0/1): 1 when any present queue signal is over its threshold:
   ``REQUESTS_WAITING >= queue_depth``, ``QUEUE_WAIT_P95 >= queue_wait_seconds``,
   rejections per second ``> rejected_per_second``. Absent signals do not vote; a class
@@ -22,7 +25,11 @@ state           condition                        meaning
 ``healthy``     ``q = 0`` and ``b >= idle_ratio`` serving what arrives without queueing
 =============== ================================ ===========================================
 
-No busy fraction (no GPU attributed and no process CPU series): no state (absent rules,
+A closed-loop load (fixed concurrency above what the engine batches, so requests wait
+persistently) reads as ``saturated`` from the engine's queue alone: waiting >= queue_depth
+and, waiting for capacity, an engine busy fraction of 1.
+
+No busy fraction (no GPU attributed, no engine account and no process CPU series): no state (absent rules,
 ``None`` in Python). Thresholds come from the spec's ``saturation:`` block (defaults, then
 ``saturation.classes.<name>``), else :class:`Thresholds`' defaults.
 
@@ -99,14 +106,17 @@ def _present(value: float | None) -> bool:
 
 
 def busy_fraction(gpu_busy: float | None = None, gpus_allocated: float | None = None,
-                  cpu_busy: float | None = None, cpus_allocated: float | None = None) -> float | None:
-    """The busy fraction the state reads: GPU busy seconds/s over allocated GPUs, else CPU.
+                  cpu_busy: float | None = None, cpus_allocated: float | None = None,
+                  engine_busy: float | None = None) -> float | None:
+    """The busy fraction the state reads: GPU busy seconds/s over allocated GPUs, else the
+    engine's own busy fraction, else CPU.
 
     Args:
         gpu_busy: ``GPU_BUSY`` (sum of the attributed GPUs' utilization, 0..n).
         gpus_allocated: ``GPUS_ALLOCATED`` (count).
         cpu_busy: ``CPU_BUSY`` (CPU seconds per second of the class's processes).
         cpus_allocated: ``CPUS_ALLOCATED`` (cores).
+        engine_busy: ``ENGINE_BUSY`` (0-1, the serving engine's own account).
 
     Returns:
         0-1 (can exceed 1 for CPU when processes use more cores than allowed), or None when
@@ -114,6 +124,8 @@ def busy_fraction(gpu_busy: float | None = None, gpus_allocated: float | None = 
     """
     if _present(gpu_busy) and _present(gpus_allocated) and gpus_allocated:
         return gpu_busy / gpus_allocated
+    if _present(engine_busy):
+        return engine_busy
     if _present(cpu_busy) and _present(cpus_allocated) and cpus_allocated:
         return cpu_busy / cpus_allocated
     return None
@@ -150,7 +162,7 @@ def classify(busy: float | None, waiting: float | None = None, queue_wait_p95: f
 
 
 #: Input names of :func:`classify_inputs` and :func:`inputs`.
-INPUTS = ("gpu_busy", "gpus_allocated", "cpu_busy", "cpus_allocated", "waiting", "queue_wait_p95", "rejected_per_second")
+INPUTS = ("gpu_busy", "gpus_allocated", "cpu_busy", "cpus_allocated", "engine_busy", "waiting", "queue_wait_p95", "rejected_per_second")
 
 
 def classify_inputs(values: Mapping[str, Sequence[float | None]], thresholds: Thresholds = Thresholds()) -> list[State | None]:
@@ -175,7 +187,8 @@ def classify_inputs(values: Mapping[str, Sequence[float | None]], thresholds: Th
         raise ValueError(f"saturation inputs must be aligned: lengths {sorted(lengths)}")
     n = lengths.pop() if lengths else 0
     at = lambda name, i: values[name][i] if name in values else None  # noqa: E731
-    return [classify(busy_fraction(at("gpu_busy", i), at("gpus_allocated", i), at("cpu_busy", i), at("cpus_allocated", i)),
+    return [classify(busy_fraction(at("gpu_busy", i), at("gpus_allocated", i), at("cpu_busy", i), at("cpus_allocated", i),
+                                   at("engine_busy", i)),
                      at("waiting", i), at("queue_wait_p95", i), at("rejected_per_second", i), thresholds) for i in range(n)]
 
 
@@ -206,7 +219,7 @@ def inputs(spec: Spec, wc: WorkloadClass, raw: bool = False) -> dict[str, str]:
 
     ``gpu_busy``, ``gpus_allocated``, ``cpu_busy`` and ``cpus_allocated`` always read raw
     metrics (the exporter's GPU and attribution series, ``process_cpu_seconds_total``).
-    The queue inputs read the canonical series the rules record, or with ``raw=True`` the
+    The queue inputs and ``engine_busy`` read the canonical series the rules record, or with ``raw=True`` the
     class's source expressions over the server's own metrics (:mod:`obsctl.rules.sources`),
     so a period from before the rules were loaded can be classified too; a queue input the
     source does not provide is left out (it does not vote).
@@ -228,6 +241,7 @@ def inputs(spec: Spec, wc: WorkloadClass, raw: bool = False) -> dict[str, str]:
 def _recorded_queue(wc: WorkloadClass) -> dict[str, str]:
     own = {"workload_class": wc.name}
     return {
+        "engine_busy": f"max({selector(C.ENGINE_BUSY, **own)})",
         "waiting": f"sum({selector(C.REQUESTS_WAITING, **own)})",
         "queue_wait_p95": f"max({selector(C.QUEUE_WAIT_P95, **own)})",
         "rejected_per_second": f"sum({selector(C.REQUESTS, **own, outcome='rejected')})",
@@ -243,6 +257,8 @@ def _raw_queue(wc: WorkloadClass) -> dict[str, str]:
         sel = promql_matchers(wc.queue.selector) if src.kind == "queue" else promql_matchers(wc.selector)
         built[m.record] = m.build(Ctx(sel, WINDOW, wc.queue if src.kind == "queue" else None))
     out = {}
+    if C.ENGINE_BUSY in built:
+        out["engine_busy"] = f"max({built[C.ENGINE_BUSY]})"
     if C.REQUESTS_WAITING in built:
         out["waiting"] = f"sum({built[C.REQUESTS_WAITING]})"
     if C.QUEUE_WAIT_P95 in built:
@@ -288,7 +304,7 @@ def rules(spec: Spec) -> list[dict]:
       through its ``selector``, and raw series carry no class label to group by;
     * ``GPU_BUSY`` and ``GPUS_ALLOCATED`` once per node selector, ``by (workload_class)``
       over the attribution series (which carry the class);
-    * ``BUSY_RATIO`` once;
+    * ``BUSY_RATIO`` once (GPU, else the engine's own ``ENGINE_BUSY``, else CPU);
     * ``QUEUE_BUILDING`` and ``SATURATION_STATE`` x 4 states once per set of thresholds
       (``saturation.classes`` overrides make more than one).
     """
@@ -304,7 +320,9 @@ def rules(spec: Spec) -> list[dict]:
         out += [{"record": C.GPU_BUSY, "expr": f"sum by (workload_class) (\n  {attributed}\n  * on(uuid, gpu_instance) group_left() "
                                                 f"avg_over_time(obsctl_gpu_utilization_ratio{_nodes(members[0])}[{WINDOW}])\n)"},
                 {"record": C.GPUS_ALLOCATED, "expr": f"count by (workload_class) ({attributed})"}]
-    out.append({"record": C.BUSY_RATIO, "expr": f"({C.GPU_BUSY} / {C.GPUS_ALLOCATED})\nor ({C.CPU_BUSY} / {C.CPUS_ALLOCATED})"})
+    engine = f"max by (workload_class) ({selector(C.ENGINE_BUSY, signal='')})"
+    out.append({"record": C.BUSY_RATIO, "expr": f"({C.GPU_BUSY} / {C.GPUS_ALLOCATED})\nor {engine}\n"
+                                                 f"or ({C.CPU_BUSY} / {C.CPUS_ALLOCATED})"})
     by_thresholds = shared_by(classes, lambda c: Thresholds.for_class(spec, c.name))
     for th, members in by_thresholds:
         out += _queue_and_state_rules(th, "" if len(by_thresholds) == 1 else class_regex(c.name for c in members))

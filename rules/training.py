@@ -2,8 +2,10 @@
 
 For a class with an ``mfu:`` block in the spec (:class:`obsctl.spec.MfuConfig`):
 
-* ``workload_class:obsctl_model_flops:rate5m``: achieved model FLOP/s =
-  ``flops_per_token x TOKENS`` (or ``flops_per_sample x SAMPLES``), the canonical
+* ``workload_class:obsctl_model_flops:rate5m``: achieved model FLOP/s = the engine's own
+  estimate where its source fills ``ENGINE_FLOPS_PER_GPU`` with a positive rate (vLLM's
+  ``estimated_flops_per_gpu_total``: FLOP/s per GPU x the class's attributed whole GPUs),
+  else ``flops_per_token x TOKENS`` (or ``flops_per_sample x SAMPLES``), the canonical
   throughput series the class's source fills (:mod:`obsctl.rules.canonical`);
 * ``workload_class:obsctl_gpu_dense_peak_flops_per_second:sum``: the dense peak FLOP/s of
   the whole GPUs attributed to the class (``obsctl_gpu_attribution_info`` on the class's
@@ -64,6 +66,10 @@ def shared_rules(members: list[WorkloadClass]) -> list[dict]:
         flops = f"{number(mfu.flops_per_token)} * sum by (workload_class) ({C.TOKENS}{{{match},signal=\"\"}})"
     else:
         flops = f"{number(mfu.flops_per_sample)} * sum by (workload_class) ({C.SAMPLES}{{{match},signal=\"\"}})"
+    # The engine's own FLOP estimate per GPU (vLLM), where it gives one, wins over the spec's.
+    engine = (f"sum by (workload_class) ({C.ENGINE_FLOPS_PER_GPU}{{{match},signal=\"\"}})\n"
+              f"  * on(workload_class) count by (workload_class) ({gpus})")
+    flops = f"(\n  {engine}\n)\nor\n{flops}"
     if mfu.peak_flops_per_second is not None:
         peak = f"{number(mfu.peak_flops_per_second)} * count by (workload_class) ({gpus})"
     else:

@@ -84,6 +84,9 @@ CATALOGUE: tuple[MetricDef, ...] = (
        ("model", "driver_version", "pci_bus_id", "mig_mode")),
     _m("obsctl_gpu_up", "gauge", "",
        "1 if the GPU answered this scrape, else 0 (lost, unknown error or deadline)."),
+    _m("obsctl_gpu_collection_stuck", "gauge", "",
+       "Present (=1) while a driver call for this GPU has not returned within the collection's budget; "
+       "the GPU's other values are left out (obsctl_gpu_up 0) until it returns.", sources=(NVML,)),
     _m("obsctl_gpu_utilization_ratio", "gauge", "ratio",
        "Fraction of time a kernel ran on the GPU (NVML utilization.gpu or DCGM GPU_UTIL, percent/100).",
        mig=True),
@@ -116,7 +119,7 @@ CATALOGUE: tuple[MetricDef, ...] = (
     _m("obsctl_gpu_pcie_replays_total", "counter", "", "PCIe replay counter."),
     _m("obsctl_gpu_pcie_throughput_bytes_per_second", "gauge", "bytes_per_second",
        "PCIe throughput over NVML's ~20 ms sample, KB/s*1024 (off by default: the call blocks).",
-       ("direction",), sources=(NVML,)),
+       ("direction",)),  # also DCGM PROF_PCIE_{TX,RX}_BYTES(_PER_SECOND); the help text is in recorded scrapes
     _m("obsctl_gpu_nvlink_link_up", "gauge", "", "1 if this NVLink link is active, else 0.", ("link",)),
     _m("obsctl_gpu_nvlink_errors_total", "counter", "",
        "NVLink errors summed over the GPU's links, by error_type: crc_flit, crc_data, replay, recovery "

@@ -34,13 +34,14 @@ MODES = ("auto", "nvml", "dcgm", "none")
 _NO_GPU_REASONS = {REASON_LIBRARY_NOT_FOUND, REASON_DRIVER_NOT_LOADED}
 
 
-def default_nvml_factory() -> Any:
-    """A new NvmlSource (import deferred so the exporter starts without the NVML module)."""
+def default_nvml_factory(**options: Any) -> Any:
+    """A new NvmlSource with ``options`` (its keyword arguments; import deferred so the exporter
+    starts without the NVML module)."""
     try:
         from obsctl.exporters.gpu.nvml import NvmlSource
     except ImportError as exc:  # pynvml (nvidia-ml-py) or the module itself missing
         raise GpuSourceError(REASON_LIBRARY_NOT_FOUND, f"cannot import the NVML source: {exc}") from None
-    return NvmlSource()
+    return NvmlSource(**options)
 
 
 class _LazyNvml:

@@ -304,19 +304,25 @@ def _record_pod(snap: DcgmSnapshot, unit: GpuRef, labels: dict[str, str]) -> Non
 
 
 def memory_total(parts: dict[str, float], used: float | None) -> float | None:
-    """Total framebuffer in bytes: FB_TOTAL when reported, else FB_USED+FB_FREE(+FB_RESERVED).
+    """Total framebuffer in bytes: the total when reported (FB_CAPACITY_BYTES, else FB_TOTAL),
+    else used + free (+ reserved) (each part under its current name, else its legacy one).
 
     Args:
-        parts: DCGM field name -> bytes for FB_TOTAL / FB_FREE / FB_RESERVED present.
-        used: FB_USED in bytes, or None.
+        parts: DCGM field name -> bytes for the framebuffer fields present
+            (:data:`dcgm_fields.MEMORY_PARTS`).
+        used: FB_USED(_BYTES) in bytes, or None.
 
     Returns:
         Bytes, or None when neither form is available (the series is then absent).
     """
-    if "DCGM_FI_DEV_FB_TOTAL" in parts:
-        return parts["DCGM_FI_DEV_FB_TOTAL"]
-    if "DCGM_FI_DEV_FB_FREE" in parts and used is not None:
-        return used + parts["DCGM_FI_DEV_FB_FREE"] + parts.get("DCGM_FI_DEV_FB_RESERVED", 0.0)
+    by_part: dict[str, float] = {}
+    for name, part in F.MEMORY_PARTS.items():  # current name first
+        if name in parts:
+            by_part.setdefault(part, parts[name])
+    if "total" in by_part:
+        return by_part["total"]
+    if "free" in by_part and used is not None:
+        return used + by_part["free"] + by_part.get("reserved", 0.0)
     return None
 
 

@@ -10,9 +10,14 @@ Fault behaviour (each one tested against the stand-in NVML in tests/nvml_stub/):
 * Library missing, driver not loaded, library/driver version mismatch at init:
   :class:`GpuSourceError` with the reason; init is retried on a later collect (at most every
   ``reinit_interval`` seconds) and the source recovers when the fault clears.
-* Deadline: checked before each GPU and each field; a GPU not finished by then reports up 0 and its
-  partial series are dropped. One NVML call in flight cannot be interrupted, so a collect can overrun
-  by at most one call.
+* Deadline: each GPU is read on its own long-lived thread (:class:`obsctl.exporters.worker.Worker`),
+  all GPUs at once; the deadline is checked before each field, and a GPU not finished by then
+  reports up 0 and its partial series are dropped.
+* A hung driver call: the collect waits for each GPU until 90 % of its budget (the rest assembles
+  the families), then goes on without it: the GPU reports ``obsctl_gpu_up 0`` and
+  ``obsctl_gpu_collection_stuck 1`` and none of its values. Its thread is not interrupted (an NVML
+  call cannot be); while the call has not returned, later collects do not ask that GPU again and
+  report it stuck at once; once it returns, the GPU is read on the next collect as before.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from ctypes import byref, c_int32, c_uint
 from dataclasses import dataclass, field
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -47,6 +53,7 @@ from obsctl.exporters.gpu.nvml_fields import (
     nvml_code,
 )
 from obsctl.exporters.gpu.xid_events import XidCounts, XidWatcher
+from obsctl.exporters.worker import Job, Worker
 
 log = logging.getLogger(__name__)
 _perf = time.perf_counter
@@ -61,6 +68,10 @@ _FIELD_ABSENT = {NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND}
 _CACHE_ABSENT = {NOT_SUPPORTED, FUNCTION_NOT_FOUND}
 # "NVIDIA A100-SXM4-80GB MIG 1g.10gb", "... MIG 1c.3g.40gb", "... MIG 1g.10gb+me"
 _MIG_PROFILE_RE = re.compile(r"MIG\s+((?:\d+c\.)?\d+g\.\d+gb(?:\+\w+)?)\s*$")
+#: ``last_gpu_errors`` reason of a GPU whose driver call has not returned within the collect's budget.
+REASON_STUCK = "stuck"
+#: Share of a collect's budget spent waiting for the GPUs' threads; the rest assembles the families.
+_GPU_WAIT_SHARE = 0.9
 
 
 class _GpuDown(Exception):
@@ -89,6 +100,7 @@ class _Gpu:
     down_reason: str = ""
     base: dict[str, str] | None = None  # {"gpu", "uuid"} labels
     checked_count: int = -1  # sample count of the last collect whose labels were checked
+    held: dict[str, tuple[float, list]] = field(default_factory=dict)  # field -> (next read due, its Samples)
     info_labels: dict[str, str] | None = None  # obsctl_gpu_info labels, cached per init
 
 
@@ -119,23 +131,40 @@ class NvmlSource:
         xid_events: run the XID event thread.
         reinit_interval: minimum seconds between NVML init attempts after a fault.
         event_wait_ms: nvmlEventSetWait timeout in the XID thread (bounds ``close()``).
+        field_intervals: ``{reader key: seconds}``: read that field at most once per that many seconds
+            and serve its last samples in between (e.g. ``{"energy": 30.0}``: the energy counter costs
+            3.8-4.7 ms a call on an H200, docs/benchmarks-gpu.md); a failed read is not held. Keys:
+            the names in ``nvml_fields.READERS`` (``energy``, ``power``, ...).
+
+    Raises:
+        ValueError: a key of ``field_intervals`` that names no reader, or a negative interval.
 
     Attributes:
         name: ``"nvml"``.
         nvml_seconds: cumulative seconds spent inside pynvml calls made by ``collect`` (for the
-            benchmark's own-time ratio); ``collect_seconds``: cumulative wall seconds in ``collect``.
-        last_gpu_errors: ``{gpu_index: reason}`` of GPUs that were down in the last collect.
+            benchmark's own-time ratio; the GPU threads add to it without a lock, so a rare
+            update may be lost); ``collect_seconds``: cumulative wall seconds in ``collect``.
+        last_gpu_errors: ``{gpu_index: reason}`` of GPUs that were down in the last collect
+            (``stuck``: a driver call that has not returned, see the module docstring).
     """
 
     name = "nvml"
 
     def __init__(self, nvml: ModuleType | None = None, *, pcie_throughput: bool = False,
-                 xid_events: bool = True, reinit_interval: float = 10.0, event_wait_ms: int = 100) -> None:
+                 xid_events: bool = True, reinit_interval: float = 10.0, event_wait_ms: int = 100,
+                 field_intervals: Mapping[str, float] | None = None) -> None:
         if nvml is None:
             import pynvml as nvml  # nvidia-ml-py
         self._nvml = nvml
         self._fns: dict[str, Callable[..., Any]] = {}
         self._readers = READERS + (SLOW_READERS if pcie_throughput else ())
+        known = {key for key, _ in READERS + SLOW_READERS}
+        for key, seconds in (field_intervals or {}).items():
+            if key not in known:
+                raise ValueError(f"field interval for {key!r}: not one of {', '.join(sorted(known))}")
+            if seconds < 0:
+                raise ValueError(f"field interval for {key!r}: {seconds} is negative")
+        self._field_intervals = {k: float(v) for k, v in (field_intervals or {}).items() if v > 0}
         self._xid_enabled = xid_events
         self._reinit_interval = reinit_interval
         self._event_wait_ms = event_wait_ms
@@ -154,6 +183,8 @@ class NvmlSource:
         self.collect_seconds = 0.0
         self.last_gpu_errors: dict[str, str] = {}
         self._logged_errors: dict[str, str] = {}
+        self._workers: dict[int, Worker] = {}  # GPU index -> its reading thread, kept across re-inits
+        self._stuck: dict[int, Job] = {}  # GPU index -> the read that has not returned
 
     # -- NVML calls -------------------------------------------------------------------------------
     @property
@@ -322,8 +353,12 @@ class NvmlSource:
         self._gpus = []
 
     def close(self) -> None:
-        """Stop the XID thread and shut NVML down. Safe to call twice."""
+        """Stop the XID thread and the GPU threads (each after its current read), shut NVML down.
+        Safe to call twice."""
         with self._lock:
+            for worker in self._workers.values():
+                worker.stop()
+            self._workers.clear()
             self._shutdown()
 
     # -- collect ----------------------------------------------------------------------------------
@@ -366,20 +401,16 @@ class NvmlSource:
         add_sample, new = out.add_sample, tuple.__new__  # checked labels, Sample without namedtuple overhead
         self.last_gpu_errors = {}
         fatal = False
+        jobs = self._start_reads(deadline)
+        now = time.monotonic()
+        wait_until = now + _GPU_WAIT_SHARE * max(deadline - now, 0.0)
         for g in self._gpus:
             base = g.base  # the same dict every scrape, so label renderings can be cached downstream
             if base is None:  # a GPU that failed to open: only its up series
                 base = g.base = {"gpu": str(g.index), "uuid": g.uuid}
             reason = g.down_reason
             if not reason:
-                pending: list[Sample] = []
-                try:  # a GPU's series are published only when it finished: no partial GPU
-                    self._collect_gpu(g, base, pending, deadline)
-                    out.add_checked(pending)
-                except _GpuDown as exc:
-                    reason = exc.reason
-                except _DeadlinePassed:
-                    reason = "deadline"
+                reason = self._finish_read(g, jobs.get(g.index), wait_until, out)
             if g.handle is not None:  # identity is cached, so it is served even while the GPU is down
                 info = g.info_labels
                 if info is None or info["mig_mode"] != g.mig_mode:  # built once (again if MIG mode changes)
@@ -389,8 +420,10 @@ class NvmlSource:
                 add_sample(new(Sample, ("obsctl_gpu_info", info, 1.0, None, None, None)))
             if reason:
                 self.last_gpu_errors[str(g.index)] = reason
-                fatal = fatal or reason != "deadline"
+                fatal = fatal or reason not in ("deadline", REASON_STUCK)
             add_sample(new(Sample, ("obsctl_gpu_up", base, 0.0 if reason else 1.0, None, None, None)))
+            if reason == REASON_STUCK:
+                add_sample(new(Sample, ("obsctl_gpu_collection_stuck", base, 1.0, None, None, None)))
         for gpu, uuid, xid, count, last in self._xids.snapshot():
             labels = {"gpu": gpu, "uuid": uuid, "xid": xid}
             out.add("obsctl_gpu_xid_errors_total", labels, count)
@@ -405,19 +438,78 @@ class NvmlSource:
             self._last_reason = ""
         return out.metrics()
 
+    def _start_reads(self, deadline: float) -> dict[int, Job]:
+        """Hand each answering GPU's read to its thread; GPUs whose earlier read is still running get none."""
+        jobs: dict[int, Job] = {}
+        for g in self._gpus:
+            if g.down_reason:
+                continue
+            late = self._stuck.get(g.index)
+            if late is not None:
+                if not late.done.is_set():
+                    continue  # still inside the driver: reported stuck again, not asked twice
+                del self._stuck[g.index]
+                late.take()  # its values are from an earlier collect: dropped
+            worker = self._workers.get(g.index)
+            if worker is None:
+                worker = self._workers[g.index] = Worker(f"nvml-gpu-{g.index}")
+            jobs[g.index] = worker.submit(partial(self._read_gpu, g, deadline))
+        return jobs
+
+    def _read_gpu(self, g: _Gpu, deadline: float) -> list[Sample]:
+        """One GPU's Samples (on its thread); raises _GpuDown / _DeadlinePassed."""
+        pending: list[Sample] = []
+        self._collect_gpu(g, g.base, pending, deadline)
+        return pending
+
+    def _finish_read(self, g: _Gpu, job: Job | None, wait_until: float, out: FamilySet) -> str:
+        """Add a GPU's finished read to ``out``; returns the reason it is down (``""``: up).
+
+        ``job`` None: the GPU's read from an earlier collect is still inside the driver, so the GPU is
+        reported stuck at once (not waited for: a hung GPU must not make every collect take its whole
+        budget). A GPU's series are published only when its read finished: no partial GPU.
+        """
+        if job is None:
+            return REASON_STUCK
+        if not job.done.wait(max(wait_until - time.monotonic(), 0.0)):
+            self._stuck[g.index] = job
+            return REASON_STUCK
+        samples, error = job.take()
+        if error is None:
+            out.add_checked(samples)
+            return ""
+        if isinstance(error, _GpuDown):
+            return error.reason
+        if isinstance(error, _DeadlinePassed):
+            return "deadline"
+        raise error  # a bug in a reader: the collector reports it, as when it ran on the caller's thread
+
     def _collect_gpu(self, g: _Gpu, base: dict[str, str], out: list, deadline: float) -> None:
         """Append one GPU's Samples to ``out``; raises _GpuDown / _DeadlinePassed."""
         call, fields, handle, monotonic = self._call, g.fields, g.handle, time.monotonic
-        unsupported = fields.unsupported
+        unsupported, intervals, held = fields.unsupported, self._field_intervals, g.held
         for key, reader in self._readers:
             if key in unsupported:
                 continue
-            if monotonic() >= deadline:
+            now = monotonic()
+            if now >= deadline:
                 raise _DeadlinePassed()
+            every = intervals.get(key) if intervals else None
+            if every is not None:
+                kept = held.get(key)
+                if kept is not None and now < kept[0]:
+                    out.extend(kept[1])  # read less often than the collection: its last samples
+                    continue
+                start = len(out)
             try:
                 reader(call, handle, fields, out)  # appends only when the whole field was read
             except Exception as exc:  # noqa: BLE001
+                if every is not None:
+                    held.pop(key, None)
                 self._field_error(g, key, exc)
+                continue
+            if every is not None:
+                held[key] = (now + every, out[start:])
         if len(out) != g.checked_count:  # a new set of fields answered: check its names and labels once
             for sample in out:
                 check_labels(sample[0], sample[1])

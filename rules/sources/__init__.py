@@ -81,15 +81,18 @@ def describe(wc) -> dict:
         ``{"source", "queue", "series": [canonical record names], "signals": [catalogue
         signal keys usable as ``catalogue:``], "lacks": text}``.
     """
-    from obsctl.rules.canonical import CATALOGUE_SIGNALS
+    from obsctl.rules.canonical import CATALOGUE_SIGNALS, DERIVED_FROM
 
     mappings = [m for _, m in class_mappings(wc)]
     records = [m.record for m in mappings]
+    own = set(records)
     outcomes = {o for m in mappings for o in m.outcomes}
     filled_by_sources = {m.record for s in (*SOURCES.values(), *QUEUE_SOURCES.values()) for m in s.mappings}
     # Catalogue signals over series the sources do not fill (cost, efficiency: derived by
-    # other rule files from the canonical series) are offered to every class.
-    records += [r for r, *_ in CATALOGUE_SIGNALS.values() if r not in filled_by_sources and r not in records]
+    # other rule files from the canonical series) are offered to a class whose sources fill
+    # one set of the series they are derived from (no cost per sample for a token server).
+    records += [r for r, *_ in CATALOGUE_SIGNALS.values() if r not in filled_by_sources and r not in records
+                and any(own.issuperset(alt) for alt in DERIVED_FROM.get(r, ((),)))]
     if getattr(wc, "mfu", None) is None:  # MFU is computed only for classes with an mfu: block
         from obsctl.rules.canonical import MFU
 

@@ -9,10 +9,11 @@ from obsctl.rules.sources import QUEUE_SOURCES, SOURCES
 
 #: Canonical series in the order people read them (the rows of the matrix).
 ROWS = (
-    canonical.INPUT_TOKENS, canonical.OUTPUT_TOKENS, canonical.TOKENS, canonical.REQUESTS, canonical.REQUESTS_OFFERED,
+    canonical.INPUT_TOKENS, canonical.OUTPUT_TOKENS, canonical.CACHED_INPUT_TOKENS, canonical.TOKENS, canonical.REQUESTS, canonical.REQUESTS_OFFERED,
     canonical.SAMPLES, canonical.STEPS, canonical.STEP_TIME, canonical.REQUESTS_RUNNING, canonical.REQUESTS_WAITING,
     canonical.QUEUE_WAIT_P95, canonical.QUEUE_WAIT_MEAN, canonical.TTFT_P50, canonical.TTFT_P95, canonical.ITL_P95,
-    canonical.E2E_P95, canonical.E2E_MEAN, canonical.KV_CACHE_USAGE, canonical.PREFIX_CACHE_HIT, canonical.PREEMPTIONS,
+    canonical.E2E_P95, canonical.E2E_MEAN, canonical.PREFILL_P95, canonical.DECODE_P95, canonical.KV_CACHE_USAGE,
+    canonical.PREFIX_CACHE_HIT, canonical.PREEMPTIONS, canonical.ENGINE_BUSY, canonical.ENGINE_FLOPS_PER_GPU,
 )
 
 

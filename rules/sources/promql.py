@@ -108,3 +108,23 @@ def plus_optional(required: str, optional: str) -> str:
     first increment (errors) counts as 0 while the required one exists; absent when the
     required one is."""
     return f"{required}\n+\n({optional} or vector(0))"
+
+
+def busy_from_queue(waiting: str, otherwise: str) -> str:
+    """An engine's own busy fraction (``ENGINE_BUSY``): 1 while ``waiting`` (a summed gauge
+    of requests queued for the engine's capacity) is above 0 (an engine queues only what its
+    running batch cannot take), else ``otherwise`` (a 0-1 usage, or 0 when nothing runs)."""
+    return f"(0 * (({waiting}) > 0) + 1)\nor\n{otherwise}"
+
+
+def held_change(gauges: Sequence[str], sel: str, w: str, on: Sequence[str], collapse: str = "") -> str:
+    """Per-second change of the requests an engine holds (running + waiting gauges) over the
+    window, ``sum(deriv(g[w]))`` per gauge; with :func:`plus_optional`-style ``or vector(0)``
+    so a missing gauge adds nothing. Finished + this = arrivals (offered load)."""
+    parts = []
+    for g in gauges:
+        inner = f"deriv({vec(g, sel)}[{w}])"
+        if collapse:
+            inner = f"max without({collapse}) ({inner})"
+        parts.append(f"(sum(\n{inner}\n) or vector(0))")
+    return " + ".join(parts)

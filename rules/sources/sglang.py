@@ -3,7 +3,8 @@
 Names read from sgl-project/sglang ``python/sglang/srt/metrics/collector.py`` and
 ``docs/references/production_metrics.md`` (0.4.x-0.5.x): counters
 ``sglang:prompt_tokens_total``, ``sglang:generation_tokens_total``,
-``sglang:num_requests_total``; gauges ``sglang:num_running_reqs``,
+``sglang:num_requests_total``, ``sglang:cached_tokens_total`` (prompt tokens served from
+the radix cache); gauges ``sglang:num_running_reqs``,
 ``sglang:num_queue_reqs``, ``sglang:token_usage`` (share of the KV token pool in use),
 ``sglang:cache_hit_rate`` (radix-cache hit rate); histograms
 ``sglang:time_to_first_token_seconds``, ``sglang:inter_token_latency_seconds``,
@@ -41,9 +42,13 @@ SOURCE = Source(
     mappings=(
         Mapping(c.INPUT_TOKENS, (IN,), _counter(IN)),
         Mapping(c.OUTPUT_TOKENS, (OUT,), _counter(OUT)),
+        Mapping(c.CACHED_INPUT_TOKENS, ("sglang:cached_tokens_total",), _counter("sglang:cached_tokens_total"),
+                "prompt tokens served from the radix cache"),
         Mapping(c.TOKENS, (IN, OUT), lambda x: f"{_counter(IN)(x)}\n+\n{_counter(OUT)(x)}"),
-        Mapping(c.REQUESTS_OFFERED, ("sglang:num_requests_total",), _counter("sglang:num_requests_total"),
-                "finished requests, any outcome"),
+        Mapping(c.REQUESTS_OFFERED, ("sglang:num_requests_total", "sglang:num_running_reqs", "sglang:num_queue_reqs"),
+                lambda x: f"{_counter('sglang:num_requests_total')(x)}\n+\n"
+                          f"{q.held_change(('sglang:num_running_reqs', 'sglang:num_queue_reqs'), x.sel, x.w, ON, collapse=TP)}",
+                "arrivals: finished requests (any outcome) + deriv(running + queued)"),
         Mapping(c.QUEUE_WAIT_P95, ("sglang:queue_time_seconds",),
                 lambda x: q.quantile(0.95, ("sglang:queue_time_seconds",), x.sel, x.w, ON)),
         Mapping(c.QUEUE_WAIT_MEAN, ("sglang:queue_time_seconds_sum", "sglang:queue_time_seconds_count"),
@@ -61,6 +66,9 @@ SOURCE = Source(
                                  x.sel, x.w, ON)),
         Mapping(c.REQUESTS_RUNNING, ("sglang:num_running_reqs",), _gauge("sglang:num_running_reqs")),
         Mapping(c.REQUESTS_WAITING, ("sglang:num_queue_reqs",), _gauge("sglang:num_queue_reqs")),
+        Mapping(c.ENGINE_BUSY, ("sglang:num_queue_reqs", "sglang:token_usage"),
+                lambda x: q.busy_from_queue(_gauge("sglang:num_queue_reqs")(x), f"clamp_max({_gauge('sglang:token_usage', 'avg')(x)}, 1)"),
+                "1 while requests queue, else the KV token pool in use"),
         Mapping(c.KV_CACHE_USAGE, ("sglang:token_usage",), _gauge("sglang:token_usage", "avg"), "mean over engines"),
         Mapping(c.PREFIX_CACHE_HIT, ("sglang:cache_hit_rate",), _gauge("sglang:cache_hit_rate", "avg"), "mean over engines"),
     ),

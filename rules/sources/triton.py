@@ -34,6 +34,11 @@ def _requests(ctx: Ctx) -> str:
     return q.outcome_sum([f"sum by (outcome) ({ok})", f"sum by (outcome) ({failed})"])
 
 
+def _finished(ctx: Ctx) -> str:
+    return q.plus_optional(q.counter_sum(("nv_inference_request_success",), ctx.sel, ctx.w, ON),
+                           q.counter_sum(("nv_inference_request_failure",), ctx.sel, ctx.w, ON))
+
+
 def _summary_p95(metric: str):
     def build(ctx: Ctx) -> str:
         active = f"rate({q.vec(metric + '_count', ctx.sel)}[{ctx.w}]) > 0"
@@ -50,9 +55,9 @@ SOURCE = Source(
         Mapping(c.REQUESTS, ("nv_inference_request_success", "nv_inference_request_failure"), _requests,
                 "failure reason REJECTED|CANCELED -> rejected, other or none -> error",
                 outcomes=("success", "error", "rejected")),
-        Mapping(c.REQUESTS_OFFERED, ("nv_inference_request_success", "nv_inference_request_failure"),
-                lambda x: q.plus_optional(q.counter_sum(("nv_inference_request_success",), x.sel, x.w, ON),
-                                          q.counter_sum(("nv_inference_request_failure",), x.sel, x.w, ON))),
+        Mapping(c.REQUESTS_OFFERED, ("nv_inference_request_success", "nv_inference_request_failure", "nv_inference_pending_request_count"),
+                lambda x: f"{_finished(x)}\n+\n{q.held_change(('nv_inference_pending_request_count',), x.sel, x.w, ON)}",
+                "arrivals: finished (success + failure) + deriv(pending)"),
         Mapping(c.QUEUE_WAIT_P95, ("nv_inference_queue_summary_us",), _summary_p95("nv_inference_queue_summary_us"),
                 "largest per-replica summary p95 (summaries do not aggregate), µs -> s"),
         Mapping(c.QUEUE_WAIT_MEAN, ("nv_inference_queue_duration_us", "nv_inference_request_success"),
@@ -69,6 +74,10 @@ SOURCE = Source(
                 "cumulative µs / successful requests"),
         Mapping(c.REQUESTS_WAITING, ("nv_inference_pending_request_count",),
                 lambda x: q.gauge(("nv_inference_pending_request_count",), x.sel, ON)),
+        Mapping(c.ENGINE_BUSY, ("nv_inference_pending_request_count", "nv_gpu_utilization"),
+                lambda x: q.busy_from_queue(q.gauge(("nv_inference_pending_request_count",), x.sel, ON),
+                                            q.gauge(("nv_gpu_utilization",), x.sel, ("instance", "job", "gpu_uuid"), agg="avg")),
+                "1 while requests are pending, else the mean utilization of the GPUs Triton reports"),
     ),
     lacks="no token counters (Triton counts inferences), no running-request gauge, no KV cache, "
     "no inter-token latency; TTFT only with histogram_latencies=true",

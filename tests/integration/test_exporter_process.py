@@ -174,6 +174,42 @@ def test_dcgm_source_output_passes_promtool_with_attribution(start, dcgm_url: st
     assert exp.terminate() == 0
 
 
+DCGM_GENERATIONS = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
+
+
+def _gpu_series(body: str) -> dict[tuple[str, frozenset], float]:
+    """obsctl_gpu_* samples of an exposition, (name, labels) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    return {(s.name, frozenset(s.labels.items())): s.value for fam in text_string_to_metric_families(body)
+            for s in fam.samples if s.name.startswith("obsctl_gpu_") and s.name != "obsctl_gpu_source_info"}
+
+
+def test_dcgm_exporter_4_10_and_legacy_bodies_serve_the_same_series(start) -> None:
+    """The real exporter process reading the stand-in's 4.10 exposition publishes what it publishes
+    for the legacy-named one."""
+    from support.dcgm_standin import DcgmStandIn  # noqa: PLC0415
+
+    served = {}
+    for gen in ("4.8", "4.10"):
+        standin = DcgmStandIn((DCGM_GENERATIONS / f"dcgm-exporter-{gen}.txt").read_bytes())
+        try:
+            exp = start("--gpu.source=dcgm", f"--dcgm.url={standin.url}")
+            body = exp.metrics()
+            promtool_check(body)
+            assert value(body, 'obsctl_gpu_source_info{mode="dcgm",source="dcgm"}') == 1
+            served[gen] = _gpu_series(body)
+            assert exp.terminate() == 0
+        finally:
+            standin.close()
+    seen = "obsctl_gpu_xid_last_seen_timestamp_seconds"  # the wall-clock time each process saw XID 79
+    assert [k for k in served["4.10"] if k[0] == seen] == [k for k in served["4.8"] if k[0] == seen] != []
+    assert {k: v for k, v in served["4.10"].items() if k[0] != seen} == \
+        {k: v for k, v in served["4.8"].items() if k[0] != seen}
+    uuid = "GPU-5f6d2c1e-9a4b-4c3d-8e2f-1a2b3c4d5e6f"
+    assert served["4.10"][("obsctl_gpu_sm_clock_hertz", frozenset({"gpu": "0", "uuid": uuid}.items()))] == 1.98e9
+
+
 def test_bad_config_exits_2_with_one_message(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("pricing:\n  node_hour_usd: -1\n")

@@ -214,6 +214,8 @@ def expected(root: Path) -> dict[tuple[str, str], float | dict[str, float] | Non
         ("vllm-opt", c.PREFIX_CACHE_HIT): v.total("vllm:prefix_cache_hits_total", **opt) / v.total("vllm:prefix_cache_queries_total", **opt),
         ("vllm-opt", c.REQUESTS_WAITING): v.total("vllm:num_requests_waiting", **opt),
         ("vllm-opt", c.PREEMPTIONS): K * v.total("vllm:num_preemptions_total", **opt),
+        # nothing waits: the engine's busy fraction is its KV-cache usage
+        ("vllm-opt", c.ENGINE_BUSY): v.total("vllm:kv_cache_usage_perc", **opt),
         # vLLM under Ray, the 70B model: old names only, prefix-cache hit rate -1 (no data).
         ("ray-llama", c.KV_CACHE_USAGE): rv.total("ray_vllm:gpu_cache_usage_perc", **big),
         ("ray-llama", c.ITL_P95): quantile(0.95, rv.buckets("ray_vllm:time_per_output_token_seconds", **big)),
@@ -236,6 +238,7 @@ def expected(root: Path) -> dict[tuple[str, str], float | dict[str, float] | Non
         ("tgi", c.E2E_P95): quantile(0.95, tgi.buckets("tgi_request_duration")),
         ("tgi", c.REQUESTS_WAITING): tgi.total("tgi_queue_size"),
         ("tgi", c.TTFT_P95): None,
+        ("tgi", c.ENGINE_BUSY): 0 if tgi.total("tgi_queue_size") == tgi.total("tgi_batch_current_size") == 0 else None,
         # Triton: microsecond counters and summaries.
         ("triton", c.REQUESTS): {"success": K * tr.total("nv_inference_request_success"),
                                  "error": K * tr.total("nv_inference_request_failure")},
@@ -244,15 +247,18 @@ def expected(root: Path) -> dict[tuple[str, str], float | dict[str, float] | Non
         ("triton", c.QUEUE_WAIT_P95): tr.total("nv_inference_queue_summary_us", model="densenet_onnx", quantile="0.95") * 1e-6,
         ("triton", c.REQUESTS_WAITING): tr.total("nv_inference_pending_request_count"),
         ("triton", c.OUTPUT_TOKENS): None,
+        ("triton", c.ENGINE_BUSY): tr.total("nv_gpu_utilization"),  # nothing pending: Triton's GPU utilization
         # SGLang.
         ("sglang", c.INPUT_TOKENS): K * sg.total("sglang:prompt_tokens_total"),
         ("sglang", c.OUTPUT_TOKENS): K * sg.total("sglang:generation_tokens_total"),
         ("sglang", c.REQUESTS_OFFERED): K * sg.total("sglang:num_requests_total"),
+        ("sglang", c.CACHED_INPUT_TOKENS): K * sg.total("sglang:cached_tokens_total"),
         ("sglang", c.TTFT_P95): quantile(0.95, sg.buckets("sglang:time_to_first_token_seconds")),
         ("sglang", c.E2E_P95): quantile(0.95, sg.buckets("sglang:e2e_request_latency_seconds")),
         ("sglang", c.KV_CACHE_USAGE): sg.total("sglang:token_usage"),
         ("sglang", c.PREFIX_CACHE_HIT): sg.total("sglang:cache_hit_rate"),
         ("sglang", c.REQUESTS): None,
+        ("sglang", c.ENGINE_BUSY): sg.total("sglang:token_usage"),  # queue empty: the KV token pool in use
         # llama.cpp (composed input).
         ("llamacpp", c.INPUT_TOKENS): K * ll.total("llamacpp:prompt_tokens_total"),
         ("llamacpp", c.OUTPUT_TOKENS): K * ll.total("llamacpp:tokens_predicted_total"),
@@ -260,6 +266,7 @@ def expected(root: Path) -> dict[tuple[str, str], float | dict[str, float] | Non
         ("llamacpp", c.REQUESTS_RUNNING): ll.total("llamacpp:requests_processing"),
         ("llamacpp", c.REQUESTS_WAITING): ll.total("llamacpp:requests_deferred"),
         ("llamacpp", c.KV_CACHE_USAGE): ll.total("llamacpp:kv_cache_usage_ratio"),
+        ("llamacpp", c.ENGINE_BUSY): 1 if ll.total("llamacpp:requests_deferred") > 0 else None,  # requests deferred: every slot busy
         # Ray Serve, application "add": counts typed gauge, latency in ms.
         ("serve-add", c.REQUESTS): {"success": K * ray.total("ray_serve_deployment_request_counter", **add),
                                     "error": K * ray.total("ray_serve_deployment_error_counter", **add)},

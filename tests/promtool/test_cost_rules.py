@@ -125,8 +125,10 @@ def expected(prefer: str = "opencost") -> dict[tuple[str, str], float]:
             (WORK["inf"]["input"] + WORK["inf"]["output"]) if wc == "inf" else WORK["train"]["samples"]) / len(mine)
     inf, tokens = out[C.COST_USD_PER_HOUR, "inf"], WORK["inf"]["input"] + WORK["inf"]["output"]
     out[C.COST_PER_MILLION_TOKENS, "inf"] = inf / 3600 / tokens * 1e6
-    out[C.COST_PER_MILLION_INPUT_TOKENS, "inf"] = inf / 3600 / WORK["inf"]["input"] * 1e6
-    out[C.COST_PER_MILLION_OUTPUT_TOKENS, "inf"] = inf / 3600 / WORK["inf"]["output"] * 1e6
+    # the split: weighted tokens = input + 4 (the default output weight) x output; no cached tokens counted
+    weighted = WORK["inf"]["input"] + 4 * WORK["inf"]["output"]
+    out[C.COST_PER_MILLION_INPUT_TOKENS, "inf"] = inf / 3600 / weighted * 1e6
+    out[C.COST_PER_MILLION_OUTPUT_TOKENS, "inf"] = inf / 3600 / weighted * 1e6 * 4
     out[C.COST_PER_REQUEST, "inf"] = inf / 3600 / WORK["inf"]["success"]
     out[C.TOKENS_PER_GPU_BUSY_SECOND, "inf"] = tokens / sum(g[3] for g in GPUS.values() if "inf" in g[5])
     out[C.TOKENS_PER_JOULE, "inf"] = tokens / out[C.GPU_ENERGY, "inf"]

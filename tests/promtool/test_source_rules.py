@@ -125,6 +125,8 @@ def inputs() -> list[dict]:
     x.counter("vllm:request_success_total", 15, **v, model_name="m1", finished_reason="length")
     x.counter("vllm:request_success_total", 6, **v, model_name="m1", finished_reason="abort")
     x.counter("vllm:request_success_total", 3, **v, model_name="m1", finished_reason="error")
+    x.counter("vllm:request_success_total", 12, **v, model_name="m1", finished_reason="repetition")  # an answer
+    x.counter("vllm:admission_rejections_total", 4, **v, model_name="m1", reason="max_num_queued_reqs")  # no engine label
     x.gauge("vllm:request_success_created", 1.7e9, **v, model_name="m1", finished_reason="stop")
     x.counter("vllm:prefix_cache_queries_total", 200, **v, model_name="m1").counter("vllm:prefix_cache_hits_total", 50, **v, model_name="m1")
     x.gauge("vllm:num_requests_running", 7, **v, model_name="m1").gauge("vllm:num_requests_waiting", 2, **v, model_name="m1")
@@ -176,6 +178,7 @@ def inputs() -> list[dict]:
     ll = {"job": "llama", "instance": "l"}
     x.counter("llamacpp:prompt_tokens_total", 450, **ll).counter("llamacpp:tokens_predicted_total", 150, **ll)
     x.counter("llamacpp:n_tokens_max", 4096, **ll).counter("llamacpp:n_decode_total", 75, **ll)
+    x.counter("llamacpp:prompt_tokens_cached_total", 90, **ll)  # later builds: reused from the cache, not in prompt_tokens_total
     x.gauge("llamacpp:requests_processing", 2, **ll).gauge("llamacpp:requests_deferred", 1, **ll).gauge("llamacpp:kv_cache_usage_ratio", 0.35, **ll)
     # ray-serve: cumulative counts (typed gauge in Ray 2.6), router and replica queues.
     rs = {"job": "ray-serve", "instance": "head", "application": "add", "deployment": "add_Add"}
@@ -210,8 +213,10 @@ def expected() -> dict[tuple[str, str], float | dict[str, float] | None]:
         ("vllm-both", c.INPUT_TOKENS): rate(300),
         ("vllm-both", c.OUTPUT_TOKENS): rate(600),
         ("vllm-both", c.TOKENS): rate(900),
-        ("vllm-both", c.REQUESTS): {"success": rate(60), "rejected": rate(6), "error": rate(3)},
-        ("vllm-both", c.REQUESTS_OFFERED): rate(69),
+        # stop + length + repetition; abort + error; refused at admission
+        ("vllm-both", c.REQUESTS): {"success": rate(45 + 15 + 12), "error": rate(6 + 3), "rejected": rate(4)},
+        ("vllm-both", c.REQUESTS_OFFERED): rate(45 + 15 + 12 + 6 + 3 + 4),  # running and waiting flat: deriv 0
+        ("vllm-both", c.ENGINE_BUSY): 1,  # requests waiting (no by-reason split): capacity full
         ("vllm-both", c.PREFIX_CACHE_HIT): 50 / 200,
         ("vllm-both", c.REQUESTS_RUNNING): 7,
         ("vllm-both", c.REQUESTS_WAITING): 2,
@@ -250,7 +255,10 @@ def expected() -> dict[tuple[str, str], float | dict[str, float] | None]:
         ("sglang", c.KV_CACHE_USAGE): 0.7,
         ("sglang", c.INPUT_TOKENS): rate(150),
         ("sglang", c.TTFT_P95): p95(NEW_ITL),
-        ("llamacpp", c.INPUT_TOKENS): rate(450),
+        ("llamacpp", c.INPUT_TOKENS): rate(450 + 90),
+        ("llamacpp", c.CACHED_INPUT_TOKENS): rate(90),
+        ("llamacpp", c.TOKENS): rate(450 + 90 + 150),
+        ("llamacpp", c.ENGINE_BUSY): 1,  # a request deferred: every slot busy
         ("llamacpp", c.OUTPUT_TOKENS): rate(150),
         ("llamacpp", c.STEPS): rate(75),
         ("llamacpp", c.REQUESTS_RUNNING): 2,

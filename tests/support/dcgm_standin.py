@@ -5,7 +5,8 @@ format 0.0.4 content type) and, by ``mode``, the faults a real one or whatever s
 address can produce:
 
 =================  ==================================================================
-``ok``             the body given (e.g. ../shared/fixtures/dcgm/datadog-t4.txt)
+``ok``             the body given (e.g. ../shared/fixtures/dcgm/datadog-t4.txt, or a
+                   4.9/4.10 exposition from tests/fixtures/dcgm/)
 ``html``           HTTP 200 ``text/html`` login page (a proxy / SSO in front)
 ``html_as_text``   an HTML page labelled ``text/plain``
 ``garbage``        HTTP 200 ``text/plain`` with random bytes
@@ -20,7 +21,7 @@ address can produce:
 (``tls=`` a server :class:`ssl.SSLContext`, which may require client certificates) and checks
 an ``Authorization`` header (``authorization=``), answering 401 otherwise, as a dcgm-exporter
 behind its own ``--web-config-file`` does. Used by tests/unit/test_dcgm_faults.py, the
-exporter TLS tests and bench/bench_exporter_soak.py.
+exporter TLS tests, tests/unit/test_dcgm_generations.py and bench/bench_exporter_soak.py.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ PANEL_TYPES = ("timeseries", "stat", "bargauge", "table")
 #: (JSON path of an error, why Grafana's serialization wins there).
 GRAFANA_OVER_SCHEMA = [
     (r"templating/list/\d+/query",
-     "a Prometheus query variable's query is {query, refId} (strings): Grafana writes it so; the schema "
-     "wants an object of objects"),
+     "a Prometheus query variable's query is {qryType, query, refId} (a number and strings): Grafana's "
+     "Prometheus variable editor writes it so; the schema wants an object of objects"),
     (r"panels/\d+/fieldConfig/overrides/\d+/matcher/options",
      "byFrameRefID / byName matchers take a string ('B'); the schema wants an object"),
     (r"panels/\d+/fieldConfig/overrides/\d+/properties/\d+/value",
@@ -144,3 +144,30 @@ def test_linter_units(name, dashboard):
         if panel["type"] in ("timeseries", "stat", "bargauge"):
             unit = panel["fieldConfig"]["defaults"].get("unit", "")
             assert unit in UNITS or re.fullmatch(r"suffix:.+", unit), (panel["title"], unit)
+
+
+@pytest.mark.parametrize("name, dashboard", DASHBOARDS, ids=[n for n, _ in DASHBOARDS])
+def test_query_variables_in_the_form_grafana_saves(name, dashboard):
+    """As Grafana's Prometheus variable editor saves a "Label values" variable: query
+    {qryType: 1, query, refId: "PrometheusVariableQueryEditor-VariableQuery"}, the same PromQL as
+    the variable's definition, and a multi-value selection as lists (All: text "All", value "$__all")."""
+    variables = [v for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    assert variables
+    for var in variables:
+        query = var["query"]
+        assert query == {"qryType": 1, "query": query["query"], "refId": "PrometheusVariableQueryEditor-VariableQuery"}
+        assert query["query"].startswith("label_values(") and var["definition"] == query["query"], var["name"]
+        assert var["regex"] == ""
+        current = var.get("current")
+        if var["multi"] and current:
+            assert isinstance(current["text"], list) and isinstance(current["value"], list), var["name"]
+            assert "$__all" not in current["text"]
+        elif current:
+            assert isinstance(current["text"], str) and isinstance(current["value"], str), var["name"]
+
+
+def test_variable_queries_other_than_label_values_are_refused():
+    from obsctl.dashboards import grafana as g
+
+    with pytest.raises(ValueError, match="label_values"):
+        g.query_variable("x", "X", "query_result(up)")

@@ -93,13 +93,14 @@ def test_t4_fixture_known_values(t4_text: str) -> None:
 
 def test_t4_fixture_skips_unlabelled_dummies_and_unmapped(t4_text: str) -> None:
     snap = parse_dcgm(t4_text)
-    # 7 mapped fields appear only as unlabelled dummy series (no UUID): remapped rows x2,
-    # row-remap failure, memory temp, SM active, SM occupancy, tensor active
-    assert snap.unlabelled == 7
+    # 9 mapped fields appear only as unlabelled dummy series (no UUID): remapped rows x2,
+    # row-remap failure, memory temp, SM active, SM occupancy, tensor active, PCIe rx/tx bytes
+    assert snap.unlabelled == 9
     assert set(snap.gpus) == {T4_A, T4_B, A10G}
     names = {f.name for f in snapshot_families(snap, XidTracker()).metrics()}
     assert "obsctl_gpu_sm_active_ratio" not in names
     assert "obsctl_gpu_remapped_rows" not in names
+    assert "obsctl_gpu_pcie_throughput_bytes_per_second" not in names
 
 
 def test_t4_fixture_pod_labels(t4_text: str) -> None:

@@ -68,3 +68,46 @@ def test_compose_mounts_the_users_generated_files():
                                  ("grafana", "OBSCTL_DASHBOARDS_DIR", "/var/lib/grafana/dashboards/obsctl"),
                                  ("obsctl-exporter", "OBSCTL_SPEC_FILE", "/etc/obsctl/obsctl.yaml")]:
         assert any(v.startswith("${" + var + ":-") and f"}}:{target}:" in v for v in COMPOSE["services"][service]["volumes"]), service
+
+
+def _image(service: str) -> tuple[str, str]:
+    name, _, tag = COMPOSE["services"][service]["image"].rpartition(":")
+    return name, tag
+
+
+def _version(tag: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in tag.lstrip("v").split("."))
+
+
+def test_images_pin_current_releases():
+    """Exact versions (no floating tag), at least the generation docs/versions.md names."""
+    assert _image("prometheus")[0] == "prom/prometheus" and _version(_image("prometheus")[1]) >= (3, 0, 0)
+    assert _image("alertmanager")[0] == "prom/alertmanager" and _version(_image("alertmanager")[1]) >= (0, 28, 0)
+    assert _image("pushgateway")[0] == "prom/pushgateway" and _version(_image("pushgateway")[1]) >= (1, 11, 0)
+    name, tag = _image("grafana")
+    assert name == "grafana/grafana" and _version(tag)[0] == 12
+    # dcgm-exporter: <DCGM version>-<dcgm-exporter version>-<variant>, 4.10 or later
+    name, tag = _image("dcgm-exporter")
+    assert name == "nvcr.io/nvidia/k8s/dcgm-exporter"
+    m = re.fullmatch(r"(\d+\.\d+\.\d+)-(\d+\.\d+\.\d+)-(ubuntu\d+\.\d+|distroless)", tag)
+    assert m, tag
+    assert _version(m.group(2)) >= (4, 10, 0)
+    versions_doc = (REPO / "docs/versions.md").read_text()
+    for service in ("prometheus", "alertmanager", "pushgateway", "grafana", "dcgm-exporter"):
+        assert COMPOSE["services"][service]["image"] in versions_doc, f"docs/versions.md does not name {service}'s image"
+
+
+#: Feature flags Prometheus 3.0 removed (made default or replaced by a flag): migration guide.
+REMOVED_IN_PROMETHEUS_3 = {"promql-at-modifier", "promql-negative-offset", "new-service-discovery-manager",
+                           "expand-external-labels", "no-default-scrape-port", "agent",
+                           "remote-write-receiver", "auto-gomemlimit"}
+
+
+def test_prometheus_flags_exist_in_prometheus_3():
+    command = COMPOSE["services"]["prometheus"]["command"]
+    features = {f for arg in command if arg.startswith("--enable-feature=")
+                for f in arg.split("=", 1)[1].split(",")}
+    assert not features & REMOVED_IN_PROMETHEUS_3
+    flags = {arg.split("=", 1)[0] for arg in command}
+    assert flags <= {"--config.file", "--storage.tsdb.path", "--storage.tsdb.retention.time",
+                     "--web.enable-lifecycle", "--enable-feature", "--web.enable-remote-write-receiver", "--agent"}

@@ -460,3 +460,57 @@ def test_large_rule_files_are_split_by_group_and_dashboards_refused():
         to_prometheus_rules(files, {}, limit=5_000)
     with pytest.raises(ObsctlError, match="obsctl-x: its ConfigMap is"):
         to_configmaps({"obsctl-x.json": json.dumps({"uid": "obsctl-x", "panels": ["p" * 10_000]})}, {}, "f", limit=5_000)
+
+
+KPM = KUBE / "overlays" / "kube-prometheus-stack-podmonitor"
+
+
+@pytest.fixture(scope="module")
+def kpm() -> list[dict]:
+    return kube.kustomize_build(KPM)
+
+
+def test_podmonitor_overlay_swaps_only_the_monitor(kps, kpm):
+    """The PodMonitor option: every object validates against its schema (the PodMonitor against the
+    vendored CRD), and it is the kube-prometheus-stack overlay with the ServiceMonitor replaced."""
+    for obj in kpm:
+        kube.validate(obj)
+    assert not [o for o in kpm if o["kind"] == "ServiceMonitor"]
+    monitor = _one(kpm, "PodMonitor", "obsctl-exporter")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["metadata"]["namespace"] == "obsctl"
+    assert monitor["metadata"]["labels"]["app.kubernetes.io/part-of"] == "obsctl"
+    key = lambda o: (o["kind"], o["metadata"]["name"])  # noqa: E731
+    rest = sorted((o for o in kpm if o["kind"] != "PodMonitor"), key=key)
+    assert rest == sorted((o for o in kps if o["kind"] != "ServiceMonitor"), key=key)
+
+
+def test_podmonitor_scrapes_the_daemonset_as_the_servicemonitor_does(kps, kpm):
+    """Same pods, port, path, cadence and relabelings; job and instance as the alerts and the
+    dashboards expect (job from the pods' label, instance the node name)."""
+    from obsctl.rules.gpu_health import EXPORTER_JOB
+
+    monitor = _one(kpm, "PodMonitor", "obsctl-exporter")["spec"]
+    service_monitor = _one(kps, "ServiceMonitor", "obsctl-exporter")["spec"]
+    pod = _one(kpm, "DaemonSet", "obsctl-exporter")["spec"]["template"]
+    assert pod["metadata"]["labels"].items() >= monitor["selector"]["matchLabels"].items()
+    assert pod["metadata"]["labels"][monitor["jobLabel"]] == EXPORTER_JOB
+    (endpoint,) = monitor["podMetricsEndpoints"]
+    (container,) = pod["spec"]["containers"]
+    assert endpoint["port"] in {p["name"] for p in container["ports"]}
+    (sm_endpoint,) = service_monitor["endpoints"]
+    assert {k: v for k, v in endpoint.items() if k != "port"} == {k: v for k, v in sm_endpoint.items() if k != "port"}
+    instance = [r for r in endpoint["relabelings"] if r["targetLabel"] == "instance"]
+    assert instance == [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance", "action": "replace"}]
+
+
+def test_podmonitor_crd_schema_rejects_a_misspelt_field(kpm):
+    monitor = copy.deepcopy(_one(kpm, "PodMonitor", "obsctl-exporter"))
+    kube.validate(monitor)
+    monitor["spec"]["podMetricsEndpoints"][0]["scrapeTimout"] = "10s"
+    with pytest.raises(jsonschema.ValidationError):
+        kube.validate(monitor)
+    monitor = copy.deepcopy(_one(kpm, "PodMonitor", "obsctl-exporter"))
+    monitor["spec"]["podMetricEndpoints"] = monitor["spec"].pop("podMetricsEndpoints")
+    with pytest.raises(jsonschema.ValidationError):
+        kube.validate(monitor)

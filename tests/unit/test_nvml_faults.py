@@ -109,25 +109,39 @@ def test_library_missing_then_installed(nvml_env, tmp_path):
     assert s.value("obsctl_gpu_up", **_g(7)) == 1
 
 
-def test_deadline_cuts_slow_gpu(nvml_env):
-    # GPU 1's power call takes 400 ms; the deadline is 200 ms away.
+def test_slow_gpu_is_reported_stuck_and_the_others_served(nvml_env):
+    # GPU 1's power call takes 400 ms; the deadline is 200 ms away. Each GPU is read on its own
+    # thread, so GPU 1 alone misses it: stuck, its values left out; the other seven are served.
     nvml_env.write(_with(stubnvml.h100_8x(), 1, "power 613345 delay_ms=400"))
     src = nvml_env.source()
     nvml_env.scrape(src)  # init outside the measured scrape
-    lib = nvml_env.lib
-    before = [lib.nvmlStub_DeviceCallCount(i) for i in range(8)]
     s = Scrape(src.collect(time.monotonic() + 0.2))
-    after = [lib.nvmlStub_DeviceCallCount(i) for i in range(8)]
-    assert s.value("obsctl_gpu_up", **_g(0)) == 1
+    assert s.value("obsctl_gpu_up", **_g(1)) == 0
+    assert s.value("obsctl_gpu_collection_stuck", **_g(1)) == 1
+    assert s.value("obsctl_gpu_temperature_celsius", **_g(1)) is None
+    assert s.value("obsctl_gpu_info", **_g(1), model="NVIDIA H100 80GB HBM3", driver_version="550.54.15",
+                   pci_bus_id="00000000:2A:00.0", mig_mode="disabled") == 1  # identity is cached
+    for i in (0, *range(2, 8)):
+        assert s.value("obsctl_gpu_up", **_g(i)) == 1
+        assert s.value("obsctl_gpu_collection_stuck", **_g(i)) is None
+        assert s.value("obsctl_gpu_temperature_celsius", **_g(i)) == 45 + i
     assert s.value("obsctl_gpu_power_watts", **_g(0)) == 612.345
-    for i in range(1, 8):
-        assert s.value("obsctl_gpu_up", **_g(i)) == 0
-        assert s.value("obsctl_gpu_temperature_celsius", **_g(i)) is None
-    assert after[2:] == before[2:], "GPUs after the deadline must not be called"
-    assert src.last_gpu_errors == {str(i): "deadline" for i in range(1, 8)}
-    # a deadline miss is not a fault: no re-init, the next scrape with time serves everything
-    s = nvml_env.scrape(src)
+    assert src.last_gpu_errors == {"1": "stuck"}
+    # while the call is inside the driver the GPU is not asked again (no second thread blocked on it)
+    calls = nvml_env.lib.nvmlStub_DeviceCallCount(1)
+    s = Scrape(src.collect(time.monotonic() + 0.05))
+    if src.last_gpu_errors:  # the 400 ms call had not returned yet (it may have, on a slow machine)
+        assert src.last_gpu_errors == {"1": "stuck"}
+        assert nvml_env.lib.nvmlStub_DeviceCallCount(1) == calls
+    # a stuck call is not a fault: no re-init; once it returned (its values dropped) the GPU is read afresh
+    for _ in range(200):  # deadline follows progress: the late call returns after its 400 ms
+        s = nvml_env.scrape(src)
+        if not src.last_gpu_errors:
+            break
+        time.sleep(0.01)
     assert all(s.value("obsctl_gpu_up", **_g(i)) == 1 for i in range(8))
+    assert "obsctl_gpu_collection_stuck" not in s.text
+    assert s.value("obsctl_gpu_power_watts", **_g(1)) == 613.345
 
 
 def test_xid_events_counted_and_thread_stopped(nvml_env, monkeypatch):

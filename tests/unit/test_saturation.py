@@ -81,3 +81,14 @@ def test_idle_above_the_default_busy_names_the_spec_line(tmp_path):
     message = str(info.value)
     assert message.startswith(f"{spec.path}:{line}: saturation for class 'strict': idle_ratio (0.9) must be below busy_ratio (0.8")
     assert "\n" not in message
+
+
+def test_the_engines_own_busy_fraction_comes_after_the_gpu_and_before_the_cpu():
+    assert S.busy_fraction(engine_busy=1.0, cpu_busy=0.1, cpus_allocated=1.0) == 1.0
+    assert S.busy_fraction(gpu_busy=0.5, gpus_allocated=1.0, engine_busy=1.0) == 0.5
+    assert S.busy_fraction(engine_busy=math.nan, cpu_busy=0.25, cpus_allocated=1.0) == 0.25
+    # a closed loop: requests wait for the engine's capacity on every sample -> saturated
+    states = S.classify_inputs({"engine_busy": [1.0] * 4, "waiting": [5.0] * 4})
+    assert states == ["saturated"] * 4
+    # waiting for something else while the KV cache is a quarter full -> constrained
+    assert S.classify_inputs({"engine_busy": [0.25], "waiting": [3.0]}) == ["constrained"]

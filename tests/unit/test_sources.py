@@ -132,7 +132,7 @@ def test_catalogue_signal_needs_no_promql(tmp_path):
 
 
 @pytest.mark.parametrize("signal, expected", [
-    ("  - {name: t, catalogue: nope}\n", "catalogue 'nope' is not one of: e2e_mean_seconds"),
+    ("  - {name: t, catalogue: nope}\n", "catalogue 'nope' is not one of: cached_input_tokens_per_second"),
     ("  - {name: t, catalogue: ttft_p95_seconds, query: 'sum(x{$selector})'}\n", "give either query or catalogue, not both"),
     # not a string: a mapping or list was a TypeError traceback (unhashable) before
     ("  - {name: t, catalogue: {ttft_p95_seconds: 1}}\n", "obsctl.yaml:12: signals[1]: catalogue {'ttft_p95_seconds': 1} is not one of"),
@@ -207,3 +207,20 @@ def test_mfu_is_a_catalogue_signal_of_classes_with_an_mfu_block(tmp_path):
     assert "mfu_ratio" in describe(spec.workload_class("train"))["signals"]
     assert "mfu_ratio" not in describe(spec.workload_class("chat"))["signals"]
     assert any("class chat" in gap and "mfu_ratio" in gap for gap in catalogue_gaps(spec))
+
+
+def test_derived_signals_are_offered_only_where_their_inputs_are(tmp_path):
+    """A token server gets no cost per sample or samples per GPU-second; the SDK (which
+    counts samples and tokens) gets both; the input/output split needs both directions."""
+    from obsctl.rules.sources import describe
+
+    spec = load(tmp_path, spec_text("- {name: llm, kind: inference, source: vllm, selector: {job: v}}\n"
+                                    "- {name: tr, kind: inference, source: triton, selector: {job: t}}\n"))
+    vllm = describe(spec.workload_class("llm"))["signals"]
+    assert not {"usd_per_sample", "samples_per_gpu_allocated_second", "samples_per_second", "step_time_seconds"} & set(vllm)
+    assert {"usd_per_million_input_tokens", "usd_per_million_output_tokens", "tokens_per_gpu_allocated_second",
+            "cached_input_tokens_per_second", "prefill_p95_seconds", "decode_p95_seconds"} <= set(vllm)
+    triton = describe(spec.workload_class("tr"))["signals"]  # counts requests, no tokens
+    assert "usd_per_request" in triton and not {"usd_per_million_tokens", "tokens_per_joule"} & set(triton)
+    sdk = describe(spec.workload_class("chat"))["signals"]
+    assert {"usd_per_sample", "samples_per_gpu_allocated_second", "usd_per_million_tokens"} <= set(sdk)

@@ -761,6 +761,9 @@ class Spec(_Model):
     targets: list[Target] = Field(default_factory=list)
     verification: Verification = Field(default_factory=Verification)
     review: Review = Field(default_factory=Review)
+    #: The spec's identity where its state is shared (the Pushgateway group of ``obsctl
+    #: publish``): a team's name, e.g. ``team-chat``; None: the spec file's name.
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
     path: Path | None = Field(None, exclude=True)
     _lines: dict = PrivateAttr(default_factory=dict)
 

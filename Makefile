@@ -7,18 +7,17 @@ export HF_HUB_OFFLINE := 1
 
 .PHONY: demo test test-unit test-integration bench generate check-generated lint system-deps venv clean
 
-$(VENV)/.installed: pyproject.toml
+# Every dependency at its locked version and sha256 (requirements/*.txt, made from pyproject.toml
+# by scripts/lock.sh; torch is the CPU build 2.13.0+cpu), then obsctl itself from the tree
+# (editable, nothing resolved or fetched for it).
+$(VENV)/.installed: pyproject.toml requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	# torch first, pinned (the test extra's lightning/transformers need it): the CPU build.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --require-hashes -r requirements/dev.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-$(VENV)/.demo-installed: $(VENV)/.installed
-	# torch first, pinned, so pip takes the CPU build instead of a multi-GB CUDA one.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[demo]'
+$(VENV)/.demo-installed: $(VENV)/.installed requirements/demo.txt
+	$(PY) -m pip install -q --require-hashes -r requirements/demo.txt
 	touch $@
 
 venv: $(VENV)/.installed
@@ -65,7 +64,6 @@ generate: $(VENV)/.installed
 
 ## lint: ruff (style, imports, line length) and the import contracts (import-linter: statistics/ imports nothing of the loop)
 lint: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[lint]'
 	$(VENV)/bin/ruff check obsctl exporters rules dashboards baselining demo bench tests scripts
 	# import-linter reads the installed layout (the package maps exporters/, rules/, ... under obsctl): a throwaway copy.
 	rm -rf .lint-site && $(PY) -m pip install -q --no-deps --no-build-isolation --target .lint-site .

@@ -380,6 +380,7 @@ def initiative_list(spec_path, workload_class, status, output):
     ``last_verdict``, ``planned_end`` (RFC 3339) and ``overdue`` (bool) to each record."""
     from obsctl.baselining.present import lever_text
     from obsctl.baselining.review import is_overdue, planned_end
+    from obsctl.escape import terminal_text
     from obsctl.timeutil import utcnow
 
     spec = load(spec_path)
@@ -397,8 +398,8 @@ def initiative_list(spec_path, workload_class, status, output):
         lever = lever_text(i.lever, i.lever_description)
         owner = f", owner {i.owner}" if i.owner else ""
         end = f", planned end {rfc3339(planned_end(spec, i))}" + (" OVERDUE" if is_overdue(spec, i, now) else "")
-        click.echo(f"{i.id}: {i.status}{verdict}: {i.name} ({lever}) on {i.workload_class}/{i.primary_signal}, "
-                   f"started {rfc3339(i.started_at)}{end}{owner}")
+        click.echo(f"{i.id}: {i.status}{verdict}: {terminal_text(i.name)} ({terminal_text(lever)}) on {i.workload_class}/"
+                   f"{i.primary_signal}, started {rfc3339(i.started_at)}{end}{terminal_text(owner)}")
 
 
 @initiative.command("close")

@@ -2,7 +2,9 @@
 
 Numbers in obsctl's one style (:mod:`obsctl.formatting`). In Markdown every piece of text
 obsctl did not write (initiative names, descriptions, lessons, effort, ids, class and
-signal names, units) goes through :func:`obsctl.escape.markdown_text`.
+signal names, units) goes through :func:`obsctl.escape.markdown_text`; in the text lines
+through :func:`obsctl.escape.terminal_text`, so a line break in a lesson cannot forge a
+line and an escape sequence never reaches the terminal.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 from obsctl.baselining.ledger import Chain, Entry, Ledger
 from obsctl.baselining.present import lever_text
 from obsctl.escape import markdown_text as md
+from obsctl.escape import terminal_text as tt
 from obsctl.formatting import format_confidence, format_number, format_percent
 from obsctl.timeutil import rfc3339
 
@@ -50,9 +53,9 @@ def _when(e: Entry) -> str:
 
 def _step_line(chain: Chain, i: int) -> str:
     s = chain.steps[i]
-    what = "origin" if i == 0 else f"promoted from {s.initiative}"
+    what = "origin" if i == 0 else f"promoted from {tt(s.initiative or '')}"
     step = "" if s.step_ratio is None else f", step {format_percent(s.step_ratio)}"
-    return (f"    {s.created_at.date().isoformat()}  {format_number(s.mean)} {chain.unit}  ({what}{step}, "
+    return (f"    {s.created_at.date().isoformat()}  {format_number(s.mean)} {tt(chain.unit)}  ({what}{step}, "
             f"cumulative {format_percent(s.cumulative_ratio)})")
 
 
@@ -64,19 +67,20 @@ def ledger_lines(ledger: Ledger) -> list[str]:
         lines.append("no initiatives yet (obsctl initiative start)")
     for e in ledger.entries:
         expected = f", expected {format_percent(e.expected_impact_ratio)}" if e.expected_impact_ratio is not None else ""
-        lines.append(f"{e.id}: {e.name} ({lever_text(e.lever, e.lever_description)}) on {e.workload_class}/{e.signal}, {_when(e)}")
+        lines.append(f"{tt(e.id)}: {tt(e.name)} ({tt(lever_text(e.lever, e.lever_description))}) on "
+                     f"{tt(e.workload_class)}/{tt(e.signal)}, {_when(e)}")
         if e.notes:
-            lines.append(f"  notes: {' / '.join(e.notes.splitlines())}")
+            lines.append(f"  notes: {tt(' / '.join(e.notes.splitlines()))}")
         lines.append(f"  effect: {_effect(e)}{expected}; {e.looks} look(s), design {e.design}")
-        lines.append(f"  cost: {_cost(e)}")
-        lines.append(f"  lesson: {e.lesson or 'none recorded'}")
+        lines.append(f"  cost: {_cost(e, tt)}")
+        lines.append(f"  lesson: {tt(e.lesson) if e.lesson else 'none recorded'}")
         if e.promote_override:
-            lines.append(f"  promoted without every guard judged: {e.promote_override}")
+            lines.append(f"  promoted without every guard judged: {tt(e.promote_override)}")
     for chain in ledger.chains:
-        lines.append(f"{chain.workload_class}/{chain.signal}: {len(chain.steps) - 1} promotion(s), cumulative "
+        lines.append(f"{tt(chain.workload_class)}/{tt(chain.signal)}: {len(chain.steps) - 1} promotion(s), cumulative "
                      f"{format_percent(chain.cumulative_ratio)} (verified {format_percent(chain.verified_ratio)})")
         lines += [_step_line(chain, i) for i in range(len(chain.steps))]
-    lines += [f"note: {n}" for n in ledger.notes]
+    lines += [f"note: {tt(n)}" for n in ledger.notes]
     return lines
 
 

@@ -8,6 +8,12 @@ every failed check is padded (slept) to the time a check at that cost takes, mea
 this machine, so a wrong password for any user, known or not, answers in the same time.
 A correct password is not padded (the caller already knows it).
 
+That time is measured once, at the first failed check, as the fastest of
+:data:`CALIBRATION_CHECKS` checks of the dummy hash, and is a constant from then on: a
+check slowed down by a loaded machine or by a burst of concurrent checks is answered when it
+ends (no pad) and never raises the pad of later ones, so a burst of wrong passwords cannot
+ratchet the delay every later failure waits.
+
 Outcomes are cached by SHA-256 of (user, hash, password) as exporter-toolkit does (at most
 1,024 entries): a repeated request is answered from the cache, equally fast for every user.
 """
@@ -26,6 +32,8 @@ import bcrypt
 
 _CACHE_MAX = 1024
 _DUMMY_PASSWORD = b"obsctl-exporter dummy password"
+#: dummy checks timed (the fastest counts) to fix the cost every failed check is padded to.
+CALIBRATION_CHECKS = 3
 
 
 def bcrypt_cost(hashed: str) -> int:
@@ -41,15 +49,17 @@ class BasicAuth:
         hasher: what ``checkpw``, ``hashpw`` and ``gensalt`` come from (the ``bcrypt``
             module; tests inject a fake that advances their clock).
         clock: monotonic seconds. sleep: waits that many seconds (``time.sleep``).
+        reference: seconds every failed check is padded to; None (the default): measured at
+            the first failure (:meth:`_calibrate`).
     """
 
     def __init__(self, users: dict[str, str], hasher: Any = bcrypt, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, reference: float | None = None) -> None:
         self.users = dict(users)
         self.max_cost = max((bcrypt_cost(h) for h in users.values()), default=10)
         self._hasher, self._clock, self._sleep = hasher, clock, sleep
         self._dummy: str | None = None  # made on first use (one hash at the highest cost), not at load
-        self._reference: float | None = None  # seconds one check at max_cost takes here
+        self._reference = reference  # seconds one check at max_cost takes here: fixed once measured
         self._cache: dict[bytes, bool] = {}
         self._lock = threading.Lock()
 
@@ -74,9 +84,6 @@ class BasicAuth:
         against = hashed or self._dummy_hash()
         started = self._clock()
         ok = self._hasher.checkpw(password.encode(), against.encode()) and hashed is not None
-        took = self._clock() - started
-        if bcrypt_cost(against) == self.max_cost:
-            self._reference = took if self._reference is None else max(self._reference, took)
         if not ok:
             self._pad(started)
         with self._lock:
@@ -90,13 +97,30 @@ class BasicAuth:
             self._dummy = self._hasher.hashpw(_DUMMY_PASSWORD, self._hasher.gensalt(self.max_cost)).decode()
         return self._dummy
 
-    def _pad(self, started: float) -> None:
-        """Sleep until the failed check begun at ``started`` has lasted as long as one at the highest cost."""
-        if self._reference is None:  # no check at the highest cost measured yet: time one now
-            dummy = self._dummy_hash().encode()
+    @property
+    def reference(self) -> float | None:
+        """Seconds every failed check is padded to (None until the first failure measured it)."""
+        return self._reference
+
+    def _calibrate(self) -> float:
+        """The fastest of :data:`CALIBRATION_CHECKS` checks at the highest cost (the fastest, not
+        the mean: what a check costs on this machine, not what contention added to it)."""
+        dummy = self._dummy_hash().encode()
+        timings = []
+        for _ in range(CALIBRATION_CHECKS):
             t0 = self._clock()
             self._hasher.checkpw(_DUMMY_PASSWORD, dummy)
-            self._reference = self._clock() - t0
+            timings.append(self._clock() - t0)
+        return min(timings)
+
+    def _pad(self, started: float) -> None:
+        """Sleep until the failed check begun at ``started`` has lasted :attr:`reference`
+        seconds; a check that already took longer is not padded."""
+        if self._reference is None:
+            reference = self._calibrate()
+            with self._lock:
+                if self._reference is None:
+                    self._reference = reference
         left = started + self._reference - self._clock()
         if left > 0:
             self._sleep(left)

@@ -25,9 +25,11 @@ requests per connection          :data:`MAX_REQUESTS`   none
 The head cap is 64 KiB, not Go's 1 MiB: a scrape's head is a few hundred bytes, and with
 the cap on connections it bounds what heads can hold to 8 MiB. A connection counts as
 *waiting* from its accept (TLS handshake included) until its head is complete, and again
-between kept-alive requests; only waiting connections are ever closed to make room, so a
-scrape being answered is never cut, and a flood of idle or trickling connections cannot
-keep a new scrape out.
+between kept-alive requests, and *checking* while its basic-auth password is checked (a
+failed check is padded to a fixed time, see :mod:`obsctl.exporters.basicauth`). Only waiting
+and checking connections are ever closed to make room (the longest-waiting first, then the
+longest-checking), so a scrape being answered is never cut, and a flood of idle, trickling or
+wrong-password connections cannot keep a new scrape out.
 
 http.server and socketserver have none of these limits and no hook between reading a
 head's bytes and parsing them, so heads are read here (:class:`HeadReader`) and handed to
@@ -85,14 +87,16 @@ def shut(sock: socket.socket) -> None:
 
 
 class Slot:
-    """One admitted connection; ``waiting_since`` is None while a request is being answered."""
+    """One admitted connection; ``waiting_since`` is None while a request is being answered,
+    ``checking_since`` is set while its credentials are checked."""
 
-    __slots__ = ("evicted", "peer", "sock", "waiting_since")
+    __slots__ = ("checking_since", "evicted", "peer", "sock", "waiting_since")
 
     def __init__(self, sock: socket.socket, peer: str, now: float) -> None:
         self.sock = sock
         self.peer = peer
         self.waiting_since: float | None = now
+        self.checking_since: float | None = None
         self.evicted = False
 
 
@@ -128,35 +132,50 @@ class ConnectionTable:
             return slot
 
     def evict_oldest(self) -> bool:
-        """Close the connection that has waited longest for its request head; False if none waits."""
+        """Close the connection that has waited longest for its request head, else the one
+        whose credentials have been checked longest; False if none waits or is checked."""
         with self._lock:
             return self._evict_locked()
 
     def _evict_locked(self) -> bool:
         waiting = [s for s in self._slots if s.waiting_since is not None]
-        if not waiting:
-            return False
-        victim = min(waiting, key=lambda s: s.waiting_since)
+        if waiting:
+            victim = min(waiting, key=lambda s: s.waiting_since)
+            since, doing = victim.waiting_since, "waited for a request"
+        else:
+            checking = [s for s in self._slots if s.checking_since is not None]
+            if not checking:
+                return False
+            victim = min(checking, key=lambda s: s.checking_since)
+            since, doing = victim.checking_since, "been checking its credentials"
         victim.evicted = True
         self._slots.discard(victim)
         self.evictions += 1
         shut(victim.sock)
-        log.debug("connection limit %d reached: closed %s, which had waited %.1fs for a request",
-                  self.limit, victim.peer, self._clock() - victim.waiting_since)
+        log.debug("connection limit %d reached: closed %s, which had %s for %.1fs",
+                  self.limit, victim.peer, doing, self._clock() - since)
         return True
 
     def waiting(self, slot: Slot) -> None:
         """``slot`` waits for a request head from now on (evictable)."""
         with self._lock:
             slot.waiting_since = self._clock()
+            slot.checking_since = None
+
+    def checking(self, slot: Slot) -> None:
+        """``slot``'s credentials are being checked from now on (evictable once no connection
+        waits): an unauthenticated request never holds a slot a scrape needs."""
+        with self._lock:
+            slot.waiting_since = None
+            slot.checking_since = self._clock()
 
     def busy(self, slot: Slot) -> bool:
-        """``slot`` has a complete head and is being answered (not evictable); False when it
-        was evicted in the meantime (the caller drops the request)."""
+        """``slot`` has a complete head (or passed its credentials check) and is being answered
+        (not evictable); False when it was evicted in the meantime (the caller drops the request)."""
         with self._lock:
             if slot.evicted:
                 return False
-            slot.waiting_since = None
+            slot.waiting_since = slot.checking_since = None
             return True
 
     def release(self, slot: Slot) -> None:

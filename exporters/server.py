@@ -315,7 +315,9 @@ def _make_handler(server: ExporterServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 - http.server API
             web = server.web_config.current() if server.web_config is not None else None
             self._web = web
-            if web is not None and web.auth_required and not web.check_basic_auth(self.headers.get("Authorization")):
+            if web is not None and web.auth_required and not self._authenticated(web):
+                if self._slot.evicted:
+                    return  # closed to make room for a scrape while its credentials were checked
                 self._send(401, "text/plain; charset=utf-8", b"Unauthorized\n",
                            extra={"WWW-Authenticate": 'Basic realm="obsctl-exporter"'})
                 return
@@ -331,6 +333,13 @@ def _make_handler(server: ExporterServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200 if ok else 503, "text/plain; charset=utf-8", message.encode())
             else:
                 self._send(404, "text/plain; charset=utf-8", f"not found; metrics are at {server.telemetry_path}\n".encode())
+
+        def _authenticated(self, web: ActiveWebConfig) -> bool:
+            """The basic-auth check, with the connection evictable while it runs (and while a
+            failure is padded); False also when it was evicted meanwhile."""
+            table.checking(self._slot)
+            ok = web.check_basic_auth(self.headers.get("Authorization"))
+            return table.busy(self._slot) and ok
 
         def _metrics(self) -> None:
             budget = server.budget(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds"))

@@ -37,9 +37,9 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     except OSError as exc:
         raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
-        # mkstemp creates 0600; give the file the mode a plain open() would (or the mode
-        # of the file it replaces), so Prometheus and Grafana users can read rules,
-        # dashboards and reports written as another user.
+        # mkstemp creates 0600; give the file the mode a plain open() would (narrowed to
+        # the mode of the regular file it replaces), so Prometheus and Grafana users can
+        # read rules, dashboards and reports written as another user.
         os.fchmod(fd, _target_mode(path))
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -81,11 +81,19 @@ def atomic_write_yaml(path: Path, data: object) -> None:
 
 
 def _target_mode(path: Path) -> int:
-    """Permission bits for ``path``: those of the file it replaces, else 0666 & ~umask."""
+    """Permission bits for ``path``: the process's own, ``0666 & ~umask``, narrowed to those
+    of the regular file it replaces (a file kept at 0640 stays 0640, none is widened).
+
+    Never taken from anything else: ``path`` as a symbolic link is replaced by the new file,
+    not written through, so its target's mode (a world-writable or set-user-ID file
+    elsewhere) means nothing here; and set-user-ID, set-group-ID and sticky bits are never set.
+    """
+    own = 0o666 & ~_umask()
     try:
-        return stat.S_IMODE(path.stat().st_mode)
+        info = path.lstat()
     except OSError:
-        return 0o666 & ~_umask()
+        return own
+    return own & stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else own
 
 
 def _umask() -> int:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+from typing import Any
 
 import click
 
 from obsctl import __version__
-from obsctl.clikit import emit_json, error_document, load, output_option, run_main, spec_option, wrap_errors
+from obsctl.clikit import emit_json, error_document, load, output_option, run_main, spec_option, terminal_streams, wrap_errors
 from obsctl.errors import SpecError
 
 
@@ -27,6 +28,10 @@ class LazyGroup(click.Group):
     def __init__(self, *args, lazy_subcommands: dict[str, str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.lazy_subcommands = lazy_subcommands or {}
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        with terminal_streams():  # also under click's test runner, which bypasses run_main()
+            return super().main(*args, **kwargs)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy_subcommands])

@@ -3,20 +3,27 @@
 Commands raise :class:`obsctl.errors.ObsctlError` subclasses; :func:`run_main` turns
 them into one ``obsctl: error: ...`` line on stderr and the error's exit code, so a user
 never sees a traceback for a condition we know about.
+
+Everything a command writes to stdout and stderr passes :func:`terminal_streams`, which
+shows control characters (but line feed and tab) and bidirectional formatting characters
+as visible escapes (:func:`obsctl.escape.terminal_output`): text a presenter did not
+escape cannot move the cursor, retitle the window, write hyperlinks or reorder a line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 
 from obsctl.errors import EXIT_USAGE, ObsctlError
+from obsctl.escape import terminal_output
 from obsctl.spec import DEFAULT_SPEC_PATH, SPEC_ENV, Spec, load_spec
 
 spec_option = click.option(
@@ -37,6 +44,37 @@ output_option = click.option(
     show_default=True,
     help="text for people, json for pipelines (one JSON document on stdout).",
 )
+
+
+class TerminalStream:
+    """A text stream whose ``write`` passes text through :func:`obsctl.escape.terminal_output`;
+    bytes and every other attribute go to ``stream`` unchanged."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: Any) -> int:
+        if isinstance(text, str):
+            self._stream.write(terminal_output(text))
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def terminal_streams() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` as :class:`TerminalStream` for the block (nested: once)."""
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, TerminalStream):
+        sys.stdout = TerminalStream(sys.stdout)
+    if not isinstance(sys.stderr, TerminalStream):
+        sys.stderr = TerminalStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def load(spec_path: str) -> Spec:
@@ -77,6 +115,11 @@ def run_main(command: click.Command, argv: list[str] | None = None) -> None:
     """Invoke a click command, mapping ObsctlError to one line on stderr and its exit code."""
     global _emitted
     _emitted = False
+    with terminal_streams():
+        _run(command, argv)
+
+
+def _run(command: click.Command, argv: list[str] | None) -> None:
     try:
         rc = command.main(args=argv, prog_name="obsctl", standalone_mode=False)
         # With standalone_mode=False click returns ctx.exit(n)'s code instead of exiting.

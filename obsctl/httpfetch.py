@@ -42,7 +42,16 @@ class DeadlineExceeded(Exception):
 
 
 class BodyTooLarge(Exception):
-    """The answer's body is larger than the cap (``args[0]``: the cap in bytes)."""
+    """The answer's body is larger than the cap (``args[0]``: the cap in bytes).
+
+    ``head``: the body's bytes read before the cap (at most the cap; empty when a
+    ``Content-Length`` above the cap refused it before reading), and ``content_type`` its
+    ``Content-Type``, for a caller that names what the answer held."""
+
+    def __init__(self, cap: int, head: bytes = b"", content_type: str = "") -> None:
+        super().__init__(cap)
+        self.head = head
+        self.content_type = content_type
 
 
 @dataclass
@@ -197,6 +206,7 @@ def bounded_get(
     timeout_seconds: float,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     headers: dict[str, str] | None = None,
+    read_head: bool = False,
 ) -> Answer:
     """GET ``url`` and read the whole body within ``timeout_seconds`` of wall-clock time.
 
@@ -209,7 +219,9 @@ def bounded_get(
             (:func:`obsctl.httpconfig.session_for` makes one).
         timeout_seconds: deadline of the whole attempt: connect, TLS, headers, body.
         max_body_bytes: largest body accepted (after content decoding, so a gzip bomb is
-            stopped too); a larger ``Content-Length`` is refused before reading.
+            stopped too); a larger ``Content-Length`` is refused before reading, unless
+            ``read_head``: then the body is read up to the cap for
+            :attr:`BodyTooLarge.head`.
 
     Returns:
         The complete :class:`Answer`.
@@ -236,14 +248,14 @@ def bounded_get(
         response = session.get(url, params=params, headers=headers, stream=True, allow_redirects=False,
                                timeout=(timeout_seconds, timeout_seconds))
         length = response.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > max_body_bytes:
+        if length.isdigit() and int(length) > max_body_bytes and not read_head:
             failure = BodyTooLarge(max_body_bytes)
         else:
             chunks, size = [], 0
             for chunk in response.iter_content(_CHUNK):
                 size += len(chunk)
                 if size > max_body_bytes:
-                    failure = BodyTooLarge(max_body_bytes)
+                    failure = BodyTooLarge(max_body_bytes, b"".join(chunks), response.headers.get("Content-Type", ""))
                     break
                 chunks.append(chunk)
             else:

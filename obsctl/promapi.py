@@ -25,7 +25,8 @@ import re
 import ssl
 import time
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import islice
+from operator import itemgetter, lt
 from typing import Any, Literal
 
 import msgspec
@@ -59,6 +60,44 @@ BACKENDS: dict[str, dict[str, Any]] = {
 #: refused (UsageError) instead of silently coarsening the step, because the step
 #: changes the batch means and so the comparison with a baseline taken at the spec's step.
 MAX_RANGE_POINTS = 1_000_000
+
+
+#: Most bytes one ``[time,"value"]`` point of a range answer takes: a time with
+#: milliseconds (15 bytes), the value as Prometheus writes it (``strconv.FormatFloat(v,
+#: 'f', -1, 64)``: up to 327 bytes, for 5e-324), quotes, brackets and commas.
+POINT_BYTES = 352
+#: Bytes allowed per series besides its points (its labels) and for the envelope
+#: (status, warnings, infos).
+SERIES_OVERHEAD_BYTES = 1024 * 1024
+_METRIC_OBJECT = re.compile(rb'"metric"\s*:\s*(\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\})')
+
+
+class TooManySeries(UsageError):
+    """A range query whose answer holds more series than the caller allows, found in the
+    answer's first bytes (the rest is never read).
+
+    Attributes:
+        at_least: series seen in the bytes read (the answer holds at least this many).
+        label_sets: the first (up to 3) of their label sets.
+        read: bytes read before the read was stopped.
+    """
+
+    def __init__(self, message: str, at_least: int = 0, label_sets: list[dict[str, str]] | None = None, read: int = 0) -> None:
+        super().__init__(message)
+        self.at_least, self.label_sets, self.read = at_least, label_sets or [], read
+
+
+def series_in(head: bytes, keep: int = 3) -> tuple[int, list[dict[str, str]]]:
+    """The series a (possibly cut) matrix answer's first bytes hold: how many ``"metric"``
+    objects are complete in ``head``, and the first ``keep`` of them as label sets."""
+    found = _METRIC_OBJECT.findall(head)
+    labels = []
+    for raw in found[:keep]:
+        try:
+            labels.append({str(k): str(v) for k, v in json.loads(raw).items()})
+        except (ValueError, AttributeError):
+            break
+    return len(found), labels
 
 
 class _Retryable(Exception):
@@ -284,6 +323,28 @@ def _pairs(values: list, what: str) -> list[tuple[float, float]]:
     return [_pair(v, f"{what}[{i}]") for i, v in enumerate(values)]
 
 
+def _in_time_order(pairs: list[tuple[float, float]], what: str) -> None:
+    """Raise :class:`_Malformed` naming the first point not after the one before it
+    (Prometheus answers each series' points in strictly increasing time)."""
+    times = list(map(itemgetter(0), pairs))
+    if all(map(lt, times, islice(times, 1, None))):
+        return
+    i = next(i for i in range(1, len(times)) if not times[i - 1] < times[i])
+    how = "repeats the time of" if times[i] == times[i - 1] else "is before"
+    raise _Malformed(f"{what}[{i}] at {times[i]!r} {how} {what}[{i - 1}] at {times[i - 1]!r}: points out of time order")
+
+
+def _deduplicated(first: list[tuple[float, float]], again: list[tuple[float, float]], what: str) -> list[tuple[float, float]]:
+    """The points of a series answered twice, each time once (in time order); two different
+    values at one time raise :class:`_Malformed`."""
+    points = dict(first)
+    for t, v in again:
+        if t in points and not (points[t] == v or (math.isnan(points[t]) and math.isnan(v))):
+            raise _Malformed(f"{what} repeats the labels of an earlier series with another value at {t!r}")
+        points[t] = v
+    return sorted(points.items())
+
+
 # --- the range answer's fast decoder ---------------------------------------------------
 #
 # A 30-day range answer is ~43,200 ``[time, "value"]`` pairs per series; json.loads builds
@@ -450,11 +511,21 @@ class PrometheusClient:
         raise PrometheusUnavailable(self._scrub(
             f"cannot use Prometheus at {self.shown_url}: {path} answered a {kind} to the instant query '{shown}', expected a vector or scalar"))
 
-    def query_range(self, promql: str, start: float | dt.datetime, end: float | dt.datetime, step_seconds: float) -> QueryResult:
+    def query_range(self, promql: str, start: float | dt.datetime, end: float | dt.datetime, step_seconds: float,
+                    max_series: int | None = None) -> QueryResult:
         """Evaluate ``promql`` at ``start, start+step, ... <= end`` (unix seconds or datetimes).
 
         Requests are chunked (:func:`plan_chunks`) so none exceeds Prometheus' 11,000
-        points per series; the chunks' series are merged by label set.
+        points per series; the chunks' series are merged by label set. A series answered
+        twice in one chunk keeps one copy of each point; points out of time order, two
+        values at one time, or more points than the step grid holds (one more allowed for a
+        backend that aligns the window to the step) are the server's fault.
+
+        ``max_series``: the most series the query may return. Each chunk's answer is then
+        read only up to what that many series of the chunk's points can take
+        (:data:`POINT_BYTES` a point, :data:`SERIES_OVERHEAD_BYTES` a series; never above
+        ``max_body_bytes``), so a query that forgot its ``sum()`` costs that much memory,
+        not the whole matrix, and raises :class:`TooManySeries`.
 
         Returns:
             A :class:`QueryResult` whose ``series`` are :class:`RangeSeries`, each with
@@ -468,7 +539,15 @@ class PrometheusClient:
         path = "/api/v1/query_range"
         for chunk_start, chunk_end in plan_chunks(_seconds(start), _seconds(end), step_seconds, self.max_points):
             params = {"query": promql, "start": f"{chunk_start:.3f}", "end": f"{chunk_end:.3f}", "step": f"{step_seconds:g}"}
-            data = self._get(path, params, promql, out, fast=_fast_range_body)
+            cap = None
+            if max_series is not None:
+                points = int(math.floor((chunk_end - chunk_start) / step_seconds + 1e-9)) + 2
+                cap = min(self.max_body_bytes, max_series * (points * POINT_BYTES + SERIES_OVERHEAD_BYTES))
+            data = self._get(path, params, promql, out, fast=_fast_range_body, cap=cap, max_series=max_series)
+            # Points the window holds at the step; one more where a backend aligns the window to
+            # multiples of the step (VictoriaMetrics rounds start down and end up).
+            grid = int(math.floor((chunk_end - chunk_start) / step_seconds + 1e-9)) + 2
+            chunk: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = {}
             try:
                 data = _as(dict, data, "data")
                 # A range query always answers a matrix (scalars too), so anything else is not Prometheus.
@@ -478,10 +557,20 @@ class PrometheusClient:
                     metric = _labels(item, f"data.result[{n}]")
                     _no_native_histogram(item, "histograms", promql)
                     values = _as(list, item.get("values", []), f"data.result[{n}].values")
-                    series = merged.setdefault(tuple(sorted(metric.items())), RangeSeries(dict(metric)))
-                    series.values.extend(_pairs(values, f"data.result[{n}].values"))
+                    pairs = _pairs(values, f"data.result[{n}].values")
+                    _in_time_order(pairs, f"data.result[{n}].values")
+                    key = tuple(sorted(metric.items()))
+                    if key in chunk:  # the same series twice: one copy of each point
+                        pairs = _deduplicated(chunk[key], pairs, f"data.result[{n}]")
+                    if len(pairs) > grid:
+                        raise _Malformed(f"data.result[{n}] has {len(pairs):,} points, more than the step grid holds "
+                                         f"({grid - 1:,} from {params['start']} to {params['end']} every {params['step']}s)")
+                    chunk[key] = pairs
+                    merged.setdefault(key, RangeSeries(dict(metric)))
             except _Malformed as exc:
                 raise self._unexpected(path, exc) from None
+            for key, pairs in chunk.items():
+                merged[key].values.extend(pairs)
         out.series = list(merged.values())
         return out
 
@@ -513,12 +602,15 @@ class PrometheusClient:
 
     # --- transport ---------------------------------------------------------------
 
-    def _get(self, path: str, params: dict[str, Any], promql: str, into: QueryResult, fast: Any = None) -> Any:
+    def _get(self, path: str, params: dict[str, Any], promql: str, into: QueryResult, fast: Any = None,
+             cap: int | None = None, max_series: int | None = None) -> Any:
         """The ``data`` of one successful answer; its warnings and infos go to ``into``.
 
         Attempts run while ``attempts`` and ``deadline_seconds`` allow; each attempt gets
         ``min(timeout_seconds, time left)``. ``fast``: a decoder tried before json.loads
         on HTTP 200 answers (:func:`_fast_range_body`; None: the answer is not its shape).
+        ``cap``: the most body bytes read (default ``max_body_bytes``); ``max_series``: an
+        answer cut at ``cap`` whose first bytes hold more series raises :class:`TooManySeries`.
         """
         params = {**params, **self.extra_params}  # the backend's own parameters (BACKENDS)
         started = time.monotonic()
@@ -528,7 +620,7 @@ class PrometheusClient:
             nonlocal tries
             tries += 1
             left = self.deadline_seconds - (time.monotonic() - started)
-            return self._get_once(path, params, promql, max(0.001, min(self.timeout_seconds, left)), fast)
+            return self._get_once(path, params, promql, max(0.001, min(self.timeout_seconds, left)), fast, cap, max_series)
 
         caller = retry(
             stop=stop_after_attempt(self.attempts) | stop_before_delay(self.deadline_seconds),
@@ -544,6 +636,8 @@ class PrometheusClient:
                 f"cannot reach Prometheus at {self.shown_url}: {exc} (after {tries} attempt{'s' if tries != 1 else ''} in {took:.1f}s"
                 f"{'' if tries >= self.attempts else f'; deadline {self.deadline_seconds:g}s'})"
             )) from None
+        except TooManySeries:
+            raise  # scrubbed where it was made
         except ObsctlError as exc:
             raise type(exc)(self._scrub(str(exc))) from None
         for key in ("warnings", "infos"):
@@ -560,15 +654,33 @@ class PrometheusClient:
         ))
         return body.get("data")
 
-    def _get_once(self, path: str, params: dict[str, Any], promql: str, timeout: float, fast: Any = None) -> dict:
+    def _get_once(self, path: str, params: dict[str, Any], promql: str, timeout: float, fast: Any = None,
+                  cap: int | None = None, max_series: int | None = None) -> dict:
         """One attempt: the answer's JSON envelope (status success), or an error."""
         where = f"cannot use Prometheus at {self.shown_url}"
+        limit = self.max_body_bytes if cap is None else cap
         try:
-            answer = bounded_get(self.session, self.url + path, params=params, timeout_seconds=timeout, max_body_bytes=self.max_body_bytes)
+            answer = bounded_get(self.session, self.url + path, params=params, timeout_seconds=timeout, max_body_bytes=limit,
+                                 read_head=max_series is not None)
         except DeadlineExceeded:
             # An attempt cut short by the overall deadline counts as timed out as well.
             raise _Retryable(f"no complete answer within {self.timeout_seconds:g}s") from None
-        except BodyTooLarge:
+        except BodyTooLarge as exc:
+            count, label_sets = series_in(exc.head) if max_series is not None else (0, [])
+            if count > (max_series or 0):
+                labels = ", ".join(printable(self._scrub(str(ls)), 100) for ls in label_sets)
+                raise TooManySeries(
+                    f"the query returns at least {count} series ({labels}, ...; counted in the first {_size(len(exc.head))} of "
+                    f"its answer, where the read stopped), more than {max_series}", count, label_sets, len(exc.head)) from None
+            if limit < self.max_body_bytes and not exc.head.lstrip()[:1] == b"{":
+                kind = printable(self._scrub(exc.content_type) or "no Content-Type", 60)
+                raise PrometheusUnavailable(
+                    f"{where}: not a Prometheus API answer from {path}: not JSON ({kind}, over {len(exc.head):,} bytes: "
+                    f"the read stopped there){_excerpt(exc.head, kind, self._scrub)}") from None
+            if limit < self.max_body_bytes:
+                raise PrometheusUnavailable(
+                    f"{where}: the answer from {path} is larger than {max_series} series of its points can be "
+                    f"({_size(limit)}: {POINT_BYTES} bytes a point)") from None
             raise PrometheusUnavailable(
                 f"{where}: the answer from {path} is larger than the {_size(self.max_body_bytes)} limit "
                 "(prometheus.body_size_limit; or ask for a shorter window or fewer series)"

@@ -9,12 +9,15 @@ after a grace period) so nothing is left running.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 import yaml
@@ -43,10 +46,87 @@ def require_binary(name: str) -> str:
     return path
 
 
-def wait_ready(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:
-    """Poll ``url`` until it answers 200; raises ObsctlError on timeout or process exit."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+#: A deadline on progress ends at the latest this many times its stall window after it began.
+CEILING_FACTOR = 10
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, s) the process ``pid`` and its waited-for children have used,
+    from ``/proc/<pid>/stat`` (Linux); None where it cannot be read (gone, not Linux)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+        ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        return ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Progress:
+    """A deadline on progress: it passes when a process has used no CPU for ``stall`` seconds,
+    or at the latest ``ceiling`` seconds after it began, so a slow start on a busy machine is
+    waited for while a hung one is not.
+
+    Args:
+        pid: the process watched (None: no progress is seen; the deadline is ``stall`` seconds).
+        stall: seconds without CPU progress. ceiling: hard limit (default
+            :data:`CEILING_FACTOR` x ``stall``).
+        clock: monotonic seconds; cpu: ``pid -> CPU seconds or None`` (injected in tests).
+    """
+
+    def __init__(self, pid: int | None, stall: float, ceiling: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, cpu: Callable[[int], float | None] = cpu_seconds) -> None:
+        self.pid, self.stall = pid, stall
+        self._clock, self._cpu = clock, cpu
+        self.started = self._last_move = clock()
+        self.ceiling = stall * CEILING_FACTOR if ceiling is None else ceiling
+        self._used = cpu(pid) if pid is not None else None
+
+    def expired(self) -> bool:
+        """Whether the deadline has passed (checked now: progress since the last call counts)."""
+        now = self._clock()
+        if self.pid is not None:
+            used = self._cpu(self.pid)
+            if used is not None and (self._used is None or used > self._used):
+                self._used, self._last_move = used, now
+        return now - self._last_move >= self.stall or now - self.started >= self.ceiling
+
+    def why(self) -> str:
+        """Which limit passed, for a message."""
+        if self._clock() - self.started >= self.ceiling:
+            return f"not done after {self.ceiling:.0f}s (the ceiling)"
+        return f"no progress (no CPU used) for {self.stall:.0f}s"
+
+
+def run_progressing(argv: list[str], stall: float, ceiling: float | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, text=True, **kwargs)`` with a deadline on
+    progress (:class:`Progress`) instead of a fixed timeout.
+
+    Raises:
+        subprocess.TimeoutExpired: the process stalled for ``stall`` seconds or ran past the
+            ceiling (it is killed first).
+    """
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs) as proc:
+        progress = Progress(proc.pid, stall, ceiling)
+        while True:
+            try:
+                out, err = proc.communicate(timeout=min(1.0, stall))
+                return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                if progress.expired():
+                    proc.kill()
+                    out, err = proc.communicate()
+                    raise subprocess.TimeoutExpired(argv, progress.ceiling, out, err) from None
+
+
+def wait_ready(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None,
+               ceiling: float | None = None) -> None:
+    """Poll ``url`` until it answers 200; raises ObsctlError when the process exits, or when
+    ``timeout`` seconds pass without progress: with ``process``, without it using CPU (a
+    start-up slowed down by a busy machine is waited for, up to ``ceiling``, default
+    :data:`CEILING_FACTOR` x ``timeout``); without, ``timeout`` seconds in all."""
+    progress = Progress(process.pid if process is not None else None, timeout, ceiling)
+    while not progress.expired():
         if process is not None and process.poll() is not None:
             raise ObsctlError(f"process exited with code {process.returncode} before {url} was ready")
         try:
@@ -55,7 +135,7 @@ def wait_ready(url: str, timeout: float = 30.0, process: subprocess.Popen | None
         except requests.RequestException:
             pass
         time.sleep(0.1)
-    raise ObsctlError(f"{url} not ready after {timeout:.0f}s")
+    raise ObsctlError(f"{url} not ready: {progress.why()}")
 
 
 @dataclass
@@ -84,8 +164,54 @@ class ManagedProcess:
             return ""
 
 
+#: The flags by which each server keeps its state where it is told, not in its package's
+#: default (Debian's Pushgateway persists to /var/lib/prometheus/pushgateway.data, its
+#: Prometheus to /var/lib/prometheus/metrics2, a host's running service's own files), and
+#: ``--cluster.listen-address=`` (empty) so an Alertmanager gossips with no one.
+#: vmalert keeps no state on disk (it restores alert state through remote read).
+STATE_FLAGS: dict[str, tuple[str, ...]] = {
+    "prometheus": ("--storage.tsdb.path",),
+    "prometheus-alertmanager": ("--storage.path", "--cluster.listen-address"),
+    "alertmanager": ("--storage.path", "--cluster.listen-address"),
+    "prometheus-pushgateway": ("--persistence.file",),
+    "pushgateway": ("--persistence.file",),
+    "victoria-metrics": ("-storageDataPath",),
+    "victoria-metrics-prod": ("-storageDataPath",),
+    "vmagent": ("-remoteWrite.tmpDataPath",),
+    "vmalert": (),
+}
+
+
+def state_problem(argv: list[str]) -> str:
+    """Why ``argv`` would start a server of :data:`STATE_FLAGS` keeping state outside the
+    folder it is given (a state flag missing or empty, an Alertmanager cluster listener),
+    or ``""``: another program, or every state path set."""
+    server = Path(argv[0]).name if argv else ""
+    values: dict[str, str] = {}
+    for arg in argv[1:]:
+        flag, sep, value = arg.partition("=")
+        if sep:
+            values[flag] = value
+    missing = []
+    for flag in STATE_FLAGS.get(server, ()):
+        if flag == "--cluster.listen-address":
+            if values.get(flag, None) != "":
+                missing.append(f"{flag}= (empty: no cluster listener)")
+        elif not values.get(flag):
+            missing.append(f"{flag}=<folder of this run>")
+    return f"{server} would keep state outside its folder: set {', '.join(missing)}" if missing else ""
+
+
 def spawn(name: str, argv: list[str], workdir: Path) -> ManagedProcess:
-    """Start ``argv`` with stdout/stderr to ``workdir/<name>.log``."""
+    """Start ``argv`` with stdout/stderr to ``workdir/<name>.log``.
+
+    Raises:
+        ObsctlError: ``argv`` starts a server without its state path (:func:`state_problem`);
+            nothing is started.
+    """
+    problem = state_problem(argv)
+    if problem:
+        raise ObsctlError(f"{name} not started: {problem}")
     log_path = workdir / f"{name}.log"
     log = log_path.open("wb")
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir)

@@ -9,9 +9,11 @@ written once for all classes join it from the class info series
 Only the (class, signal) pairs the class's source can fill get alerts
 (:func:`obsctl.rules.signals.class_signals`).
 
-Annotations are Go templates that Prometheus expands at alert time: text taken from the
-spec (a signal's unit, a target's driver) goes in through
-:func:`obsctl.escape.go_template_text`, so it is shown as written and never run.
+Annotations and alert labels are Go templates that Prometheus expands at alert time: text
+taken from the spec (a signal's unit, a target's driver, an owner) goes in through
+:func:`obsctl.escape.go_template_text`, so it is shown as written and never run; every label
+value :func:`_alert` is given is made literal that way. (Recording rules' labels are not
+templates: Prometheus sets them as written.)
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _alert(name: str, expr: str, for_: str, severity: str, labels: dict[str, str
         "alert": name,
         "expr": expr,
         "for": for_,
-        "labels": {**labels, "severity": severity},
+        "labels": {**{k: literal(v) for k, v in labels.items()}, "severity": severity},
         "annotations": {"summary": summary, "description": description, "runbook_url": runbook_url(name)},
     }
 

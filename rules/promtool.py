@@ -10,16 +10,21 @@ from pathlib import Path
 
 from obsctl.errors import SpecError
 from obsctl.spec import Spec
-from obsctl.stack import PROMTOOL_BIN, require_binary
+from obsctl.stack import PROMTOOL_BIN, require_binary, run_progressing
 
 
 def promtool(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run promtool with ``args``; returns the completed process (never raises on exit code).
 
+    ``timeout`` is a deadline on progress: promtool is stopped after ``timeout`` seconds
+    without using CPU, or at the latest after ten times that (a busy machine slows it, it
+    does not stop it) (:func:`obsctl.stack.run_progressing`).
+
     Raises:
         ObsctlError: promtool is not installed.
+        subprocess.TimeoutExpired: promtool stalled or ran past the ceiling.
     """
-    return subprocess.run([require_binary(PROMTOOL_BIN), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    return run_progressing([require_binary(PROMTOOL_BIN), *map(str, args)], stall=timeout)
 
 
 def check_rules(paths: list[Path]) -> subprocess.CompletedProcess:

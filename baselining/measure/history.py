@@ -22,7 +22,7 @@ import numpy as np
 
 from obsctl.baselining.statistics import placebo
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
-from obsctl.promapi import PrometheusClient
+from obsctl.promapi import PrometheusClient, TooManySeries
 from obsctl.records import Memory, PlaceboCheck
 from obsctl.timeutil import align_down
 
@@ -74,7 +74,10 @@ def read_history(client: PrometheusClient, query: str, window_start: dt.datetime
     end = align_down(window_start, hist_step).timestamp()
     start = max(0.0, end - history_seconds)
     if history_seconds > 0 and end - start >= hist_step:
-        result = client.query_range(query, start + hist_step, end, hist_step)
+        try:  # read only as far as one series can take (a query without its sum() is refused elsewhere)
+            result = client.query_range(query, start + hist_step, end, hist_step, max_series=1)
+        except TooManySeries:
+            return []
         if len(result) == 1:
             return [(t, v) for t, v in result[0].values if math.isfinite(v) and t < window_start.timestamp()]
     return []

@@ -19,7 +19,7 @@ import numpy as np
 from obsctl.baselining.measure import coverage as cov
 from obsctl.baselining.statistics import summary as summary_stats
 from obsctl.errors import UsageError
-from obsctl.promapi import PrometheusClient, QueryResult
+from obsctl.promapi import PrometheusClient, QueryResult, TooManySeries
 from obsctl.records import Coverage, Population, Statistics, Window
 
 #: At most this many label sets are kept in a Population (the count is always exact).
@@ -149,8 +149,16 @@ class Answers:
 def read_answers(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float,
                  what: str = "query", on_change: bool = False) -> Answers:
     """The requests of :func:`measure`, in its order: the range query, the coverage
-    queries (:func:`obsctl.baselining.measure.coverage.read_legs`), the series query. Errors as there."""
-    result = client.query_range(query, start.timestamp() + step_seconds, end.timestamp(), step_seconds)
+    queries (:func:`obsctl.baselining.measure.coverage.read_legs`), the series query. Errors as there.
+
+    The range answer is read only as far as one series of the window's points can take
+    (:meth:`obsctl.promapi.PrometheusClient.query_range` with ``max_series=1``): a query that
+    forgot its ``sum()`` is a UsageError naming the series it returns, read in bounded memory
+    and time, for ``snapshot-baseline`` and ``verify`` alike."""
+    try:  # a signal returns one series: reading stops where a second one would not fit
+        result = client.query_range(query, start.timestamp() + step_seconds, end.timestamp(), step_seconds, max_series=1)
+    except TooManySeries as exc:
+        raise UsageError(f"{what}: {exc}; a signal must return one series: aggregate with sum(...) or similar: {query}") from None
     if len(result) > 1:
         labels = ", ".join(str(s.metric) for s in result[:3])
         raise UsageError(f"{what}: the query returns {len(result)} series ({labels}...), a signal must return one; aggregate with sum(...) or similar: {query}")

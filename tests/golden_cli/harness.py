@@ -65,7 +65,6 @@ import socket
 import subprocess
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,22 +170,23 @@ class Prometheus:
             "--storage.tsdb.retention.time=36500d",
             "--query.lookback-delta=5m",
         ]
+        from obsctl.stack import state_problem
+
+        problem = state_problem(argv)
+        if problem:
+            raise RuntimeError(problem)
         # Open for the server's lifetime; closed in stop().
         self._log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.workdir)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited {self.proc.returncode}: {(self.workdir / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("prometheus did not become ready")
+        from obsctl.errors import ObsctlError
+        from obsctl.stack import wait_ready
+
+        try:  # a deadline on progress: a start-up slowed down by a busy machine is waited for
+            wait_ready(f"{self.url}/-/ready", timeout, self.proc)
+        except ObsctlError as exc:
+            log = (self.workdir / "prometheus.log").read_text()[-2000:]
+            self.stop()
+            raise RuntimeError(f"prometheus did not become ready: {exc}: {log}") from None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

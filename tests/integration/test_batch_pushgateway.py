@@ -132,7 +132,8 @@ def test_url_credentials_reach_a_gateway_that_requires_basic_auth(tmp_path):
     web = tmp_path / "web.yml"
     web.write_text(yaml.safe_dump({"basic_auth_users": {"bob": bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()}}))
     proc = spawn("pushgateway", ["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{port}",
-                                 f"--web.config.file={web}"], tmp_path)
+                                 f"--web.config.file={web}", f"--persistence.file={tmp_path / 'pushgateway.data'}"],
+                 tmp_path)
     try:
         def ready() -> bool:
             try:

@@ -106,3 +106,25 @@ def test_promql_string_parses_in_promtool(tmp_path):
     path.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": rules}]}))
     result = promtool.check_rules([path])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_owner_with_template_actions_stays_literal_in_alert_labels(tmp_path):
+    """Alert labels are templates too: a target's owner (the deadline alert's label) and a
+    class's owner (joined into the regression alert from the class info series) come out of
+    the real promtool exactly as written, not as the value of ``query "up"``."""
+    from support.promtool import evaluate
+
+    target_owner, class_owner = '{{ query "up" }}', 'ops { {{ query "up" }} }'
+    data = copy.deepcopy(SPEC)
+    data["targets"] = [{**data["targets"][0], "deadline": "1970-01-01", "owner": target_owner}]
+    data["workload_classes"][0]["owner"] = class_owner
+    spec = write_spec(tmp_path, data)
+    files, _ = gen.generate(spec, [baseline("svc", "tokens_per_second", 100.0)])
+    paths = gen.write(tmp_path / "rules", files)
+    # 80 tokens/s against a target of 120 (20 % above the baseline), long after the deadline
+    # day: 1970-01-02 00:00 UTC plus the alert's hour.
+    inputs = [(SVC, f"0+{80 * 60}x1700"), ('up{job="leak"}', "42x1700")]
+    got = evaluate(tmp_path / "t", paths, inputs, {"a": 'ALERTS{alertstate="firing"}'}, "1700m", interval="1m")["a"]
+    owners = {(s["alertname"], s.get("owner")) for s, _ in got}
+    assert ("ObsctlTargetDeadlinePassed", target_owner) in owners, owners
+    assert ("ObsctlSignalRegression", class_owner) in owners, owners

@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import jsonschema
 import kubernetes_validate
 import yaml
+
+from obsctl.stack import run_progressing
 
 CRD_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "crds"
 #: Kubernetes version the core objects are validated against (kubernetes-validate bundles its schemas).
@@ -36,7 +37,8 @@ def kubectl() -> str:
 
 def kustomize_build(directory: Path) -> list[dict]:
     """Objects of ``kubectl kustomize DIRECTORY``; a build error fails with kubectl's message."""
-    result = subprocess.run([kubectl(), "kustomize", str(directory)], capture_output=True, text=True, timeout=120)
+    # A deadline on progress: kubectl is stopped after 120 s without CPU, not after 120 s on a busy machine.
+    result = run_progressing([kubectl(), "kustomize", str(directory)], stall=120)
     if result.returncode != 0:
         raise AssertionError(f"kubectl kustomize {directory}: {result.stderr.strip()}")
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]

@@ -11,11 +11,12 @@ subjectAltName defaults to IP:127.0.0.1 and DNS:localhost; the fault tests ask f
 from __future__ import annotations
 
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from obsctl.stack import run_progressing
 
 #: The DNS name of the fault tests' server certificate (not resolvable; sent as SNI).
 SERVER_NAME = "prometheus.obsctl.test"
@@ -27,7 +28,7 @@ def _openssl(*args: str, cwd: Path) -> None:
     exe = shutil.which("openssl")
     if exe is None:
         pytest.fail("openssl not found (install it: scripts/install-system-deps.sh)")
-    result = subprocess.run([exe, *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=60)
+    result = run_progressing([exe, *args], stall=60, cwd=cwd)  # stopped when stalled, not when slowed down
     if result.returncode != 0:
         raise RuntimeError(f"openssl {' '.join(args[:2])}: {result.stderr.strip()}")
 

@@ -71,7 +71,7 @@ def timed():
     def took(user: str, password: str) -> tuple[bool, float]:
         start = clock.now
         ok = auth.check(header(user, password))
-        return ok, clock.now - start
+        return ok, round(clock.now - start, 9)  # to the nanosecond: float sums drift in the last bit
 
     return auth, took
 
@@ -97,6 +97,33 @@ def test_a_low_cost_users_failure_is_padded_before_any_high_cost_check(timed) ->
     assert not ok and seconds >= Hasher.seconds(12)
     ok, seconds = took("fast", "wrong again")
     assert not ok and seconds == Hasher.seconds(12)
+
+
+def test_a_burst_of_slow_checks_never_raises_the_pad(timed) -> None:
+    """Checks slowed down by contention (each 20x its cost here) are answered when they end
+    and leave the pad of every later failure where it was: the delay cannot be ratcheted."""
+    auth, took = timed
+    took("nobody", "warm-up")
+    reference = auth.reference
+    assert reference == pytest.approx(Hasher.seconds(12), abs=1e-9)
+    hasher = auth._hasher
+    normal = hasher.seconds
+    hasher.seconds = lambda cost: 20 * normal(cost)  # a loaded machine
+    for i in range(40):
+        assert took("slow", f"burst-{i}") == (False, 20 * Hasher.seconds(12))
+    hasher.seconds = normal
+    assert auth.reference == reference
+    assert {took(user, "wrong after")[1] for user in ("fast", "slow", "nobody")} == {Hasher.seconds(12)}
+
+
+def test_the_pad_is_the_fastest_calibration_check(timed) -> None:
+    auth, took = timed
+    hasher = auth._hasher
+    normal = hasher.seconds
+    slow_first = iter([5.0, 5.0])  # the first two calibration checks land in a burst
+    hasher.seconds = lambda cost: next(slow_first, None) or normal(cost)
+    took("fast", "wrong")
+    assert auth.reference == pytest.approx(Hasher.seconds(12), abs=1e-9)
 
 
 def test_success_is_not_padded_and_answers_are_cached(timed) -> None:

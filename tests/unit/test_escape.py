@@ -142,3 +142,44 @@ def test_html_text_never_makes_a_tag(text):
     parser.close()
     assert parser.tags == ["p"]
 
+
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_terminal_text_is_one_line_without_escape_sequences_or_bidi() -> None:
+    text = "ok\nverdict: IMPROVED\r\x1b[2J\x1b]0;title\x07\x9b1m" + BIDI
+    out = escape.terminal_text(text)
+    assert out == ("ok\\nverdict: IMPROVED\\r\\x1b[2J\\x1b]0;title\\x07\\u009b1m"
+                   "\\u202a\\u202b\\u202c\\u202d\\u202e\\u2066\\u2067\\u2068\\u2069")
+    assert out.isprintable()
+    assert escape.terminal_text("plain ünïcode – text") == "plain ünïcode – text"
+
+
+def test_terminal_output_keeps_line_feeds_and_tabs_only() -> None:
+    assert escape.terminal_output("a\n\tb\x1b[31m\rc\u202ed\n") == "a\n\tb\\x1b[31m\\rc\\u202ed\n"
+
+
+@pytest.mark.parametrize("char", list(BIDI) + ["\u200e", "\u200f", "\u061c"])
+def test_markdown_text_shows_bidi_characters_as_escapes(char) -> None:
+    out = escape.markdown_text(f"a{char}b")
+    assert char not in out and out == f"a\\\\u{ord(char):04x}b"
+
+
+def test_cli_streams_escape_what_a_command_prints(tmp_path) -> None:
+    """An error naming a file whose name holds an OSC sequence and U+202E reaches the
+    terminal as visible escapes, through click's test runner and the console script."""
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from obsctl.cli import cli
+
+    name = str(tmp_path / "x\x1b]0;pwned\x07\u202e.yaml")
+    result = CliRunner().invoke(cli, ["check", "--spec", name])
+    assert result.exit_code == 2 and "\\x1b]0;pwned\\x07\\u202e.yaml" in result.output
+    assert "\x1b" not in result.output and "\u202e" not in result.output
+    done = subprocess.run([sys.executable, "-m", "obsctl", "check", "--spec", name], capture_output=True, timeout=120)
+    assert done.returncode == 2 and b"\x1b" not in done.stderr and "\u202e".encode() not in done.stderr
+    assert b"\\x1b]0;pwned\\x07\\u202e.yaml" in done.stderr

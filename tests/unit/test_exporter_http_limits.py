@@ -277,3 +277,75 @@ def test_max_connections_flag() -> None:
     assert server.connections.limit == 7
     with pytest.raises(UsageError, match="at least 1"):
         build(build_parser().parse_args(["--web.max-connections=0", "--gpu.source=none"]))
+
+
+class _Fixed:
+    """A web config that never changes (the part of WebConfigWatch the server calls)."""
+
+    def __init__(self, active) -> None:
+        self.active = active
+
+    def current(self):
+        return self.active
+
+
+def test_wrong_password_connections_make_room_for_a_scrape(served, tmp_path) -> None:
+    """Every slot held by a wrong-password request whose failure is being padded: a scrape
+    with the right password still gets in (the longest-checking one is closed), and the
+    padded ones are answered nothing."""
+    import base64
+    import threading
+
+    import bcrypt
+
+    from obsctl.exporters.webconfig import load_web_config
+
+    hashed = bcrypt.hashpw(b"right", bcrypt.gensalt(4)).decode()
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  prom: '{hashed}'\n")
+    padding, release = threading.Semaphore(0), threading.Event()
+
+    def pad(seconds: float) -> None:  # each failure holds its connection until released
+        padding.release()
+        release.wait(30)
+
+    server, scrape = served(max_connections=4, web_config=_Fixed(load_web_config(path, sleep=pad, clock=lambda: 0.0, reference=1.0)))
+
+    def request(password: str) -> bytes:
+        token = base64.b64encode(f"prom:{password}".encode()).decode()
+        return f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\nConnection: close\r\n\r\n".encode()
+
+    wrong = [connect(server) for _ in range(4)]
+    try:
+        for i, sock in enumerate(wrong):
+            sock.sendall(request(f"wrong-{i}"))
+        for _ in wrong:
+            assert padding.acquire(timeout=30)  # all four are being padded: every slot is held
+        with connect(server) as sock:
+            sock.sendall(request("right"))
+            assert statuses(read_all(sock)) == [200]
+        assert server.connections.evictions == 1 and server.connections.refused == 0
+    finally:
+        release.set()
+        for sock in wrong:
+            sock.close()
+    assert scrape.calls == 1
+
+
+def test_a_connection_checking_credentials_goes_after_waiting_ones() -> None:
+    now = [0.0]
+    table = conn.ConnectionTable(2, clock=lambda: now[0])
+    a, b, c, d = (socket.socket() for _ in range(4))
+    try:
+        checking = table.admit(a, "a")
+        table.checking(checking)
+        now[0] = 1.0
+        waiting = table.admit(b, "b")
+        answering = table.admit(c, "c")
+        assert answering is not None and waiting.evicted and not checking.evicted
+        assert table.busy(answering)
+        assert table.admit(d, "d") is not None and checking.evicted
+        assert not table.busy(checking)  # its check ended after it was closed: not answered
+    finally:
+        for sock in (a, b, c, d):
+            sock.close()

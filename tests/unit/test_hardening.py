@@ -104,3 +104,34 @@ def test_exporter_logs_are_logfmt_with_rfc3339_and_prometheus_levels():
     record = logging.LogRecord("obsctl.exporter", logging.WARNING, __file__, 1, 'collector "gpu" failed\nagain', None, None)
     line = LogfmtFormatter().format(record)
     assert re.fullmatch(r'ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=warn logger=obsctl.exporter msg="collector \\"gpu\\" failed\\nagain"', line), line
+
+
+def test_a_symlink_targets_mode_is_never_copied(tmp_path):
+    """Writing over a symbolic link replaces the link with a file of the process's own mode,
+    not one of its target's (a set-user-ID, world-writable target came out 4777); the target
+    is untouched."""
+    old = os.umask(0o022)
+    try:
+        target = tmp_path / "elsewhere"
+        target.write_text("theirs")
+        os.chmod(target, 0o4777)
+        link = tmp_path / "review.md"
+        link.symlink_to(target)
+        atomic_write_text(link, "ours")
+        assert not link.is_symlink() and link.read_text() == "ours"
+        assert stat.S_IMODE(link.stat().st_mode) == 0o644
+        assert target.read_text() == "theirs" and stat.S_IMODE(target.stat().st_mode) == 0o4777
+    finally:
+        os.umask(old)
+
+
+def test_a_replaced_file_never_widens_the_mode_or_keeps_special_bits(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "wide.yaml"
+        path.write_text("x")
+        os.chmod(path, 0o6777)
+        atomic_write_text(path, "y")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    finally:
+        os.umask(old)

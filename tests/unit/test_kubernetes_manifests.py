@@ -8,8 +8,10 @@ ConfigMaps checked up to date, and every object within client-side ``kubectl app
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -514,3 +516,118 @@ def test_podmonitor_crd_schema_rejects_a_misspelt_field(kpm):
     monitor["spec"]["podMetricEndpoints"] = monitor["spec"].pop("podMetricsEndpoints")
     with pytest.raises(jsonschema.ValidationError):
         kube.validate(monitor)
+
+
+# --- security defaults: digests, NetworkPolicy, web config, Pod Security ---------------------
+
+#: The documented placeholder of the image you build (deploy/kubernetes/overlays/kube-prometheus-stack).
+OBSCTL_PLACEHOLDER = "obsctl@sha256:" + "0" * 64
+DIGEST = re.compile(r"^[a-z0-9./:_-]+@sha256:[0-9a-f]{64}$")
+
+
+def _pods(objects: list[dict]) -> list[tuple[str, dict]]:
+    out = []
+    for o in objects:
+        if o["kind"] == "DaemonSet":
+            out.append((o["metadata"]["name"], o["spec"]["template"]["spec"]))
+        elif o["kind"] == "CronJob":
+            out.append((o["metadata"]["name"], _pod(o)))
+    return out
+
+
+def test_the_overlay_pins_every_image_by_digest(kps):
+    """A tag can be moved to other content, a digest cannot: every container of the production
+    overlay names its image by digest; the only digest no registry has is the documented
+    placeholder of the image the user builds (all zeros: nothing is pulled until it is set)."""
+    images = {c["image"] for _, pod in _pods(kps) for c in _containers(pod)}
+    assert images and not [i for i in images if not DIGEST.match(i)], images
+    assert {i for i in images if i.startswith("obsctl")} == {OBSCTL_PLACEHOLDER}
+
+
+@pytest.mark.parametrize("image", ["obsctl:0.1.0", "registry.k8s.io/kubectl:v1.34.1", "obsctl", "obsctl@sha256:abc"])
+def test_the_digest_check_refuses_tags(image):
+    assert not DIGEST.match(image)
+
+
+def test_network_policy_admits_only_prometheus_to_the_metrics_port(built):
+    policy = _one(built, "NetworkPolicy", "obsctl-exporter")
+    ds = _one(built, "DaemonSet", "obsctl-exporter")
+    pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    (peer,) = rule["from"]  # one peer with both selectors: Prometheus pods AND the monitoring namespace
+    assert peer == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    (port,) = rule["ports"]
+    (container,) = ds["spec"]["template"]["spec"]["containers"]
+    assert port == {"port": "metrics", "protocol": "TCP"} and container["ports"][0]["name"] == "metrics"
+
+
+def _web_config(objects: list[dict]) -> tuple[str, dict]:
+    secret = next(o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"].startswith("obsctl-exporter-web-config"))
+    return base64.b64decode(secret["data"]["web-config.yml"]).decode(), secret
+
+
+def test_exporter_serves_tls_with_basic_auth_and_refuses_to_start_unfilled(kps, tmp_path):
+    """The shipped web config is refused by the real exporter's loader, naming the field to fill
+    (it never serves without authentication); filled in as documented (a bcrypt hash, the TLS
+    Secret's files) it loads with TLS and basic auth required."""
+    import bcrypt
+
+    from obsctl.exporters.webconfig import load_web_config
+    from support.openssl_certs import make_pki
+
+    text, _ = _web_config(kps)
+    shipped = tmp_path / "shipped.yml"
+    shipped.write_text(text)
+    with pytest.raises(ObsctlError, match=r"basic_auth_users"):
+        load_web_config(shipped)
+    config = yaml.safe_load(text)
+    ds = _one(kps, "DaemonSet", "obsctl-exporter")
+    pod = ds["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    tls = config["tls_server_config"]
+    assert {tls["cert_file"], tls["key_file"]} == {mounts["tls"] + "/tls.crt", mounts["tls"] + "/tls.key"}
+    assert volumes["tls"]["secret"]["secretName"] == "obsctl-exporter-tls" and "optional" not in volumes["tls"]["secret"]
+    pki = make_pki(tmp_path / "pki", "DNS:obsctl-exporter.obsctl.svc")
+    config["tls_server_config"].update(cert_file=str(pki.server[0]), key_file=str(pki.server[1]))
+    config["basic_auth_users"]["prometheus"] = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()
+    filled = tmp_path / "filled.yml"
+    filled.write_text(yaml.safe_dump(config))
+    active = load_web_config(filled)
+    assert active.ssl_context is not None and active.auth_required
+
+
+def test_prometheus_scrapes_over_tls_with_the_documented_secrets(built):
+    monitor = _one(built, "ServiceMonitor", "obsctl-exporter")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"]["ca"]["secret"] == {"name": "obsctl-exporter-tls", "key": "ca.crt"}
+    assert endpoint["tlsConfig"]["serverName"] == "obsctl-exporter.obsctl.svc" and "insecureSkipVerify" not in endpoint["tlsConfig"]
+    auth = endpoint["basicAuth"]
+    assert auth["username"]["name"] == auth["password"]["name"] == "obsctl-exporter-scrape-auth"
+    text, _ = _web_config(built)
+    for name in ("obsctl-exporter-tls", "obsctl-exporter-scrape-auth", "obsctl-exporter.obsctl.svc"):
+        assert name in text  # documented where the user fills them in
+
+
+def test_namespace_enforces_the_strictest_level_the_exporter_runs_under(built):
+    """privileged, because of exactly one thing baseline forbids: the exporter's hostPath (the
+    kubelet's pod-resources socket); no pod has any other baseline violation, and audit and
+    warn stay at restricted."""
+    labels = _one(built, "Namespace", "obsctl")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert labels["pod-security.kubernetes.io/audit"] == labels["pod-security.kubernetes.io/warn"] == "restricted"
+    baseline_caps = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
+                     "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+    host_paths = []
+    for name, pod in _pods(built):
+        assert not (pod.get("hostNetwork") or pod.get("hostPID") or pod.get("hostIPC")), name
+        host_paths += [(name, v["hostPath"]["path"]) for v in pod.get("volumes", []) if "hostPath" in v]
+        for c in _containers(pod):
+            sc = c.get("securityContext", {})
+            assert not sc.get("privileged") and set(sc.get("capabilities", {}).get("add", [])) <= baseline_caps, name
+            assert not [p for p in c.get("ports", []) if p.get("hostPort")], name
+    assert host_paths == [("obsctl-exporter", "/var/lib/kubelet/pod-resources")]

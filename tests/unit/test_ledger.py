@@ -101,3 +101,52 @@ def test_cli_unreachable_prometheus_is_exit_3(built):
     spec.path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(cli, ["ledger", "--spec", str(spec.path)])
     assert result.exit_code == 3 and "Traceback" not in result.output
+
+
+HOSTILE_LESSON = "ok\nverdict: IMPROVED +900 %\r\x1b]8;;https://evil.example\x07click\x1b]8;;\x07 \x1b[2J \u202eevil\u2066"
+HOSTILE_EFFORT = "1 day\n  lesson: forged\x9b31m"
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.fixture
+def hostile(tmp_path, monkeypatch):
+    monkeypatch.setitem(L.LESSONS, "batch-size-32", HOSTILE_LESSON)
+    monkeypatch.setitem(L.EFFORT, "batch-size-32", HOSTILE_EFFORT)
+    (tmp_path / "obsctl.yaml").write_text(yaml.safe_dump(SPEC))
+    spec = load_spec(tmp_path / "obsctl.yaml")
+    store = Store(spec.store_path())
+    L.build(store, spec)
+    return spec, store
+
+
+def test_text_lines_cannot_be_forged_or_carry_escapes(hostile):
+    spec, store = hostile
+    lines = ledger_lines(build_ledger(spec, store))
+    assert not [line for line in lines if RAW.search(line) or "\n" in line]
+    assert not [line for line in lines if line.startswith(("verdict:", "  lesson: forged"))]
+    (lesson,) = [line for line in lines if line.startswith("  lesson: ok")]
+    assert lesson == ("  lesson: ok\\nverdict: IMPROVED +900 %\\r\\x1b]8;;https://evil.example\\x07click\\x1b]8;;\\x07 "
+                      "\\x1b[2J \\u202eevil\\u2066")
+    assert "  cost: effort 1 day\\n  lesson: forged\\u009b31m, spend change n/a" in lines
+
+
+def test_cli_text_and_markdown_carry_no_control_or_bidi_character(hostile, tmp_path):
+    spec, _ = hostile
+    runner = CliRunner()
+    for args in ([], ["--format", "markdown", "--out", str(tmp_path / "o")]):
+        result = runner.invoke(cli, ["ledger", "--spec", str(spec.path), "--no-cost", *args])
+        assert result.exit_code == 0, result.output
+        assert not RAW.search(result.stdout.replace("\n", "")), result.stdout
+    written = (tmp_path / "o" / "ledger.md").read_text()
+    assert "\u202e" not in written and "\u2066" not in written and "\\\\u202eevil" in written
+
+
+def test_initiative_list_shows_a_name_with_a_line_break_on_one_line(built):
+    spec, store = built
+    first = store.initiatives()[0]
+    store.save_initiative(first.model_copy(update={"name": "batch\nverdict: IMPROVED \u202eevil"}))
+    result = CliRunner().invoke(cli, ["initiative", "list", "--spec", str(spec.path)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3 and not [line for line in lines if line.startswith("verdict:")]
+    assert "batch\\nverdict: IMPROVED \\u202eevil (batch-size)" in lines[0]

@@ -4,7 +4,7 @@
 ``prometheus_client`` registry of gauges, named in :mod:`obsctl.rules.loop_series`:
 
 - per current baseline: its window's end (where its age starts, as in the review) and the age it may reach (the class's
-  cadence: ``review.max_age``, else ``review.baseline_life`` cadence periods), so
+  cadence: ``review.max_age``, else ``review.stale_periods`` cadence periods), so
   ``ObsctlBaselineStale`` is evaluated by Prometheus itself between publishes;
 - per active initiative: its planned end (``ObsctlInitiativeOverdue``);
 - per initiative event (start, each look, verdict, promote, close): its time, the series

@@ -5,8 +5,8 @@ and money, as findings ranked by USD at stake (``obsctl review``; rules in docs/
 Each :class:`Finding` has a kind, the class and signal it is about, a severity, the USD per
 month at stake where there is a price for it, a one-line action and its evidence. Kinds:
 
-- baseline discipline: ``baseline_missing``, ``baseline_stale`` (older than ``max_age``,
-  by default ``review.baseline_life`` cadence periods), ``baseline_drifted`` (the movement
+- baseline discipline: ``baseline_missing``, ``baseline_stale`` (its window ended more
+  than ``max_age`` ago, by default ``review.stale_periods`` (2) cadence periods), ``baseline_drifted`` (the movement
   test, :mod:`obsctl.baselining.movement`, on the last cadence period aligned to its step:
   :func:`movement_window`), ``data_missing`` (no usable window for that test: stale or
   missing data is never a pass), ``baseline_young`` (info: the baseline ended too
@@ -174,15 +174,19 @@ def class_cadence(spec: Spec, wc: WorkloadClass, cost_per_month: float | None) -
 
 
 def max_age_seconds(spec: Spec, period_seconds: float) -> float:
-    """``review.max_age``, else ``review.baseline_life`` periods (s)."""
+    """``review.max_age``, else ``review.stale_periods`` periods (s): older is stale."""
     if spec.review.max_age:
         return parse_duration(spec.review.max_age, "review.max_age")
-    return spec.review.baseline_life * period_seconds
+    return spec.review.stale_periods * period_seconds
 
 
 def reviews_per_life(spec: Spec, period_seconds: float) -> int:
-    """Reviews a baseline gets before it is stale: the movement test's Bonferroni count."""
-    return max(1, math.ceil(max_age_seconds(spec, period_seconds) / period_seconds - 1e-9))
+    """The movement test's Bonferroni count: the reviews a baseline gets before ``review.max_age``
+    when set, else ``review.baseline_life`` (spending the error over more reviews than a
+    baseline gets before it is stale only makes each test stricter)."""
+    if spec.review.max_age:
+        return max(1, math.ceil(max_age_seconds(spec, period_seconds) / period_seconds - 1e-9))
+    return max(1, spec.review.baseline_life)
 
 
 @dataclass(frozen=True)
@@ -440,6 +444,24 @@ def gap_usd(category: str, direction: str, current: float, value: float, cost: f
     return max(0.0, share) * cost
 
 
+def _shortfall(st: target_rules.TargetState) -> float:
+    # How far the level is short of where the schedule puts it (signal unit): the share of
+    # the way it lags, times the way.
+    return (min(st.elapsed, 1.0) - st.progress) * abs(st.value - st.start)
+
+
+def behind(st: target_rules.TargetState, min_effect: float) -> bool:
+    """True when the target is behind its schedule by more than noise: its progress is
+    below the share of its time elapsed, and the level is short of where that share puts
+    it by more than ``min_effect`` (``verification.min_effect_ratio``, the smallest change
+    the practice treats as real) of the anchor. A wobble of a percent the day after the
+    anchor (progress -20 % with 0.001 % of the time gone on a +6 % target) is not behind;
+    the same level halfway to the deadline is."""
+    if st.progress is None or st.start is None or st.value is None or st.progress >= st.elapsed:
+        return False
+    return _shortfall(st) > min_effect * abs(st.start)
+
+
 def progress_phrase(st: target_rules.TargetState, unit: str) -> str:
     """How far a target is, in words: ``40 % done``, or, when the signal moved away from
     the target since its start (negative progress), the start, the current level and the
@@ -503,7 +525,8 @@ def _review_targets(spec: Spec, store, client: PrometheusClient, wc: WorkloadCla
                                f"{name} target needs {format_percent(need)}/quarter "
                                f"(aspirational above {format_percent(band.aspirational_per_quarter, sign=False)}{vs})",
                                "split it into quarterly steps of about 5 %, or move the deadline", owner, evidence))
-        elif st.progress is not None and st.progress < st.elapsed:
+        elif behind(st, spec.verification.min_effect_ratio):
+            evidence |= {"shortfall": _shortfall(st), "noise": spec.verification.min_effect_ratio * abs(st.start)}
             out.append(Finding("target_behind", wc.name, t.signal, "warning", usd,
                                f"{name} target {progress_phrase(st, sig.unit)} with {format_percent(min(st.elapsed, 1), sign=False)} of the time gone",
                                "start an initiative on the opportunity's lever (obsctl initiative start)", owner, {**evidence, "overdue": False}))

@@ -682,10 +682,11 @@ class Review(_Numbers):
         weekly_above_usd_per_month: a class costing more than this (USD/month, from its
             cost series over the last month) is reviewed weekly unless it names its own
             ``cadence``; None: the spec's ``cadence`` for every class.
-        baseline_life: cadence periods a baseline lives: older is stale (``max_age``
-            overrides), and the drift check spends its error over this many reviews.
+        stale_periods: cadence periods after its window's end a baseline is stale
+            (default 2: a weekly class re-baselines every other week); ``max_age`` overrides.
+        baseline_life: reviews the drift check spends its error over (default 8).
         max_age: a baseline older than this (a duration, e.g. ``60d``) is stale; default
-            ``baseline_life`` cadence periods.
+            ``stale_periods`` cadence periods.
         realistic_per_quarter: improvement per quarter (ratio) a target may require and
             still be realistic (default 0.05: about 5 %).
         aspirational_per_quarter: improvement per quarter above which a target is
@@ -697,6 +698,7 @@ class Review(_Numbers):
     """
 
     weekly_above_usd_per_month: float | None = Field(None, ge=0)
+    stale_periods: int = Field(2, ge=1, le=520)
     baseline_life: int = Field(8, ge=1, le=520)
     max_age: str | None = None
     realistic_per_quarter: float = Field(0.05, gt=0, lt=10)

@@ -254,3 +254,27 @@ def test_progress_phrase_says_moved_away_instead_of_negative_progress():
     assert rv.progress_phrase(state(100.0, 140.0, 200.0), "tokens/s") == "40.0 % done"
     away = rv.progress_phrase(state(100.0, 60.0, 120.0), "tokens/s")  # progress -2.0
     assert away == "moved away from its start (100 -> 60 tokens/s, target 120)" and "%" not in away
+
+
+def test_a_wobble_the_day_after_the_anchor_is_not_behind_the_same_level_later_is():
+    # +6 % target on 1,000 tokens/s (value 1,060), anchored a day before "now", deadline in
+    # 165 days; the level dipped 1.3 % (987): progress (987 - 1000) / 60 = -21.7 %.
+    def at(elapsed):
+        return targets.TargetState(value=1060.0, start=1000.0, current=987.0, progress=-13 / 60, elapsed=elapsed, met=False,
+                                   overdue=False, days_left=165.0)
+
+    assert not rv.behind(at(1 / 166), 0.02)  # shortfall 13.4 tokens/s < 2 % of 1,000
+    assert rv.behind(at(0.5), 0.02)  # shortfall (0.5 + 0.217) x 60 = 43 > 20
+    # At the noise boundary: (e + 13/60) x 60 > 20 <=> e > 7/60.
+    assert not rv.behind(at(7 / 60 - 1e-6), 0.02) and rv.behind(at(7 / 60 + 1e-6), 0.02)
+    # Progress ahead of the schedule is never behind.
+    assert not rv.behind(targets.TargetState(1060.0, 1000.0, 1050.0, 50 / 60, 0.5, False, False, 100.0), 0.02)
+
+
+def test_a_baseline_is_stale_after_two_cadence_periods_by_default(tmp_path):
+    spec = write_spec(tmp_path)
+    week = 7 * 86400
+    assert rv.max_age_seconds(spec, week) == 2 * week
+    assert rv.reviews_per_life(spec, week) == 8  # the drift check's error still spread over baseline_life
+    five = write_spec(tmp_path, {**SPEC, "review": {**SPEC.get("review", {}), "stale_periods": 5}})
+    assert rv.max_age_seconds(five, 30 * 86400) == 150 * 86400

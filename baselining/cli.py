@@ -349,6 +349,11 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
     warning = _undetectable_warning(i, plan)
     if warning:
         click.echo(f"obsctl: warning: {warning}", err=True)
+    from obsctl.baselining.initiative import aged_warning
+
+    aged = aged_warning(spec, _store(spec), i)
+    if aged:
+        click.echo(f"obsctl: warning: {aged}", err=True)
     if output == "json":
         emit_json({**i.model_dump(mode="json"), "plan": plan})
     else:
@@ -365,6 +370,31 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
 
             check = assess(i.baseline_cycle, spec.verification.min_effect_ratio)
             click.echo(f"cycle: {check.reason}" + ("; a before-after verdict will be INCONCLUSIVE" if check.detected else ""))
+
+
+@initiative.command("rebase")
+@spec_option
+@click.option("--initiative", "initiative_id", required=True, metavar="ID")
+@click.option("--reason", required=True, metavar="TEXT", help="Why the initiative gets a fresh baseline (kept on it).")
+@output_option
+@wrap_errors
+def initiative_rebase(spec_path, initiative_id, reason, output):
+    """Bind an open initiative, before its first verify, to the class's current baselines
+    (take one that ends at the start first: snapshot-baseline --end <start>).
+
+    Logged on the initiative (rebased: when, from, to, why; and its notes). Exit 1 after a
+    look (close it and start a new change instead), without a fresher baseline, or for an
+    unknown id; 2 for an empty reason or a baseline that ends after the start.
+    """
+    from obsctl.baselining.initiative import rebase_initiative
+
+    spec = load(spec_path)
+    i = rebase_initiative(spec, _store(spec), initiative_id, reason)
+    last = i.rebased[-1]
+    if output == "json":
+        emit_json({"initiative": i.id, "baseline_id": i.baseline_id, "guard_baseline_ids": i.guard_baseline_ids, "rebased": last})
+    else:
+        click.echo(f"rebased initiative {i.id}: baseline {last['from'] or 'none'} -> {last['to']} (logged on the initiative)")
 
 
 @initiative.command("list")

@@ -249,3 +249,76 @@ def check_ledger(store, workload_class: str, choice: Choice) -> None:
         if choice.control_class and other.workload_class == choice.control_class:
             raise StoreError(f"control class {choice.control_class!r} has its own open initiative {other.id!r}: "
                              "it is changing, so it cannot be a control")
+
+
+def aged_warning(spec: Spec, store: Store, initiative: Initiative) -> str | None:
+    """The warning ``initiative start`` prints when the before-after baseline ended long
+    before the start (:func:`obsctl.baselining.verdict.aged`: verify would compare with the
+    period right before the start instead), with the exact commands that bind the
+    initiative to a baseline ending at the start; None otherwise."""
+    from obsctl.baselining.verdict import AGED_AFTER_SECONDS, aged
+    from obsctl.durations import format_duration
+    from obsctl.timeutil import rfc3339
+
+    if not initiative.baseline_id:
+        return None
+    b = store.baseline(initiative.baseline_id, samples=False)
+    if not aged(initiative, b):
+        return None
+    gap = (initiative.started_at - b.window.end).total_seconds()
+    length = format_duration((b.window.end - b.window.start).total_seconds())
+    return (f"baseline {b.id} ended {format_duration(gap)} before the start (more than {format_duration(AGED_AFTER_SECONDS)}): "
+            f"verify will compare with the period right before the start instead. To judge against a baseline that ends at "
+            f"the start, before the first verify: obsctl snapshot-baseline --class {initiative.workload_class} --signal "
+            f"{initiative.primary_signal} --window {length} --end {rfc3339(initiative.started_at)} && obsctl initiative rebase "
+            f"--initiative {initiative.id} --reason 'baseline ended {format_duration(gap)} before the start'")
+
+
+def rebase_initiative(spec: Spec, store: Store, initiative_id: str, reason: str, now: dt.datetime | None = None) -> Initiative:
+    """Bind an open initiative, before its first look, to the class's current baselines.
+
+    The primary's and the guards' baselines become the current ones (which must end at or
+    before the start), with their sides and cycle fit recomputed as ``initiative start``
+    computes them; the planned length stays. The change is logged on the initiative
+    (``rebased``: when, from, to, why) and in its notes. After a look it is refused: a
+    baseline chosen after seeing the data would be a second try at the same change.
+
+    Raises:
+        UsageError: an empty reason; a current baseline that ends after the start.
+        StoreError: unknown id; the initiative is not open, or has looked (a verdict or a
+            logged look); no current baseline, or the current one is already its own.
+    """
+    from obsctl.baselining.designs import run as designs
+    from obsctl.baselining.verdict import stored_side
+    from obsctl.timeutil import rfc3339
+
+    if not reason.strip() or any(not ch.isprintable() for ch in reason):
+        raise UsageError("--reason must be one line of plain text: say why the initiative gets a fresh baseline")
+    now = now or utcnow()
+    with store.locked():
+        i = store.initiative(initiative_id)
+        looked = [look for look in store.all_looks() if look.initiative == i.id]
+        if i.status != "open" or i.verifications or looked:
+            last = max((look.window_end for look in looked), default=None)
+            after = f" after {rfc3339(last)}" if last else ""
+            raise StoreError(f"initiative {i.id!r} is {i.status} with {max(len(i.verifications), len(looked))} look(s): its baseline "
+                             f"can change only before the first look (a baseline chosen after seeing the data is a second try); "
+                             f"close it (obsctl initiative close --initiative {i.id}) and start a new change{after}")
+        baseline = store.current_baseline(i.workload_class, i.primary_signal)
+        if baseline is None or baseline.id == i.baseline_id:
+            raise StoreError(f"initiative {i.id!r}: no fresher baseline of {i.workload_class}/{i.primary_signal} than {i.baseline_id or 'none'}; "
+                             f"take one that ends at the start first: obsctl snapshot-baseline --class {i.workload_class} "
+                             f"--signal {i.primary_signal} --end {rfc3339(i.started_at)}")
+        guards = {sig: bid for sig, bid in store.current_index().get(i.workload_class, {}).items() if sig != i.primary_signal}
+        _check_before_start(store, [baseline], guards, i.started_at)
+        looks.check_start(store, i.workload_class, i.primary_signal, i.started_at, baseline.id, baseline.query)
+        choice = designs.choose(spec, i.workload_class, i.design, i.control_class)
+        sides = [stored_side(spec, b) for b in [baseline, *(store.baseline(g) for g in guards.values())]]
+        entry = {"at": rfc3339(now), "from": i.baseline_id, "to": baseline.id, "reason": reason.strip()}
+        note = f"rebased {entry['at']}: baseline {entry['from'] or 'none'} -> {entry['to']} ({entry['reason']})"
+        rebased = i.model_copy(update={
+            "baseline_id": baseline.id, "guard_baseline_ids": guards, "baseline_sides": [x for x in sides if x is not None],
+            "baseline_cycle": designs.start_checks(choice, baseline), "rebased": [*i.rebased, entry],
+            "notes": f"{i.notes}\n{note}".strip()})
+        store.save_initiative(rebased)
+    return rebased

@@ -126,7 +126,8 @@ def _check_baseline(seq: list[Look], workload_class: str, signal: str, baseline_
     if first and baseline_id and first != baseline_id:
         raise StoreError(f"{workload_class}/{signal}: the looks at the change from {rfc3339(seq[0].sequence_start)} compared with baseline "
                          f"{first}, this one would compare with {baseline_id}: a change keeps the baseline of its first look; "
-                         f"make {first} current again (baseline promote), or start after the last look's window")
+                         f"start a new change after its last look's window, --started-at {rfc3339(max(look.window_end for look in seq))} "
+                         "or later")
 
 
 def check_start(store: Store, workload_class: str, signal: str, started_at: dt.datetime, baseline_id: str | None = None,

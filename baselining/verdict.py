@@ -368,7 +368,10 @@ def before_start(spec: Spec, client: PrometheusClient, initiative: Initiative, b
     if m.stats is None or len(m.samples) < max(2, cfg.min_samples):
         why = m.no_data_reason(cfg.min_samples) or f"{len(m.samples)} sample(s)"
         return baseline, ("INCONCLUSIVE", f"{aged_text} and the {format_duration(span)} before the start has no data to compare with "
-                                          f"({why}): re-snapshot the baseline right before the start"), ""
+                                          f"({why}): before the first look, bind the initiative to a baseline ending at the start "
+                                          f"(obsctl snapshot-baseline --class {initiative.workload_class} --signal {baseline.signal} "
+                                          f"--end {rfc3339(initiative.started_at)}, then obsctl initiative rebase --initiative "
+                                          f"{initiative.id}); after it, close it and start a new change"), ""
     moved = m.stats.mean / baseline.stats.mean - 1 if baseline.stats.mean else None
     replaced = baseline.model_copy(update={"window": m.window, "stats": m.stats, "samples": m.samples, "population": m.population,
                                            "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial})

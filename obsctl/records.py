@@ -459,6 +459,9 @@ class Initiative(_Record):
     #: Why it was promoted although its verdict was not judged with all the spec's guards
     #: (``baseline promote --override-reason``); ``""``: promoted with every guard judged.
     promote_override: str = ""
+    #: Each rebinding to a fresh baseline before the first look (``initiative rebase``):
+    #: ``{"at", "from", "to", "reason"}`` (RFC 3339, baseline ids, the stated reason).
+    rebased: list[dict[str, str]] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _lever_description(self) -> Initiative:

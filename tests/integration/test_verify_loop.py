@@ -197,3 +197,38 @@ def test_a_verified_change_counts_toward_the_target_it_was_done_for(history, loo
     assert value["expr"] == f"vector({row['target']!r})"
     info = next(r for g in groups for r in g["rules"] if r.get("record") == "obsctl_target_info")
     assert info["labels"]["anchor_baseline_id"] == row["anchor_baseline_id"]
+
+
+def test_an_early_baseline_has_a_way_forward_before_the_first_look(history, loop_spec, tmp_path):
+    # A 30 min baseline ending 90 min before the start: start warns with the exact commands,
+    # and the initiative can be bound to a fresh baseline ending at the start, logged, until
+    # its first look (then the remedy is a new change).
+    early = run(snapshot_baseline, ["--spec", loop_spec, "--class", "steady", "--window", "30m", "--end", history.iso(-0.5)])
+    assert early.exit_code == 0, early.output
+    started = run(initiative, ["start", "--spec", loop_spec, "--name", "early base", "--lever", "batch-size", "--class", "steady",
+                               "--signal", "tokens_per_second", "--started-at", history.iso(1), "--output", "json"])
+    assert started.exit_code == 0, started.output
+    iid = json.loads(started.stdout)["id"]
+    warning = (f"baseline steady.tokens_per_second.{json.loads(started.stdout)['baseline_id'].rsplit('.', 1)[1]} ended 1h30m before "
+               "the start (more than 1h): verify will compare with the period right before the start instead. To judge against a "
+               "baseline that ends at the start, before the first verify: obsctl snapshot-baseline --class steady --signal "
+               f"tokens_per_second --window 30m --end {history.iso(1)} && obsctl initiative rebase --initiative {iid} --reason ")
+    assert warning in started.stderr
+    store = Store(tmp_path / "store")
+    old = store.initiative(iid).baseline_id
+    none_fresher = run(initiative, ["rebase", "--spec", loop_spec, "--initiative", iid, "--reason", "fresh"])
+    assert none_fresher.exit_code == 1 and "no fresher baseline" in none_fresher.output
+    fresh = run(snapshot_baseline, ["--spec", loop_spec, "--class", "steady", "--window", "30m", "--end", history.iso(1)])
+    assert fresh.exit_code == 0, fresh.output
+    new = store.current_baseline("steady", "tokens_per_second").id
+    rebased = run(initiative, ["rebase", "--spec", loop_spec, "--initiative", iid, "--reason", "baseline ended 1h30m early"])
+    assert rebased.exit_code == 0, rebased.output
+    assert rebased.stdout.strip() == f"rebased initiative {iid}: baseline {old} -> {new} (logged on the initiative)"
+    record = store.initiative(iid)
+    assert record.baseline_id == new and record.rebased[0]["from"] == old and record.rebased[0]["reason"] == "baseline ended 1h30m early"
+    assert [s.baseline_id for s in record.baseline_sides] == [new]
+    # The verdict now compares with the fresh baseline (no "right before the start" note).
+    out = json.loads(run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(2), "--output", "json"]).stdout)
+    assert out["baseline_id"] == new and "right before the start" not in out["reason"]
+    after = run(initiative, ["rebase", "--spec", loop_spec, "--initiative", iid, "--reason", "again"])
+    assert after.exit_code == 1 and "can change only before the first look" in after.output and "start a new change after" in after.output

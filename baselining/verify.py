@@ -150,19 +150,27 @@ def verification_window(
     return start_at, end_at
 
 
+#: Alerts about obsctl's own state reaching Prometheus, not about the workload: never counted in a verdict.
+NOT_ABOUT_THE_WORKLOAD = ("ObsctlBaselineMissing",)
+
+
 def alerts_fired(client: PrometheusClient, workload_class: str, start: dt.datetime, end: dt.datetime) -> list[str]:
     """Obsctl alerts of the class that were firing at any evaluation in ``(start, end]``.
 
-    Queries ``count_over_time(ALERTS{alertname=~"Obsctl.*", workload_class="C",
-    alertstate="firing"}[<window>s])`` at ``end``: every ``ALERTS`` sample Prometheus wrote
-    in the window counts, however short the firing.
+    Queries ``count_over_time(ALERTS{alertname=~"Obsctl.*", alertname!~"<not about the
+    workload>", workload_class="C", alertstate="firing"}[<window>s])`` at ``end``: every
+    ``ALERTS`` sample Prometheus wrote in the window counts, however short the firing.
+    Alerts that only say obsctl's own state had not reached Prometheus
+    (:data:`NOT_ABOUT_THE_WORKLOAD`: ``ObsctlBaselineMissing`` while the rules with a new
+    baseline load) are not counted.
 
     Returns:
         Sorted names, ``Alertname{signal="s"}`` when the alert has a ``signal`` label.
     """
     seconds = max(1, int(round((end - start).total_seconds())))
     query = (
-        f'count_over_time(ALERTS{{alertname=~"Obsctl.*",workload_class="{escape_label_value(workload_class)}",'
+        f'count_over_time(ALERTS{{alertname=~"Obsctl.*",alertname!~"{"|".join(NOT_ABOUT_THE_WORKLOAD)}",'
+        f'workload_class="{escape_label_value(workload_class)}",'
         f'alertstate="firing"}}[{seconds}s])'
     )
     names = set()

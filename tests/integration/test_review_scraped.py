@@ -44,6 +44,9 @@ ALERT_RULES = """groups:
   - alert: ObsctlSignalRegression
     expr: vector(1)
     labels: {workload_class: chat, signal: tokens_per_second, severity: warning}
+  - alert: ObsctlBaselineMissing
+    expr: vector(1)
+    labels: {workload_class: chat, signal: tokens_per_second, severity: info}
 """
 
 
@@ -157,3 +160,17 @@ def test_young_baseline_is_info_then_tested_on_an_aligned_window(stack):
     assert alerts["evidence"]["alerts"] == ['ObsctlSignalRegression{signal="tokens_per_second"}']
     assert alerts["severity"] == "info" and alerts["owner"] == "team-chat"
     assert findings[("saturation_unknown", None)]["severity"] == "info"
+
+
+def test_a_verdict_does_not_count_the_baseline_missing_alert(stack):
+    # Both alerts fire (ALERTS has both, a real barrier); the verdict's alert list keeps the
+    # regression and leaves out the one that only says a baseline had not reached Prometheus.
+    from obsctl.baselining.verify import alerts_fired
+    from support.polling import wait_until
+
+    prom, _, ready = stack
+    client = PrometheusClient(prom.url)
+    both = wait_until(lambda: len({s.metric["alertname"] for s in client.query('ALERTS{alertstate="firing",workload_class="chat"}', _utc(ready))}) == 2,
+                      60, what="both stand-in alerts firing")
+    assert both
+    assert alerts_fired(client, "chat", _utc(ready - 20), _utc(ready)) == ['ObsctlSignalRegression{signal="tokens_per_second"}']

@@ -312,7 +312,11 @@ def initiative():
               help="What the lever is when --lever other (required then, refused with a listed lever).")
 @click.option("--class", "workload_class", required=True, metavar="NAME", help="The workload class changed.")
 @click.option("--signal", required=True, metavar="NAME", help="The primary signal the verdict is based on.")
-@click.option("--expected-impact", type=float, default=None, metavar="RATIO", help="Expected relative change, e.g. 0.2 for +20 %.")
+@click.option("--expected-impact", type=float, default=None, metavar="RATIO",
+              help="Expected relative change, e.g. 0.2 for +20 %; 0 starts a placebo (as --placebo).")
+@click.option("--placebo", is_flag=True,
+              help="A placebo (A/A) initiative: change nothing and see verify hold NO_CHANGE on your stack; the ledger "
+                   "records it as a placebo; never promoted.")
 @click.option("--started-at", default="now", show_default=True, metavar="RFC3339|now",
               help="When the change went live (RFC3339; without an offset, UTC).")
 @click.option("--notes", default="", help="Free text kept with the initiative.")
@@ -328,7 +332,7 @@ def initiative():
 @output_option
 @wrap_errors
 def initiative_start(spec_path, name, lever, workload_class, signal, expected_impact, started_at, notes, design, control_class, output,
-                     effort="", owner=None, due=None, lever_description=""):
+                     effort="", owner=None, due=None, lever_description="", placebo=False):
     """Open an initiative. Refuses a second open initiative on the same class, a class
     that is another open initiative's control, and a class x signal without a current
     baseline unless the design is canary (exit 1). The design is recorded on the
@@ -344,7 +348,8 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
     spec = load(spec_path)
     i = start_initiative(spec, _store(spec), name, lever, workload_class, signal, expected_impact,
                          parse_instant(started_at, "--started-at"), notes, design=design, control=control_class, effort=effort,
-                         owner=owner, due=_parse_date(due, "--due") if due else None, lever_description=lever_description)
+                         owner=owner, due=_parse_date(due, "--due") if due else None, lever_description=lever_description,
+                         placebo=placebo)
     plan = _initiative_plan(spec, i)  # start_initiative fixed the planned length (repeated looks, docs/verification.md)
     warning = _undetectable_warning(i, plan)
     if warning:
@@ -358,7 +363,8 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
         emit_json({**i.model_dump(mode="json"), "plan": plan})
     else:
         lever = lever_text(i.lever, i.lever_description)
-        click.echo(f"started initiative {i.id}: {lever} on {i.workload_class}, primary signal {i.primary_signal}, "
+        click.echo(f"started {'placebo (A/A) ' if i.placebo else ''}initiative {i.id}: {lever} on {i.workload_class}, "
+                   f"primary signal {i.primary_signal}, "
                    f"baseline {i.baseline_id or 'none (canary)'}, design {i.design}"
                    + (f" (control {i.control_class})" if i.control_class else "")
                    + (f" ({i.variant['label']}={i.variant['treatment']} vs {i.variant['control']})" if i.variant else "")

@@ -51,6 +51,7 @@ def start_initiative(
     owner: str | None = None,
     due: dt.date | None = None,
     lever_description: str = "",
+    placebo: bool = False,
 ) -> Initiative:
     """Open an initiative on ``workload_class`` with ``signal`` as its primary signal.
 
@@ -66,6 +67,8 @@ def start_initiative(
         due: the date it should be decided by (None: the start plus its planned window).
         lever_description: what the lever is, required for lever ``other`` (one printable
             line, at most 200 characters) and refused with any other lever.
+        placebo: an A/A initiative (nothing changes; ``expected_impact_ratio`` must be None
+            or 0 and is stored as None); recorded as such, shown by the ledger, never promoted.
 
     The class's other current baselines are recorded as the guard signals' baselines
     (``guard_baseline_ids``), so ``obsctl verify`` compares them with the state before
@@ -89,6 +92,9 @@ def start_initiative(
     """
     if not name.strip():
         raise UsageError("--name must not be empty")
+    if placebo or expected_impact_ratio == 0:
+        # An expected impact of 0 is a placebo (A/A): nothing is changed.
+        placebo, expected_impact_ratio = True, None
     if expected_impact_ratio is not None:
         from obsctl.baselining.plan import check_effect
 
@@ -146,6 +152,7 @@ def start_initiative(
         owner=owner,
         due=due,
         lever_description=lever_description,
+        placebo=placebo,
     )
     # The baselines' sides of every verdict, fixed now like the cycle fit (verdict.stored_side).
     from obsctl.baselining.verdict import stored_side

@@ -71,6 +71,7 @@ def ledger_lines(ledger: Ledger) -> list[str]:
                      f"{tt(e.workload_class)}/{tt(e.signal)}, {_when(e)}")
         if e.notes:
             lines.append(f"  notes: {tt(' / '.join(e.notes.splitlines()))}")
+        expected = ", placebo (A/A): nothing was changed, NO_CHANGE expected" if e.placebo else expected
         lines.append(f"  effect: {_effect(e)}{expected}; {e.looks} look(s), design {e.design}")
         lines.append(f"  cost: {_cost(e, tt)}")
         lines.append(f"  lesson: {tt(e.lesson) if e.lesson else 'none recorded'}")
@@ -98,7 +99,7 @@ def ledger_markdown(ledger: Ledger, figure: str | None = None) -> str:
                 "| initiative | lever | what changed | effect | expected | cost | lesson |",
                 "|---|---|---|---|---|---|---|"]
         for e in (e for e in ledger.entries if e.workload_class == name):
-            expected = format_percent(e.expected_impact_ratio) if e.expected_impact_ratio is not None else "n/a"
+            expected = "placebo (A/A)" if e.placebo else (format_percent(e.expected_impact_ratio) if e.expected_impact_ratio is not None else "n/a")
             changed = md(e.name) + (f" ({md(' / '.join(e.notes.splitlines()))})" if e.notes else "")
             # Verdicts, numbers and statuses are obsctl's own words; the rest is escaped.
             override = f" (promoted without every guard judged: {md(e.promote_override)})" if e.promote_override else ""

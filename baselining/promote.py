@@ -66,6 +66,9 @@ def promote(spec: Spec, store: Store, initiative_id: str, lesson: str = "", effo
         initiative = store.initiative(initiative_id)
         if initiative.status != "verified" or not initiative.verifications:
             raise StoreError(f"initiative {initiative_id!r} is {initiative.status}; promote needs a verified initiative (run obsctl verify first)")
+        if initiative.placebo:
+            raise StoreError(f"initiative {initiative_id!r} is a placebo (A/A): nothing was changed, so its window never becomes "
+                             f"the baseline; close it with what it showed (obsctl initiative close --initiative {initiative_id} --lesson TEXT)")
         result = initiative.verifications[-1]
         gaps = unjudged_guards(spec, initiative, result)
         regressed = result.verdict == "REGRESSED" or any(g.verdict == "REGRESSED" for g in result.guards)

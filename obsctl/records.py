@@ -462,6 +462,9 @@ class Initiative(_Record):
     #: Each rebinding to a fresh baseline before the first look (``initiative rebase``):
     #: ``{"at", "from", "to", "reason"}`` (RFC 3339, baseline ids, the stated reason).
     rebased: list[dict[str, str]] = Field(default_factory=list)
+    #: A placebo (A/A) initiative: nothing was changed; it shows the team the verdict
+    #: holding NO_CHANGE on its own stack (``initiative start --placebo``); never promoted.
+    placebo: bool = False
 
     @model_validator(mode="after")
     def _lever_description(self) -> Initiative:

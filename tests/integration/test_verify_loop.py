@@ -232,3 +232,27 @@ def test_an_early_baseline_has_a_way_forward_before_the_first_look(history, loop
     assert out["baseline_id"] == new and "right before the start" not in out["reason"]
     after = run(initiative, ["rebase", "--spec", loop_spec, "--initiative", iid, "--reason", "again"])
     assert after.exit_code == 1 and "can change only before the first look" in after.output and "start a new change after" in after.output
+
+
+def test_a_placebo_initiative_is_recorded_as_such_and_never_promoted(history, loop_spec, tmp_path):
+    # An A/A run on the same process before and after ("noisy"): started with --expected-impact 0.
+    snap = run(snapshot_baseline, ["--spec", loop_spec, "--class", "noisy", "--window", "1h", "--end", history.iso(1)])
+    assert snap.exit_code == 0, snap.output
+    started = run(initiative, ["start", "--spec", loop_spec, "--name", "a/a", "--lever", "batch-size", "--class", "noisy",
+                               "--signal", "tokens_per_second", "--expected-impact", "0", "--started-at", history.iso(1)])
+    assert started.exit_code == 0, started.output
+    assert started.stdout.startswith("started placebo (A/A) initiative a-a-")
+    iid = started.stdout.split()[4].rstrip(":")
+    record = Store(tmp_path / "store").initiative(iid)
+    assert record.placebo is True and record.expected_impact_ratio is None
+    out = json.loads(run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(2), "--output", "json"]).stdout)
+    assert out["verdict"] in ("NO_CHANGE", "INCONCLUSIVE")
+    refused = run(baseline, ["promote", "--spec", loop_spec, "--initiative", iid])
+    assert refused.exit_code == 1 and "is a placebo (A/A)" in refused.output
+    from obsctl.baselining.ledger import build_ledger
+    from obsctl.baselining.present_ledger import ledger_lines, ledger_markdown
+    from obsctl.spec import load_spec
+
+    ledger = build_ledger(load_spec(loop_spec), Store(tmp_path / "store"))
+    assert any("placebo (A/A): nothing was changed, NO_CHANGE expected" in line for line in ledger_lines(ledger))
+    assert "| placebo (A/A) |" in ledger_markdown(ledger)

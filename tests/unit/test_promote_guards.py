@@ -146,3 +146,16 @@ def test_cli_override_flag_and_exit_codes(setup):
                                     "--override-reason", "guards verified by hand", "-o", "json"])
     assert done.exit_code == 0, done.output
     assert '"override": "guards verified by hand (unjudged: verified with --no-guards' in done.output
+
+
+def test_the_report_summarises_the_population_and_lists_it_below(setup):
+    from obsctl.records import Population
+
+    _, _, store, base, _ = setup
+    sets = [{"__name__": "vllm:e2e_request_latency_seconds_bucket", "instance": f"r{r}", "le": str(le)} for r in (1, 2) for le in range(12)]
+    result = verified(store, base, [], evaluated=False).model_copy(update={"population": Population(series_count=24, label_sets=sets)})
+    text = render_markdown(store.initiative("batch-size-32"), base, result, "f.png")
+    row = next(line for line in text.splitlines() if line.startswith("| population |"))
+    assert row == "| population | 1 series (listed under Input series) | 2 replicas (instance), 24 series (listed under Input series) |"
+    assert "Verification window: 24 series" in text
+    assert text.count("- {\\_\\_name\\_\\_=\"vllm:e2e\\_request\\_latency\\_seconds\\_bucket\", instance=\"r2\"") == 12

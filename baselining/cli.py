@@ -17,6 +17,9 @@ from obsctl.errors import EXIT_FAILURE
 from obsctl.spec import LEVERS
 from obsctl.timeutil import parse_instant, rfc3339
 
+#: ``snapshot-baseline``: some pairs stored, some refused (a partial snapshot is not a success).
+EXIT_PARTLY_REFUSED = 4
+
 
 def _prefetch_statistics() -> None:
     # scipy.special's import (~0.27 s) overlaps the store reads and Prometheus requests
@@ -85,8 +88,9 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     Catalogue signals read obsctl's recorded series; for a window before the rules
     were loaded, --from-raw reads the source's raw series instead.
 
-    Exit codes: 0 when at least one baseline was stored, 1 when nothing was stored,
-    2 bad spec or flag, 3 Prometheus unreachable.
+    Exit codes: 0 when every class x signal was stored or had no data, 4 when some were
+    stored and some REFUSED (JSON: "refused" lists those pairs with their reasons),
+    1 when nothing was stored, 2 bad spec or flag, 3 Prometheus unreachable.
     """
     _prefetch_statistics()
     from obsctl.baselining.snapshot import snapshot
@@ -94,8 +98,9 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     spec = load(spec_path)
     report = snapshot(spec, _client(spec), _store(spec), list(classes) or None, list(signals) or None, window,
                       parse_instant(end, "--end"), progress=progress, allow_partial=allow_partial, from_raw=from_raw)
+    refused = [{"workload_class": o.workload_class, "signal": o.signal, "reason": o.reason} for o in report.outcomes if o.status == "refused"]
     if output == "json":
-        emit_json({"stored": len(report.stored), "outcomes": [o.as_dict() for o in report.outcomes]})
+        emit_json({"stored": len(report.stored), "refused": refused, "outcomes": [o.as_dict() for o in report.outcomes]})
     else:
         for o in report.outcomes:
             if o.baseline is not None:
@@ -114,6 +119,10 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     if not report.stored:
         click.echo("obsctl: error: no baseline stored: no class x signal had data in the window", err=True)
         sys.exit(EXIT_FAILURE)
+    if refused:
+        names = ", ".join(f"{r['workload_class']}/{r['signal']}" for r in refused)
+        click.echo(f"obsctl: error: partly refused: {len(refused)} class x signal(s) not stored: {names}", err=True)
+        sys.exit(EXIT_PARTLY_REFUSED)
 
 
 # --- baseline ----------------------------------------------------------------------------

@@ -72,6 +72,8 @@ class Evidence:
         guards: each guard's evidence, in the spec's order.
         alerts: the class's obsctl alerts that fired in the window.
         guards_evaluated: whether guards were asked for.
+        guards_missing: the guards ``verification.guards`` chooses that have no baseline
+            (not evaluated: each caps the verdict, :func:`obsctl.baselining.decide.caps.missing_guard_caps`).
     """
 
     spec: Spec
@@ -87,6 +89,7 @@ class Evidence:
     guards: tuple[GuardEvidence, ...] = ()
     alerts: tuple[str, ...] = ()
     guards_evaluated: bool = True
+    guards_missing: tuple[str, ...] = ()
 
 
 # --- range queries -------------------------------------------------------------------------
@@ -300,7 +303,7 @@ def guard(req: Request, client: PrometheusClient, store: Store, baseline_id: str
     """
     side = side_for(req.initiative, baseline_id)
     b = store.baseline(baseline_id, samples=side is None)
-    look, _ = looks.context(store, req.initiative, b.signal, req.spec.verification.confidence, req.planned, baseline_id)
+    look, _ = looks.context(store, req.initiative, b.signal, req.spec.verification.confidence, req.planned, baseline_id, b.query)
     return GuardEvidence(b, measure_guard(req.spec, client, b, req.start, req.end, req.step), look, side)
 
 
@@ -336,7 +339,8 @@ def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.d
 @dataclass(frozen=True)
 class Request:
     """What ``verify`` asks evidence for: the initiative, its window and step, its planned
-    length, and (when already loaded) its baseline with samples."""
+    length, (when already loaded) its baseline with samples, and the chosen guards without
+    a baseline (``guards_missing``: :func:`obsctl.baselining.guards.missing_guards`)."""
 
     spec: Spec
     initiative: Initiative
@@ -346,6 +350,7 @@ class Request:
     step: float
     planned: float
     guards: bool
+    guards_missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -385,7 +390,8 @@ def gather(req: Request, client: PrometheusClient, store: Store, pending: Pendin
     if baseline.id == initiative.baseline_id and verdict.aged(initiative, baseline):
         before = measure_before_start(spec, client, initiative, baseline, req.step)
     compared, _, _ = verdict.before_start(spec, initiative, baseline, before)
-    look, level_note = looks.context(store, initiative, initiative.primary_signal, cfg.confidence, req.planned, initiative.baseline_id or None)
+    look, level_note = looks.context(store, initiative, initiative.primary_signal, cfg.confidence, req.planned, initiative.baseline_id or None,
+                                     compared.query)
     setting = Setting(spec, initiative, compared, m.samples, req.start.timestamp(), req.end.timestamp(), req.step, cfg.confidence,
                       spec.workload_class(initiative.workload_class))
     prefetched = None
@@ -394,4 +400,5 @@ def gather(req: Request, client: PrometheusClient, store: Store, pending: Pendin
     gathered = gather_design(client, setting, design.plan(setting), prefetched)
     guards = tuple(f.result() for f in pending.guards)
     alerts = tuple(pending.alerts.result())
-    return Evidence(spec, initiative, baseline, m, own_side, before, look, level_note, setting, gathered, guards, alerts, req.guards)
+    return Evidence(spec, initiative, baseline, m, own_side, before, look, level_note, setting, gathered, guards, alerts, req.guards,
+                    req.guards_missing)

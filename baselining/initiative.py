@@ -52,6 +52,7 @@ class Start:
     owner: str | None = None
     due: dt.date | None = None
     lever_description: str = ""
+    placebo: bool = False
 
 
 def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | None = None) -> Initiative:
@@ -69,6 +70,8 @@ def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | No
         due: the date it should be decided by (None: the start plus its planned window).
         lever_description: what the lever is, required for lever ``other`` (one printable
             line, at most 200 characters) and refused with any other lever.
+        placebo: an A/A initiative (nothing changes; ``expected_impact_ratio`` must be None
+            or 0 and is stored as None); recorded as such, shown by the ledger, never promoted.
 
     The class's other current baselines are recorded as the guard signals' baselines
     (``guard_baseline_ids``), so ``obsctl verify`` compares them with the state before
@@ -92,9 +95,12 @@ def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | No
     """
     name, lever, workload_class, signal = ask.name, ask.lever, ask.workload_class, ask.signal
     expected_impact_ratio, started_at, notes, design, control = ask.expected_impact_ratio, ask.started_at, ask.notes, ask.design, ask.control
-    effort, owner, due, lever_description = ask.effort, ask.owner, ask.due, ask.lever_description
+    effort, owner, due, lever_description, placebo = ask.effort, ask.owner, ask.due, ask.lever_description, ask.placebo
     if not name.strip():
         raise UsageError("--name must not be empty")
+    if placebo or expected_impact_ratio == 0:
+        # An expected impact of 0 is a placebo (A/A): nothing is changed.
+        placebo, expected_impact_ratio = True, None
     if expected_impact_ratio is not None:
         from obsctl.baselining.plan import check_effect
 
@@ -123,6 +129,11 @@ def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | No
         )
     designs.check_start(spec, store, workload_class, choice, baseline)
     started = (started_at or now).astimezone(dt.UTC)
+    # The class's targets meet the baseline the change is judged against (if nothing did
+    # before): the change, once verified and promoted, counts toward them.
+    from obsctl.baselining.practice.targets import anchor_all
+
+    anchor_all(spec, store, now, {(t.workload_class, t.signal) for t in spec.targets if t.workload_class == workload_class})
     guards = {sig: bid for sig, bid in store.current_index().get(workload_class, {}).items() if sig != signal}
     _check_before_start(store, [b for b in [baseline] if b is not None], guards, started)
     if due is not None and due < started.date():
@@ -147,6 +158,7 @@ def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | No
         owner=owner,
         due=due,
         lever_description=lever_description,
+        placebo=placebo,
     )
     # The baselines' sides of every verdict, fixed now like the cycle fit (sides.stored_side).
     from obsctl.baselining.decide.sides import stored_side
@@ -162,9 +174,9 @@ def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | No
     with store.locked():
         check_ledger(store, workload_class, choice)  # under the lock, as the one-per-class check
         # No fresh error budget on data already looked at, nor a baseline swapped inside a change's looks.
-        looks.check_start(store, workload_class, signal, started, initiative.baseline_id or None)
+        looks.check_start(store, workload_class, signal, started, initiative.baseline_id or None, baseline.query if baseline else "")
         for sig, bid in guards.items():
-            looks.check_start(store, workload_class, sig, started, bid)
+            looks.check_start(store, workload_class, sig, started, bid, store.baseline(bid, samples=False).query)
         return store.add_initiative(initiative)
 
 
@@ -250,3 +262,76 @@ def check_ledger(store, workload_class: str, choice: Choice) -> None:
         if choice.control_class and other.workload_class == choice.control_class:
             raise StoreError(f"control class {choice.control_class!r} has its own open initiative {other.id!r}: "
                              "it is changing, so it cannot be a control")
+
+
+def aged_warning(spec: Spec, store: Store, initiative: Initiative) -> str | None:
+    """The warning ``initiative start`` prints when the before-after baseline ended long
+    before the start (:func:`obsctl.baselining.decide.verdict.aged`: verify would compare with the
+    period right before the start instead), with the exact commands that bind the
+    initiative to a baseline ending at the start; None otherwise."""
+    from obsctl.baselining.decide.verdict import AGED_AFTER_SECONDS, aged
+    from obsctl.durations import format_duration
+    from obsctl.timeutil import rfc3339
+
+    if not initiative.baseline_id:
+        return None
+    b = store.baseline(initiative.baseline_id, samples=False)
+    if not aged(initiative, b):
+        return None
+    gap = (initiative.started_at - b.window.end).total_seconds()
+    length = format_duration((b.window.end - b.window.start).total_seconds())
+    return (f"baseline {b.id} ended {format_duration(gap)} before the start (more than {format_duration(AGED_AFTER_SECONDS)}): "
+            f"verify will compare with the period right before the start instead. To judge against a baseline that ends at "
+            f"the start, before the first verify: obsctl snapshot-baseline --class {initiative.workload_class} --signal "
+            f"{initiative.primary_signal} --window {length} --end {rfc3339(initiative.started_at)} && obsctl initiative rebase "
+            f"--initiative {initiative.id} --reason 'baseline ended {format_duration(gap)} before the start'")
+
+
+def rebase_initiative(spec: Spec, store: Store, initiative_id: str, reason: str, now: dt.datetime | None = None) -> Initiative:
+    """Bind an open initiative, before its first look, to the class's current baselines.
+
+    The primary's and the guards' baselines become the current ones (which must end at or
+    before the start), with their sides and cycle fit recomputed as ``initiative start``
+    computes them; the planned length stays. The change is logged on the initiative
+    (``rebased``: when, from, to, why) and in its notes. After a look it is refused: a
+    baseline chosen after seeing the data would be a second try at the same change.
+
+    Raises:
+        UsageError: an empty reason; a current baseline that ends after the start.
+        StoreError: unknown id; the initiative is not open, or has looked (a verdict or a
+            logged look); no current baseline, or the current one is already its own.
+    """
+    from obsctl.baselining.decide.sides import stored_side
+    from obsctl.baselining.designs import run as designs
+    from obsctl.timeutil import rfc3339
+
+    if not reason.strip() or any(not ch.isprintable() for ch in reason):
+        raise UsageError("--reason must be one line of plain text: say why the initiative gets a fresh baseline")
+    now = now or utcnow()
+    with store.locked():
+        i = store.initiative(initiative_id)
+        looked = [look for look in store.all_looks() if look.initiative == i.id]
+        if i.status != "open" or i.verifications or looked:
+            last = max((look.window_end for look in looked), default=None)
+            after = f" after {rfc3339(last)}" if last else ""
+            raise StoreError(f"initiative {i.id!r} is {i.status} with {max(len(i.verifications), len(looked))} look(s): its baseline "
+                             f"can change only before the first look (a baseline chosen after seeing the data is a second try); "
+                             f"close it (obsctl initiative close --initiative {i.id}) and start a new change{after}")
+        baseline = store.current_baseline(i.workload_class, i.primary_signal)
+        if baseline is None or baseline.id == i.baseline_id:
+            raise StoreError(f"initiative {i.id!r}: no fresher baseline of {i.workload_class}/{i.primary_signal} than {i.baseline_id or 'none'}; "
+                             f"take one that ends at the start first: obsctl snapshot-baseline --class {i.workload_class} "
+                             f"--signal {i.primary_signal} --end {rfc3339(i.started_at)}")
+        guards = {sig: bid for sig, bid in store.current_index().get(i.workload_class, {}).items() if sig != i.primary_signal}
+        _check_before_start(store, [baseline], guards, i.started_at)
+        looks.check_start(store, i.workload_class, i.primary_signal, i.started_at, baseline.id, baseline.query)
+        choice = designs.choose(spec, i.workload_class, i.design, i.control_class)
+        sides = [stored_side(spec, b) for b in [baseline, *(store.baseline(g) for g in guards.values())]]
+        entry = {"at": rfc3339(now), "from": i.baseline_id, "to": baseline.id, "reason": reason.strip()}
+        note = f"rebased {entry['at']}: baseline {entry['from'] or 'none'} -> {entry['to']} ({entry['reason']})"
+        rebased = i.model_copy(update={
+            "baseline_id": baseline.id, "guard_baseline_ids": guards, "baseline_sides": [x for x in sides if x is not None],
+            "baseline_cycle": designs.start_checks(choice, baseline), "rebased": [*i.rebased, entry],
+            "notes": f"{i.notes}\n{note}".strip()})
+        store.save_initiative(rebased)
+    return rebased

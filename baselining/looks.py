@@ -1,9 +1,14 @@
 """The look log: every verify is a look at a change, and the error belongs to the change.
 
-A change is a sequence of looks at one (workload class, signal) from one start: each
-look judges the window cumulative from ``sequence_start`` on the confidence sequence of
-:mod:`obsctl.baselining.statistics.anytime`, which holds at every look at once. So the
-log only has to make sure that the looks a user makes are all on one sequence:
+A change is a sequence of looks at one query from one start: each look judges the
+window cumulative from ``sequence_start`` on the confidence sequence of
+:mod:`obsctl.baselining.statistics.anytime`, which holds at every look at once. What is
+looked at is the query's input data, not the names it goes by: :func:`query_key` reduces
+the PromQL (its selector filled in) to its vector selectors, so a renamed class or signal,
+a second class with the same selector, or ``sum(x{...}) * 1`` next to ``sum(x{...})``
+continues the same sequence. Looks logged before keys were recorded (``query_key`` "")
+are matched by class and signal. So the log only has to make sure that the looks a user
+makes are all on one sequence:
 
 - every look is appended to ``STORE/looks/<class>/<signal>.jsonl`` before its verdict is
   shown (:meth:`obsctl.baselining.store.Store.append_looks`); a verify that cannot log
@@ -15,12 +20,16 @@ log only has to make sure that the looks a user makes are all on one sequence:
   another sequence is refused (:func:`check_start`): moving ``--started-at`` by a
   second buys no fresh error budget;
 - a window that does not start at the change is not a term of the sequence:
-  ``verify`` refuses it as a look (:func:`obsctl.baselining.verify.verification_window`).
+  ``verify`` refuses it as a look (:func:`obsctl.baselining.verify.verification_window`);
+- concurrent verifies get distinct numbers: a verify holds the store's look lock
+  (:meth:`~obsctl.baselining.store.Store.looks_locked`) from its numbers to its lines;
+- reading a verdict again (``verify --peek``, ``report``) is not a look.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from obsctl.baselining.statistics.comparison import LookContext
 from obsctl.baselining.store import Store
@@ -29,6 +38,42 @@ from obsctl.formatting import format_confidence
 from obsctl.records import Initiative, Look, VerificationResult
 from obsctl.timeutil import rfc3339, utcnow
 
+_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`)')
+
+
+def query_key(query: str) -> str:
+    """What a PromQL expression looks at: its vector selectors, each as its metric name and
+    its label matchers sorted (quoting as written), sorted and joined by ``" | "``.
+
+    ``sum(rate(x_total{job="a",model="m"}[5m])) * 1`` and ``sum(rate(x_total{model="m", job="a"}[1m]))``
+    both give ``x_total{job="a",model="m"}``: the same input series, the same data. ``""``
+    for a query without a selector."""
+    from obsctl.baselining.measure.window import selectors_of
+
+    keys = set()
+    for selector in selectors_of(query):
+        name, _, rest = selector.partition("{")
+        matchers = sorted(f"{label}{op}{value}" for label, op, value in _MATCHER.findall(rest))
+        keys.add(f"{name.strip()}{{{','.join(matchers)}}}")
+    return " | ".join(sorted(keys))
+
+
+def same_data(look: Look, workload_class: str, signal: str, key: str) -> bool:
+    """True when ``look`` looked at the data of ``key`` (its own key equal), or, for a look
+    logged without a key, at the same class and signal."""
+    if look.query_key and key:
+        return look.query_key == key
+    return (look.workload_class, look.signal) == (workload_class, signal)
+
+
+def looks_at(store: Store, workload_class: str, signal: str, query: str = "") -> list[Look]:
+    """The store's looks at the data of ``query`` (:func:`same_data`), from every log;
+    without a query, the looks of ``workload_class``/``signal`` only."""
+    if not query:
+        return store.looks(workload_class, signal)
+    key = query_key(query)
+    return [look for look in store.all_looks() if same_data(look, workload_class, signal, key)]
+
 
 def sequence(looks: list[Look], started_at: dt.datetime) -> list[Look]:
     """The looks of the sequence that starts at ``started_at``, oldest first."""
@@ -36,13 +81,14 @@ def sequence(looks: list[Look], started_at: dt.datetime) -> list[Look]:
 
 
 def context(store: Store, initiative: Initiative, signal: str, confidence: float, planned_seconds: float | None,
-            baseline_id: str | None = None) -> tuple[LookContext, str]:
+            baseline_id: str | None = None, query: str = "") -> tuple[LookContext, str]:
     """The next look's place on its sequence, and a note when the spec's level moved since look 1.
 
     Args:
         confidence: the spec's ``verification.confidence`` now (used at a sequence's first look).
         planned_seconds: the initiative's planned window (where a new sequence's boundary is smallest).
         baseline_id: the baseline this look compares with (None: not known, e.g. a canary's control group).
+        query: the PromQL looked at (the sequence is the looks at its data, :func:`looks_at`); "": by class and signal.
 
     Returns:
         ``(LookContext with number, level and t_min, note or "")``.
@@ -53,14 +99,15 @@ def context(store: Store, initiative: Initiative, signal: str, confidence: float
             cut: a fresh sequence would buy a fresh error budget); or the sequence's looks were
             judged against another baseline.
     """
-    seq = sequence(store.looks(initiative.workload_class, signal), initiative.started_at)
+    seq = sequence(looks_at(store, initiative.workload_class, signal, query), initiative.started_at)
     if signal == initiative.primary_signal:
         logged = sum(1 for look in seq if look.initiative == initiative.id and look.role == "primary")
         if logged < len(initiative.verifications):
             raise StoreError(f"{store.looks_file(initiative.workload_class, signal)}: the look log holds {logged} look(s) of initiative "
                              f"{initiative.id}, which recorded {len(initiative.verifications)} verification(s): the log was removed or cut; "
                              "restore it from history (its looks are what keeps repeated verifies honest)")
-    _check_baseline(seq, initiative.workload_class, signal, baseline_id)
+    _check_baseline([look for look in seq if (look.workload_class, look.signal) == (initiative.workload_class, signal)],
+                    initiative.workload_class, signal, baseline_id)
     if not seq:
         return LookContext(1, planned_seconds, None, confidence), ""
     first = seq[0]
@@ -79,31 +126,37 @@ def _check_baseline(seq: list[Look], workload_class: str, signal: str, baseline_
     if first and baseline_id and first != baseline_id:
         raise StoreError(f"{workload_class}/{signal}: the looks at the change from {rfc3339(seq[0].sequence_start)} compared with baseline "
                          f"{first}, this one would compare with {baseline_id}: a change keeps the baseline of its first look; "
-                         f"make {first} current again (baseline promote), or start after the last look's window")
+                         f"start a new change after its last look's window, --started-at {rfc3339(max(look.window_end for look in seq))} "
+                         "or later")
 
 
-def check_start(store: Store, workload_class: str, signal: str, started_at: dt.datetime, baseline_id: str | None = None) -> None:
+def check_start(store: Store, workload_class: str, signal: str, started_at: dt.datetime, baseline_id: str | None = None,
+                query: str = "") -> None:
     """Refuse a start whose cumulative window would take in data already looked at.
 
     A start equal to an existing sequence's start continues that sequence (with the same
-    baseline); any other start before the last window end of a sequence of
-    ``workload_class``/``signal`` is refused.
+    baseline); any other start before the last window end of a sequence at the data of
+    ``query`` (:func:`looks_at`: under any class or signal name; without a query, of
+    ``workload_class``/``signal``) is refused.
 
     Raises:
         StoreError: one line naming the sequence, the data looked at, and the two ways on;
             or a continued sequence whose looks compared with another baseline than ``baseline_id``.
     """
     by_start: dict[dt.datetime, list[Look]] = {}
-    for look in store.looks(workload_class, signal):
+    for look in looks_at(store, workload_class, signal, query):
         by_start.setdefault(look.sequence_start, []).append(look)
     for start, looks in by_start.items():
         if start == started_at:
-            _check_baseline(looks, workload_class, signal, baseline_id)
+            _check_baseline([look for look in looks if (look.workload_class, look.signal) == (workload_class, signal)],
+                            workload_class, signal, baseline_id)
             continue
         last = max(look.window_end for look in looks)
         if started_at < last:
+            names = sorted({f"{look.workload_class}/{look.signal}" for look in looks} - {f"{workload_class}/{signal}"})
+            also = f" (the same data as {', '.join(names)})" if names else ""
             raise StoreError(
-                f"{workload_class}/{signal} was already looked at from {rfc3339(start)} to {rfc3339(last)} "
+                f"{workload_class}/{signal}{also} was already looked at from {rfc3339(start)} to {rfc3339(last)} "
                 f"({len(looks)} look(s), initiative {looks[-1].initiative}): a start at {rfc3339(started_at)} would judge that data again; "
                 f"start after {rfc3339(last)} (--started-at), or continue that change's looks with --started-at {rfc3339(start)}")
 
@@ -114,13 +167,13 @@ def looks_of(initiative: Initiative, result: VerificationResult, primary: LookCo
     window = {"window_start": result.window.start, "window_end": result.window.end, "looked_at": now}
     out = [_look(initiative, primary, result.assessment, signal=result.signal, role="primary", verdict=result.primary_verdict,
                  change_ratio=result.change_ratio, ci_low=result.ci_low, ci_high=result.ci_high, baseline_id=initiative.baseline_id or None,
-                 **window)]
+                 query_key=query_key(result.query), **window)]
     for g in result.guards:
         ctx = guards.get(g.signal)
         if ctx is None:
             continue
         out.append(_look(initiative, ctx, g.assessment, signal=g.signal, role="guard", verdict=g.verdict, change_ratio=g.change_ratio,
-                         ci_low=g.ci_low, ci_high=g.ci_high, baseline_id=g.baseline_id, **window))
+                         ci_low=g.ci_low, ci_high=g.ci_high, baseline_id=g.baseline_id, query_key=query_key(g.query), **window))
     return out
 
 

@@ -130,22 +130,46 @@ def render_figure(baseline: Baseline, result: VerificationResult) -> bytes:
         plt.close(fig)
 
 
+#: Labels that name a replica, in the order they are looked for (Kubernetes, Prometheus).
+REPLICA_LABELS = ("pod", "instance", "replica")
+
+
 def _population(pop: Population | None) -> str:
+    """The population in a table cell: ``2 replicas (instance), 24 series``, the full
+    list under "Input series" (label sets are long: one histogram is a set per bucket)."""
     if pop is None or pop.series_count == 0:
         return "no input series found"
-    shown = "; ".join("{" + ", ".join(f'{k}="{v}"' for k, v in sorted(ls.items())) + "}" for ls in pop.label_sets[:5])
-    shown = markdown_text(shown)  # label values come from whatever series match the selector
-    more = f" (and {pop.series_count - 5} more)" if pop.series_count > 5 else ""
-    return f"{pop.series_count} series: {shown}{more}"
+    label = next((n for n in REPLICA_LABELS if any(ls.get(n) for ls in pop.label_sets)), None)
+    replicas = len({ls[label] for ls in pop.label_sets if ls.get(label)}) if label else None
+    who = f"{replicas} replica{'s' if replicas != 1 else ''} ({label}), " if replicas else ""
+    return f"{who}{pop.series_count} series (listed under Input series)"
+
+
+def _labels(label_set: dict[str, str]) -> str:
+    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(label_set.items())) + "}"
+
+
+def _input_series(baseline: Baseline, result: VerificationResult) -> list[str]:
+    """The "Input series" section: every stored label set of each side, one escaped line each
+    (label values come from whatever series match the selector)."""
+    lines = ["## Input series", ""]
+    for name, pop in (("Baseline", baseline.population), ("Verification window", result.population)):
+        sets = pop.label_sets if pop is not None else []
+        more = f" (the first {len(sets)} kept)" if pop is not None and pop.series_count > len(sets) else ""
+        lines += [f"{name}: {pop.series_count if pop else 0} series{more}", ""]
+        lines += [f"- {markdown_text(_labels(ls))}" for ls in sets] or ["- none"]
+        lines.append("")
+    return lines
 
 
 def _guard_table(result: VerificationResult) -> list[str]:
     """The "Guard signals" section: a table, or one line saying why there is none."""
     lines = ["## Guard signals", ""]
-    if not result.guards:
+    if not result.guards and not result.guards_missing:
         return [*lines, guards_line(result), ""]
     lines += [
-        "A REGRESSED guard makes the overall verdict REGRESSED; NO_DATA and INCONCLUSIVE guards are reported only.",
+        "A REGRESSED guard makes the overall verdict REGRESSED; a NO_DATA, INCONCLUSIVE or not evaluated guard keeps it at most "
+        "INCONCLUSIVE unless verification.optional_guards names it.",
         "",
         "| signal | category | baseline mean | window mean | change | CI | verdict |",
         "|---|---|---|---|---|---|---|",
@@ -160,6 +184,7 @@ def _guard_table(result: VerificationResult) -> list[str]:
         means = [f"{format_number(m)} {markdown_text(g.unit)}" if m is not None else "n/a" for m in (g.baseline_mean, g.window_mean)]
         lines.append(f"| `{g.signal}` | {g.category} | {means[0]} | {means[1]} "
                      f"| {format_percent(g.change_ratio)} | {ci} | **{g.verdict}** |")
+    lines += [f"| `{name}` | | n/a | n/a | n/a | n/a | **NOT EVALUATED** (no baseline) |" for name in result.guards_missing]
     return [*lines, ""]
 
 
@@ -242,6 +267,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         + ("(Fieller interval from the long-run variance under the signal's memory; docs/verification.md)" if result.assessment
            else "(Fieller interval from non-overlapping batch means)"),
         f"- Primary signal's own verdict: **{result.primary_verdict or result.verdict}**",
+        *([f"- Promoted without every guard judged: {md(initiative.promote_override)}"] if initiative.promote_override else []),
         f"- Alerts fired in the window: {md(', '.join(result.alerts_fired)) or 'none'}",
         "",
         *_guard_table(result),
@@ -269,5 +295,6 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         "",
         *_code_block(result.query or baseline.query, "promql"),
         "",
+        *_input_series(baseline, result),
     ]
     return "\n".join(lines)

@@ -207,6 +207,11 @@ def snapshot(
         reader.close(wait=False)  # interrupted: the daemon worker dies with the process
         raise
     reader.close(wait=True)
+    # A target meets its first baseline here (or at initiative start, rules generate, review):
+    # anchored now, so a later promotion counts toward it instead of moving it.
+    from obsctl.baselining.practice.targets import anchor_all
+
+    anchor_all(spec, store, created, {(o.workload_class, o.signal) for o in report.outcomes if o.status == "stored"})
     return report
 
 

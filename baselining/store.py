@@ -6,6 +6,7 @@ Layout (``STORE`` is ``spec.store_path()``)::
     STORE/baselines/<class>/<signal>/<baseline id>.yaml  every baseline ever taken (the history)
     STORE/initiatives/<initiative id>.yaml               the initiative ledger, verifications included
     STORE/looks/<class>/<signal>.jsonl                   the append-only look log: one JSON line per look at a change
+    STORE/.looks.lock                                    held by a verify from its look numbers to their lines in the log
     STORE/initiatives.index.json                         class, status, start of every initiative (a cache)
     STORE/.lock                                          filelock guarding writers
 
@@ -65,6 +66,8 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
 #: Statuses of an initiative that still occupies its workload class.
 ACTIVE_STATUSES = ("open", "verified")
 LOCK_TIMEOUT_SECONDS = 30.0
+#: How long a verify waits for another verify's looks to be logged (it holds the look log's lock for its whole run).
+LOOKS_LOCK_TIMEOUT_SECONDS = 600.0
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -404,6 +407,54 @@ class Store:
         """``STORE/looks/<class>/<signal>.jsonl``."""
         return self.path / "looks" / _safe(workload_class, "workload class") / f"{_safe(signal, 'signal')}.jsonl"
 
+    def _check_looks_path(self, path: Path) -> None:
+        # Every component under the store (looks/, looks/<class>/, the file) must be the
+        # store's own: a linked folder or file could point at another log, or at none
+        # (a fresh sequence: a fresh error budget).
+        for part in (self.path / "looks", path.parent, path):
+            if part.is_symlink():
+                raise StoreError(f"{part}: is a symbolic link on the look log's path; it must be the store's own "
+                                 f"{'file' if part == path else 'folder'} (restore it from history)")
+
+    def all_looks(self) -> list[Look]:
+        """Every look in the store's logs (``STORE/looks/<class>/<signal>.jsonl``), each log
+        oldest first. Raises StoreError as :meth:`looks` (a linked folder or file too)."""
+        root = self.path / "looks"
+        if root.is_symlink() or not root.is_dir():
+            self._check_looks_path(root / "_" / "_.jsonl")
+            return []
+        out: list[Look] = []
+        for folder in sorted(root.iterdir()):
+            if folder.is_symlink():
+                self._check_looks_path(folder / "_.jsonl")
+            if folder.is_dir():
+                for name in sorted(log.stem for log in folder.glob("*.jsonl")):
+                    out += self.looks(folder.name, name)
+        return out
+
+    @contextlib.contextmanager
+    def looks_locked(self) -> Iterator[None]:
+        """Hold the look log's lock (``STORE/.looks.lock``) from a verify's look numbers to
+        their lines in the log, so concurrent verifies get distinct numbers (the later one
+        waits up to :data:`LOOKS_LOCK_TIMEOUT_SECONDS` for the earlier one's looks).
+
+        Raises:
+            StoreError: the lock cannot be taken (timeout, unwritable store), naming the path.
+        """
+        lock_path = self.path / ".looks.lock"
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(lock_path), timeout=LOOKS_LOCK_TIMEOUT_SECONDS)
+            lock.acquire()
+        except Timeout:
+            raise StoreError(f"{self.path}: another verify holds the look log (waited {LOOKS_LOCK_TIMEOUT_SECONDS:.0f}s for {lock_path})") from None
+        except OSError as exc:
+            raise StoreError(f"{lock_path}: cannot take the look log's lock: {exc.strerror or exc}") from None
+        try:
+            yield
+        finally:
+            lock.release()
+
     def looks(self, workload_class: str, signal: str) -> list[Look]:
         """Every look logged at ``workload_class``/``signal``, oldest first (``[]``: none yet).
 
@@ -411,9 +462,8 @@ class Store:
             StoreError: the log is unreadable, or a line is not a look (naming file and line).
         """
         path = self.looks_file(workload_class, signal)
+        self._check_looks_path(path)  # a dangling link would read as "no looks yet": a fresh sequence
         self._directory(path.parent)
-        if path.is_symlink():  # a dangling link would read as "no looks yet": a fresh sequence
-            raise StoreError(f"{path}: the look log is a symbolic link; it must be the store's own file (restore it from history)")
         if not path.exists():
             return []
         try:
@@ -448,6 +498,7 @@ class Store:
         with self.locked():
             for key in dict.fromkeys((look.workload_class, look.signal) for look in looks):
                 path = self.looks_file(*key)
+                self._check_looks_path(path)
                 new = "".join(look.model_dump_json() + "\n" for look in looks if (look.workload_class, look.signal) == key)
                 try:
                     old = path.read_bytes() if path.exists() else b""

@@ -19,8 +19,9 @@ each is measured over the same window with its own baseline's PromQL and judged 
 non-inferiority test with its margin ``guard_margin_ratio``, the family's error shared
 by Holm's step-down (:func:`obsctl.baselining.decide.verdict.holm`). A REGRESSED guard turns
 the overall verdict into REGRESSED (an "optimization" that degrades quality or cost is
-a regression, DESIGN.md); a guard that is NO_DATA / INCONCLUSIVE keeps it at most
-INCONCLUSIVE unless in ``verification.optional_guards`` (:func:`overall_verdict`).
+a regression, DESIGN.md); a guard that is NO_DATA / INCONCLUSIVE, or chosen but without a
+baseline (``guards_missing``: not evaluated), keeps it at most INCONCLUSIVE unless in
+``verification.optional_guards`` (:func:`overall_verdict`).
 
 Exit codes of ``obsctl verify`` (one per verdict, for pipelines):
 IMPROVED 0, NO_CHANGE 10, INCONCLUSIVE 11, REGRESSED 12, NO_DATA 13.
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from obsctl.baselining import evidence, looks
 from obsctl.baselining.decide import verdict
 from obsctl.baselining.designs import run as designs
-from obsctl.baselining.guards import guard_ids
+from obsctl.baselining.guards import guard_ids, missing_guards
 from obsctl.baselining.plan import planned_seconds
 from obsctl.baselining.store import Store
 from obsctl.baselining.workers import DaemonPool
@@ -78,6 +79,19 @@ def resolve_initiative(store: Store, initiative_id: str | None, workload_class: 
             raise StoreError(f"workload class {workload_class!r} has no open initiative (start one: obsctl initiative start){missing}")
         return active
     raise UsageError("give --initiative ID or --class NAME")
+
+
+def last_verdict(store: Store, initiative_id: str | None, workload_class: str | None) -> tuple[Initiative, VerificationResult]:
+    """The initiative's last stored verdict (``verify --peek``): read-only, no query, no look.
+
+    Raises:
+        UsageError, StoreError: as :func:`resolve_initiative`; StoreError also when the
+            initiative has no verdict yet.
+    """
+    initiative = resolve_initiative(store, initiative_id, workload_class)
+    if not initiative.verifications:
+        raise StoreError(f"initiative {initiative.id!r} has no verdict yet: run obsctl verify --initiative {initiative.id} (a look)")
+    return initiative, initiative.verifications[-1]
 
 
 def verification_window(
@@ -136,19 +150,27 @@ def verification_window(
     return start_at, end_at
 
 
+#: Alerts about obsctl's own state reaching Prometheus, not about the workload: never counted in a verdict.
+NOT_ABOUT_THE_WORKLOAD = ("ObsctlBaselineMissing",)
+
+
 def alerts_fired(client: PrometheusClient, workload_class: str, start: dt.datetime, end: dt.datetime) -> list[str]:
     """Obsctl alerts of the class that were firing at any evaluation in ``(start, end]``.
 
-    Queries ``count_over_time(ALERTS{alertname=~"Obsctl.*", workload_class="C",
-    alertstate="firing"}[<window>s])`` at ``end``: every ``ALERTS`` sample Prometheus wrote
-    in the window counts, however short the firing.
+    Queries ``count_over_time(ALERTS{alertname=~"Obsctl.*", alertname!~"<not about the
+    workload>", workload_class="C", alertstate="firing"}[<window>s])`` at ``end``: every
+    ``ALERTS`` sample Prometheus wrote in the window counts, however short the firing.
+    Alerts that only say obsctl's own state had not reached Prometheus
+    (:data:`NOT_ABOUT_THE_WORKLOAD`: ``ObsctlBaselineMissing`` while the rules with a new
+    baseline load) are not counted.
 
     Returns:
         Sorted names, ``Alertname{signal="s"}`` when the alert has a ``signal`` label.
     """
     seconds = max(1, int(round((end - start).total_seconds())))
     query = (
-        f'count_over_time(ALERTS{{alertname=~"Obsctl.*",workload_class="{escape_label_value(workload_class)}",'
+        f'count_over_time(ALERTS{{alertname=~"Obsctl.*",alertname!~"{"|".join(NOT_ABOUT_THE_WORKLOAD)}",'
+        f'workload_class="{escape_label_value(workload_class)}",'
         f'alertstate="firing"}}[{seconds}s])'
     )
     names = set()
@@ -228,24 +250,27 @@ def verify(spec: Spec, client: PrometheusClient, store: Store, ask: Ask) -> tupl
     chosen = guard_ids(spec, store, initiative) if guards else []
     head = baseline or (store.baseline(initiative.baseline_id, samples=False) if initiative.baseline_id else None)
     # Daemon workers (baselining.workers): an error or Ctrl-C here ends the command without
-    # waiting for the calls still in flight.
-    req = evidence.Request(spec, initiative, baseline, start_at, end_at, step, planned, guards)
-    with DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
-        measured = None if head is None else pool.submit(evidence.measure_primary, spec, client, initiative, head, start_at, end_at, step)
-        periods = designs.context_periods(initiative, head, start_at, end_at)
-        loads = None if periods is None else (periods, pool.submit(evidence.period_loads, spec, client,
-                                                                   spec.workload_class(initiative.workload_class), periods, step))
-        pending = evidence.Pending(
-            measured, loads,
-            tuple(pool.submit(evidence.guard, req, client, store, gid) for gid in chosen),
-            pool.submit(alerts_fired, client, initiative.workload_class, start_at, end_at))
-        try:
-            ev = evidence.gather(req, client, store, pending)
-        finally:
-            for future in [measured, loads[1] if loads else None, *pending.guards, pending.alerts]:
-                if future is not None:
-                    future.cancel()
-    return record(store, ev, verdict.decide(ev), save)
+    # waiting for the calls still in flight. The look lock is held from the looks' numbers
+    # to their lines in the log: a concurrent verify waits and takes the next numbers.
+    missing = tuple(missing_guards(spec, store, initiative)) if guards else ()
+    req = evidence.Request(spec, initiative, baseline, start_at, end_at, step, planned, guards, missing)
+    with store.looks_locked():
+        with DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
+            measured = None if head is None else pool.submit(evidence.measure_primary, spec, client, initiative, head, start_at, end_at, step)
+            periods = designs.context_periods(initiative, head, start_at, end_at)
+            loads = None if periods is None else (periods, pool.submit(evidence.period_loads, spec, client,
+                                                                       spec.workload_class(initiative.workload_class), periods, step))
+            pending = evidence.Pending(
+                measured, loads,
+                tuple(pool.submit(evidence.guard, req, client, store, gid) for gid in chosen),
+                pool.submit(alerts_fired, client, initiative.workload_class, start_at, end_at))
+            try:
+                ev = evidence.gather(req, client, store, pending)
+            finally:
+                for future in [measured, loads[1] if loads else None, *pending.guards, pending.alerts]:
+                    if future is not None:
+                        future.cancel()
+        return record(store, ev, verdict.decide(ev), save)
 
 
 def result_of(ev: evidence.Evidence, v: verdict.Verdict) -> VerificationResult:
@@ -258,6 +283,7 @@ def result_of(ev: evidence.Evidence, v: verdict.Verdict) -> VerificationResult:
         primary_reason=primary.reason,
         guards=list(v.guards),
         guards_evaluated=ev.guards_evaluated,
+        guards_missing=list(ev.guards_missing),
         baseline_id=baseline.id,
         signal=baseline.signal,
         window=m.window,

@@ -17,7 +17,7 @@ from obsctl.rules.loop_series import (
     CLASS_SIGNAL_INFO,
     INITIATIVE_EVENT,
     LEDGER_CHANGE,
-    REVIEW_BASELINE_CREATED,
+    REVIEW_BASELINE_END,
     REVIEW_FINDINGS,
     REVIEW_OPPORTUNITY,
     TARGET_GAP,
@@ -87,7 +87,7 @@ def _review_panels() -> list[tuple[object, int, int]]:
         (g.table("Ledger: verified initiatives (last look's change)", [g.query(
             f"max by (workload_class, initiative, lever, signal, verdict, status) ({LEDGER_CHANGE})", "", "A", instant=True, table=True)],
             "obsctl ledger has the intervals, costs and lessons; the staircase is in ledger.png.", "change (ratio)"), 16, 8),
-        (g.timeseries("Baseline age (days)", [g.query(f"max by (workload_class, signal) (time() - {REVIEW_BASELINE_CREATED}) / 86400",
+        (g.timeseries("Baseline age (days)", [g.query(f"max by (workload_class, signal) (time() - {REVIEW_BASELINE_END}) / 86400",
                                                       "{{workload_class}} {{signal}}")], "none",
                       "Stale past the class's cadence (ObsctlBaselineStale)."), 8, 8),
     ]

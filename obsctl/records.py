@@ -356,6 +356,9 @@ class VerificationResult(_Record):
         primary_verdict, primary_reason: the primary signal's own verdict and reason.
         guards: the guard signals' results (empty with --no-guards).
         guards_evaluated: False for ``--no-guards``.
+        guards_missing: the signals ``verification.guards`` chooses for the class that
+            could not be evaluated because they have no baseline (a guard not judged is
+            not a pass: it caps the verdict like a NO_DATA guard, and promote refuses it).
         change_ratio: relative change of the window mean vs the baseline mean
             (0.30 = +30 %); ``None`` when there is no data.
         ci_low, ci_high: confidence interval of ``change_ratio`` at ``confidence``.
@@ -387,6 +390,7 @@ class VerificationResult(_Record):
     primary_reason: str = ""
     guards: list[GuardResult] = Field(default_factory=list)
     guards_evaluated: bool = False
+    guards_missing: list[Name] = Field(default_factory=list)
     coverage: Coverage | None = None
     warnings: list[str] = Field(default_factory=list)
     partial: bool = False
@@ -452,6 +456,15 @@ class Initiative(_Record):
     lesson: str = ""
     #: When it was promoted or closed (UTC); None while open or verified.
     ended_at: dt.datetime | None = None
+    #: Why it was promoted although its verdict was not judged with all the spec's guards
+    #: (``baseline promote --override-reason``); ``""``: promoted with every guard judged.
+    promote_override: str = ""
+    #: Each rebinding to a fresh baseline before the first look (``initiative rebase``):
+    #: ``{"at", "from", "to", "reason"}`` (RFC 3339, baseline ids, the stated reason).
+    rebased: list[dict[str, str]] = Field(default_factory=list)
+    #: A placebo (A/A) initiative: nothing was changed; it shows the team the verdict
+    #: holding NO_CHANGE on its own stack (``initiative start --placebo``); never promoted.
+    placebo: bool = False
 
     @model_validator(mode="after")
     def _lever_description(self) -> Initiative:
@@ -501,3 +514,6 @@ class Look(_Record):
     ci_high: float | None = None
     looked_at: dt.datetime
     baseline_id: RecordId | None = None
+    #: What was looked at: the signal's PromQL normalised to its input selectors
+    #: (:func:`obsctl.baselining.looks.query_key`); ``""`` in looks logged before it was recorded.
+    query_key: str = ""

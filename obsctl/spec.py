@@ -682,10 +682,11 @@ class Review(_Numbers):
         weekly_above_usd_per_month: a class costing more than this (USD/month, from its
             cost series over the last month) is reviewed weekly unless it names its own
             ``cadence``; None: the spec's ``cadence`` for every class.
-        baseline_life: cadence periods a baseline lives: older is stale (``max_age``
-            overrides), and the drift check spends its error over this many reviews.
+        stale_periods: cadence periods after its window's end a baseline is stale
+            (default 2: a weekly class re-baselines every other week); ``max_age`` overrides.
+        baseline_life: reviews the drift check spends its error over (default 8).
         max_age: a baseline older than this (a duration, e.g. ``60d``) is stale; default
-            ``baseline_life`` cadence periods.
+            ``stale_periods`` cadence periods.
         realistic_per_quarter: improvement per quarter (ratio) a target may require and
             still be realistic (default 0.05: about 5 %).
         aspirational_per_quarter: improvement per quarter above which a target is
@@ -697,6 +698,7 @@ class Review(_Numbers):
     """
 
     weekly_above_usd_per_month: float | None = Field(None, ge=0)
+    stale_periods: int = Field(2, ge=1, le=520)
     baseline_life: int = Field(8, ge=1, le=520)
     max_age: str | None = None
     realistic_per_quarter: float = Field(0.05, gt=0, lt=10)
@@ -761,6 +763,9 @@ class Spec(_Model):
     targets: list[Target] = Field(default_factory=list)
     verification: Verification = Field(default_factory=Verification)
     review: Review = Field(default_factory=Review)
+    #: The spec's identity where its state is shared (the Pushgateway group of ``obsctl
+    #: publish``): a team's name, e.g. ``team-chat``; None: the spec file's name.
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
     path: Path | None = Field(None, exclude=True)
     _lines: dict = PrivateAttr(default_factory=dict)
 

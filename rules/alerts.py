@@ -25,7 +25,7 @@ from obsctl.rules.loop_series import (
     BASELINE_VALUE,
     CLASS_SIGNAL_INFO,
     JOIN,
-    REVIEW_BASELINE_CREATED,
+    REVIEW_BASELINE_END,
     REVIEW_BASELINE_MAX_AGE,
     REVIEW_FINDINGS,
     REVIEW_INITIATIVE_DUE,
@@ -139,7 +139,7 @@ def review_rules() -> list[dict]:
     * ``ObsctlInitiativeOverdue``: an open or verified initiative is past its planned
       end; value: seconds past it.
     """
-    stale = f"(time() - {REVIEW_BASELINE_CREATED})\n> {JOIN} {REVIEW_BASELINE_MAX_AGE}"
+    stale = f"(time() - {REVIEW_BASELINE_END})\n> {JOIN} {REVIEW_BASELINE_MAX_AGE}"
     overdue = f"time() - {REVIEW_INITIATIVE_DUE} > 0"
     return [
         _alert("ObsctlBaselineStale", with_owner(stale), REVIEW_FOR, "warning", {},

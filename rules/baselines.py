@@ -2,10 +2,13 @@
 
 * baseline: ``workload_class:obsctl_signal_baseline:value{workload_class, signal}`` =
   ``vector(<baseline stats.mean>)`` and ``obsctl_baseline_info{...metadata} = 1``.
-* target: absolute targets are a constant. Relative targets are computed in PromQL from
-  the baseline series, ``baseline * (1 + relative)``: the target then follows the
-  baseline when one is promoted, and has no value while there is no baseline (a relative
-  target without a baseline is undefined, and ObsctlBaselineMissing says so).
+* target: absolute targets are a constant. A relative target anchored in the store
+  (``obsctl.baselining.practice.targets``: the baseline current when the target first met one) is
+  the constant ``anchor x (1 + relative)``, the value ``target show`` and ``review`` use,
+  and its info series carries ``anchor_baseline_id`` and ``anchored_at``; a promotion does
+  not move it. Without an anchor (no baseline yet, or rules made with ``--empty-store``)
+  it is computed from the baseline series, ``baseline * (1 + relative)``, and has no
+  value while there is no baseline (ObsctlBaselineMissing says so).
 * gap: ``(current - target) / target`` per signal, joined ``on(workload_class, signal)``.
 """
 
@@ -83,21 +86,28 @@ def baseline_groups(baselines: list[Baseline]) -> list[dict]:
     return [{"name": "obsctl.baselines", "rules": rules}]
 
 
-def target_groups(spec: Spec) -> list[dict]:
+def target_groups(spec: Spec, anchored: dict | None = None) -> list[dict]:
     """The ``obsctl.targets`` group (target value and info) and ``obsctl.target_gaps``.
 
     Targets are sorted by (class, signal). A gap rule is written for each signal that
-    has at least one target.
+    has at least one target. ``anchored``: ``{(class, signal): (value, record)}`` of the
+    anchored relative targets (:func:`obsctl.baselining.practice.targets.anchored_values`).
     """
+    anchored = anchored or {}
     targets = sorted(spec.targets, key=lambda t: (t.workload_class, t.signal))
     rules: list[dict] = []
     for t in targets:
         identity = {"workload_class": t.workload_class, "signal": t.signal}
+        anchor = anchored.get((t.workload_class, t.signal)) if t.absolute is None else None
         if t.absolute is not None:
             expr = f"vector({number(t.absolute)})"
+        elif anchor is not None:
+            expr = f"vector({number(anchor[0])})"
         else:
             expr = f"{selector(BASELINE_VALUE, **identity)} * (1 + {number(t.relative)})"
         rules.append({"record": TARGET_VALUE, "expr": expr, "labels": identity})
+        extra = {} if anchor is None else {"anchor_baseline_id": anchor[1].anchor_baseline_id or "",
+                                           "anchored_at": rfc3339(anchor[1].anchored_at)}
         rules.append({
             "record": TARGET_INFO,
             "expr": "vector(1)",
@@ -106,6 +116,7 @@ def target_groups(spec: Spec) -> list[dict]:
                 "driver": t.driver,
                 "deadline": t.deadline.isoformat(),
                 "type": "absolute" if t.absolute is not None else "relative",
+                **extra,
             },
         })
     gaps = []

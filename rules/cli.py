@@ -25,6 +25,22 @@ def current_baselines(spec: Spec) -> list:
     return Store(spec.store_path()).current_baselines()
 
 
+def anchored_targets(spec: Spec) -> dict:
+    """The spec's relative targets as anchored in the store; one that meets a baseline for
+    the first time here is anchored to it in memory (the rules job mounts the store
+    read-only; snapshot-baseline and initiative start, which make every new baseline
+    reachable, write the anchor): :func:`obsctl.baselining.practice.targets.anchored_values`.
+    ``{}`` without a store."""
+    if not spec.targets or not spec.store_path().exists():
+        return {}
+    from obsctl.baselining.practice import targets as target_rules
+    from obsctl.baselining.store import Store
+    from obsctl.timeutil import utcnow
+
+    store = Store(spec.store_path())
+    return target_rules.anchored_values(spec, target_rules.anchor_all(spec, store, utcnow(), write=False))
+
+
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
@@ -64,7 +80,8 @@ def generate(spec_path: str, out: Path, check_only: bool, empty_store: bool, out
     from obsctl.rules.routes import ROUTES_FILE, routes_file
 
     spec = load(spec_path)
-    files, warnings = gen.generate(spec, [] if empty_store else current_baselines(spec))
+    files, warnings = gen.generate(spec, [] if empty_store else current_baselines(spec),
+                                   {} if empty_store else anchored_targets(spec))
     routes = {ROUTES_FILE: routes_file(spec)}
     for line in warnings:
         progress(f"obsctl: warning: {line}")

@@ -33,13 +33,14 @@ EXAMPLE_SPEC = REPO / "examples" / "obsctl.yaml"
 COMMITTED = REPO / "rules" / "generated"
 
 
-def generate(spec: Spec, baselines: list[Baseline]) -> tuple[dict[str, str], list[str]]:
+def generate(spec: Spec, baselines: list[Baseline], anchored: dict | None = None) -> tuple[dict[str, str], list[str]]:
     """Render every rule file.
 
     Args:
         spec: the loaded spec.
         baselines: current baselines (one per class x signal; extras are resolved by
             :func:`obsctl.rules.baselines.select_baselines`).
+        anchored: the anchored relative targets' values (:func:`obsctl.rules.baselines.target_groups`).
 
     Returns:
         ``({file name: YAML text}, warnings)``.
@@ -49,7 +50,7 @@ def generate(spec: Spec, baselines: list[Baseline]) -> tuple[dict[str, str], lis
     files = {
         "obsctl-signals.rules.yaml": signal_groups(spec),
         "obsctl-baselines.rules.yaml": baseline_groups(chosen),
-        "obsctl-targets.rules.yaml": target_groups(spec),
+        "obsctl-targets.rules.yaml": target_groups(spec, anchored),
         "obsctl-alerts.rules.yaml": alert_groups(spec),
         "obsctl-gpu.rules.yaml": gpu_groups(),
         "obsctl-sources.rules.yaml": source_groups(spec),

@@ -29,9 +29,9 @@ CLASS_SIGNAL_INFO = "obsctl_workload_class_signal_info"
 
 #: Review state, published by ``obsctl publish`` (a Pushgateway group or a textfile, not
 #: rules: it changes with every review; docs/practice.md#publishing). Gauges:
-#: the current baseline's snapshot time (unix s) and the age it may reach (s), per
-#: (workload_class, signal);
-REVIEW_BASELINE_CREATED = "obsctl_review_baseline_created_timestamp_seconds"
+#: the end of the current baseline's window (unix s: a baseline's age is counted from it,
+#: as the review counts it) and the age it may reach (s), per (workload_class, signal);
+REVIEW_BASELINE_END = "obsctl_review_baseline_window_end_timestamp_seconds"
 REVIEW_BASELINE_MAX_AGE = "obsctl_review_baseline_max_age_seconds"
 #: a drifted baseline's change since it was taken (ratio, 0.1 = +10 %), per (workload_class, signal);
 REVIEW_DRIFT = "obsctl_review_drift_ratio"

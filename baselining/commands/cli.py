@@ -18,6 +18,9 @@ from obsctl.errors import EXIT_FAILURE
 from obsctl.spec import LEVERS
 from obsctl.timeutil import parse_instant, rfc3339
 
+#: ``snapshot-baseline``: some pairs stored, some refused (a partial snapshot is not a success).
+EXIT_PARTLY_REFUSED = 4
+
 
 def _prefetch_statistics() -> None:
     # scipy.special's import (~0.27 s) overlaps the store reads and Prometheus requests
@@ -86,8 +89,9 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     Catalogue signals read obsctl's recorded series; for a window before the rules
     were loaded, --from-raw reads the source's raw series instead.
 
-    Exit codes: 0 when at least one baseline was stored, 1 when nothing was stored,
-    2 bad spec or flag, 3 Prometheus unreachable.
+    Exit codes: 0 when every class x signal was stored or had no data, 4 when some were
+    stored and some REFUSED (JSON: "refused" lists those pairs with their reasons),
+    1 when nothing was stored, 2 bad spec or flag, 3 Prometheus unreachable.
     """
     _prefetch_statistics()
     from obsctl.baselining.snapshot import snapshot
@@ -95,8 +99,9 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     spec = load(spec_path)
     report = snapshot(spec, _client(spec), _store(spec), list(classes) or None, list(signals) or None, window,
                       parse_instant(end, "--end"), progress=progress, allow_partial=allow_partial, from_raw=from_raw)
+    refused = [{"workload_class": o.workload_class, "signal": o.signal, "reason": o.reason} for o in report.outcomes if o.status == "refused"]
     if output == "json":
-        emit_json({"stored": len(report.stored), "outcomes": [o.as_dict() for o in report.outcomes]})
+        emit_json({"stored": len(report.stored), "refused": refused, "outcomes": [o.as_dict() for o in report.outcomes]})
     else:
         for o in report.outcomes:
             if o.baseline is not None:
@@ -115,6 +120,10 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     if not report.stored:
         click.echo("obsctl: error: no baseline stored: no class x signal had data in the window", err=True)
         sys.exit(EXIT_FAILURE)
+    if refused:
+        names = ", ".join(f"{r['workload_class']}/{r['signal']}" for r in refused)
+        click.echo(f"obsctl: error: partly refused: {len(refused)} class x signal(s) not stored: {names}", err=True)
+        sys.exit(EXIT_PARTLY_REFUSED)
 
 
 # --- baseline ----------------------------------------------------------------------------
@@ -192,23 +201,31 @@ def baseline_show(spec_path, workload_class, signal, baseline_id, output):
 @click.option("--initiative", "initiative_id", required=True, metavar="ID")
 @click.option("--lesson", default="", metavar="TEXT", help="What the initiative taught (kept on it; obsctl ledger shows it).")
 @click.option("--effort", default="", metavar="TEXT", help="What it cost, e.g. '2 engineer-days' (if not given at start).")
+@click.option("--override-reason", default=None, metavar="TEXT",
+              help="Promote a verdict not judged with every guard of the spec (--no-guards, a guard without a baseline or "
+                   "without data) anyway; TEXT says why and is recorded on the initiative, in the ledger and the report.")
 @output_option
 @wrap_errors
-def baseline_promote(spec_path, initiative_id, output, lesson="", effort=""):
+def baseline_promote(spec_path, initiative_id, output, lesson="", effort="", override_reason=None):
     """Make an IMPROVED initiative's verification window the current baseline.
 
-    The primary signal and every guard signal with data in the window get a new
-    current baseline (source promoted); the old ones stay in the history; the
-    initiative becomes promoted. One line per promoted baseline.
+    The latest verdict must be IMPROVED and judged with every guard the spec chooses
+    (verification.guards): a verify with --no-guards, a guard without a baseline or with
+    no data is refused (exit 1) unless --override-reason says why. The primary signal and
+    every guard signal with data in the window get a new current baseline (source
+    promoted); the old ones stay in the history; the initiative becomes promoted. One line
+    per promoted baseline, and the override when one was used.
     """
     from obsctl.baselining.promote import promote
 
     spec = load(spec_path)
-    initiative, stored = promote(spec, _store(spec), initiative_id, lesson=lesson, effort=effort)
+    initiative, stored = promote(spec, _store(spec), initiative_id, lesson=lesson, effort=effort, override_reason=override_reason)
     if output == "json":
         emit_json({"initiative": initiative.id, "status": initiative.status, "baseline": _baseline_summary(stored[0]),
-                   "promoted": [_baseline_summary(b) for b in stored]})
+                   "promoted": [_baseline_summary(b) for b in stored], "override": initiative.promote_override or None})
     else:
+        if initiative.promote_override:
+            click.echo(f"override: promoted without every guard judged: {initiative.promote_override}")
         for role, new in zip(["primary", *["guard"] * (len(stored) - 1)], stored):
             click.echo(f"promoted {role}: {new.workload_class}/{new.signal} baseline is now {new.id} "
                        f"(mean {_num(new.stats.mean)} {new.unit}, from initiative {initiative.id})")
@@ -305,7 +322,11 @@ def initiative():
               help="What the lever is when --lever other (required then, refused with a listed lever).")
 @click.option("--class", "workload_class", required=True, metavar="NAME", help="The workload class changed.")
 @click.option("--signal", required=True, metavar="NAME", help="The primary signal the verdict is based on.")
-@click.option("--expected-impact", type=float, default=None, metavar="RATIO", help="Expected relative change, e.g. 0.2 for +20 %.")
+@click.option("--expected-impact", type=float, default=None, metavar="RATIO",
+              help="Expected relative change, e.g. 0.2 for +20 %; 0 starts a placebo (as --placebo).")
+@click.option("--placebo", is_flag=True,
+              help="A placebo (A/A) initiative: change nothing and see verify hold NO_CHANGE on your stack; the ledger "
+                   "records it as a placebo; never promoted.")
 @click.option("--started-at", default="now", show_default=True, metavar="RFC3339|now",
               help="When the change went live (RFC3339; without an offset, UTC).")
 @click.option("--notes", default="", help="Free text kept with the initiative.")
@@ -321,7 +342,7 @@ def initiative():
 @output_option
 @wrap_errors
 def initiative_start(spec_path, name, lever, workload_class, signal, expected_impact, started_at, notes, design, control_class, output,
-                     effort="", owner=None, due=None, lever_description=""):
+                     effort="", owner=None, due=None, lever_description="", placebo=False):
     """Open an initiative. Refuses a second open initiative on the same class, a class
     that is another open initiative's control, and a class x signal without a current
     baseline unless the design is canary (exit 1). The design is recorded on the
@@ -338,16 +359,22 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
     i = start_initiative(spec, _store(spec), Start(name, lever, workload_class, signal, expected_impact,
                                                    parse_instant(started_at, "--started-at"), notes, design=design, control=control_class,
                                                    effort=effort, owner=owner, due=_parse_date(due, "--due") if due else None,
-                                                   lever_description=lever_description))
+                                                   lever_description=lever_description, placebo=placebo))
     plan = _initiative_plan(spec, i)  # start_initiative fixed the planned length (repeated looks, docs/verification.md)
     warning = _undetectable_warning(i, plan)
     if warning:
         click.echo(f"obsctl: warning: {warning}", err=True)
+    from obsctl.baselining.initiative import aged_warning
+
+    aged = aged_warning(spec, _store(spec), i)
+    if aged:
+        click.echo(f"obsctl: warning: {aged}", err=True)
     if output == "json":
         emit_json({**i.model_dump(mode="json"), "plan": plan})
     else:
         lever = lever_text(i.lever, i.lever_description)
-        click.echo(f"started initiative {i.id}: {lever} on {i.workload_class}, primary signal {i.primary_signal}, "
+        click.echo(f"started {'placebo (A/A) ' if i.placebo else ''}initiative {i.id}: {lever} on {i.workload_class}, "
+                   f"primary signal {i.primary_signal}, "
                    f"baseline {i.baseline_id or 'none (canary)'}, design {i.design}"
                    + (f" (control {i.control_class})" if i.control_class else "")
                    + (f" ({i.variant['label']}={i.variant['treatment']} vs {i.variant['control']})" if i.variant else "")
@@ -359,6 +386,31 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
 
             check = assess(i.baseline_cycle, spec.verification.min_effect_ratio)
             click.echo(f"cycle: {check.reason}" + ("; a before-after verdict will be INCONCLUSIVE" if check.detected else ""))
+
+
+@initiative.command("rebase")
+@spec_option
+@click.option("--initiative", "initiative_id", required=True, metavar="ID")
+@click.option("--reason", required=True, metavar="TEXT", help="Why the initiative gets a fresh baseline (kept on it).")
+@output_option
+@wrap_errors
+def initiative_rebase(spec_path, initiative_id, reason, output):
+    """Bind an open initiative, before its first verify, to the class's current baselines
+    (take one that ends at the start first: snapshot-baseline --end <start>).
+
+    Logged on the initiative (rebased: when, from, to, why; and its notes). Exit 1 after a
+    look (close it and start a new change instead), without a fresher baseline, or for an
+    unknown id; 2 for an empty reason or a baseline that ends after the start.
+    """
+    from obsctl.baselining.initiative import rebase_initiative
+
+    spec = load(spec_path)
+    i = rebase_initiative(spec, _store(spec), initiative_id, reason)
+    last = i.rebased[-1]
+    if output == "json":
+        emit_json({"initiative": i.id, "baseline_id": i.baseline_id, "guard_baseline_ids": i.guard_baseline_ids, "rebased": last})
+    else:
+        click.echo(f"rebased initiative {i.id}: baseline {last['from'] or 'none'} -> {last['to']} (logged on the initiative)")
 
 
 @initiative.command("list")
@@ -555,9 +607,11 @@ def plan(spec_path, workload_class, signal, effect, design, output):
 @click.option("--no-guards", is_flag=True, help="Judge the primary signal only (skip the class's other signals).")
 @click.option("--allow-before-start", is_flag=True,
               help="Allow a --start/--end before the initiative's start (the window then measures the old state too).")
+@click.option("--peek", is_flag=True,
+              help="Show the initiative's last stored verdict again, read-only: no query, no look (exit code of that verdict).")
 @output_option
 @wrap_errors
-def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output):
+def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output, peek=False):
     """Compare an initiative's window with its baseline on its primary signal and guards.
 
     Default window: cumulative from the initiative's start up to its planned length.
@@ -586,17 +640,35 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
       INCONCLUSIVE 11   also: window too short for the signal's memory (the reason says how long)
       NO_DATA      13   no usable samples in the window, or the signal stopped (never a pass)
     Errors: 1 store refused, 2 bad spec or flag, 3 Prometheus unreachable.
+    --peek shows the last stored verdict again without asking Prometheus and without a
+    look (exit 1 when the initiative has none yet); obsctl report never adds a look either.
     If the look cannot be logged (read-only store...), no verdict is printed: the store
     error goes to stderr and the exit code is 1. If the look is logged but the result
     cannot be stored on the initiative, the verdict is printed, the error follows and
     the exit code is 1 (promote would refuse the unrecorded verdict).
     """
     _prefetch_statistics()
-    from obsctl.baselining.text.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
-    from obsctl.baselining.verify import VERDICT_EXIT_CODES, Ask, VerdictNotSaved
-    from obsctl.baselining.verify import verify as run_verify
+    from obsctl.baselining.verify import VERDICT_EXIT_CODES
+    from obsctl.errors import UsageError
 
     spec = load(spec_path)
+    not_saved = None
+    if peek:
+        from obsctl.baselining.verify import last_verdict
+
+        if window or start or end != "now" or no_guards or allow_before_start:
+            raise UsageError("--peek shows the stored verdict as it was judged: drop --window, --start, --end, --no-guards "
+                             "and --allow-before-start")
+        initiative_, result = last_verdict(_store(spec), initiative_id, workload_class)
+    else:
+        initiative_, result, not_saved = _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start)
+    _show_verdict(spec, initiative_, result, not_saved, output, VERDICT_EXIT_CODES, peek)
+
+
+def _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start):
+    from obsctl.baselining.verify import Ask, VerdictNotSaved
+    from obsctl.baselining.verify import verify as run_verify
+
     not_saved = None
     try:
         initiative_, result = run_verify(spec, _client(spec), _store(spec), Ask(
@@ -604,16 +676,24 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
             guards=not no_guards, allow_before_start=allow_before_start))
     except VerdictNotSaved as exc:
         not_saved, initiative_, result = exc, exc.initiative, exc.result
-    code = VERDICT_EXIT_CODES[result.verdict]
+    return initiative_, result, not_saved
+
+
+def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek):
+    from obsctl.baselining.text.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
+
+    code = codes[result.verdict]
     unit = spec.signal(result.signal).unit if result.signal in {s.name for s in spec.signals} else ""
     if output == "json":
         emit_json({"initiative": initiative_.id, "workload_class": initiative_.workload_class,
                    "exit_code": not_saved.exit_code if not_saved else code, "verdict_exit_code": code,
-                   "saved": not_saved is None, "save_error": str(not_saved) if not_saved else None,
+                   "saved": not_saved is None, "save_error": str(not_saved) if not_saved else None, "peek": peek,
                    "summary": verdict_line(result, unit), "guards_summary": guards_line(result),
                    "coverage_summary": verification_lines(result), "statistics_summary": statistics_line(result),
                    **result.model_dump(mode="json", exclude={"samples": True, "guards": {"__all__": {"samples"}}})})
     else:
+        if peek:
+            click.echo(f"stored verdict of {initiative_.id}, verified {rfc3339(result.verified_at)} (read again: no new look)")
         click.echo(verdict_line(result, unit))
         click.echo(guards_line(result))
         from obsctl.baselining.text.present import context_lines

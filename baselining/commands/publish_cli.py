@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from obsctl.clikit import emit_json, load, output_option, progress, spec_option, wrap_errors
@@ -11,14 +13,17 @@ from obsctl.timeutil import parse_instant
 @click.command("publish")
 @spec_option
 @click.option("--pushgateway", default=None, metavar="URL",
-              help="Replace the group {job=obsctl-publish, instance=<spec name>} on this Pushgateway (scrape it with honor_labels: true).")
+              help="Replace the group {job=obsctl-publish, instance=<spec identity>} on this Pushgateway (scrape it with "
+                   "honor_labels: true); refused when that group holds another spec's state.")
+@click.option("--instance", default=None, metavar="NAME",
+              help="The group's instance label (default: the spec's name, else the spec file's name).")
 @click.option("--textfile", default=None, type=click.Path(dir_okay=False, path_type=str),
               help="Write the exposition to this file instead (node_exporter --collector.textfile.directory, a *.prom name).")
 @click.option("--no-review", is_flag=True, help="Publish what the store says only (baselines, initiatives, events); no Prometheus query.")
 @click.option("--as-of", default="now", show_default=True, metavar="RFC3339|now", help="The instant reviewed (RFC3339; without an offset, UTC).")
 @output_option
 @wrap_errors
-def publish(spec_path, pushgateway, textfile, no_review, as_of, output):
+def publish(spec_path, pushgateway, textfile, no_review, as_of, output, instance=None):
     """Publish baselines' age, drift, target progress, initiatives' planned ends and
     events, opportunities (USD/month) and the review's findings as gauges, for the
     alerts ObsctlBaselineStale, ObsctlTargetBehind, ObsctlInitiativeOverdue and the
@@ -30,13 +35,15 @@ def publish(spec_path, pushgateway, textfile, no_review, as_of, output):
     """
     from prometheus_client import generate_latest
 
-    from obsctl.baselining.practice.publish import collect, grouping_key, push, write_textfile
+    from obsctl.baselining.practice.publish import add_identity, collect, grouping_key, push, write_textfile
     from obsctl.baselining.store import Store
     from obsctl.errors import UsageError
     from obsctl.httpconfig import validate_url
 
     if pushgateway and textfile:
         raise UsageError("give --pushgateway or --textfile, not both")
+    if instance is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", instance):
+        raise UsageError(f"--instance {instance!r}: letters, digits, '.', '_', '-' (at most 63, starting with a letter or digit)")
     if pushgateway:
         try:
             pushgateway = validate_url(pushgateway, "Pushgateway").rstrip("/")
@@ -54,11 +61,12 @@ def publish(spec_path, pushgateway, textfile, no_review, as_of, output):
         distributions.prefetch()
         result = review(spec, store, PrometheusClient.from_spec(spec), when, progress=progress)
     registry = collect(spec, store, result, when)
+    add_identity(spec, registry, instance)
     text = generate_latest(registry).decode()
     series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
     if pushgateway:
-        push(spec, registry, pushgateway, spec.prometheus.timeout_seconds)
-        where = f"{pushgateway} job=obsctl-publish instance={grouping_key(spec)['instance']}"
+        push(spec, registry, pushgateway, spec.prometheus.timeout_seconds, instance)
+        where = f"{pushgateway} job=obsctl-publish instance={grouping_key(spec, instance)['instance']}"
     elif textfile:
         write_textfile(registry, textfile)
         where = textfile

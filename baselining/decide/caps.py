@@ -50,6 +50,13 @@ def caps_for(measurement, baseline: Baseline | None, min_ratio: float) -> list[t
     return [(v, r) for v, r in caps if v is not None]
 
 
+def missing_guard_caps(missing: tuple[str, ...] | list[str], optional: tuple[str, ...] | list[str] = ()) -> list[tuple[Verdict, str]]:
+    """The cap each chosen guard without a baseline (``missing``: signal names) puts on an
+    overall verdict: ``("INCONCLUSIVE", "guard gpu_cost not evaluated (no baseline)")``,
+    none for a guard in ``optional`` (``verification.optional_guards``)."""
+    return [("INCONCLUSIVE", f"guard {name} not evaluated (no baseline)") for name in missing if name not in optional]
+
+
 def apply_caps(verdict: Verdict, reason: str, caps: list[tuple[Verdict, str]]) -> tuple[Verdict, str]:
     """``(verdict, reason)`` after the caps: NO_DATA replaces any verdict; INCONCLUSIVE turns
     IMPROVED, REGRESSED and NO_CHANGE into INCONCLUSIVE (a NO_DATA stays). The cap's reason

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from obsctl.baselining.decide.caps import apply_caps, cap_verdict, caps_for
+from obsctl.baselining.decide.caps import apply_caps, cap_verdict, caps_for, missing_guard_caps
 from obsctl.baselining.decide.sides import columns, memory_of
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.run import Outcome
@@ -179,7 +179,7 @@ def holm(results: list[GuardResult], rejudge: list[Callable[[float], GuardResult
 
 
 def overall_verdict(primary: VerdictName, primary_reason: str, guards: list[GuardResult], confidence: float,
-                    optional: tuple[str, ...] | list[str] = ()) -> tuple[VerdictName, str]:
+                    optional: tuple[str, ...] | list[str] = (), missing: tuple[str, ...] | list[str] = ()) -> tuple[VerdictName, str]:
     """The overall verdict from the primary's and the guards' verdicts.
 
     Precedence: a primary NO_DATA or REGRESSED stands (no data is never a pass; a
@@ -188,7 +188,9 @@ def overall_verdict(primary: VerdictName, primary_reason: str, guards: list[Guar
     guard probe_cosine_similarity regressed -3.1 % (95 % CI -4.0 % .. -2.2 %)``.
     Otherwise any guard that is NO_DATA or INCONCLUSIVE (not in ``optional``) turns
     IMPROVED or NO_CHANGE into INCONCLUSIVE: a guard that was not shown to hold is not a
-    pass, whatever its category.
+    pass, whatever its category. So does a guard in ``missing`` (chosen by
+    ``verification.guards`` but without a baseline: it could not be evaluated), named as
+    ``guard gpu_cost not evaluated (no baseline)`` (:func:`obsctl.baselining.decide.caps.missing_guard_caps`).
 
     Returns:
         ``(verdict, reason)``: the primary's own when it stands, else the override's
@@ -200,9 +202,10 @@ def overall_verdict(primary: VerdictName, primary_reason: str, guards: list[Guar
     if regressed:
         return "REGRESSED", guard_regressions(regressed, confidence)
     # No data is never a pass: an undecided guard keeps the verdict at most INCONCLUSIVE.
-    open_ = [g for g in guards if g.signal not in optional and g.verdict in ("NO_DATA", "INCONCLUSIVE")]
+    open_ = [f"{g.category} guard {g.signal} {g.verdict}" for g in guards if g.signal not in optional and g.verdict in ("NO_DATA", "INCONCLUSIVE")]
+    open_ += [why for _, why in missing_guard_caps(missing, optional)]
     if open_ and primary in ("IMPROVED", "NO_CHANGE"):
-        names = ", ".join(f"{g.category} guard {g.signal} {g.verdict}" for g in open_)
+        names = ", ".join(open_)
         return "INCONCLUSIVE", f"{names} (not shown within its margin; optional_guards lifts this)"
     return primary, primary_reason
 
@@ -291,7 +294,10 @@ def before_start(spec: Spec, initiative: Initiative, baseline: Baseline,
     if m.stats is None or len(m.samples) < max(2, cfg.min_samples):
         why = m.no_data_reason(cfg.min_samples) or f"{len(m.samples)} sample(s)"
         return baseline, ("INCONCLUSIVE", f"{aged_text} and the {format_duration(span)} before the start has no data to compare with "
-                                          f"({why}): re-snapshot the baseline right before the start"), ""
+                                          f"({why}): before the first look, bind the initiative to a baseline ending at the start "
+                                          f"(obsctl snapshot-baseline --class {initiative.workload_class} --signal {baseline.signal} "
+                                          f"--end {rfc3339(initiative.started_at)}, then obsctl initiative rebase --initiative "
+                                          f"{initiative.id}); after it, close it and start a new change"), ""
     moved = m.stats.mean / baseline.stats.mean - 1 if baseline.stats.mean else None
     replaced = baseline.model_copy(update={"window": m.window, "stats": m.stats, "samples": m.samples, "population": m.population,
                                            "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial})
@@ -344,7 +350,8 @@ class Verdict:
         baseline: the baseline the window was judged against (the period before the start
             when the stored one aged).
         guards: each guard's result after Holm's step-down, in the evidence's order.
-        regressed, open_guards: the guards' signals that made it REGRESSED / kept it INCONCLUSIVE.
+        regressed, open_guards: the guards' signals that made it REGRESSED / kept it INCONCLUSIVE
+            (a chosen guard without a baseline, ``Evidence.guards_missing``, among the latter).
     """
 
     verdict: VerdictName
@@ -369,9 +376,10 @@ def decide(ev: Evidence) -> Verdict:
     primary = judge_primary(ev, baseline, aged_cap, note)
     judged = [judge_guard(ev.spec, g.baseline, g.measurement, g.look, len(ev.guards), g.side) for g in ev.guards]
     guards = holm([g for g, _ in judged], [again for _, again in judged], 1 - ev.look.confidence)
-    overall, reason = overall_verdict(primary.verdict, primary.reason, guards, cfg.confidence, cfg.optional_guards)
+    overall, reason = overall_verdict(primary.verdict, primary.reason, guards, cfg.confidence, cfg.optional_guards, ev.guards_missing)
     regressed = tuple(g.signal for g in guards if g.verdict == "REGRESSED")
     open_ = tuple(g.signal for g in guards if g.signal not in cfg.optional_guards and g.verdict in ("NO_DATA", "INCONCLUSIVE"))
+    open_ += tuple(name for name in ev.guards_missing if name not in cfg.optional_guards)
     if primary.verdict in ("NO_DATA", "REGRESSED") or overall == primary.verdict and reason == primary.reason:
         decided_by = primary.decided_by
     else:

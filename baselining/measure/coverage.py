@@ -465,10 +465,16 @@ def read_legs(client: PrometheusClient, selectors: list[str], start: float, end:
     return legs
 
 
+def _steps(span: float, step: float) -> int:
+    """Whole steps in ``span`` seconds, rounded down: a grid is clipped at its end (a point
+    past the end is never evaluated, so it is neither a sample nor a hole)."""
+    return max(0, math.floor(span / step + 1e-9))
+
+
 def _lead_grid(start: float, end: float, step: float) -> np.ndarray:
-    """The coverage query's grid: from :func:`lead` before the window to its end."""
+    """The coverage query's grid: from :func:`lead` before the window to its end (clipped there)."""
     first = start - lead(step) + step
-    return first + step * np.arange(0, round((end - first) / step) + 1)
+    return first + step * np.arange(0, _steps(end - first, step) + 1)
 
 
 def _gap_arrivals(gaps: dict[float, float], full: np.ndarray) -> np.ndarray:
@@ -512,7 +518,7 @@ def judge(legs: Legs, n_selectors: int, start: float, end: float, step: float, o
     give the arrivals just before the window only); ``real``, ``first``, ``last``,
     ``min``, ``max`` one value each (the summary query).
     """
-    grid = start + step * np.arange(1, round((end - start) / step) + 1)
+    grid = start + step * np.arange(1, _steps(end - start, step) + 1)
     full = _lead_grid(start, end, step)
     signal_mask: np.ndarray | None = None
     methods: list[str] = []

@@ -79,6 +79,10 @@ class Entry:
     promoted_baseline: str | None = None
     #: What the lever is when ``lever`` is ``other`` (the initiative's ``lever_description``).
     lever_description: str = ""
+    #: Why it was promoted without every guard judged (``baseline promote --override-reason``), ``""`` if not.
+    promote_override: str = ""
+    #: A placebo (A/A) initiative (``initiative start --placebo``): nothing was changed.
+    placebo: bool = False
 
     def as_dict(self) -> dict:
         """JSON form: every field, instants as RFC 3339."""
@@ -182,7 +186,7 @@ def _entry(spec: Spec, store: Store, i: Initiative, client, notes: list[str]) ->
         change_ratio=last.change_ratio if last else None, ci_low=last.ci_low if last else None,
         ci_high=last.ci_high if last else None, confidence=last.confidence if last else None,
         verified_at=last.verified_at if last else None, looks=len(i.verifications), effort=i.effort, lesson=i.lesson,
-        promoted_baseline=promoted, lever_description=i.lever_description,
+        promoted_baseline=promoted, lever_description=i.lever_description, promote_override=i.promote_override, placebo=i.placebo,
     )
     if client is not None and last is not None and i.baseline_id:
         base = store.baseline(i.baseline_id, samples=False)

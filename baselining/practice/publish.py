@@ -3,8 +3,8 @@
 :func:`collect` turns the spec, the store and (optionally) a review into a fresh
 ``prometheus_client`` registry of gauges, named in :mod:`obsctl.rules.loop_series`:
 
-- per current baseline: its snapshot time and the age it may reach (the class's
-  cadence: ``review.max_age``, else ``review.baseline_life`` cadence periods), so
+- per current baseline: its window's end (where its age starts, as in the review) and the age it may reach (the class's
+  cadence: ``review.max_age``, else ``review.stale_periods`` cadence periods), so
   ``ObsctlBaselineStale`` is evaluated by Prometheus itself between publishes;
 - per active initiative: its planned end (``ObsctlInitiativeOverdue``);
 - per initiative event (start, each look, verdict, promote, close): its time, the series
@@ -16,8 +16,10 @@
   targets' progress and elapsed time, each class's best opportunity in USD/month, and
   the findings counted by (class, signal, kind, severity, owner) (``ObsctlTargetBehind``).
 
-:func:`push` replaces the Pushgateway group ``{job="obsctl-publish", instance=<spec name>}``
-(HTTP PUT: series of a finding that went away disappear with the next push);
+:func:`push` replaces the Pushgateway group ``{job="obsctl-publish", instance=<spec identity>}``
+(:func:`grouping_key`: the spec's ``name``, else its file name; HTTP PUT: series of a
+finding that went away disappear with the next push), after checking that the group is
+not another spec's (:func:`spec_fingerprint`, published as ``obsctl_publish_info``);
 :func:`write_textfile` writes the same exposition atomically for node_exporter's textfile
 collector. Values are plain numbers: instants in unix seconds, durations in seconds,
 ratios 0-1 (0.1 = +10 %), money in USD/month.
@@ -83,7 +85,8 @@ def collect(spec: Spec, store: Store, result=None, now: dt.datetime | None = Non
 
     registry = CollectorRegistry(auto_describe=True)
     ident = ["workload_class", "signal"]
-    created = Gauge(S.REVIEW_BASELINE_CREATED, "Snapshot time of the current baseline (unix s).", ident, registry=registry)
+    created = Gauge(S.REVIEW_BASELINE_END, "End of the current baseline's window, where its age starts (unix s).", ident,
+                    registry=registry)
     max_age = Gauge(S.REVIEW_BASELINE_MAX_AGE, "Age the current baseline may reach before it is stale (s).", ident, registry=registry)
     due = Gauge(S.REVIEW_INITIATIVE_DUE, "Planned end of an active initiative (unix s).",
                 ["workload_class", "initiative", "lever"], registry=registry)
@@ -100,7 +103,7 @@ def collect(spec: Spec, store: Store, result=None, now: dt.datetime | None = Non
         if b.workload_class not in classes:
             continue
         cadence = cadences.get(b.workload_class) or classes[b.workload_class].cadence or spec.cadence
-        created.labels(b.workload_class, b.signal).set(_ts(b.created_at))
+        created.labels(b.workload_class, b.signal).set(_ts(b.window.end))  # one age: from the window's end (review.py too)
         max_age.labels(b.workload_class, b.signal).set(max_age_seconds(spec, CADENCE_SECONDS[cadence]))
     for i in store.initiatives():
         if i.workload_class not in classes:
@@ -147,23 +150,84 @@ def _review_series(registry: CollectorRegistry, result) -> None:
             opportunity.labels(cls, str(ev.get("lever") or "")).set(f.usd_per_month)
 
 
-def grouping_key(spec: Spec) -> dict[str, str]:
-    """``{"instance": <the spec file's name without suffix>}``: one group per spec."""
-    return {"instance": spec.path.stem if spec.path else "obsctl"}
+#: The series that says which spec a pushed group belongs to (value 1).
+PUBLISH_INFO = "obsctl_publish_info"
 
 
-def push(spec: Spec, registry: CollectorRegistry, gateway: str, timeout: float = 10.0) -> None:
-    """Replace the group ``{job=obsctl-publish, instance}`` on the Pushgateway at ``gateway``.
+def grouping_key(spec: Spec, instance: str | None = None) -> dict[str, str]:
+    """``{"instance": ...}``: ``instance`` (``publish --instance``), else the spec's ``name``,
+    else the spec file's name without suffix (``obsctl``): one group per spec identity."""
+    return {"instance": instance or spec.name or (spec.path.stem if spec.path else "obsctl")}
+
+
+def spec_fingerprint(spec: Spec) -> str:
+    """What tells two specs apart when they publish under one instance: 12 hex digits of
+    sha256 over the spec's ``name``, its sorted workload class names and its store path."""
+    import hashlib
+
+    text = "\0".join([spec.name or "", *sorted(c.name for c in spec.workload_classes), str(spec.store_path())])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def add_identity(spec: Spec, registry: CollectorRegistry, instance: str | None = None) -> None:
+    """Add ``obsctl_publish_info{spec_name, fingerprint} 1`` to ``registry``."""
+    Gauge(PUBLISH_INFO, "Which spec published this group (its name and fingerprint).", ["spec_name", "fingerprint"],
+          registry=registry).labels(grouping_key(spec, instance)["instance"], spec_fingerprint(spec)).set(1)
+
+
+def group_owner(gateway: str, instance: str, timeout: float) -> str | None:
+    """The fingerprint of the group ``{job=obsctl-publish, instance}`` on the Pushgateway
+    (its ``/api/v1/metrics``), None when there is no such group or it has none.
 
     Raises:
-        PrometheusUnavailable: the gateway is unreachable or refuses the push (one line).
+        PrometheusUnavailable: the gateway cannot be read (one line).
     """
-    from prometheus_client import push_to_gateway
+    import requests
 
     from obsctl.errors import PrometheusUnavailable
 
     try:
-        push_to_gateway(gateway, job=JOB, registry=registry, grouping_key=grouping_key(spec), timeout=timeout)
+        answer = requests.get(f"{gateway}/api/v1/metrics", timeout=timeout)
+        answer.raise_for_status()
+        groups = answer.json().get("data") or []
+    except (requests.RequestException, ValueError, AttributeError) as exc:
+        raise PrometheusUnavailable(f"Pushgateway {gateway}: push failed: cannot read its groups ({exc.__class__.__name__})") from None
+    for group in groups:
+        labels = group.get("labels") or {}
+        if labels.get("job") == JOB and labels.get("instance") == instance:
+            for metric in (group.get(PUBLISH_INFO) or {}).get("metrics") or []:
+                found = (metric.get("labels") or {}).get("fingerprint")
+                if found:
+                    return found
+    return None
+
+
+def push(spec: Spec, registry: CollectorRegistry, gateway: str, timeout: float = 10.0, instance: str | None = None) -> None:
+    """Replace the group ``{job=obsctl-publish, instance}`` (:func:`grouping_key`) on the
+    Pushgateway at ``gateway``, unless another spec published it: two specs never
+    overwrite each other.
+
+    Raises:
+        UsageError: the group holds another spec's state (its ``obsctl_publish_info``
+            fingerprint differs): give the spec a ``name`` or ``--instance``.
+        PrometheusUnavailable: the gateway is unreachable or refuses the push (one line).
+    """
+    from prometheus_client import push_to_gateway
+
+    from obsctl.errors import PrometheusUnavailable, UsageError
+
+    key = grouping_key(spec, instance)
+    try:
+        add_identity(spec, registry, instance)  # every pushed group says whose it is
+    except ValueError:
+        pass  # the caller added it already
+    owner = group_owner(gateway, key["instance"], timeout)
+    if owner is not None and owner != spec_fingerprint(spec):
+        raise UsageError(f"Pushgateway {gateway}: the group job={JOB} instance={key['instance']} holds another spec's state "
+                         f"(fingerprint {owner}, this spec's is {spec_fingerprint(spec)}): pushing would erase it; give this spec "
+                         "its own name (name: <team> in the spec) or publish --instance NAME")
+    try:
+        push_to_gateway(gateway, job=JOB, registry=registry, grouping_key=key, timeout=timeout)
     except OSError as exc:  # urllib's URLError and HTTPError are OSErrors
         reason = getattr(exc, "reason", None) or getattr(exc, "code", None) or exc.__class__.__name__
         raise PrometheusUnavailable(f"Pushgateway {gateway}: push failed: {reason}") from None

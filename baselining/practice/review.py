@@ -5,10 +5,12 @@ and money, as findings ranked by USD at stake (``obsctl review``; rules in docs/
 Each :class:`Finding` has a kind, the class and signal it is about, a severity, the USD per
 month at stake where there is a price for it, a one-line action and its evidence. Kinds:
 
-- baseline discipline: ``baseline_missing``, ``baseline_stale`` (older than ``max_age``,
-  by default ``review.baseline_life`` cadence periods), ``baseline_drifted`` (the movement
-  test, :mod:`obsctl.baselining.practice.movement`, on the last cadence period), ``data_missing``
-  (no usable window for that test: stale or missing data is never a pass),
+- baseline discipline: ``baseline_missing``, ``baseline_stale`` (its window ended more
+  than ``max_age`` ago, by default ``review.stale_periods`` (2) cadence periods), ``baseline_drifted`` (the movement
+  test, :mod:`obsctl.baselining.practice.movement`, on the last cadence period aligned to its step:
+  :func:`movement_window`), ``data_missing`` (no usable window for that test: stale or
+  missing data is never a pass), ``baseline_young`` (info: the baseline ended too
+  recently for ``verification.min_samples`` steps; the evidence gives ``first_test_at``),
   ``population_changed`` (accelerator models, replica count or model label differ from
   the baseline's), ``owner_missing``;
 - targets: ``target_impossible``, ``target_met``, ``target_unrealistic``, ``target_behind``,
@@ -18,7 +20,10 @@ month at stake where there is a price for it, a one-line action and its evidence
   ``prediction_accuracy`` (per class, how far ``--expected-impact`` was from the verified
   change: :func:`prediction_errors`);
 - money: ``opportunity`` (per class, the lever most likely to pay, priced), and one
-  cluster-wide ``opportunity`` for unattributed GPUs (``workload_class`` None).
+  cluster-wide ``opportunity`` for unattributed GPUs (``workload_class`` None);
+- context (info): ``regression_alerts`` (the class's regression alerts that fired in the
+  last period) and ``saturation_unknown`` (no saturation state series in the last period,
+  so a throughput change may be demand).
 
 A month is :data:`HOURS_PER_MONTH` hours; a cost series' USD/month is its mean over the
 last cadence period times that.
@@ -42,6 +47,7 @@ from obsctl.promapi import PrometheusClient
 from obsctl.records import Baseline, Initiative, Population
 from obsctl.rules import canonical as C
 from obsctl.spec import CADENCE_SECONDS, Spec, WorkloadClass, value_bound_error
+from obsctl.timeutil import align_down, rfc3339
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
@@ -181,15 +187,19 @@ def class_cadence(spec: Spec, wc: WorkloadClass, cost_per_month: float | None) -
 
 
 def max_age_seconds(spec: Spec, period_seconds: float) -> float:
-    """``review.max_age``, else ``review.baseline_life`` periods (s)."""
+    """``review.max_age``, else ``review.stale_periods`` periods (s): older is stale."""
     if spec.review.max_age:
         return parse_duration(spec.review.max_age, "review.max_age")
-    return spec.review.baseline_life * period_seconds
+    return spec.review.stale_periods * period_seconds
 
 
 def reviews_per_life(spec: Spec, period_seconds: float) -> int:
-    """Reviews a baseline gets before it is stale: the movement test's Bonferroni count."""
-    return max(1, math.ceil(max_age_seconds(spec, period_seconds) / period_seconds - 1e-9))
+    """The movement test's Bonferroni count: the reviews a baseline gets before ``review.max_age``
+    when set, else ``review.baseline_life`` (spending the error over more reviews than a
+    baseline gets before it is stale only makes each test stricter)."""
+    if spec.review.max_age:
+        return max(1, math.ceil(max_age_seconds(spec, period_seconds) / period_seconds - 1e-9))
+    return max(1, spec.review.baseline_life)
 
 
 @dataclass(frozen=True)
@@ -247,11 +257,11 @@ def review(spec: Spec, store, client: PrometheusClient, as_of: dt.datetime, clas
            write_anchors: bool = True, progress: Callable[[str], None] = lambda _msg: None) -> ReviewResult:
     """Review ``classes`` (default: all) at ``as_of`` (UTC): the ranked findings.
 
-    The figures read per class (cost, idle cost, cost per token, saturation shares) are
-    read for every class at once, one query per figure and cadence period; each class x
-    signal's window is read by :data:`REVIEW_CONCURRENCY` worker threads, at most
-    :data:`READ_AHEAD` pairs ahead of the one judged, with a coverage selector shared by
-    several signals read once (:class:`~obsctl.baselining.measure.coverage.LegCache`).
+    The figures read per class (cost, idle cost, cost per token, saturation shares, the
+    regression alerts fired) are read for every class at once, one query per figure and
+    cadence period; each class x signal's window is read by :data:`REVIEW_CONCURRENCY`
+    worker threads, at most :data:`READ_AHEAD` pairs ahead of the one judged, with a
+    coverage selector shared by several signals read once (:class:`~obsctl.baselining.measure.coverage.LegCache`).
     Findings are the same as class by class, one request at a time.
 
     Args:
@@ -278,29 +288,32 @@ def review(spec: Spec, store, client: PrometheusClient, as_of: dt.datetime, clas
     fleet = _fleet_cost_per_token(client, spec, cadences, as_of)
     idle = class_monthly(client, C.IDLE_WASTE_USD_PER_HOUR, periods, as_of)
     shares = _saturation_shares(client, periods, as_of)
+    fired = _regressions_fired(client, periods, as_of)
     index = store.current_index()
     # Every class x signal with a baseline, in review order: its window is read ahead.
-    reads: list[tuple[Baseline, dt.datetime]] = []
+    reads: list[tuple[Baseline, dt.datetime, dt.datetime]] = []
     plan: dict[tuple[str, str], int] = {}
     for wc in chosen:
         for sig in class_signals(spec, wc):
             b = store.current_baseline(wc.name, sig.name, index=index)
             if b is not None:
                 plan[(wc.name, sig.name)] = len(reads)
-                reads.append((b, max(as_of - dt.timedelta(seconds=periods[wc.name]), b.window.end)))
+                start, end, _ = movement_window(b, periods[wc.name], as_of)
+                reads.append((b, start, end))
     legs = LegCache()
     with DaemonPool(max_workers=REVIEW_CONCURRENCY, thread_name_prefix="obsctl-review") as pool:
         futures: list = []
 
         def measured(k: int) -> Measurement | None:
             while len(futures) < min(len(reads), k + 1 + READ_AHEAD):
-                b, start = reads[len(futures)]
-                futures.append(pool.submit(_measure, client, spec, b, start, as_of, legs))
+                b, start, end = reads[len(futures)]
+                futures.append(pool.submit(_measure, client, spec, b, start, end, legs))
             return futures[k].result()
 
         for n, wc in enumerate(chosen, start=1):
             got = _review_class(spec, store, client, wc, cadences[wc.name], costs[wc.name], as_of, write_anchors, fleet,
-                                idle[wc.name], shares.get(wc.name, {}), lambda sig, name=wc.name: _read(plan, reads, measured, name, sig))
+                                idle[wc.name], shares.get(wc.name, {}), fired.get(wc.name, []),
+                                lambda sig, name=wc.name: _read(plan, reads, measured, name, sig))
             findings += got
             progress(f"[{n}/{len(chosen)}] {wc.name} ... {len(got)} finding{'' if len(got) == 1 else 's'}")
     if not classes:
@@ -315,7 +328,7 @@ def _read(plan: dict, reads: list, measured: Callable, wc: str, sig: str) -> tup
 
 
 def _review_class(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass, cadence: str, cost: float | None,
-                  as_of: dt.datetime, write_anchors: bool, fleet: dict, idle: float | None, shares: dict[str, float],
+                  as_of: dt.datetime, write_anchors: bool, fleet: dict, idle: float | None, shares: dict[str, float], fired: list[str],
                   read: Callable[[str], tuple[Baseline | None, Measurement | None]]) -> list[Finding]:
     from obsctl.rules.signals import class_signals
 
@@ -332,16 +345,56 @@ def _review_class(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass
         out += _review_signal(spec, client, wc, sig, period, as_of, bool(active), levels, b, m)
     out += _review_targets(spec, store, client, wc, period, cost, as_of, write_anchors, levels, initiatives)
     out += _review_initiatives(spec, wc, initiatives, period, as_of)
+    out += _regression_alerts(wc, fired, period, as_of)
+    if not shares:
+        out.append(Finding("saturation_unknown", wc.name, None, "info", None,
+                           f"{wc.name}: saturation state unknown over the last {format_duration(period)} "
+                           f"(no {C.SATURATION_STATE} series): a throughput change may only be demand",
+                           f"give {wc.name} a source or a queue/latency signal and regenerate the rules (obsctl rules generate)",
+                           wc.owner, {"period_seconds": period}))
     opportunity = _opportunity(spec, wc, cadence, cost, fleet, idle, shares)
     if opportunity is not None:
         out.append(opportunity)
     return out
 
 
+#: The alerts the review lists as regressions of a class's signals.
+REGRESSION_ALERTS = ("ObsctlSignalRegression",)
+
+
+def _regressions_fired(client: PrometheusClient, periods: dict[str, float], as_of: dt.datetime) -> dict[str, list[str]]:
+    """``{class: sorted names}`` of the regression alerts (:data:`REGRESSION_ALERTS`) that
+    fired at any evaluation of each class's last period (``{class: period seconds}``), one
+    query per distinct period: ``count_over_time(ALERTS{alertname=~"...", alertstate="firing"}[<period>s])``
+    at ``as_of``, as ``verify`` reads them (:func:`obsctl.baselining.verify.alerts_fired`);
+    a name is ``Alertname{signal="s"}`` when the alert has a ``signal`` label."""
+    out: dict[str, set[str]] = {}
+    for period in sorted(set(periods.values())):
+        answer = client.query(f'count_over_time(ALERTS{{alertname=~"{"|".join(REGRESSION_ALERTS)}",alertstate="firing",'
+                              f'workload_class!=""}}[{_seconds_text(period)}])', as_of)
+        for s in answer:
+            c, name, signal = s.metric.get("workload_class"), s.metric.get("alertname", "?"), s.metric.get("signal")
+            if c in periods and periods[c] == period:
+                out.setdefault(c, set()).add(f'{name}{{signal="{signal}"}}' if signal else name)
+    return {c: sorted(names) for c, names in out.items()}
+
+
+def _regression_alerts(wc: WorkloadClass, fired: list[str], period: float, as_of: dt.datetime) -> list[Finding]:
+    """One ``regression_alerts`` finding (info) naming the class's regression alerts that
+    fired in the last period (``fired``: :func:`_regressions_fired`), none when none fired."""
+    if not fired:
+        return []
+    start = as_of - dt.timedelta(seconds=period)
+    return [Finding("regression_alerts", wc.name, None, "info", None,
+                    f"{wc.name}: {len(fired)} regression alert(s) fired in the last {format_duration(period)}: {', '.join(fired)}",
+                    "find the change behind each (a release, a config, demand); verify a fix with obsctl initiative start",
+                    wc.owner, {"alerts": fired, "start": rfc3339(start), "end": rfc3339(as_of)})]
+
+
 def _review_signal(spec: Spec, client: PrometheusClient, wc: WorkloadClass, sig, period: float, as_of: dt.datetime,
                    initiative_active: bool, levels: dict, b: Baseline | None, m: Measurement | None) -> list[Finding]:
     """One signal's findings from its current baseline ``b`` and the measurement ``m`` of
-    its window (``max(as_of - period, b's end)`` to ``as_of``; None when that is empty)."""
+    its window (:func:`movement_window`; None when that is empty)."""
     cfg = spec.verification
     name = f"{wc.name}/{sig.name}"
     if b is None:
@@ -350,14 +403,23 @@ def _review_signal(spec: Spec, client: PrometheusClient, wc: WorkloadClass, sig,
     age = (as_of - b.window.end).total_seconds()
     limit = max_age_seconds(spec, period)
     evidence = {"baseline_id": b.id, "baseline_end": b.window.end.isoformat(), "age_seconds": age, "max_age_seconds": limit}
-    start = max(as_of - dt.timedelta(seconds=period), b.window.end)
+    start, end, step = movement_window(b, period, as_of)
     levels[sig.name] = m.stats.mean if m is not None and m.stats is not None else None
     if age > limit:
         return [Finding("baseline_stale", wc.name, sig.name, "warning", None,
                         f"{name} baseline is {format_duration(age)} old (limit {format_duration(limit)})",
                         f"obsctl snapshot-baseline --class {wc.name} --signal {sig.name}", wc.owner, evidence)]
-    if initiative_active or start >= as_of:
-        return []  # an open initiative's window is verify's to judge; a baseline younger than the window has nothing to test
+    if initiative_active:
+        return []  # an open initiative's window is verify's to judge
+    first_test = start + dt.timedelta(seconds=max(2, cfg.min_samples) * step)
+    if end < first_test:
+        # Too young to test (right after a snapshot or a promote): not missing data.
+        return [Finding("baseline_young", wc.name, sig.name, "info", None,
+                        f"{name} baseline {b.id} is too young to test: its window ended {rfc3339(b.window.end)}, "
+                        f"the first movement test can run at {rfc3339(first_test)}",
+                        f"nothing to do now; a review at or after {rfc3339(first_test)} tests it", wc.owner,
+                        {**evidence, "first_test_at": rfc3339(first_test), "step_seconds": step,
+                         "min_samples": cfg.min_samples})]
     before, now = PopulationShape.of(b.population), PopulationShape.of(m.population) if m is not None else None
     changed = before.differences(now) if before is not None and now is not None else []
     if changed:
@@ -366,7 +428,7 @@ def _review_signal(spec: Spec, client: PrometheusClient, wc: WorkloadClass, sig,
                         f"take a new baseline (obsctl snapshot-baseline --class {wc.name} --signal {sig.name}); the old one no longer describes this workload",
                         wc.owner, {**evidence, "changes": changed, "baseline_series": b.population.series_count,
                                    "window_series": m.population.series_count})]
-    mv = movement(client, b, start, as_of, min_effect=cfg.min_effect_ratio, confidence=cfg.confidence,
+    mv = movement(client, b, start, end, min_effect=cfg.min_effect_ratio, confidence=cfg.confidence,
                   reviews=reviews_per_life(spec, period), min_samples=cfg.min_samples, min_coverage=cfg.min_coverage_ratio,
                   on_change=sig.name in cfg.fresh_on_change, measurement=m)
     if mv.verdict == "NO_DATA":
@@ -384,6 +446,33 @@ def _drift_text(name: str, mv: Movement, b: Baseline) -> str:
 
     interval = f" ({format_confidence(mv.confidence)} CI {format_percent(mv.low)} .. {format_percent(mv.high)})" if mv.low is not None else ""
     return f"{name} moved {format_percent(mv.change)}{interval} since baseline {b.id}"
+
+
+def _align_up(instant: dt.datetime, step: float) -> dt.datetime:
+    down = align_down(instant, step)
+    return down if down >= instant else down + dt.timedelta(seconds=step)
+
+
+def movement_window(b: Baseline, period: float, as_of: dt.datetime) -> tuple[dt.datetime, dt.datetime, float]:
+    """``(start, end, step)`` of the movement test of baseline ``b`` at ``as_of``: the last
+    cadence ``period`` (s) up to ``as_of``, never before the baseline's window ends, read at
+    :func:`~obsctl.baselining.practice.movement.window_step`, both ends aligned to that step since
+    the Unix epoch (``end`` down, ``start`` up).
+
+    An unaligned ``as_of`` (``review`` at "now") would put the grid between the scrapes and
+    its last point past the end; aligned, every grid point is an instant the coverage
+    measurement evaluates, and a scrape landing after ``as_of`` is outside the window.
+    ``start >= end`` when the baseline ended less than a step ago."""
+    raw_start = max(as_of - dt.timedelta(seconds=period), b.window.end)
+    step = window_step(b.window.step_seconds, raw_start, as_of)
+    for _ in range(3):  # the aligned span may need a smaller multiple of the baseline's step
+        end = align_down(as_of, step)
+        start = _align_up(max(end - dt.timedelta(seconds=period), b.window.end), step)
+        again = window_step(b.window.step_seconds, start, end) if start < end else step
+        if again == step:
+            break
+        step = again
+    return start, end, step
 
 
 def _measure(client: PrometheusClient, spec: Spec, b: Baseline, start: dt.datetime, end: dt.datetime,
@@ -432,6 +521,24 @@ def gap_usd(category: str, direction: str, current: float, value: float, cost: f
         return None
     share = (current - value) / current if direction == "lower_is_better" else 1 - current / value
     return max(0.0, share) * cost
+
+
+def _shortfall(st: target_rules.TargetState) -> float:
+    # How far the level is short of where the schedule puts it (signal unit): the share of
+    # the way it lags, times the way.
+    return (min(st.elapsed, 1.0) - st.progress) * abs(st.value - st.start)
+
+
+def behind(st: target_rules.TargetState, min_effect: float) -> bool:
+    """True when the target is behind its schedule by more than noise: its progress is
+    below the share of its time elapsed, and the level is short of where that share puts
+    it by more than ``min_effect`` (``verification.min_effect_ratio``, the smallest change
+    the practice treats as real) of the anchor. A wobble of a percent the day after the
+    anchor (progress -20 % with 0.001 % of the time gone on a +6 % target) is not behind;
+    the same level halfway to the deadline is."""
+    if st.progress is None or st.start is None or st.value is None or st.progress >= st.elapsed:
+        return False
+    return _shortfall(st) > min_effect * abs(st.start)
 
 
 def progress_phrase(st: target_rules.TargetState, unit: str) -> str:
@@ -497,7 +604,8 @@ def _review_targets(spec: Spec, store, client: PrometheusClient, wc: WorkloadCla
                                f"{name} target needs {format_percent(need)}/quarter "
                                f"(aspirational above {format_percent(band.aspirational_per_quarter, sign=False)}{vs})",
                                "split it into quarterly steps of about 5 %, or move the deadline", owner, evidence))
-        elif st.progress is not None and st.progress < st.elapsed:
+        elif behind(st, spec.verification.min_effect_ratio):
+            evidence |= {"shortfall": _shortfall(st), "noise": spec.verification.min_effect_ratio * abs(st.start)}
             out.append(Finding("target_behind", wc.name, t.signal, "warning", usd,
                                f"{name} target {progress_phrase(st, sig.unit)} with {format_percent(min(st.elapsed, 1), sign=False)} of the time gone",
                                "start an initiative on the opportunity's lever (obsctl initiative start)", owner, {**evidence, "overdue": False}))

@@ -2,10 +2,13 @@
 
 A relative target (``relative: -0.30``) means "30 % below where we were when we set it".
 Computed against the *current* baseline it would move every time a verified gain is
-promoted: a met target falls back to missed. So the first time obsctl sees a target
-(``review``, ``target show``) it records the anchor, the baseline current then, in
-``STORE/targets/<class>.<signal>.yaml``; the target's value is ``anchor x (1 + relative)``
-from then on. A target whose ``relative`` or ``deadline`` is edited in the spec is a new
+promoted: a met target falls back to missed. So the first time a target meets a baseline
+(whichever comes first: ``snapshot-baseline``, ``initiative start``, ``rules generate``,
+``review``, ``target show``) obsctl records the anchor, the baseline current then, with its
+date, in ``STORE/targets/<class>.<signal>.yaml``; the target's value is ``anchor x (1 +
+relative)`` from then on, and the generated rules publish that value as a constant
+(:func:`anchored_values`), so Prometheus, the dashboards, the alerts, the CLI and the
+review show one number, and a verified change promoted later counts toward it. A target whose ``relative`` or ``deadline`` is edited in the spec is a new
 target and is anchored afresh. An absolute target's value needs no anchor, but its
 progress does: it is measured from the same anchor (the baseline current when it was
 first seen), so a promotion moves the current level, not the start. Every record keeps
@@ -106,6 +109,24 @@ def anchor(store, target: Target, now: dt.datetime, write: bool = True) -> Targe
         if write:
             save(store, record)
     return record
+
+
+def anchor_all(spec, store, now: dt.datetime, pairs: set[tuple[str, str]] | None = None, write: bool = True) -> dict[tuple[str, str], TargetRecord]:
+    """:func:`anchor` every target of ``spec`` (only those whose ``(class, signal)`` is in
+    ``pairs`` when given): ``{(class, signal): record}``. Raises StoreError as :func:`anchor`."""
+    return {(t.workload_class, t.signal): anchor(store, t, now, write=write) for t in spec.targets
+            if pairs is None or (t.workload_class, t.signal) in pairs}
+
+
+def anchored_values(spec, records: dict[tuple[str, str], TargetRecord]) -> dict[tuple[str, str], tuple[float, TargetRecord]]:
+    """``{(class, signal): (value, record)}`` of the relative targets with an anchor: the
+    value ``anchor_value x (1 + relative)`` every reader uses (the rules' constant)."""
+    out = {}
+    for t in spec.targets:
+        record = records.get((t.workload_class, t.signal))
+        if t.relative is not None and record is not None and record.anchor_value is not None:
+            out[(t.workload_class, t.signal)] = (record.anchor_value * (1 + t.relative), record)
+    return out
 
 
 def save(store, record: TargetRecord) -> None:

@@ -74,13 +74,14 @@ def guards_line(result: VerificationResult) -> str:
     """
     if not result.guards_evaluated:
         return "guards: not evaluated"
-    if not result.guards:
-        return "guards: none (no signal chosen by verification.guards, other than the primary, has a baseline for this class)"
+    missing = [f"{name} NOT EVALUATED (no baseline)" for name in result.guards_missing]
+    if not result.guards and not missing:
+        return "guards: none (verification.guards chooses no signal other than the primary)"
     parts = []
     for g in result.guards:
         show = g.verdict in ("IMPROVED", "REGRESSED", "INCONCLUSIVE") and g.change_ratio is not None
         parts.append(f"{g.signal} {g.verdict}" + (f" {format_percent(g.change_ratio)}" if show else ""))
-    return "guards: " + ", ".join(parts)
+    return "guards: " + ", ".join(parts + missing)
 
 
 def judged_means(result: VerificationResult) -> tuple[float | None, float | None]:

@@ -73,9 +73,12 @@ def ledger_lines(ledger: Ledger) -> list[str]:
                      f"{tt(e.workload_class)}/{tt(e.signal)}, {_when(e)}")
         if e.notes:
             lines.append(f"  notes: {tt(' / '.join(e.notes.splitlines()))}")
+        expected = ", placebo (A/A): nothing was changed, NO_CHANGE expected" if e.placebo else expected
         lines.append(f"  effect: {_effect(e)}{expected}; {e.looks} look(s), design {e.design}")
         lines.append(f"  cost: {_cost(e, tt)}")
         lines.append(f"  lesson: {tt(e.lesson) if e.lesson else 'none recorded'}")
+        if e.promote_override:
+            lines.append(f"  promoted without every guard judged: {tt(e.promote_override)}")
     for chain in ledger.chains:
         lines.append(f"{tt(chain.workload_class)}/{tt(chain.signal)}: {len(chain.steps) - 1} promotion(s), cumulative "
                      f"{format_percent(chain.cumulative_ratio)} (verified {format_percent(chain.verified_ratio)})")
@@ -98,10 +101,11 @@ def ledger_markdown(ledger: Ledger, figure: str | None = None) -> str:
                 "| initiative | lever | what changed | effect | expected | cost | lesson |",
                 "|---|---|---|---|---|---|---|"]
         for e in (e for e in ledger.entries if e.workload_class == name):
-            expected = format_percent(e.expected_impact_ratio) if e.expected_impact_ratio is not None else "n/a"
+            expected = "placebo (A/A)" if e.placebo else (format_percent(e.expected_impact_ratio) if e.expected_impact_ratio is not None else "n/a")
             changed = md(e.name) + (f" ({md(' / '.join(e.notes.splitlines()))})" if e.notes else "")
             # Verdicts, numbers and statuses are obsctl's own words; the rest is escaped.
-            out.append(f"| {md(e.id)} ({e.status}) | {md(lever_text(e.lever, e.lever_description))} | {changed} | {_effect(e)} on {md(e.signal)} | "
+            override = f" (promoted without every guard judged: {md(e.promote_override)})" if e.promote_override else ""
+            out.append(f"| {md(e.id)} ({e.status}) | {md(lever_text(e.lever, e.lever_description))} | {changed} | {_effect(e)}{override} on {md(e.signal)} | "
                        f"{expected} | {_cost(e, md)} | {md(e.lesson) or 'none recorded'} |")
         out.append("")
         for chain in (c for c in ledger.chains if c.workload_class == name):

@@ -37,6 +37,8 @@ placeholder wherever it reappears). Two more things that are not behaviour are n
   in json, ``N day(s) left`` in text) become ``<DAYS:2030-12-31>``, only where the number
   is what the case's own clock gives (else the number stays and the diff shows it), so the
   record does not age;
+- a target's ``elapsed`` share in json below 1e-4 (its anchor is taken by the snapshot
+  case, a wall-clock moment or two before ``target show``) becomes ``<ELAPSED:~0>``;
 - floats in ``--output json`` stdout are written with :data:`FLOAT_DIGITS` significant
   digits, when recording and again when comparing (:func:`diff`): the last digits of a
   double move with the order of a computation (a reordered sum, another numpy code path)
@@ -458,6 +460,7 @@ _EPOCH = re.compile(r"(?<![\d.])1[6-9]\d{8}(?:\.\d+)?(?![\d])")
 _RETRY_TIME = re.compile(r"(attempts? in )\d+(?:\.\d+)?s\b")
 # A day count: ``1490 day(s) left`` in text, ``"days_left": 1489.69`` in json.
 _DAYS_TEXT = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?= days?\b| day\(s\))")
+_ELAPSED_JSON = re.compile(r'("elapsed": )(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)(?![\w.])')
 _DAYS_JSON = re.compile(r'("\w*days\w*": )(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)(?![\w.])')
 # JSON lexing: a string (kept whole) or a number.
 _JSON_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])')
@@ -530,6 +533,7 @@ def normaliser(fx: Fixture, case: str | None = None) -> Callable[[str], str]:
         text = _ISO.sub(wall, text)
         text = _COMPACT.sub(wall, text)
         text = _EPOCH.sub(wall, text)
+        text = _ELAPSED_JSON.sub(lambda m: f"{m.group(1)}<ELAPSED:~0>" if float(m.group(2)) < 1e-4 else m.group(0), text)
         if days:
             text = _DAYS_JSON.sub(fractional_days, text)
             text = _DAYS_TEXT.sub(whole_days, text)

@@ -111,3 +111,46 @@ def test_overdue_initiative_and_review_panels(published):
     assert [(s["metric"]["lever"], float(s["value"][1])) for s in opp] == [("right-sizing", 845.5)]
     ledger = {s["metric"]["initiative"]: float(s["value"][1]) for s in answers["Ledger: verified initiatives (last look's change)"]}
     assert ledger == {"batch-size-32": 0.5, "scheduler-tweak": 0.2, "int8-weights": -0.01}
+
+
+def test_two_specs_never_overwrite_each_others_group(published, tmp_path):
+    # A second team's spec, also called obsctl.yaml (as the default and the CronJob's are),
+    # with its own class and store, publishing to the same Pushgateway.
+    import requests
+
+    gateway = published["gateway"]
+
+    def groups() -> dict[str, set[str]]:
+        data = requests.get(f"{gateway.url}/api/v1/metrics", timeout=10).json()["data"]
+        return {g["labels"].get("instance"): {k for k in g if k.startswith("obsctl_")} for g in data
+                if g["labels"].get("job") == "obsctl-publish"}
+
+    first = groups()["obsctl"]
+    other = tmp_path / "team-b" / "obsctl.yaml"
+    other.parent.mkdir()
+    doc = {"prometheus": {"url": published["served"].url}, "store": "store",
+           "workload_classes": [{"name": "rerank", "kind": "inference", "selector": {"workload": "rerank"}}],
+           "signals": [{"name": "tokens_per_second", "category": "throughput", "query": "sum(rate(obsctl_tokens_total{$selector}[1m]))",
+                        "unit": "tokens/s", "direction": "higher_is_better"}]}
+    other.write_text(yaml.safe_dump(doc))
+
+    def publish(*extra):
+        return subprocess.run([sys.executable, "-m", "obsctl", "publish", "--spec", str(other), "--no-review", "--pushgateway",
+                               gateway.url, *extra], capture_output=True, text=True, timeout=120)
+
+    refused = publish()
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "instance=obsctl holds another spec's state" in refused.stderr and "Traceback" not in refused.stderr
+    assert groups()["obsctl"] == first  # the first team's series are still there
+
+    doc["name"] = "team-b"
+    other.write_text(yaml.safe_dump(doc))
+    named = publish()
+    assert named.returncode == 0, named.stderr
+    assert "instance=team-b" in named.stdout
+    overridden = publish("--instance", "team-b-canary")
+    assert overridden.returncode == 0, overridden.stderr
+    after = groups()
+    assert after["obsctl"] == first and "obsctl_publish_info" in after["team-b"]
+    assert "team-b-canary" in after
+    assert publish("--instance", "bad/name").returncode == 2

@@ -200,6 +200,8 @@ EXPECTED = {
     ("initiative_overdue", "batch", "tps"),
     ("population_changed", "vision", "tps"), ("population_changed", "vision", "util"), ("target_impossible", "vision", "util"),
     ("opportunity", None, None),
+    # No saturation state series in the fleet: every class's throughput may be demand.
+    *(("saturation_unknown", c, None) for c in CLASSES),
 }
 
 
@@ -244,7 +246,8 @@ def test_review_of_one_class_and_fail_on(planted):
     fleet, spec_path, _ = planted
     chat = _run(spec_path, "--as-of", _at(fleet, 0).isoformat(), "--class", "chat", "--output", "json")
     assert chat.exit_code == 0, chat.output  # a met target, an opportunity and the look back are info
-    assert {f["kind"] for f in json.loads(chat.stdout)["findings"]} == {"target_met", "opportunity", "lesson_missing", "prediction_accuracy"}
+    assert {f["kind"] for f in json.loads(chat.stdout)["findings"]} == {"target_met", "opportunity", "lesson_missing", "prediction_accuracy",
+                                                                        "saturation_unknown"}
     strict = _run(spec_path, "--as-of", _at(fleet, 0).isoformat(), "--class", "chat", "--fail-on", "info")
     assert strict.exit_code == 10 and "opportunity chat" in strict.output
 

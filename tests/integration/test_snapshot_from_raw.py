@@ -72,7 +72,11 @@ def test_recorded_series_are_missing_and_the_message_says_from_raw(spec_path):
 
 def test_from_raw_gives_the_replicas_sum_and_their_population(spec_path, tmp_path):
     result = _run(spec_path, "--from-raw")
-    assert result.exit_code == 0, result.output
+    # Stored but partly refused (the cost signal): its own exit code, the pairs named.
+    assert result.exit_code == 4, result.output
+    assert "partly refused: 1 class x signal(s) not stored: chat/usd_per_million_tokens" in result.stderr
+    refused = json.loads(result.stdout)["refused"]
+    assert [(r["workload_class"], r["signal"]) for r in refused] == [("chat", "usd_per_million_tokens")]
     outcomes = {o["signal"]: o for o in json.loads(result.stdout)["outcomes"]}
     assert outcomes["tokens_per_second"]["status"] == "stored"
     assert outcomes["requests_per_second"]["status"] == "stored"

@@ -83,9 +83,15 @@ def test_flat_guards_improved_and_promoted(history, guard_spec, tmp_path):
     assert guards["gpu_utilization"]["verdict"] == "NO_DATA" and guards["gpu_utilization"]["window_stats"] is None
 
     old = {s: store.current_baseline("steady", s) for s in ("tokens_per_second", "quality_ratio", "request_seconds", "gpu_utilization")}
-    promoted = run(baseline, ["promote", "--spec", guard_spec, "--initiative", iid])
+    # An optional guard with no data was not checked: promote needs a stated reason to go on.
+    refused = run(baseline, ["promote", "--spec", guard_spec, "--initiative", iid])
+    assert refused.exit_code == 1 and "not judged with the spec's guards (guard gpu_utilization NO_DATA" in refused.output
+    assert store.current_baseline("steady", "tokens_per_second").id == old["tokens_per_second"].id
+    promoted = run(baseline, ["promote", "--spec", guard_spec, "--initiative", iid, "--override-reason", "utilization exporter retired"])
     assert promoted.exit_code == 0, promoted.output
-    lines = promoted.stdout.splitlines()
+    assert promoted.stdout.startswith("override: promoted without every guard judged: utilization exporter retired (unjudged: "
+                                      "guard gpu_utilization NO_DATA")
+    lines = promoted.stdout.splitlines()[1:]
     assert lines[0].startswith("promoted primary: steady/tokens_per_second baseline is now steady.tokens_per_second.")
     assert sorted(line.split()[2] for line in lines[1:]) == ["steady/quality_ratio", "steady/request_seconds"]
     for sig in ("tokens_per_second", "quality_ratio", "request_seconds"):
@@ -140,3 +146,23 @@ def test_quality_drop_makes_improvement_a_regression(history, guard_spec, tmp_pa
     assert primary_only.exit_code == 0, primary_only.output
     assert primary_only.stdout.splitlines()[:2] == [primary_only.stdout.splitlines()[0], "guards: not evaluated"]
     assert primary_only.stdout.startswith("IMPROVED: tokens_per_second +")
+    # The regression the guards found cannot become the baseline by skipping them.
+    skipped = run(baseline, ["promote", "--spec", guard_spec, "--initiative", iid])
+    assert skipped.exit_code == 1, skipped.output
+    assert "not judged with the spec's guards (verified with --no-guards (gpu_utilization, quality_ratio, request_seconds not judged))" \
+        in skipped.output
+    assert Store(tmp_path / "store").initiative(iid).status == "verified"
+
+
+def test_a_chosen_guard_without_a_baseline_is_shown_and_caps_the_verdict(history, guard_spec):
+    # No gpu_utilization baseline on "steady" (the snapshot of start() cannot take one over
+    # the hour): that guard is not evaluated, so the +30 % step on flat guards is INCONCLUSIVE.
+    iid = start(history, guard_spec, "steady")
+    text = run(verify, ["--spec", guard_spec, "--initiative", iid, "--end", history.iso(2)])
+    assert text.exit_code == 11, text.output
+    first, second = text.stdout.splitlines()[:2]
+    assert first.startswith("INCONCLUSIVE: guard gpu_utilization not evaluated (no baseline) (not shown within its margin")
+    assert "; primary tokens_per_second IMPROVED +" in first
+    assert second == "guards: quality_ratio NO_CHANGE, request_seconds NO_CHANGE, gpu_utilization NOT EVALUATED (no baseline)"
+    out = json.loads(run(verify, ["--spec", guard_spec, "--initiative", iid, "--end", history.iso(2), "-o", "json"]).stdout)
+    assert out["guards_missing"] == ["gpu_utilization"] and out["primary_verdict"] == "IMPROVED"

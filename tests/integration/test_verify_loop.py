@@ -133,3 +133,126 @@ def test_window_before_initiative_start_is_refused(history, loop_spec):
     assert forced.exit_code in (10, 11), forced.output  # the baseline's own window: never IMPROVED
     doc = json.loads(forced.stdout, parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
     assert doc["saved"] is True and doc["verdict"] in ("NO_CHANGE", "INCONCLUSIVE")
+
+
+def test_peek_and_report_read_the_verdict_again_without_a_look(history, loop_spec, tmp_path):
+    iid = start(history, loop_spec, "steady", name="peek twice")
+    store = Store(tmp_path / "store")
+    none_yet = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek"])
+    assert none_yet.exit_code == 1 and "has no verdict yet" in none_yet.output
+    first = run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(2), "--output", "json"])
+    assert first.exit_code == 0, first.output
+    logged = store.looks("steady", "tokens_per_second")
+    assert [x.number for x in logged] == [1]
+    assert logged[0].query_key == 'obsctl_synthetic_tokens_per_second{job="synthetic",workload="steady"}'
+    for _ in range(2):
+        again = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek", "--output", "json"])
+        assert again.exit_code == 0, again.output
+        doc = json.loads(again.stdout)
+        assert doc["peek"] is True and doc["verdict"] == "IMPROVED"
+        assert doc["change_ratio"] == json.loads(first.stdout)["change_ratio"]
+    text = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek"])
+    assert text.stdout.splitlines()[0].startswith(f"stored verdict of {iid}, verified ")
+    assert text.stdout.splitlines()[1].startswith("IMPROVED: tokens_per_second +")
+    rep = run(report, ["--spec", loop_spec, "--initiative", iid, "--out", tmp_path / "rep"])
+    assert rep.exit_code == 0, rep.output
+    assert len(store.looks("steady", "tokens_per_second")) == 1  # neither peek nor report looked
+    refused = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek", "--end", history.iso(2)])
+    assert refused.exit_code == 2 and "--peek shows the stored verdict as it was judged" in refused.output
+
+
+def test_a_verified_change_counts_toward_the_target_it_was_done_for(history, loop_spec, tmp_path):
+    # README order: snapshot -> initiative -> verify -> promote, the target never shown
+    # before. The snapshot anchors the target; the promoted +30 % counts toward it, and
+    # the rules publish the same anchored value as a constant.
+    import datetime as dt
+
+    import yaml
+
+    from obsctl.baselining.commands.cli import target
+    from obsctl.rules.cli import rules
+
+    doc = yaml.safe_load(loop_spec.read_text())
+    deadline = (dt.date.today() + dt.timedelta(days=90)).isoformat()
+    doc["targets"] = [{"workload_class": "steady", "signal": "tokens_per_second", "relative": 0.2, "deadline": deadline, "driver": "capacity"}]
+    loop_spec.write_text(yaml.safe_dump(doc))
+    iid = start(history, loop_spec, "steady", name="target counts")
+    assert run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(2)]).exit_code == 0
+    assert run(baseline, ["promote", "--spec", loop_spec, "--initiative", iid]).exit_code == 0
+
+    before = float(np.mean(history.window("steady", history.at(0), history.at(1))))
+    after = float(np.mean(history.window("steady", history.at(1), history.at(2))))
+    shown = run(target, ["show", "--spec", loop_spec, "--output", "json"])
+    assert shown.exit_code == 0, shown.output
+    row = json.loads(shown.stdout)[0]
+    assert row["anchor_value"] == pytest.approx(before, rel=1e-9)
+    assert row["target"] == pytest.approx(before * 1.2, rel=1e-9)
+    assert row["current"] == pytest.approx(after, rel=1e-9)
+    assert row["progress"] == pytest.approx((after - before) / (0.2 * before), rel=1e-9) and row["met"] is True
+
+    out = tmp_path / "rules"
+    assert run(rules, ["generate", "--spec", loop_spec, "--out", out]).exit_code == 0
+    groups = yaml.safe_load((out / "obsctl-targets.rules.yaml").read_text())["groups"]
+    value = next(r for g in groups for r in g["rules"] if r.get("record") == "workload_class:obsctl_signal_target:value")
+    assert value["expr"] == f"vector({row['target']!r})"
+    info = next(r for g in groups for r in g["rules"] if r.get("record") == "obsctl_target_info")
+    assert info["labels"]["anchor_baseline_id"] == row["anchor_baseline_id"]
+
+
+def test_an_early_baseline_has_a_way_forward_before_the_first_look(history, loop_spec, tmp_path):
+    # A 30 min baseline ending 90 min before the start: start warns with the exact commands,
+    # and the initiative can be bound to a fresh baseline ending at the start, logged, until
+    # its first look (then the remedy is a new change).
+    early = run(snapshot_baseline, ["--spec", loop_spec, "--class", "steady", "--window", "30m", "--end", history.iso(-0.5)])
+    assert early.exit_code == 0, early.output
+    started = run(initiative, ["start", "--spec", loop_spec, "--name", "early base", "--lever", "batch-size", "--class", "steady",
+                               "--signal", "tokens_per_second", "--started-at", history.iso(1), "--output", "json"])
+    assert started.exit_code == 0, started.output
+    iid = json.loads(started.stdout)["id"]
+    warning = (f"baseline steady.tokens_per_second.{json.loads(started.stdout)['baseline_id'].rsplit('.', 1)[1]} ended 1h30m before "
+               "the start (more than 1h): verify will compare with the period right before the start instead. To judge against a "
+               "baseline that ends at the start, before the first verify: obsctl snapshot-baseline --class steady --signal "
+               f"tokens_per_second --window 30m --end {history.iso(1)} && obsctl initiative rebase --initiative {iid} --reason ")
+    assert warning in started.stderr
+    store = Store(tmp_path / "store")
+    old = store.initiative(iid).baseline_id
+    none_fresher = run(initiative, ["rebase", "--spec", loop_spec, "--initiative", iid, "--reason", "fresh"])
+    assert none_fresher.exit_code == 1 and "no fresher baseline" in none_fresher.output
+    fresh = run(snapshot_baseline, ["--spec", loop_spec, "--class", "steady", "--window", "30m", "--end", history.iso(1)])
+    assert fresh.exit_code == 0, fresh.output
+    new = store.current_baseline("steady", "tokens_per_second").id
+    rebased = run(initiative, ["rebase", "--spec", loop_spec, "--initiative", iid, "--reason", "baseline ended 1h30m early"])
+    assert rebased.exit_code == 0, rebased.output
+    assert rebased.stdout.strip() == f"rebased initiative {iid}: baseline {old} -> {new} (logged on the initiative)"
+    record = store.initiative(iid)
+    assert record.baseline_id == new and record.rebased[0]["from"] == old and record.rebased[0]["reason"] == "baseline ended 1h30m early"
+    assert [s.baseline_id for s in record.baseline_sides] == [new]
+    # The verdict now compares with the fresh baseline (no "right before the start" note).
+    out = json.loads(run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(2), "--output", "json"]).stdout)
+    assert out["baseline_id"] == new and "right before the start" not in out["reason"]
+    after = run(initiative, ["rebase", "--spec", loop_spec, "--initiative", iid, "--reason", "again"])
+    assert after.exit_code == 1 and "can change only before the first look" in after.output and "start a new change after" in after.output
+
+
+def test_a_placebo_initiative_is_recorded_as_such_and_never_promoted(history, loop_spec, tmp_path):
+    # An A/A run on the same process before and after ("noisy"): started with --expected-impact 0.
+    snap = run(snapshot_baseline, ["--spec", loop_spec, "--class", "noisy", "--window", "1h", "--end", history.iso(1)])
+    assert snap.exit_code == 0, snap.output
+    started = run(initiative, ["start", "--spec", loop_spec, "--name", "a/a", "--lever", "batch-size", "--class", "noisy",
+                               "--signal", "tokens_per_second", "--expected-impact", "0", "--started-at", history.iso(1)])
+    assert started.exit_code == 0, started.output
+    assert started.stdout.startswith("started placebo (A/A) initiative a-a-")
+    iid = started.stdout.split()[4].rstrip(":")
+    record = Store(tmp_path / "store").initiative(iid)
+    assert record.placebo is True and record.expected_impact_ratio is None
+    out = json.loads(run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(2), "--output", "json"]).stdout)
+    assert out["verdict"] in ("NO_CHANGE", "INCONCLUSIVE")
+    refused = run(baseline, ["promote", "--spec", loop_spec, "--initiative", iid])
+    assert refused.exit_code == 1 and "is a placebo (A/A)" in refused.output
+    from obsctl.baselining.practice.ledger import build_ledger
+    from obsctl.baselining.text.present_ledger import ledger_lines, ledger_markdown
+    from obsctl.spec import load_spec
+
+    ledger = build_ledger(load_spec(loop_spec), Store(tmp_path / "store"))
+    assert any("placebo (A/A): nothing was changed, NO_CHANGE expected" in line for line in ledger_lines(ledger))
+    assert "| placebo (A/A) |" in ledger_markdown(ledger)

@@ -13,7 +13,7 @@ import yaml
 
 from obsctl.rules import generate as gen
 from obsctl.rules.loop_series import (
-    REVIEW_BASELINE_CREATED,
+    REVIEW_BASELINE_END,
     REVIEW_BASELINE_MAX_AGE,
     REVIEW_FINDINGS,
     REVIEW_INITIATIVE_DUE,
@@ -27,9 +27,9 @@ PUSHED = 'job="obsctl-publish",instance="obsctl"'
 
 def _inputs() -> list[tuple[str, str]]:
     return [
-        (f'{REVIEW_BASELINE_CREATED}{{{PUSHED},workload_class="svc",signal="tokens_per_second"}}', f"{-8 * DAY}x200"),
+        (f'{REVIEW_BASELINE_END}{{{PUSHED},workload_class="svc",signal="tokens_per_second"}}', f"{-8 * DAY}x200"),
         (f'{REVIEW_BASELINE_MAX_AGE}{{{PUSHED},workload_class="svc",signal="tokens_per_second"}}', f"{7 * DAY}x200"),
-        (f'{REVIEW_BASELINE_CREATED}{{{PUSHED},workload_class="other",signal="tokens_per_second"}}', f"{-1 * DAY}x200"),
+        (f'{REVIEW_BASELINE_END}{{{PUSHED},workload_class="other",signal="tokens_per_second"}}', f"{-1 * DAY}x200"),
         (f'{REVIEW_BASELINE_MAX_AGE}{{{PUSHED},workload_class="other",signal="tokens_per_second"}}', f"{7 * DAY}x200"),
         (f'{REVIEW_INITIATIVE_DUE}{{{PUSHED},workload_class="svc",initiative="batch-32",lever="batch-size"}}', "600x200"),
         (f'{REVIEW_INITIATIVE_DUE}{{{PUSHED},workload_class="other",initiative="sched",lever="scheduling"}}', "7200x200"),

@@ -21,11 +21,17 @@ def write_fault_spec(path: Path, url: str, store: Path, **prometheus) -> Path:
     return path
 
 
+#: The store's lock files: taken (and so created) by a command that then fails, never records.
+LOCK_FILES = (".lock", ".looks.lock")
+
+
 def tree_digest(root: Path) -> str:
-    """sha256 over every path, file mode and byte under ``root`` (empty if absent)."""
+    """sha256 over every path, file mode and byte under ``root`` (empty if absent), lock files aside."""
     digest = hashlib.sha256()
     if root.exists():
         for p in sorted(root.rglob("*")):
+            if p.name in LOCK_FILES and p.parent == root:
+                continue
             digest.update(str(p.relative_to(root)).encode() + b"\0" + oct(p.stat().st_mode).encode() + b"\0")
             if p.is_file():
                 digest.update(p.read_bytes())

@@ -123,3 +123,85 @@ def test_a_window_that_starts_after_the_change_is_not_a_look(kwargs):
     # As long as the time since the start, or starting at it: the cumulative window.
     assert verification_window(initiative(), 15.0, "3h", None, None, now) == (T0, now)
     assert verification_window(initiative(), 15.0, "1h", T0, None, now) == (T0, now)
+
+
+# --- looks keyed by what is looked at ---------------------------------------------------------
+
+Q = 'sum(rate(vllm:generation_tokens_total{job="vllm",model_name="opt"}[1m]))'
+
+
+def keyed(number, cls="chat", signal="tps", query=Q, **kw):
+    return look(number, signal=signal, **kw).model_copy(update={"workload_class": cls, "query_key": looks.query_key(query)})
+
+
+def test_the_query_key_is_the_input_selectors_whatever_the_arithmetic():
+    same = [Q, f"{Q} * 1", 'sum(rate(vllm:generation_tokens_total{model_name="opt", job="vllm"}[5m]))']
+    assert {looks.query_key(q) for q in same} == {'vllm:generation_tokens_total{job="vllm",model_name="opt"}'}
+    assert looks.query_key('sum(x{job="vllm",model_name="llama"})') != looks.query_key('sum(x{job="vllm",model_name="opt"})')
+    assert looks.query_key("sum(b{a=\"1\"}) / sum(a{a=\"1\"})") == 'a{a="1"} | b{a="1"}'
+
+
+def test_a_renamed_class_or_signal_or_a_times_one_query_continues_the_sequence(tmp_path):
+    store = Store(tmp_path)
+    store.append_looks([keyed(1), keyed(2, end_hours=2)])
+    # The class renamed "assistant", the signal "throughput", the query "* 1": the same data, look 3.
+    renamed = Initiative(id="a-20261102", name="a", lever="batch-size", workload_class="assistant", primary_signal="throughput",
+                         baseline_id="b9", started_at=T0)
+    ctx, _ = looks.context(store, renamed, "throughput", 0.95, 3600.0, "b9", f"{Q} * 1")
+    assert ctx.number == 3
+    # A start a second later on the same data under the new names: refused, naming the old names.
+    with pytest.raises(StoreError, match=r"assistant/throughput \(the same data as chat/tps\) was already looked at"):
+        looks.check_start(store, "assistant", "throughput", T0 + dt.timedelta(seconds=1), "b9", Q)
+    # Other data (another model) under the old names' class is another sequence.
+    ctx, _ = looks.context(store, renamed, "throughput", 0.95, 3600.0, "b9", Q.replace("opt", "llama"))
+    assert ctx.number == 1
+
+
+def test_a_look_logged_without_a_key_still_counts_for_its_class_and_signal(tmp_path):
+    store = Store(tmp_path)
+    store.append_looks([look(1)])  # an older log line: no query_key
+    ctx, _ = looks.context(store, initiative(), "tps", 0.95, 3600.0, "b1", Q)
+    assert ctx.number == 2
+
+
+@pytest.mark.parametrize("linked", ["looks", "looks/chat"])
+def test_a_linked_folder_on_the_look_path_is_refused(tmp_path, linked):
+    store = Store(tmp_path / "store")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = store.path / linked
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(StoreError, match=rf"{linked}: is a symbolic link on the look log's path; it must be the store's own folder"):
+        store.looks("chat", "tps")
+    with pytest.raises(StoreError, match="symbolic link"):
+        store.append_looks([look(1)])
+    with pytest.raises(StoreError, match="symbolic link"):
+        looks.context(store, initiative(), "tps", 0.95, 3600.0, "b1", Q)
+    assert list(elsewhere.rglob("*.jsonl")) == []
+
+
+def test_concurrent_verifies_wait_for_each_others_looks(tmp_path):
+    # Two processes' verifies: the second cannot take its look number while the first holds
+    # the look lock, and after the first's look is logged it takes the next number.
+    import subprocess
+    import sys
+    import textwrap
+
+    store = Store(tmp_path)
+    with store.looks_locked():
+        code = textwrap.dedent(f"""
+            from obsctl.baselining import store as s
+            s.LOOKS_LOCK_TIMEOUT_SECONDS = 0.2
+            try:
+                with s.Store({str(tmp_path)!r}).looks_locked():
+                    print("got it")
+            except Exception as exc:
+                print(exc)
+        """)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert "another verify holds the look log" in out
+        ctx, _ = looks.context(store, initiative(), "tps", 0.95, 3600.0, "b1", Q)
+        store.append_looks([keyed(ctx.number)])
+    ctx, _ = looks.context(store, initiative(), "tps", 0.95, 3600.0, "b1", Q)
+    assert ctx.number == 2

@@ -37,7 +37,10 @@ def test_textfile_holds_the_store_state(tmp_path):
     got = _samples(out.read_text())
     current = store.current_baseline(L.CLASS, L.SIGNAL, samples=False)
     ident = (("signal", L.SIGNAL), ("workload_class", L.CLASS))
-    assert got[("obsctl_review_baseline_created_timestamp_seconds", ident)] == current.created_at.timestamp()
+    # One age definition: from the window's end, as the review counts it (the promoted
+    # baseline was created after its window ended, so the two differ here).
+    assert current.created_at != current.window.end
+    assert got[("obsctl_review_baseline_window_end_timestamp_seconds", ident)] == current.window.end.timestamp()
     assert got[("obsctl_review_baseline_max_age_seconds", ident)] > 0
     due = [(k, v) for k, v in got.items() if k[0] == "obsctl_review_initiative_due_timestamp_seconds"]
     assert due == [(("obsctl_review_initiative_due_timestamp_seconds", (("initiative", "late"), ("lever", "scheduling"),

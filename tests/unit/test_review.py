@@ -41,6 +41,26 @@ def test_window_step_keeps_a_week_under_the_point_limit():
     assert step % 15 == 0 and 7 * 86400 / step <= movement.MAX_POINTS and 7 * 86400 / (step - 15) > movement.MAX_POINTS
 
 
+def test_movement_window_is_the_last_period_aligned_to_its_step():
+    from support.store_records import make_baseline
+
+    end = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
+    b = make_baseline(created=end)  # window ends 12:00:00, step 15 s
+    # A week at 15 s is 40,320 points: read at 5 x 15 s = 75 s (movement.MAX_POINTS 10,000); "now" between steps.
+    as_of = end + dt.timedelta(days=8, seconds=37, microseconds=250_000)
+    start, stop, step = rv.movement_window(b, 7 * 86400, as_of)
+    assert step == 75.0
+    grid_end = math.floor(as_of.timestamp() / 75) * 75
+    assert stop.timestamp() == grid_end and 0 < as_of.timestamp() - grid_end < 75
+    assert start == stop - dt.timedelta(days=7)  # a week is 8,064 steps of 75 s: start on the grid too
+    # A young baseline: the window starts at its end (already on the grid), ends on the grid.
+    young = end + dt.timedelta(seconds=47, microseconds=900_000)
+    assert rv.movement_window(b, 7 * 86400, young) == (end, end + dt.timedelta(seconds=45), 15.0)
+    # A baseline end off the step grid starts the window at the next step.
+    odd = make_baseline(created=end + dt.timedelta(seconds=7))
+    assert rv.movement_window(odd, 7 * 86400, young)[0] == end + dt.timedelta(seconds=15)
+
+
 def test_block_means_drop_blocks_with_less_than_half_their_points():
     t = np.arange(0, 600, 60.0)  # 10 points, block of 5 steps
     v = np.arange(10.0)
@@ -234,3 +254,27 @@ def test_progress_phrase_says_moved_away_instead_of_negative_progress():
     assert rv.progress_phrase(state(100.0, 140.0, 200.0), "tokens/s") == "40.0 % done"
     away = rv.progress_phrase(state(100.0, 60.0, 120.0), "tokens/s")  # progress -2.0
     assert away == "moved away from its start (100 -> 60 tokens/s, target 120)" and "%" not in away
+
+
+def test_a_wobble_the_day_after_the_anchor_is_not_behind_the_same_level_later_is():
+    # +6 % target on 1,000 tokens/s (value 1,060), anchored a day before "now", deadline in
+    # 165 days; the level dipped 1.3 % (987): progress (987 - 1000) / 60 = -21.7 %.
+    def at(elapsed):
+        return targets.TargetState(value=1060.0, start=1000.0, current=987.0, progress=-13 / 60, elapsed=elapsed, met=False,
+                                   overdue=False, days_left=165.0)
+
+    assert not rv.behind(at(1 / 166), 0.02)  # shortfall 13.4 tokens/s < 2 % of 1,000
+    assert rv.behind(at(0.5), 0.02)  # shortfall (0.5 + 0.217) x 60 = 43 > 20
+    # At the noise boundary: (e + 13/60) x 60 > 20 <=> e > 7/60.
+    assert not rv.behind(at(7 / 60 - 1e-6), 0.02) and rv.behind(at(7 / 60 + 1e-6), 0.02)
+    # Progress ahead of the schedule is never behind.
+    assert not rv.behind(targets.TargetState(1060.0, 1000.0, 1050.0, 50 / 60, 0.5, False, False, 100.0), 0.02)
+
+
+def test_a_baseline_is_stale_after_two_cadence_periods_by_default(tmp_path):
+    spec = write_spec(tmp_path)
+    week = 7 * 86400
+    assert rv.max_age_seconds(spec, week) == 2 * week
+    assert rv.reviews_per_life(spec, week) == 8  # the drift check's error still spread over baseline_life
+    five = write_spec(tmp_path, {**SPEC, "review": {**SPEC.get("review", {}), "stale_periods": 5}})
+    assert rv.max_age_seconds(five, 30 * 86400) == 150 * 86400

@@ -9,6 +9,7 @@ ones the effects' sizes leave no doubt about (+10 % against a 2 % minimum effect
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import subprocess
 import sys
@@ -177,6 +178,20 @@ def test_a_partial_window_caps_as_typed_data(spec):
     v = verdict.decide(evidence(spec, "before-after", b, m))
     assert v.verdict == "INCONCLUSIVE"
     assert [(r.kind, r.text) for r in v.primary.caps] == [("cap", "window: Prometheus answered partially (remote read failed)")]
+
+
+def test_a_chosen_guard_without_a_baseline_caps_as_data(spec):
+    # The missing guard comes from the evidence; the decision reads no store.
+    rng = np.random.default_rng(2407)
+    tb, tw = grid(START - dt.timedelta(hours=1), START), grid(START, END)
+    b = baseline(spec, SIGNAL, START - dt.timedelta(hours=1), START, tb, noisy(rng, 100.0, tb.size))
+    ev = evidence(spec, "before-after", b, measurement(b.query, START, END, tw, noisy(rng, 110.0, tw.size)))
+    assert verdict.decide(ev).verdict == "IMPROVED"
+    v = verdict.decide(dataclasses.replace(ev, guards_missing=(GUARD,)))
+    assert (v.verdict, v.decided_by, v.open_guards, v.primary.verdict) == ("INCONCLUSIVE", "open-guards", (GUARD,), "IMPROVED")
+    assert v.reason.startswith(f"guard {GUARD} not evaluated (no baseline)")
+    optional = spec.model_copy(update={"verification": spec.verification.model_copy(update={"optional_guards": [GUARD]})})
+    assert verdict.decide(dataclasses.replace(ev, spec=optional, guards_missing=(GUARD,))).verdict == "IMPROVED"
 
 
 @pytest.mark.parametrize("module, forbidden", [

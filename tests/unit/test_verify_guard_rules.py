@@ -50,6 +50,26 @@ def test_an_undecided_guard_of_any_category_caps_the_verdict_unless_optional():
     assert overall_verdict("IMPROVED", "r", guards, 0.95, optional=["a", "b"]) == ("IMPROVED", "r")
 
 
+def test_a_guard_without_a_baseline_is_not_evaluated_and_caps_an_improvement():
+    # The default cost guard with no baseline: named as not evaluated, no plain IMPROVED.
+    guards = [guard("q", "NO_CHANGE", 0.0, -0.01, 0.01)]
+    verdict, reason = overall_verdict("IMPROVED", "better", guards, 0.95, missing=["usd_per_million_tokens"])
+    assert (verdict, reason) == ("INCONCLUSIVE", "guard usd_per_million_tokens not evaluated (no baseline) "
+                                                 "(not shown within its margin; optional_guards lifts this)")
+    assert overall_verdict("NO_CHANGE", "r", guards, 0.95, missing=["c"])[0] == "INCONCLUSIVE"
+    # A regression still wins; an optional guard does not cap.
+    assert overall_verdict("IMPROVED", "r", [guard("q", "REGRESSED", -0.1, -0.11, -0.09)], 0.95, missing=["c"])[0] == "REGRESSED"
+    assert overall_verdict("IMPROVED", "r", guards, 0.95, optional=["c"], missing=["c"]) == ("IMPROVED", "r")
+    result = VerificationResult(verdict="INCONCLUSIVE", primary_verdict="IMPROVED", baseline_id="b", signal="s",
+                                window=Window(start=dt.datetime(2026, 1, 1, tzinfo=UTC), end=dt.datetime(2026, 1, 1, 1, tzinfo=UTC),
+                                              step_seconds=15),
+                                baseline_mean=1.0, window_mean=1.2, change_ratio=0.2, ci_low=0.1, ci_high=0.3, confidence=0.95,
+                                verified_at=dt.datetime(2026, 1, 1, 1, tzinfo=UTC), guards=guards, guards_evaluated=True,
+                                guards_missing=["usd_per_million_tokens"])
+    assert guards_line(result) == "guards: q NO_CHANGE, usd_per_million_tokens NOT EVALUATED (no baseline)"
+    assert "| `usd_per_million_tokens` | | n/a | n/a | n/a | n/a | **NOT EVALUATED** (no baseline) |" in _guard_table(result)
+
+
 def holm_guard(signal, p):
     from obsctl.records import Assessment
 

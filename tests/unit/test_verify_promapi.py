@@ -256,7 +256,8 @@ def test_target_show_non_finite_and_zero_baseline(fake, tmp_path):
     store.save_baseline(b.model_copy(update={"id": b.id + "z", "stats": zero, "samples": [(t, 0.0) for t, _ in b.samples]}))
     r = run(target, ["show", "--spec", spec])
     assert r.exit_code == 0, r.output
-    assert "a/tokens: baseline 0 -> target 0 tokens/s (gap +0, gap ratio n/a)" in r.stdout
+    # The target was anchored by the snapshot (mean 1): the zero baseline does not move it.
+    assert "a/tokens: baseline 0 -> target 1.5 tokens/s (gap +1.5, gap ratio n/a)" in r.stdout
     js = run(target, ["show", "--spec", spec, "-o", "json"])
     assert _strict(js.stdout)[0]["gap_ratio"] is None
     # 11: a stored baseline whose mean is Inf (written before this fix) reads as n/a / null.

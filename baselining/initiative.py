@@ -98,6 +98,9 @@ def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | No
     effort, owner, due, lever_description, placebo = ask.effort, ask.owner, ask.due, ask.lever_description, ask.placebo
     if not name.strip():
         raise UsageError("--name must not be empty")
+    if placebo and expected_impact_ratio not in (None, 0):
+        raise UsageError(f"--placebo with --expected-impact {expected_impact_ratio:g}: a placebo (A/A) initiative changes nothing, "
+                         "so it expects no change; give one of the two")
     if placebo or expected_impact_ratio == 0:
         # An expected impact of 0 is a placebo (A/A): nothing is changed.
         placebo, expected_impact_ratio = True, None

@@ -90,8 +90,13 @@ def _attribution_share(spec: Spec) -> str:
     # split among the classes on that instance.
     slices = "\n  or ".join(f'{info}{{gpu_instance!="",mig_profile=~"([0-9]+c\\\\.)?{k}g\\\\..*"}} * {k}' for k in range(1, 9))
     per_instance = f'count by (uuid, gpu_instance) ({info}{{gpu_instance!=""}})'
-    mig = f"(\n  {slices}\n)\n/ on(uuid) group_left() {GPU_MIG_SLICES}\n/ on(uuid, gpu_instance) group_left() {per_instance}"
-    mig_unknown = (f'({info}{{gpu_instance!=""}} unless on(uuid) {GPU_MIG_SLICES})\n'
+    # A profile that names no slice count (NVML's "unknown", DCGM without GPU_I_PROFILE) makes
+    # its whole GPU fall back to the equal split, like a GPU of unknown slice count: its
+    # instances never drop out of the cost.
+    unparsed = f'{info}{{gpu_instance!="",mig_profile!~"([0-9]+c\\\\.)?[1-8]g\\\\..*"}}'
+    mig = (f"(\n  {slices}\n)\n/ on(uuid) group_left() {GPU_MIG_SLICES}\n/ on(uuid, gpu_instance) group_left() {per_instance}"
+           f"\nunless on(uuid) {unparsed}")
+    mig_unknown = (f'({info}{{gpu_instance!=""}} unless on(uuid) ({GPU_MIG_SLICES} unless on(uuid) {unparsed}))\n'
                    f'/ on(uuid) group_left() count by (uuid) ({info}{{gpu_instance!=""}})')
     whole = f'{info}{{gpu_instance=""}}'
     shares = spec.pricing.time_slicing_share

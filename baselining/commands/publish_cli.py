@@ -18,7 +18,8 @@ from obsctl.timeutil import parse_instant
 @click.option("--instance", default=None, metavar="NAME",
               help="The group's instance label (default: the spec's name, else the spec file's name).")
 @click.option("--textfile", default=None, type=click.Path(dir_okay=False, path_type=str),
-              help="Write the exposition to this file instead (node_exporter --collector.textfile.directory, a *.prom name).")
+              help="Write the exposition to this file instead: a *.prom file in an existing folder that node_exporter reads "
+                   "(--collector.textfile.directory); an existing non-regular file is never replaced.")
 @click.option("--no-review", is_flag=True, help="Publish what the store says only (baselines, initiatives, events); no Prometheus query.")
 @click.option("--as-of", default="now", show_default=True, metavar="RFC3339|now", help="The instant reviewed (RFC3339; without an offset, UTC).")
 @output_option

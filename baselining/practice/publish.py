@@ -177,10 +177,12 @@ def add_identity(spec: Spec, registry: CollectorRegistry, instance: str | None =
 
 def group_owner(gateway: str, instance: str, timeout: float) -> str | None:
     """The fingerprint of the group ``{job=obsctl-publish, instance}`` on the Pushgateway
-    (its ``/api/v1/metrics``), None when there is no such group or it has none.
+    (its ``/api/v1/metrics``: ``{"status": "success", "data": [{"labels": {...}, "<metric>":
+    {"metrics": [{"labels": {...}}, ...]}}, ...]}``), None when there is no such group or it has none.
 
     Raises:
-        PrometheusUnavailable: the gateway cannot be read (one line).
+        PrometheusUnavailable: the gateway cannot be read, or its answer is not that list
+            (one line; the push is refused, since the group it would replace is unknown).
     """
     import requests
 
@@ -189,16 +191,27 @@ def group_owner(gateway: str, instance: str, timeout: float) -> str | None:
     try:
         answer = requests.get(f"{gateway}/api/v1/metrics", timeout=timeout)
         answer.raise_for_status()
-        groups = answer.json().get("data") or []
-    except (requests.RequestException, ValueError, AttributeError) as exc:
+        body = answer.json()
+    except (requests.RequestException, ValueError) as exc:
         raise PrometheusUnavailable(f"Pushgateway {gateway}: push failed: cannot read its groups ({exc.__class__.__name__})") from None
+    groups = body.get("data") if isinstance(body, dict) and body.get("status") == "success" else None
+    if not isinstance(groups, list) or not all(isinstance(g, dict) and isinstance(g.get("labels", {}), dict) for g in groups):
+        raise PrometheusUnavailable(f"Pushgateway {gateway}: push refused: its /api/v1/metrics answer is not the list of groups a "
+                                    "Pushgateway serves, so the group this push would replace cannot be checked")
     for group in groups:
         labels = group.get("labels") or {}
         if labels.get("job") == JOB and labels.get("instance") == instance:
-            for metric in (group.get(PUBLISH_INFO) or {}).get("metrics") or []:
-                found = (metric.get("labels") or {}).get("fingerprint")
-                if found:
+            if PUBLISH_INFO not in group:
+                return None
+            family = group[PUBLISH_INFO]
+            metrics = family.get("metrics") if isinstance(family, dict) else None
+            for metric in metrics if isinstance(metrics, list) else []:
+                labels = metric.get("labels") if isinstance(metric, dict) else None
+                found = labels.get("fingerprint") if isinstance(labels, dict) else None
+                if isinstance(found, str) and found:
                     return found
+            raise PrometheusUnavailable(f"Pushgateway {gateway}: push refused: the group job={JOB} instance={instance} carries "
+                                        f"{PUBLISH_INFO} without a readable fingerprint, so whose state it holds cannot be checked")
     return None
 
 
@@ -237,10 +250,29 @@ def write_textfile(registry: CollectorRegistry, path: Path) -> None:
     """Write the exposition to ``path`` atomically (node_exporter's textfile collector reads ``*.prom``).
 
     Raises:
+        UsageError: ``path`` is not a ``*.prom`` name (node_exporter would never read it), its
+            folder does not exist (a mistyped folder is not created), or it exists and is not a
+            regular file (a device, a FIFO, a symbolic link: never replaced).
         WriteError: the file could not be written.
     """
+    import os
+    import stat
+
     from prometheus_client import generate_latest
 
     from obsctl.atomicio import atomic_write_bytes
+    from obsctl.errors import UsageError
 
-    atomic_write_bytes(Path(path), generate_latest(registry))
+    path = Path(path)
+    if path.suffix != ".prom":
+        raise UsageError(f"--textfile {str(path)!r}: node_exporter's textfile collector reads only *.prom files")
+    if not path.parent.is_dir():
+        raise UsageError(f"--textfile {str(path)!r}: the folder {str(path.parent)!r} does not exist (node_exporter's "
+                         "--collector.textfile.directory)")
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise UsageError(f"--textfile {str(path)!r} exists and is not a regular file: refusing to replace it")
+    atomic_write_bytes(path, generate_latest(registry))

@@ -49,7 +49,9 @@ def _series(name: str, **labels: str) -> str:
     return name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
 
 
-def input_series() -> list[dict]:
+def input_series(profiles: dict[str, str] | None = None) -> list[dict]:
+    """``profiles``: recorded MIG profile -> the label the series carry instead (a profile the
+    exporter could not name)."""
     gpus, instances = golden()
     out = []
     for uuid, (gpu, model, _) in gpus.items():
@@ -59,7 +61,8 @@ def input_series() -> list[dict]:
     for uuid, gi, profile in instances:
         for wc in ON_INSTANCE[profile]:
             out.append({"series": _series("obsctl_gpu_attribution_info", **EXPORTER, gpu=gpus[uuid][0], uuid=uuid, gpu_instance=gi,
-                                          mig_profile=profile, workload_class=wc, owner="o"), "values": f"1x{N}"})
+                                          mig_profile=(profiles or {}).get(profile, profile), workload_class=wc, owner="o"),
+                        "values": f"1x{N}"})
     whole = next(u for u, g in gpus.items() if g[2] == "disabled")
     for wc in WHOLE:
         out.append({"series": _series("obsctl_gpu_attribution_info", **EXPORTER, gpu=gpus[whole][0], uuid=whole, workload_class=wc,
@@ -81,7 +84,7 @@ def expected() -> dict[str, float]:
     return want
 
 
-def _suite(tmp_path: Path, want: dict[str, float], shares: dict[str, float] = SHARES) -> Path:
+def _suite(tmp_path: Path, want: dict[str, float], shares: dict[str, float] = SHARES, profiles: dict[str, str] | None = None) -> Path:
     classes = sorted({wc for v in ON_INSTANCE.values() for wc in v} | set(WHOLE))
     spec = write_spec(tmp_path, {
         "store": "s", "signals": [{"name": "t", "catalogue": "tokens_per_second"}],
@@ -95,7 +98,7 @@ def _suite(tmp_path: Path, want: dict[str, float], shares: dict[str, float] = SH
               "exp_samples": [{"labels": "{}", "value": 1}]} for wc, v in sorted(want.items())]
     path = tmp_path / "mig_test.yaml"
     path.write_text(yaml.safe_dump({"rule_files": [str(rules / "cost.yaml")], "evaluation_interval": f"{STEP}s",
-                                    "tests": [{"interval": f"{STEP}s", "input_series": input_series(), "promql_expr_test": tests}]}))
+                                    "tests": [{"interval": f"{STEP}s", "input_series": input_series(profiles), "promql_expr_test": tests}]}))
     return path
 
 
@@ -122,3 +125,16 @@ def test_an_equal_split_of_the_mig_gpu_fails(tmp_path):
     """The old rule (every entry of a GPU the same share) must not pass."""
     want = expected() | {"a": PRICE / 4}
     assert promtool.test_rules([_suite(tmp_path, want)]).returncode != 0
+
+
+def test_an_unnamed_profile_falls_back_to_the_equal_split_of_its_gpu(tmp_path):
+    """NVML answers "unknown" for a profile it cannot name (DCGM without GPU_I_PROFILE: ""): that
+    GPU's entries split it equally, none drops out of the cost."""
+    for label in ("unknown", ""):
+        entries = [wc for v in ON_INSTANCE.values() for wc in v]
+        equal: dict[str, float] = {}
+        for wc in entries:
+            equal[wc] = equal.get(wc, 0.0) + PRICE / len(entries)
+        want = expected() | equal
+        result = promtool.test_rules([_suite(tmp_path, want, profiles={"2g.20gb": label})])
+        assert result.returncode == 0, result.stdout + result.stderr

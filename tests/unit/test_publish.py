@@ -83,3 +83,21 @@ def test_verdict_state_set_holds_each_verified_initiatives_last_verdict(tmp_path
     for iid, verdict in expected.items():
         assert states[iid] == {v: (1.0 if v == verdict else 0.0)
                                for v in ("IMPROVED", "NO_CHANGE", "INCONCLUSIVE", "REGRESSED", "NO_DATA")}, iid
+
+
+def test_textfile_target_must_be_a_prom_file_in_an_existing_folder(tmp_path):
+    """A mistyped folder is not created, a name node_exporter would not read is refused, and a
+    FIFO or a symbolic link is never replaced (exit 2, one line, nothing written)."""
+    import os
+
+    (tmp_path / "obsctl.yaml").write_text(yaml.safe_dump(SPEC))
+    fifo, link, target = tmp_path / "fifo.prom", tmp_path / "link.prom", tmp_path / "target.prom"
+    os.mkfifo(fifo)
+    target.write_text("kept\n")
+    link.symlink_to(target)
+    for out, says in ((tmp_path / "nosuch" / "x.prom", "does not exist"), (tmp_path / "out.txt", "only *.prom"),
+                      (fifo, "not a regular file"), (link, "not a regular file")):
+        result = CliRunner().invoke(cli, ["publish", "--spec", str(tmp_path / "obsctl.yaml"), "--no-review", "--textfile", str(out)])
+        assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output, (out, result.output)
+    assert not (tmp_path / "nosuch").exists() and not (tmp_path / "out.txt").exists()
+    assert fifo.is_fifo() and link.is_symlink() and target.read_text() == "kept\n"

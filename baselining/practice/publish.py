@@ -162,10 +162,12 @@ def grouping_key(spec: Spec, instance: str | None = None) -> dict[str, str]:
 
 def spec_fingerprint(spec: Spec) -> str:
     """What tells two specs apart when they publish under one instance: 12 hex digits of
-    sha256 over the spec's ``name``, its sorted workload class names and its store path."""
+    sha256 over the spec's ``name`` when it has one (a named spec stays itself when it gains
+    a class or its store moves), else over its sorted workload class names and store path."""
     import hashlib
 
-    text = "\0".join([spec.name or "", *sorted(c.name for c in spec.workload_classes), str(spec.store_path())])
+    parts = [spec.name] if spec.name else ["", *sorted(c.name for c in spec.workload_classes), str(spec.store_path())]
+    text = "\0".join(parts)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

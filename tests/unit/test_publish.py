@@ -101,3 +101,23 @@ def test_textfile_target_must_be_a_prom_file_in_an_existing_folder(tmp_path):
         assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output, (out, result.output)
     assert not (tmp_path / "nosuch").exists() and not (tmp_path / "out.txt").exists()
     assert fifo.is_fifo() and link.is_symlink() and target.read_text() == "kept\n"
+
+
+def test_a_named_spec_keeps_its_fingerprint_when_it_gains_a_class_or_moves_its_store(tmp_path):
+    """A team's scheduled publish keeps its group after the spec changes; two unnamed specs
+    under one default instance still differ by their classes and store."""
+    from obsctl.baselining.practice.publish import spec_fingerprint
+
+    def fingerprint(**changes) -> str:
+        doc = {**SPEC, **changes}
+        path = tmp_path / "obsctl.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        return spec_fingerprint(load_spec(path))
+
+    more = SPEC["workload_classes"] + [{"name": "embed-batch", "kind": "inference", "selector": {"workload": "embed-batch"}}]
+    named = fingerprint(name="team-a")
+    assert fingerprint(name="team-a", workload_classes=more) == named
+    assert fingerprint(name="team-a", store="elsewhere") == named
+    assert fingerprint(name="team-b") != named
+    assert fingerprint(workload_classes=more) != fingerprint()
+    assert fingerprint(store="elsewhere") != fingerprint()

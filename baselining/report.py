@@ -265,7 +265,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         f"- Verdict: **{result.verdict}** ({md(result.reason)}); verified {rfc3339(result.verified_at)}",
         f"- Change: {format_percent(result.change_ratio)}, {format_confidence(result.confidence)} confidence interval {ci} "
         + ("(Fieller interval from the long-run variance under the signal's memory; docs/verification.md)" if result.assessment
-           else "(Fieller interval from non-overlapping batch means)"),
+           else "(both sides constant: no sampling error)" if result.ci_low is not None else ""),
         f"- Primary signal's own verdict: **{result.primary_verdict or result.verdict}**",
         *([f"- Promoted without every guard judged: {md(initiative.promote_override)}"] if initiative.promote_override else []),
         f"- Alerts fired in the window: {md(', '.join(result.alerts_fired)) or 'none'}",

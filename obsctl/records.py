@@ -97,8 +97,8 @@ class Statistics(_Record):
     """Summary of one signal's samples over a window (values in the signal's unit).
 
     ``batch_means`` are the means of ``batches`` contiguous, non-overlapping batches of
-    the sample series (the batch-means method; the interval in ``verify`` is built from
-    them, not from autocorrelated raw samples).
+    the sample series, kept for plots and the report (the interval in ``verify`` comes
+    from the long-run variance under the signal's memory model, not from them).
     """
 
     sample_count: int = Field(ge=0)
@@ -307,7 +307,7 @@ class Baseline(_Record):
 class GuardResult(_Record):
     """One guard signal of a verification: another signal of the initiative's class,
     measured over the same window with its own baseline's PromQL and judged like the
-    primary (batch means, Fieller change and interval, direction-aware verdict).
+    primary (memory model, Fieller change and interval, direction-aware verdict).
 
     Attributes:
         signal, category, unit, direction: the guard signal (category from the spec:
@@ -316,7 +316,7 @@ class GuardResult(_Record):
             the class x signal's current one at verify time).
         verdict: the guard's own verdict; only REGRESSED changes the overall verdict.
         change_ratio, ci_low, ci_high: as in :class:`VerificationResult` (ratio, 0.1 = +10 %).
-        exact: both sides' batch means were constant, so the change has no sampling error.
+        exact: both sides were constant, so the change has no sampling error.
         window_stats, population, samples: the guard's window (kept so promote can make
             it the guard's baseline).
     """

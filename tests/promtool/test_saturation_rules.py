@@ -77,3 +77,28 @@ def test_mig_instances_join_their_own_utilization(tmp_path):
                                      "tests": tests}))
     result = promtool.test_rules([suite])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_cpu_fallback_reads_a_vllm_replicas_process_without_its_model_label(tmp_path):
+    """A vLLM class selected by ``model_name``: the server's process collector writes
+    ``process_cpu_seconds_total`` with the target's labels only, so the CPU fallback drops the
+    ``model_name`` matcher (busy = 9 CPU-seconds per 15 s step on one process = 0.6); the
+    engine's own account is absent here (no ``vllm:`` gauges), and the other job's process
+    must not count."""
+    from support.rules_fixtures import write_spec
+
+    spec = write_spec(tmp_path, {"store": "s", "workload_classes": [
+        {"name": "chat", "kind": "inference", "source": "vllm", "selector": {"job": "vllm", "model_name": "tiny-llama"}}],
+        "signals": [{"name": "tokens", "catalogue": "tokens_per_second"}]})
+    rules = tmp_path / "sat.yaml"
+    rules.write_text(generate(spec, [])[0]["obsctl-saturation.rules.yaml"])
+    series = [{"series": 'process_cpu_seconds_total{job="vllm",instance="127.0.0.1:8000"}', "values": f"0+9x{N}"},
+              {"series": 'process_cpu_seconds_total{job="other",instance="127.0.0.1:9000"}', "values": f"0+15x{N}"}]
+    own = 'workload_class="chat"'
+    tests = [{"interval": f"{STEP}s", "input_series": series, "promql_expr_test": [
+        {"expr": f"abs({C.BUSY_RATIO}{{{own}}} - 0.6) < bool 1e-9", "eval_time": EVAL,
+         "exp_samples": [{"labels": f"{{{own}}}", "value": 1}]}]}]
+    suite = tmp_path / "cpu_test.yaml"
+    suite.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": f"{STEP}s", "tests": tests}))
+    result = promtool.test_rules([suite])
+    assert result.returncode == 0, result.stdout + result.stderr

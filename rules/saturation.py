@@ -240,6 +240,29 @@ def inputs(spec: Spec, wc: WorkloadClass, raw: bool = False) -> dict[str, str]:
     return out | (_raw_queue(wc) if raw else _recorded_queue(wc))
 
 
+def period_inputs(spec: Spec, wc: WorkloadClass) -> dict[str, str]:
+    """:func:`inputs` for a past period, as ``verify`` reads it: each queue input is the
+    recorded canonical series where the rules recorded it, else the source's expression over
+    the server's own metrics (``(recorded) or (raw)``), so a period from before the rules
+    were loaded is classified by the same engine signals (a vLLM closed loop's queue) rather
+    than left unknown."""
+    out = inputs(spec, wc)
+    for key, raw in _raw_queue(wc).items():
+        out[key] = f"({out[key]})\nor\n({raw})"
+    return out
+
+
+def offered_query(wc: WorkloadClass, recorded: str) -> str:
+    """``recorded`` (the canonical offered load), else the class's source expression of it
+    over raw metrics (``(recorded) or sum(raw)``); ``recorded`` alone for a source without one."""
+    from obsctl.rules.sources import Ctx, class_mappings
+
+    for src, m in class_mappings(wc):
+        if m.record == C.REQUESTS_OFFERED and src.kind == "serving":
+            return f"({recorded})\nor\nsum({m.build(Ctx(promql_matchers(wc.selector), WINDOW))})"
+    return recorded
+
+
 def process_selector(wc: WorkloadClass) -> str:
     """The matchers of the class's ``process_*`` series: its selector less the matchers on
     the source's :attr:`~obsctl.rules.sources.base.Source.series_labels` (a vLLM replica

@@ -317,8 +317,9 @@ class Baseline(_Record):
     def _memory_step(self) -> Baseline:
         # The memory model is fitted at the window's step or a multiple of it (history);
         # a finer one (a tampered record) would make every verify build a huge grid.
-        if self.memory is not None and self.memory.step_seconds < self.window.step_seconds * (1 - 1e-9):
-            raise ValueError(f"memory.step_seconds {self.memory.step_seconds:g} is below the window's step {self.window.step_seconds:g}")
+        for name, memory in (("memory", self.memory), ("tails.memory", self.tails.memory if self.tails else None)):
+            if memory is not None and memory.step_seconds < self.window.step_seconds * (1 - 1e-9):
+                raise ValueError(f"{name}.step_seconds {memory.step_seconds:g} is below the window's step {self.window.step_seconds:g}")
         return self
 
 

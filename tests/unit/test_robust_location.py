@@ -214,3 +214,15 @@ def test_the_verdict_says_which_location_it_judged(tmp_path):
     assert j.location in lines
     plain = baseline_with(100 + rng.standard_normal(480), None)
     assert verdict.judge_signal(spec, plain, m, LookContext(1, 7200.0, None, 0.95))[3].location is None
+
+
+def test_a_tampered_tails_memory_finer_than_the_window_is_refused():
+    """Like the baseline's own memory: a trimmed mean's memory on a finer step than the
+    window's would make every verify build a huge grid."""
+    x = 100 + np.random.default_rng(1).standard_normal(60)
+    data = white(x).as_dict()
+    data.pop("tau_seconds")
+    fine = Memory(**{**data, "step_seconds": 1.0})
+    ok = baseline_with(x, Tails(heavy=True, memory=Memory(**data)))
+    with pytest.raises(ValueError, match=r"tails\.memory\.step_seconds 1 is below the window's step 15"):
+        Baseline.model_validate({**ok.model_dump(), "tails": {"heavy": True, "memory": fine.model_dump()}})

@@ -139,11 +139,12 @@ _DEMAND = "__demand__"
 
 
 def demand_query(spec: Spec, wc: WorkloadClass) -> str:
-    """The class's offered load: the spec's ``demand`` signal, else the canonical REQUESTS_OFFERED."""
+    """The class's offered load: the spec's ``demand`` signal, else the canonical REQUESTS_OFFERED
+    (else, where the rules did not record it, the source's offered-load expression over raw metrics)."""
     cc = spec.comparison.for_class(wc.name)
     if cc.demand:
         return spec.query_for(cc.demand, wc)
-    return f'sum({canonical.REQUESTS_OFFERED}{{workload_class="{escape_label_value(wc.name)}"}})'
+    return saturation.offered_query(wc, f'sum({canonical.REQUESTS_OFFERED}{{workload_class="{escape_label_value(wc.name)}"}})')
 
 
 def period_load(spec: Spec, client, wc: WorkloadClass, name: str, start: float, end: float, step: float) -> demand.PeriodLoad:
@@ -161,7 +162,7 @@ def period_loads(spec: Spec, client, wc: WorkloadClass, periods: list[tuple[str,
 
     A period with a failed query (Prometheus unavailable or refusing it) gets the first
     such error, in query order, as its note; the other periods are unaffected."""
-    exprs = {**saturation.inputs(spec, wc), _DEMAND: demand_query(spec, wc)}  # the same for every period
+    exprs = {**saturation.period_inputs(spec, wc), _DEMAND: demand_query(spec, wc)}  # the same for every period
     plans = [(name, start, end, max(step, math.ceil((end - start) / LOAD_POINTS / step) * step) if end > start else step)
              for name, start, end in periods]
     calls = [(i, key, expr) for i in range(len(plans)) for key, expr in exprs.items()]

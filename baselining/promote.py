@@ -100,6 +100,7 @@ def promote(spec: Spec, store: Store, initiative_id: str, lesson: str = "", effo
                 population=population or old.population, stats=window_stats,
                 created_at=created, source="promoted", initiative=initiative.id, samples=samples,
                 memory=old.memory,  # the memory is the signal's, estimated from the history before the old baseline
+                tails=old.tails,  # so are its tail test and the trimmed mean's memory
             )
             stored.append(store.save_baseline(baseline, make_current=True))
         promoted = initiative.model_copy(update={"status": "promoted", "ended_at": created, "lesson": lesson.strip(),

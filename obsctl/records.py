@@ -249,7 +249,23 @@ class Assessment(_Record):
     guard_test: str | None = None
     placebo: str | None = None
     p_worse: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
+    location: str | None = None
     notes: list[str] = Field(default_factory=list)
+
+
+class Tails(_Record):
+    """A baseline's heavy-tail test (``obsctl.baselining.statistics.robust.tail_test`` on its
+    history and window) and, where the snapshot judged the signal robustly (spec ``spiky``
+    or heavy tails), the memory model of the winsorised history that the trimmed mean's
+    interval uses."""
+
+    heavy: bool = False
+    outliers: int = Field(0, ge=0)
+    samples: int = Field(0, ge=0)
+    share: float = Field(0.0, ge=0, le=1, allow_inf_nan=False)
+    robust_sd: float = Field(0.0, ge=0, allow_inf_nan=False)
+    trim: float = Field(0.1, ge=0, lt=0.5)
+    memory: Memory | None = None
 
 
 class Baseline(_Record):
@@ -294,13 +310,16 @@ class Baseline(_Record):
     memory: Memory | None = None
     #: The placebo checks of the history the memory was fitted on, per window length ([]: too little history).
     placebo: list[PlaceboCheck] = Field(default_factory=list)
+    #: The heavy-tail test and the robust location's memory (None: taken before the test existed).
+    tails: Tails | None = None
 
     @model_validator(mode="after")
     def _memory_step(self) -> Baseline:
         # The memory model is fitted at the window's step or a multiple of it (history);
         # a finer one (a tampered record) would make every verify build a huge grid.
-        if self.memory is not None and self.memory.step_seconds < self.window.step_seconds * (1 - 1e-9):
-            raise ValueError(f"memory.step_seconds {self.memory.step_seconds:g} is below the window's step {self.window.step_seconds:g}")
+        for name, memory in (("memory", self.memory), ("tails.memory", self.tails.memory if self.tails else None)):
+            if memory is not None and memory.step_seconds < self.window.step_seconds * (1 - 1e-9):
+                raise ValueError(f"{name}.step_seconds {memory.step_seconds:g} is below the window's step {self.window.step_seconds:g}")
         return self
 
 

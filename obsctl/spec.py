@@ -292,6 +292,9 @@ class Signal(_Model):
         catalogue: instead of ``query``, a key of the source catalogue's signals
             (obsctl.rules.canonical.CATALOGUE_SIGNALS, e.g. ``ttft_p95_seconds``): reads
             the class's canonical series; category, unit and direction default from it.
+        spiky: true: spikes (GC pauses, bursts, restarts) dominate the signal, so verdicts
+            judge its 10 % trimmed mean; false: always its mean; unset: the trimmed mean
+            when the baseline's snapshot finds it heavy-tailed (docs/verification.md).
     """
 
     name: str
@@ -304,6 +307,7 @@ class Signal(_Model):
     guard_margin_ratio: float | None = Field(None, gt=0, lt=1)
     alert_for: str = "10m"
     record: str | None = None
+    spiky: bool | None = None
 
     @property
     def record_name(self) -> str:

@@ -219,6 +219,8 @@ def inputs(spec: Spec, wc: WorkloadClass, raw: bool = False) -> dict[str, str]:
 
     ``gpu_busy``, ``gpus_allocated``, ``cpu_busy`` and ``cpus_allocated`` always read raw
     metrics (the exporter's GPU and attribution series, ``process_cpu_seconds_total``).
+    The process series are selected by :func:`process_selector` (the class's matchers less
+    those on labels the server puts on its own series only, e.g. vLLM's ``model_name``).
     The queue inputs and ``engine_busy`` read the canonical series the rules record, or with ``raw=True`` the
     class's source expressions over the server's own metrics (:mod:`obsctl.rules.sources`),
     so a period from before the rules were loaded can be classified too; a queue input the
@@ -226,7 +228,7 @@ def inputs(spec: Spec, wc: WorkloadClass, raw: bool = False) -> dict[str, str]:
     """
     th = Thresholds.for_class(spec, wc.name)
     attributed = f"obsctl_gpu_attribution_info{_nodes(wc, workload_class=wc.name)}"
-    procs = f"process_cpu_seconds_total{{{promql_matchers(wc.selector)}}}"
+    procs = f"process_cpu_seconds_total{{{process_selector(wc)}}}"
     cores = f"count({procs})" if th.cpu_cores is None else f"(count({procs}) * 0 + {number(th.cpu_cores)})"
     out = {
         "gpu_busy": f"sum({attributed} * on(uuid, gpu_instance) group_left() "
@@ -236,6 +238,43 @@ def inputs(spec: Spec, wc: WorkloadClass, raw: bool = False) -> dict[str, str]:
         "cpus_allocated": cores,
     }
     return out | (_raw_queue(wc) if raw else _recorded_queue(wc))
+
+
+def period_inputs(spec: Spec, wc: WorkloadClass) -> dict[str, str]:
+    """:func:`inputs` for a past period, as ``verify`` reads it: each queue input is the
+    recorded canonical series where the rules recorded it, else the source's expression over
+    the server's own metrics (``(recorded) or (raw)``), so a period from before the rules
+    were loaded is classified by the same engine signals (a vLLM closed loop's queue) rather
+    than left unknown."""
+    out = inputs(spec, wc)
+    for key, raw in _raw_queue(wc).items():
+        out[key] = f"({out[key]})\nor\n({raw})"
+    return out
+
+
+def offered_query(wc: WorkloadClass, recorded: str) -> str:
+    """``recorded`` (the canonical offered load), else the class's source expression of it
+    over raw metrics (``(recorded) or sum(raw)``); ``recorded`` alone for a source without one."""
+    from obsctl.rules.sources import Ctx, class_mappings
+
+    for src, m in class_mappings(wc):
+        if m.record == C.REQUESTS_OFFERED and src.kind == "serving":
+            return f"({recorded})\nor\nsum({m.build(Ctx(promql_matchers(wc.selector), WINDOW))})"
+    return recorded
+
+
+def process_selector(wc: WorkloadClass) -> str:
+    """The matchers of the class's ``process_*`` series: its selector less the matchers on
+    the source's :attr:`~obsctl.rules.sources.base.Source.series_labels` (a vLLM replica
+    labels its ``vllm:`` series ``model_name`` and ``engine``, its process collector's
+    ``process_cpu_seconds_total`` only with the target's labels). A selector left empty
+    keeps its first matcher (which then selects nothing rather than every process)."""
+    from obsctl.rules.sources import SOURCES
+
+    source = SOURCES.get(wc.source)
+    drop = set(source.series_labels) if source else set()
+    kept = {k: v for k, v in wc.selector.items() if k not in drop}
+    return promql_matchers(kept or dict([next(iter(sorted(wc.selector.items())))]))
 
 
 def _recorded_queue(wc: WorkloadClass) -> dict[str, str]:

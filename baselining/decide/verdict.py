@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from obsctl.baselining.decide.caps import apply_caps, cap_verdict, caps_for, missing_guard_caps
+from obsctl.baselining.decide.location import location_for
 from obsctl.baselining.decide.sides import columns, memory_of
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.run import Outcome
@@ -60,8 +61,9 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext
     cfg = spec.verification
     if m.stats is None or len(m.samples) < 2:
         return "NO_DATA", f"the window has {len(m.samples)} sample(s), needs at least 2", None, None
-    memory = memory_of(baseline)
-    usable = side is not None and memory is not None and math.isclose(side.step_seconds, m.window.step_seconds)
+    location, memory = location_for(spec, baseline, memory_of(baseline))  # the mean, or a trimmed mean (statistics.robust)
+    usable = (side is not None and memory is not None and math.isclose(side.step_seconds, m.window.step_seconds)
+              and not location.robust)
     step = m.window.step_seconds
     base = comparison.BaselineSide(Side(**side.model_dump(exclude={"baseline_id", "step_seconds", "constant"})), side.constant,
                                  side.step_seconds) if usable else columns(baseline.samples)
@@ -69,7 +71,8 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext
     span = (m.window.end - m.window.start).total_seconds()
     check = placebo.for_window([placebo.Placebo(**c.model_dump()) for c in baseline.placebo], span)
     j = comparison.judge(base, columns(m.samples), step, memory, level, baseline.direction,
-                         cfg.min_effect_ratio, look, guard_tolerance, guard_alpha, widen=check.widen if check else None)
+                         cfg.min_effect_ratio, look, guard_tolerance, guard_alpha, widen=check.widen if check else None,
+                         location=location if location.robust or location.why else None)  # the default mean is not named
     j.placebo = placebo_text(check, (baseline.window.end - baseline.window.start).total_seconds(), span)
     est = Estimate(j.change, j.low, j.high, level, j.dof, j.exact,
                    j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from obsctl.baselining.statistics import anytime, assumptions
+from obsctl.baselining.statistics import anytime, assumptions, robust
 from obsctl.baselining.statistics.decision import Estimate, decide, exact_change
 from obsctl.baselining.statistics.distributions import ndtri
 from obsctl.baselining.statistics.lrv import Side, side_estimate
@@ -86,6 +86,7 @@ class Judgement:
     boundary: float | None = None
     planned_seconds: float | None = None
     guard: str | None = None
+    location: str | None = None
     notes: list[str] = field(default_factory=list)
 
     def details(self) -> dict:
@@ -94,7 +95,7 @@ class Judgement:
                 "n_eff_baseline": self.n_eff_baseline, "n_eff_window": self.n_eff_window, "dof": _finite(self.dof),
                 "look": self.look, "min_fraction": self.min_fraction, "boundary_z": _finite(self.boundary),
                 "interval_confidence": self.confidence, "planned_seconds": self.planned_seconds, "guard_test": self.guard,
-                "p_worse": self.p_worse, "placebo": self.placebo,
+                "p_worse": self.p_worse, "placebo": self.placebo, "location": self.location,
                 "notes": list(self.notes)}
 
 
@@ -126,7 +127,7 @@ def baseline_side(times, values, step_seconds: float, memory: MemoryModel) -> Ba
 def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[np.ndarray, np.ndarray], step_seconds: float,
           memory: MemoryModel | None, confidence: float, direction: str, min_effect: float,
           look: LookContext | None = None, guard_tolerance: float | None = None, guard_alpha: float | None = None,
-          widen: tuple[float, float] | None = None) -> Judgement:
+          widen: tuple[float, float] | None = None, location: robust.Location | None = None) -> Judgement:
     """The verdict of ``window`` against ``baseline``.
 
     Args:
@@ -147,16 +148,22 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
             too small (:mod:`.placebo`'s comparisons in the baseline's history, or the
             movement test's placebo periods): both sides' variances of the
             mean are multiplied by ``factor`` and carry at most ``dof`` degrees of freedom.
+        location: the location judged (:mod:`.robust`); a trimmed one needs the baseline's
+            samples (not a precomputed side): each side is winsorised at its own quantiles
+            for the memory, scale and window checks, then carries its trimmed mean.
     """
     stored = baseline if isinstance(baseline, BaselineSide) else None
     if stored is not None and (memory is None or not math.isclose(stored.step_seconds, step_seconds)):
         raise ValueError("a precomputed baseline side needs its memory model and the step it was computed at")
+    trimmed = robust.Trimmed.of(location, stored is not None)  # the mean: every step below an identity
     if stored is None:
         tx, x = (np.asarray(a, dtype=float) for a in baseline)
+        x = trimmed.baseline(x)
         x_n, x_constant = x.size, x.size >= 2 and is_constant(x)
     else:
         x_n, x_constant = stored.side.n, stored.constant
     ty, y = (np.asarray(a, dtype=float) for a in window)
+    y = trimmed.window(y)
     if y.size < 2:
         return Judgement("NO_DATA", f"the window has {y.size} sample(s), needs at least 2")
     if x_n < 2:
@@ -175,14 +182,17 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
     checked = assumptions.check_window(ty, y, step_seconds, memory, sy)  # memory and scale unchanged by the change (assumptions.py)
     if checked.reason:
         return Judgement("INCONCLUSIVE", checked.reason, sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
-                         n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, notes=list(checked.notes))
+                         n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, notes=list(checked.notes),
+                         location=robust.Location.text_of(location))
     sy = checked.side
+    sx, sy = trimmed.sides(sx, sy)  # the trimmed means, their variance from the winsorised sides (robust.py)
     if widen is not None and widen[0] > 1:
         factor, dof = widen
         sx, sy = (replace(s, var_mean=s.var_mean * factor, dof=min(s.dof, dof)) for s in (sx, sy))
     j = Judgement("INCONCLUSIVE", "", sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
                   n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, planned_seconds=look.planned_seconds)
     j.notes.extend(checked.notes)
+    j.location = robust.Location.text_of(location)
     if sx.mean != 0:
         j.change = sy.mean / sx.mean - 1
     alpha = guard_alpha if guard_tolerance is not None and guard_alpha is not None else 1 - confidence

@@ -156,6 +156,8 @@ def verification_lines(result) -> list[str]:
         lines += [f"guard {g.signal}: {line}" for line in output_lines(g.coverage, g.warnings)]
     if result.assessment is not None and result.assessment.placebo:
         lines.append(f"placebo: {result.assessment.placebo}")
+    if result.assessment is not None and result.assessment.location:  # which location the verdict judged
+        lines.append(result.assessment.location)
     return lines
 
 

@@ -56,6 +56,10 @@ class Source:
         lacks: what it cannot provide, in words, for the catalogue and ``obsctl check``.
         quirks: how the server's exposition oddities are handled.
         kind: ``serving`` (``source:``) or ``queue`` (``queue.source:``).
+        series_labels: labels the server puts on its own series that its process's
+            ``process_*`` series (the client library's process collector, same scrape
+            target) do not carry; a class selector's matchers on them are dropped when
+            the saturation state's CPU fallback reads ``process_cpu_seconds_total``.
     """
 
     name: str
@@ -65,6 +69,7 @@ class Source:
     lacks: str = ""
     quirks: tuple[str, ...] = field(default_factory=tuple)
     kind: str = "serving"
+    series_labels: tuple[str, ...] = ()
 
     @property
     def records(self) -> tuple[str, ...]:

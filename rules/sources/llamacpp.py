@@ -56,7 +56,7 @@ SOURCE = Source(
                                             f"or\n{q.gauge(('llamacpp:requests_processing',), x.sel, ON)} == 0"),
                 "1 while requests are deferred (every slot busy), else KV usage (2024 builds), else 0 with no slot busy"),
     ),
-    lacks="no request counters or outcomes, no latency histograms (TTFT, inter-token, end-to-end, queue wait), "
+    lacks="no request counters or outcomes (so no offered load: demand unknown), no latency histograms (TTFT, inter-token, end-to-end, queue wait), "
     "no preemptions; KV-cache usage only from 2024 builds",
     quirks=("n_tokens_max typed counter but a running maximum: never rate()d",),
 )

@@ -38,6 +38,16 @@ def _waiting(ctx: Ctx) -> str:
     return "sum(\n" + "\nor\n".join(f"({q.vec(n, ctx.sel)} >= 0)" for n in QUEUED) + "\n)"
 
 
+PROCESSING = ("ray_serve_replica_processing_queries",)
+
+
+def _offered(ctx: Ctx) -> str:
+    """Arrivals: finished (answered + raised) + the per-second change of the queries held
+    (processing in replicas, queued at the router or in replicas) over the window."""
+    finished = q.plus_optional(q.counter_sum(OK, ctx.sel, ctx.w, ON), q.counter_sum(ERR, ctx.sel, ctx.w, ON))
+    return f"{finished}\n+\n{q.held_change(PROCESSING + QUEUED, ctx.sel, ctx.w, ON)}"
+
+
 LATENCY = ("ray_serve_http_request_latency_ms",)
 
 SOURCE = Source(
@@ -47,9 +57,8 @@ SOURCE = Source(
     mappings=(
         Mapping(c.REQUESTS, OK + ERR, _requests, "request_counter -> success, error_counter -> error",
                 outcomes=("success", "error")),
-        Mapping(c.REQUESTS_OFFERED, OK + ERR,
-                lambda x: q.plus_optional(q.counter_sum(OK, x.sel, x.w, ON), q.counter_sum(ERR, x.sel, x.w, ON)),
-                "answered + raised; the error counter appears at the first error"),
+        Mapping(c.REQUESTS_OFFERED, OK + ERR + PROCESSING + QUEUED, _offered,
+                "arrivals: answered + raised (the error counter appears at the first error) + deriv(processing + queued)"),
         Mapping(c.E2E_P95, LATENCY, lambda x: q.quantile(0.95, LATENCY, x.sel, x.w, ON, 1e-3), "proxy latency, ms -> s"),
         Mapping(c.E2E_MEAN, ("ray_serve_http_request_latency_ms_sum", "ray_serve_http_request_latency_ms_count"),
                 lambda x: q.mean(("ray_serve_http_request_latency_ms_sum",), ("ray_serve_http_request_latency_ms_count",),
@@ -60,6 +69,7 @@ SOURCE = Source(
     ),
     lacks="no tokens (a vLLM app under Ray Serve: use source vllm for its ray_vllm: series and queue.source ray-serve), "
     "no queue-wait histogram, no TTFT or inter-token latency, no rejection counter",
+    series_labels=("application", "deployment", "replica", "route", "handle"),
     quirks=("cumulative counters typed gauge and without _total (Ray 2.6); _total read as a fallback",
             "latency in milliseconds converted to seconds"),
 )

@@ -74,5 +74,6 @@ SOURCE = Source(
     ),
     lacks="no outcome split (num_requests_total counts every finished request), no preemption counter "
     "(num_retracted_reqs is a gauge)",
+    series_labels=("model_name", "tp_rank"),
     quirks=("tp_rank duplicates folded with max without(tp_rank)", "plain '#' comment lines in the exposition are ignored by Prometheus"),
 )

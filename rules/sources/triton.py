@@ -81,6 +81,7 @@ SOURCE = Source(
     ),
     lacks="no token counters (Triton counts inferences), no running-request gauge, no KV cache, "
     "no inter-token latency; TTFT only with histogram_latencies=true",
+    series_labels=("model", "version"),
     quirks=("counters without _total", "cumulative microsecond counters and summaries converted to seconds",
             "summary quantiles of replicas with no requests in the window ignored"),
 )

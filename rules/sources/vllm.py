@@ -159,6 +159,7 @@ SOURCE = Source(
     ),
     lacks="no training series; rejections only from 0.3x (admission_rejections_total), cached prompt tokens, "
     "prefill/decode times and FLOP estimates only from the V1 engine",
+    series_labels=("model_name", "engine", "Component", "NodeAddress", "SessionName", "Version", "WorkerId"),
     quirks=(
         ("gpu_cache_usage_perc -> kv_cache_usage_perc and time_per_output_token_seconds -> inter_token_latency_seconds: "
          "first spelling per replica, never both"),

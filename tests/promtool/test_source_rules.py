@@ -186,6 +186,8 @@ def inputs() -> list[dict]:
     x.counter("ray_serve_deployment_request_counter", 30, **{**rs, "application": "hello"}, replica="h1")
     x.gauge("ray_serve_deployment_queued_queries", 4, **rs).gauge("ray_serve_replica_pending_queries", 2, **rs, replica="r1")
     x.gauge("ray_serve_replica_processing_queries", 3, **rs, replica="r1")
+    # hello's router queue grows by 2 queries a step (arrivals above what its replica answers).
+    x.counter("ray_serve_deployment_queued_queries", 2, **{**rs, "application": "hello"})
     # kueue: ClusterQueue gpu-queue (leader and a follower), another queue, a LocalQueue.
     k = {"job": "kueue", "instance": "kueue"}
     for role, scale in (("leader", 1), ("follower", 10)):
@@ -269,9 +271,9 @@ def expected() -> dict[tuple[str, str], float | dict[str, float] | None]:
         ("serve", c.REQUESTS_WAITING): 4 + 2,
         ("serve", c.REQUESTS_RUNNING): 3,
         ("serve", c.REQUESTS_OFFERED): rate(75),
-        # no error yet: Ray has not created the error counter; offered is the answered ones
+        # no error yet: Ray has not created the error counter; offered is answered + held growth
         ("serve-new", c.REQUESTS): {"success": rate(30)},
-        ("serve-new", c.REQUESTS_OFFERED): rate(30),
+        ("serve-new", c.REQUESTS_OFFERED): rate(30 + 2),  # answered + the router queue's growth
         ("sdk", c.REQUESTS_WAITING): 2 + 1,  # leader only; cpu-queue not this class's
         ("sdk", c.QUEUE_WAIT_P95): quantile(0.95, {1.0: 3, 10.0: 9, INF: 10}),
         ("sdk-local", c.REQUESTS_WAITING): 4,

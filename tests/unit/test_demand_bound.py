@@ -114,3 +114,42 @@ def test_rule_does_not_apply_to_a_training_class():
     assert run._follows_demand(spec, infer, "usd_per_sample", "cost") is True
     assert run._follows_demand(spec, train, "usd_per_sample", "cost") is False
     assert run._follows_demand(spec, infer, "gone_from_the_spec", "cost") is True  # by category
+
+
+def test_closed_loop_vllm_capacity_gain_is_judged_as_capacity_not_demand():
+    """The live vLLM case: fixed client concurrency above the engine's batch, so 4-8
+    requests wait for capacity the whole time; ``--max-num-seqs`` 4 -> 8 raises tokens/s
+    by 48.6 % and, in a closed loop, the arrivals with it (each finished request is
+    replaced): demand +48.4 %. The engine's own queue (``engine_busy`` 1 while requests
+    wait for capacity, ``waiting`` 4-8) makes both periods saturated, through the same
+    ``period_of`` verify calls, with no CPU or GPU series at all, so the tokens/s gain is
+    judged (IMPROVED), not refused as demand-bound."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(48)
+    tb, tw = _grid(T0, 3600), _grid(T0 + 3600, 3600)
+    tokens_b = 100.0 * np.exp(rng.normal(0, 0.01, tb.size))
+    tokens_w = 148.6 * np.exp(rng.normal(0, 0.01, tw.size))
+    e = before_after.effect(list(zip(tb, tokens_b)), list(zip(tw, tokens_w)), 0.95)
+    spec = SimpleNamespace(saturation=SimpleNamespace(classes={}, **{f: None for f in (
+        "busy_ratio", "idle_ratio", "queue_depth", "queue_wait_seconds", "rejected_per_second", "cpu_cores")}))
+    wc = WorkloadClass(name="chat", kind="inference", source="vllm", selector={"job": "vllm", "model_name": "tiny-llama"})
+
+    def period(name, times, offered):
+        waiting = rng.integers(4, 9, times.size).astype(float)
+        inputs = {"engine_busy": [(int(t), 1.0) for t in times], "waiting": list(zip(times.tolist(), waiting))}
+        return run.period_of(spec, wc, name, inputs, [(int(t), offered) for t in times])
+
+    before, after = period("baseline", tb, 2.5), period("window", tw, 2.5 * 1.484)
+    assert before.state == after.state == "saturated" and before.capacity_bound and after.capacity_bound
+    load = demand.assess(before, after, "throughput", "tokens_per_second")
+    assert load.demand_change == pytest.approx(0.484, rel=1e-9) and load.demand_bound is False
+    j = judge.judge(e, "higher_is_better", 0.02, load=load)
+    assert j.verdict == "IMPROVED"
+    assert "demand +48.4 %" in load.line() and "saturation: baseline saturated, window saturated" in load.line()
+    # The same change with no queue (an open loop the engine keeps up with): demand-bound.
+    idle = lambda name, times, offered: run.period_of(  # noqa: E731
+        spec, wc, name, {"engine_busy": [(int(t), 0.3) for t in times], "waiting": [(int(t), 0.0) for t in times]},
+        [(int(t), offered) for t in times])
+    free = demand.assess(idle("baseline", tb, 2.5), idle("window", tw, 2.5 * 1.484), "throughput", "tokens_per_second")
+    assert free.demand_bound is True and judge.judge(e, "higher_is_better", 0.02, load=free).verdict == "INCONCLUSIVE"

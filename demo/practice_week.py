@@ -63,7 +63,10 @@ class Replica:
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except BrokenPipeError:  # Prometheus gave up on a slow scrape (a loaded machine)
+                    pass
 
             def log_message(self, *args) -> None:
                 pass
@@ -128,7 +131,8 @@ def main() -> int:
             ],
             "targets": [{"workload_class": "chat", "signal": "tokens_per_second", "relative": 0.2,
                          "driver": "serve the Q1 launch on the same GPUs", "deadline": deadline}],
-            "verification": {"window": "2m", "step": "1s", "min_samples": 10, "guards": ["kv_cache_usage"]},
+            "verification": {"window": "2m", "step": "1s", "min_samples": 10, "memory_history": "4m",
+                             "guards": ["kv_cache_usage"]},
         }, sort_keys=False))
         print(f"# stack: Prometheus {prom.url}, Pushgateway {gateway.url}, 2 vLLM replicas; spec {work / 'obsctl.yaml'}")
 
@@ -138,7 +142,7 @@ def main() -> int:
             prom.rule_files = sorted(rules.glob("*.yaml"))
             prom.reload()
 
-        day("Mon", 100)  # 60 s of baseline and 40 s of history before it (the memory fit)
+        day("Mon", 270)  # 60 s of baseline and 200 steps of history before it (the memory fit)
         monday = time.time() - 2
         obsctl(work, "snapshot-baseline", "--window", "60s", "--end", utc(monday))
         regenerate()

@@ -4,14 +4,16 @@ Starts Prometheus (scraping every second, evaluating the generated rules every s
 and a Pushgateway as local processes, and two stand-in vLLM replicas (the gauges vLLM's
 metrics endpoint serves: ``vllm:avg_generation_throughput_toks_per_s`` and
 ``vllm:gpu_cache_usage_perc``, per ``model_name``, seeded noise around a level the script
-sets). Then runs the practice with the real ``obsctl`` CLI, printing each command and its
+sets; the spec reads them over 3 s, so a scrape a loaded machine drops does not drop a
+replica from the sum). Then runs the practice with the real ``obsctl`` CLI, printing each command and its
 output (docs/practice.md#a-week-on-a-live-stack quotes a run):
 
   Mon  snapshot-baseline, rules generate (+ reload), target show
   Tue  the change (+30 % tokens/s on both replicas), then initiative start
   Wed  verify (look 1: a part of the planned window)
   Thu  verify (look 2: the whole window)
-  Fri  baseline promote, rules generate (+ reload); a KV-cache blip 0.1 % -> 0.2 % and a
+  Fri  baseline promote (or, when the verdict is not IMPROVED, initiative close and a
+       rollback), rules generate (+ reload); a KV-cache blip 0.1 % -> 0.2 % and a
        throughput dip inside the new baseline's spread: ALERTS shows what fires
   Sat  a real regression (-20 % tokens/s): ALERTS again
   Sun  review, publish (to the Pushgateway), ledger
@@ -80,13 +82,13 @@ class Replica:
         self.server.server_close()
 
 
-def obsctl(work: Path, *args: str) -> str:
-    """Run the real CLI in ``work`` (the spec is ``work/obsctl.yaml``), print and return its output."""
+def obsctl(work: Path, *args: str) -> int:
+    """Run the real CLI in ``work`` (the spec is ``work/obsctl.yaml``), print its output, return its exit code."""
     print(f"$ obsctl {' '.join(args)}", flush=True)
     result = subprocess.run([sys.executable, "-m", "obsctl", *args], cwd=work, text=True, capture_output=True)
     out = (result.stdout + result.stderr).rstrip()
     print(out + (f"\n(exit {result.returncode})" if result.returncode else ""), flush=True)
-    return result.stdout
+    return result.returncode
 
 
 def day(name: str, seconds: float = DAY) -> None:
@@ -125,13 +127,13 @@ def main() -> int:
                                   "selector": {"job": "vllm", "model_name": MODEL}}],
             "signals": [
                 {"name": "tokens_per_second", "category": "throughput", "unit": "tokens/s", "direction": "higher_is_better",
-                 "query": f"sum({TOKENS}{{$selector}})", "alert_for": "20s"},
+                 "query": f"sum(avg_over_time({TOKENS}{{$selector}}[3s]))", "alert_for": "20s"},
                 {"name": "kv_cache_usage", "category": "saturation", "unit": "ratio", "direction": "lower_is_better",
-                 "query": f"avg({KV}{{$selector}})", "alert_for": "20s"},
+                 "query": f"avg(avg_over_time({KV}{{$selector}}[3s]))", "alert_for": "20s"},
             ],
             "targets": [{"workload_class": "chat", "signal": "tokens_per_second", "relative": 0.2,
                          "driver": "serve the Q1 launch on the same GPUs", "deadline": deadline}],
-            "verification": {"window": "2m", "step": "1s", "min_samples": 10, "memory_history": "4m",
+            "verification": {"window": "4m", "step": "1s", "min_samples": 10, "memory_history": "4m",
                              "guards": ["kv_cache_usage"]},
         }, sort_keys=False))
         print(f"# stack: Prometheus {prom.url}, Pushgateway {gateway.url}, 2 vLLM replicas; spec {work / 'obsctl.yaml'}")
@@ -159,11 +161,14 @@ def main() -> int:
 
         day("Wed")
         obsctl(work, "verify", "--initiative", iid)
-        day("Thu", 70)
+        day("Thu", max(5.0, started + 250 - time.time()))  # past 200 window steps: the window fits its own memory
         obsctl(work, "verify", "--initiative", iid)
 
         day("Fri", 5)
-        obsctl(work, "baseline", "promote", "--initiative", iid, "--lesson", "batch 32 fits the KV cache at this load")
+        if obsctl(work, "baseline", "promote", "--initiative", iid, "--lesson", "batch 32 fits the KV cache at this load"):
+            obsctl(work, "initiative", "close", "--initiative", iid, "--lesson", "not shown on this window; rolled back")
+            for r in replicas:  # rolled back: the Monday baseline describes the service again
+                r.level /= 1.3
         regenerate()
         for r in replicas:
             r.kv = 0.002  # 0.1 % -> 0.2 %: +100 %, past p95, under the 0.02 floor

@@ -17,12 +17,12 @@ from obsctl.rules.loop_series import (
     CLASS_SIGNAL_INFO,
     INITIATIVE_EVENT,
     LEDGER_CHANGE,
+    REGRESSION_THRESHOLD,
     REVIEW_BASELINE_END,
     REVIEW_FINDINGS,
     REVIEW_OPPORTUNITY,
     TARGET_GAP,
     TARGET_VALUE,
-    number,
 )
 from obsctl.rules.signals import class_signals
 from obsctl.spec import Signal, Spec
@@ -42,12 +42,11 @@ def _signal_panels(spec: Spec, sig: Signal) -> list[tuple[object, int, int]]:
     ident = f'{CLASS},signal="{_esc(sig.name)}"'
     current = f"{sig.record_name}{{{CLASS}}}"
     baseline = f"{BASELINE_VALUE}{{{ident}}}"
-    sign = "-" if sig.direction == "higher_is_better" else "+"
     has_target = any(t.signal == sig.name for t in spec.targets)
     series = [
         g.query(current, "current", "A"),
         g.query(baseline, "baseline", "B"),
-        g.query(f"{baseline} * (1 {sign} {number(sig.tolerance_ratio)})", "regression threshold", "C"),
+        g.query(f"{REGRESSION_THRESHOLD}{{{ident}}}", "regression threshold", "C"),
     ]
     if has_target:
         series.append(g.query(f"{TARGET_VALUE}{{{ident}}}", "target", "D"))

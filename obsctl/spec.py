@@ -287,6 +287,10 @@ class Signal(_Model):
             guard (``verify``): how much worse than its baseline still counts as held; None:
             ``verification.guard_margin_ratio``. A verdict's margin, not an alerting threshold.
         alert_for: how long the regression must hold before the alert fires (PromQL duration).
+        alert_floor: the smallest absolute change from the baseline mean (the signal's unit)
+            that can fire the regression alert; None: a default by unit kind
+            (:func:`obsctl.rules.regression.alert_floor`: 0.02 for a ``ratio``, 0.005 for
+            ``seconds``, ...).
         record: ``<metric>:<operations>`` part of the recording rule name (the level
             ``workload_class:`` is prepended); default ``obsctl_<name>:value``.
         catalogue: instead of ``query``, a key of the source catalogue's signals
@@ -306,6 +310,7 @@ class Signal(_Model):
     tolerance_ratio: float = Field(0.10, gt=0, lt=1)
     guard_margin_ratio: float | None = Field(None, gt=0, lt=1)
     alert_for: str = "10m"
+    alert_floor: float | None = Field(None, ge=0, allow_inf_nan=False)
     record: str | None = None
     spiky: bool | None = None
 

@@ -1,5 +1,5 @@
-"""Alerting rules of the loop: regression past the baseline, missing baseline, absent
-signal, and a passed target deadline.
+"""Alerting rules of the loop: regression past the baseline (past its spread, tolerance and
+floor; a demand-bound dip spared), missing baseline, absent signal, and a passed target deadline.
 
 Alert names are PascalCase with the ``Obsctl`` prefix; every alert carries ``severity``
 (info|warning|critical) and the annotations ``summary``, ``description``, ``runbook_url``.
@@ -20,21 +20,26 @@ from __future__ import annotations
 
 import datetime as dt
 
+from obsctl.baselining.designs.demand import follows_demand
 from obsctl.escape import go_template_text as literal
+from obsctl.rules.canonical import SATURATION_STATE
 from obsctl.rules.loop_series import (
     BASELINE_VALUE,
     CLASS_SIGNAL_INFO,
     JOIN,
+    REGRESSION_THRESHOLD,
     REVIEW_BASELINE_END,
     REVIEW_BASELINE_MAX_AGE,
     REVIEW_FINDINGS,
     REVIEW_INITIATIVE_DUE,
     TARGET_VALUE,
+    class_regex,
     number,
     runbook_url,
     selector,
     with_owner,
 )
+from obsctl.rules.regression import alert_floor
 from obsctl.rules.signals import class_signals
 from obsctl.spec import Signal, Spec, Target
 
@@ -54,25 +59,41 @@ def _alert(name: str, expr: str, for_: str, severity: str, labels: dict[str, str
     }
 
 
-def regression_rule(sig: Signal) -> dict:
+def regression_rule(sig: Signal, demand_bound_classes: list[str] = ()) -> dict:
     """``ObsctlSignalRegression`` for one signal, all classes at once.
 
-    higher_is_better fires when ``current < baseline * (1 - tolerance_ratio)``,
-    lower_is_better when ``current > baseline * (1 + tolerance_ratio)``; it must hold
-    for ``signal.alert_for``. The alert's value is the current value.
+    Fires when the current value is past the class's regression threshold
+    (:data:`REGRESSION_THRESHOLD`: the farthest of the baseline's p5 (p95 for
+    lower_is_better), ``mean x (1 -+ tolerance_ratio)`` and the signal's absolute floor,
+    :mod:`obsctl.rules.regression`) for ``signal.alert_for``; no threshold series (no
+    baseline): no alert. The alert's value is the current value.
+
+    ``demand_bound_classes``: the inference classes to spare when ``sig`` follows demand
+    (:func:`obsctl.baselining.designs.demand.follows_demand`): while such a class's
+    saturation state is ``healthy`` or ``idle`` (it serves what arrives, no queue builds)
+    the signal is its demand, and a dip is the demand's; the alert fires there only while
+    the class is saturated or constrained, or its state is unknown (no series).
     """
-    baseline = selector(BASELINE_VALUE, signal=sig.name)
-    tol = number(sig.tolerance_ratio)
+    threshold = selector(REGRESSION_THRESHOLD, signal=sig.name)
     if sig.direction == "higher_is_better":
-        expr, word = f"{sig.record_name}\n< {JOIN} {baseline} * (1 - {tol})", "below"
+        expr, word = f"{sig.record_name}\n< {JOIN} {threshold}", "below"
     else:
-        expr, word = f"{sig.record_name}\n> {JOIN} {baseline} * (1 + {tol})", "above"
+        expr, word = f"{sig.record_name}\n> {JOIN} {threshold}", "above"
+    spared = ""
+    if demand_bound_classes and follows_demand(sig):
+        serving = f'{SATURATION_STATE}{{state=~"healthy|idle",{class_regex(demand_bound_classes)}}} == 1'
+        expr = f"({expr})\nunless on(workload_class) ({serving})"
+        spared = (" It fires only while the class is saturated or constrained, or its saturation state is unknown: on a "
+                  "class that serves what arrives this signal follows demand, and a dip there is the demand's.")
     pct = f"{sig.tolerance_ratio * 100:g}"
+    floor = alert_floor(sig)
+    floor_text = f" and more than {literal(f'{floor:g}')} {literal(sig.unit)}" if floor > 0 else ""
     return _alert(
         "ObsctlSignalRegression", with_owner(expr), sig.alert_for, "warning", {"signal": sig.name},
         f"{sig.name} of {{{{ $labels.workload_class }}}} regressed past its baseline",
         f"{sig.name} ({literal(sig.unit)}, {sig.direction}) of workload class {{{{ $labels.workload_class }}}} is "
-        f"{{{{ $value | printf \"%.4g\" }}}}, more than {pct} % {word} its baseline for {sig.alert_for}.",
+        f"{{{{ $value | printf \"%.4g\" }}}}, {word} its baseline's spread (p5-p95), more than {pct} %{floor_text} "
+        f"{word} its mean, for {sig.alert_for}.{spared}",
     )
 
 
@@ -169,7 +190,9 @@ def alert_groups(spec: Spec) -> list[dict]:
     classes = sorted(spec.workload_classes, key=lambda c: c.name)
     # A signal no class can have gets no per-signal alert either.
     fillable = {s.name for wc in classes for s in class_signals(spec, wc)}
-    per_signal = [rule for sig in signals if sig.name in fillable for rule in (regression_rule(sig), absent_rule(sig))]
+    # Inference classes have arrivals; a training job pulls its work, so its throughput is never only demand.
+    inference = [wc.name for wc in classes if wc.kind == "inference"]
+    per_signal = [rule for sig in signals if sig.name in fillable for rule in (regression_rule(sig, inference), absent_rule(sig))]
     loop = [missing_rule()] if fillable else []
     loop += [deadline_rule(t, spec.signal(t.signal), t.owner or spec.workload_class(t.workload_class).owner)
              for t in sorted(spec.targets, key=lambda t: (t.workload_class, t.signal))]

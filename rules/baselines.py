@@ -1,7 +1,9 @@
 """Baseline, target and target-gap series, from the baseline store and the spec's targets.
 
 * baseline: ``workload_class:obsctl_signal_baseline:value{workload_class, signal}`` =
-  ``vector(<baseline stats.mean>)`` and ``obsctl_baseline_info{...metadata} = 1``.
+  ``vector(<baseline stats.mean>)`` and ``obsctl_baseline_info{...metadata} = 1``; with the
+  spec, also the regression alert's threshold from the baseline's spread
+  (``workload_class:obsctl_signal_regression_threshold:value``, :mod:`obsctl.rules.regression`).
 * target: absolute targets are a constant. A relative target anchored in the store
   (``obsctl.baselining.practice.targets``: the baseline current when the target first met one) is
   the constant ``anchor x (1 + relative)``, the value ``target show`` and ``review`` use,
@@ -23,12 +25,14 @@ from obsctl.rules.loop_series import (
     BASELINE_INFO,
     BASELINE_VALUE,
     JOIN,
+    REGRESSION_THRESHOLD,
     TARGET_GAP,
     TARGET_INFO,
     TARGET_VALUE,
     number,
     selector,
 )
+from obsctl.rules.regression import regression_threshold
 from obsctl.spec import Spec
 
 
@@ -65,12 +69,16 @@ def select_baselines(spec: Spec, baselines: Iterable[Baseline]) -> tuple[list[Ba
     return [chosen[k] for k in sorted(chosen)], warnings
 
 
-def baseline_groups(baselines: list[Baseline]) -> list[dict]:
-    """The ``obsctl.baselines`` group: value and info series per baseline (already selected)."""
+def baseline_groups(baselines: list[Baseline], spec: Spec | None = None) -> list[dict]:
+    """The ``obsctl.baselines`` group: value, regression threshold (when ``spec`` is given:
+    the signal's tolerance, floor and direction) and info series per baseline (already selected)."""
     rules: list[dict] = []
     for b in baselines:
         identity = {"workload_class": b.workload_class, "signal": b.signal}
         rules.append({"record": BASELINE_VALUE, "expr": f"vector({number(b.stats.mean)})", "labels": identity})
+        if spec is not None:
+            threshold = regression_threshold(spec.signal(b.signal), b.stats)
+            rules.append({"record": REGRESSION_THRESHOLD, "expr": f"vector({number(threshold)})", "labels": dict(identity)})
         rules.append({
             "record": BASELINE_INFO,
             "expr": "vector(1)",

@@ -49,7 +49,7 @@ def generate(spec: Spec, baselines: list[Baseline], anchored: dict | None = None
     source = spec.path.name if spec.path else "spec"
     files = {
         "obsctl-signals.rules.yaml": signal_groups(spec),
-        "obsctl-baselines.rules.yaml": baseline_groups(chosen),
+        "obsctl-baselines.rules.yaml": baseline_groups(chosen, spec),
         "obsctl-targets.rules.yaml": target_groups(spec, anchored),
         "obsctl-alerts.rules.yaml": alert_groups(spec),
         "obsctl-gpu.rules.yaml": gpu_groups(),

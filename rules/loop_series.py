@@ -10,6 +10,10 @@ from __future__ import annotations
 
 #: Baseline value (the baseline's ``stats.mean``, in the signal's unit).
 BASELINE_VALUE = "workload_class:obsctl_signal_baseline:value"
+#: Where the regression alert fires, per (workload_class, signal), in the signal's unit: the
+#: farthest of the baseline's p5 (p95 for lower_is_better), its tolerance and its floor
+#: (:func:`obsctl.rules.regression.regression_threshold`).
+REGRESSION_THRESHOLD = "workload_class:obsctl_signal_regression_threshold:value"
 #: Baseline metadata: baseline_id, window_start, window_end, population_series, snapshot_time (=1).
 BASELINE_INFO = "obsctl_baseline_info"
 #: Target value (in the signal's unit).

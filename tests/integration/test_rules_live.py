@@ -36,6 +36,7 @@ class SteadyLoad(threading.Thread):
     def __init__(self, wl: Workload, tokens_per_second: float):
         super().__init__(daemon=True)
         self.wl, self.tokens_per_second = wl, tokens_per_second
+        self.queue_wait_seconds = QUEUE_WAIT_SECONDS
         self.stop_event = threading.Event()
 
     def run(self) -> None:
@@ -46,7 +47,7 @@ class SteadyLoad(threading.Thread):
             last = now
             for i in range(REQUESTS_PER_TICK):
                 self.wl.record_request("error" if i < ERRORS_PER_TICK else "success", 0.01)
-                self.wl.observe_queue_wait(QUEUE_WAIT_SECONDS)
+                self.wl.observe_queue_wait(self.queue_wait_seconds)
 
 
 class WebhookReceiver:
@@ -143,7 +144,10 @@ def test_slowdown_fires_regression_alert_delivered_by_alertmanager(live):
     # A series' first rate() windows extrapolate low, so a regression may already have
     # fired and resolved at start-up: only alerts that start after the slowdown count (the
     # test's clock as a lower bound for the alert's start, not a query time).
+    # A capacity slowdown: fewer tokens while requests wait longer than the saturation
+    # threshold (1 s): the queue builds, so the dip is not only demand and the alert may fire.
     slowed_at = dt.datetime.now(dt.UTC)
+    load.queue_wait_seconds = 3.0
     load.tokens_per_second = BASELINE_TOKENS_PER_SECOND * 0.4  # 60 % slower, tolerance is 20 %
     alerts = wait_until(lambda: receiver.firing("ObsctlSignalRegression", slowed_at), 90, interval=0.5,
                         what="the regression alert at the webhook")

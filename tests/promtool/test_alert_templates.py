@@ -47,8 +47,10 @@ def test_unit_with_template_braces_is_rendered_literally_by_promtool(tmp_path):
     series = [{"series": SVC, "values": f"0+{80 * STEP}x100"},
               {"series": 'obsctl_node_price_usd_per_hour{job="x"}', "values": "0.288x100"},  # cost at its baseline: no second alert
               {"series": 'up{job="leak"}', "values": "1x100"}]
-    description = (f"tokens_per_second ({UNIT}, higher_is_better) of workload class svc is 80, "
-                   f"more than 10 % below its baseline for 1m.")
+    description = (f"tokens_per_second ({UNIT}, higher_is_better) of workload class svc is 80, below its baseline's "
+                   f"spread (p5-p95), more than 10 % below its mean, for 1m. It fires only while the class is saturated or "
+                   f"constrained, or its saturation state is unknown: on a class that serves what arrives this signal "
+                   f"follows demand, and a dip there is the demand's.")
     alert = {"exp_labels": {"alertname": "ObsctlSignalRegression", "severity": "warning", "signal": "tokens_per_second",
                             "workload_class": "svc"},
              "exp_annotations": {"summary": "tokens_per_second of svc regressed past its baseline",

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from obsctl.rules import generate as gen
 from obsctl.rules.cli import rules
-from obsctl.rules.loop_series import BASELINE_INFO, BASELINE_VALUE, TARGET_GAP, TARGET_VALUE
+from obsctl.rules.loop_series import BASELINE_INFO, BASELINE_VALUE, REGRESSION_THRESHOLD, TARGET_GAP, TARGET_VALUE
 from obsctl.spec import load_spec
 from support.rules_fixtures import SPEC, baseline, write_spec
 
@@ -41,9 +41,12 @@ def test_signal_rules_escape_selector(tmp_path):
 def test_baseline_series_and_info(tmp_path):
     spec = write_spec(tmp_path)
     files, _ = gen.generate(spec, [baseline("svc", "tokens_per_second", 1234.5678)])
-    value, info = _rules(files, "obsctl-baselines.rules.yaml")
+    value, threshold, info = _rules(files, "obsctl-baselines.rules.yaml")
     assert value == {"record": BASELINE_VALUE, "expr": "vector(1234.5678)",
                      "labels": {"workload_class": "svc", "signal": "tokens_per_second"}}
+    # p5 = p95 = mean in this baseline: the tolerance (10 %) is the farthest, 1234.5678 x 0.9.
+    assert threshold == {"record": REGRESSION_THRESHOLD, "expr": f"vector({1234.5678 * (1 - 0.1)!r})",
+                         "labels": {"workload_class": "svc", "signal": "tokens_per_second"}}
     assert info["record"] == BASELINE_INFO and info["expr"] == "vector(1)"
     assert info["labels"] == {
         "workload_class": "svc", "signal": "tokens_per_second", "baseline_id": "svc.tokens_per_second.2026-01-10T120000",

@@ -211,7 +211,7 @@ def backfill(cache: Path, fleet: Fleet, days: int) -> Path:
 # --- the previous coverage formulation (reference for "before") -------------------------------
 
 
-def _two_window_gaps(client, selectors, first, end, step, pushed, answers, start=None):
+def _two_window_gaps(client, selectors, first, end, step, pushed, answers, derive=frozenset()):
     """The previous gap leg: ``count(t - W, t] - count(t - W, t - step]`` (two overlapping
     ranges, every input sample read twice) whether or not a Pushgateway group is in reach."""
     scraped = client.query_range(cov.coverage_query(selectors, step, pushed), first, end, step)

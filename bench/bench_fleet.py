@@ -19,6 +19,9 @@ Prints tables (not a test); figures go into docs/benchmarks-fleet.md.
     and the series per GPU (exporter) and per class x signal (recorded by the pack)
     (goals <= 30 and <= 150).
 
+``--legs K``: each coverage request of one selector (as sent without a Pushgateway group in
+    reach) against the signal's own range query, per selector, in Prometheus CPU (from
+    ``/proc``) and wall time, for the GPU power and token selectors of K classes.
 (c) ``--review``: ``obsctl review`` and ``obsctl publish`` (subprocesses, as a CronJob runs
     them) of the largest N x 3 signals at the end of the history, after an untimed snapshot
     of each pair's baseline over the day before the weekly period (8 days read in all):
@@ -281,6 +284,57 @@ def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, for
             "coverage": t_cov, "series": t_series}
 
 
+# --- (a') what each coverage request costs Prometheus --------------------------------------
+
+
+def bench_legs(prom_url: str, classes: list[str], days: int, prom_pid: int, rounds: int = 2) -> list[tuple[str, float, float]]:
+    """Prometheus CPU and wall seconds of each kind of request, one selector at a time, for
+    the GPU power and token selectors of ``classes`` over the snapshot window: the
+    signal's own range query, and each coverage request of one selector as
+    ``coverage.read_legs`` sends it without a Pushgateway group in reach (the summary,
+    the count range with and without the population's changes, the seeds) beside the
+    summary's population subquery it replaces. The kinds take turns for ``rounds`` rounds
+    (a load that changes during the run spreads over all of them); CPU is read from
+    ``/proc/PID/stat``, so other work on the machine moves the wall column only."""
+    end = END - 1800
+    end -= end % STEP
+    start, first, m = end - days * DAY, end - days * DAY - cov.lead(STEP) + STEP, cov.window_steps(STEP)
+    sels = [f'obsctl_gpu_power_watts{{job="obsctl-exporter",pool="{c}"}}' for c in classes]
+    sels += [f'obsctl_tokens_total{{job="obsctl-workload",workload="{c}"}}' for c in classes]
+    session = requests.Session()
+
+    def send(path: str, **params) -> None:
+        answer = session.get(prom_url + path, params=params, timeout=300)
+        answer.raise_for_status()
+        answer.json()
+
+    def ranged(expr: str, a: float, b: float) -> None:
+        send("/api/v1/query_range", query=expr, start=a, end=b, step=STEP)
+
+    kinds = {
+        "signal `sum(s)` (range, every point answered)": lambda s: ranged(f"sum({s})", start + STEP, end),
+        "summary, `first` and `last` only": lambda s: send("/api/v1/query", time=end, query=cov.summary_query(
+            [s], end - start, STEP, real=False, pushgroups=False, population=False)),
+        "population subquery `max_over_time((count(s) * signs)[W:step])` (previous)": lambda s: send(
+            "/api/v1/query", time=end, query=cov.extremes_leg(s, 0, end - start, STEP)),
+        "count range, `count` leg only (previous)": lambda s: ranged(cov.count_query([s], STEP, first), first, end),
+        "count range with `popchange` (current)": lambda s: ranged(cov.count_query([s], STEP, first, True), first, end),
+        "seeds, `seed` and `popseed`": lambda s: ranged(cov.seed_query([s], STEP, True), first, first + (m - 1) * STEP),
+    }
+    totals = {name: [0.0, 0.0] for name in kinds}
+    for fn in kinds.values():  # warm the page cache and the head
+        fn(sels[0])
+    for _ in range(rounds):
+        for name, fn in kinds.items():
+            wall, cpu = time.perf_counter(), _cpu_seconds(prom_pid)
+            for sel in sels:
+                fn(sel)
+            totals[name][0] += time.perf_counter() - wall
+            totals[name][1] += _cpu_seconds(prom_pid) - cpu
+    n = rounds * len(sels)
+    return [(name, cpu / n, wall / n) for name, (wall, cpu) in totals.items()]
+
+
 # --- (c) review and publish at fleet scale ----------------------------------------------------
 
 REVIEW_SIGNALS = ("tokens_per_second", "gpu_utilization", "gpu_power_watts")
@@ -450,6 +504,9 @@ def main() -> None:
     ap.add_argument("--sweep", default=None,
                     help="the class counts of --classes to time with one series per class (default all; '' for none)")
     ap.add_argument("--no-replicas-row", action="store_true", help="skip the row with --replicas series per class")
+    ap.add_argument("--legs", type=int, default=0,
+                    help="also time each coverage request against the signal's own, per selector, for the GPU power and "
+                         "token selectors of this many classes (Prometheus CPU from /proc)")
     ap.add_argument("--backfill-only", action="store_true",
                     help="build (or finish) the cached TSDB and stop: the generation is not timed, so it can run on a busy machine")
     opts = ap.parse_args()
@@ -481,6 +538,12 @@ def main() -> None:
                           f"(obsctl, Prometheus): review {got['review_cpu']:.1f}, {got['review_prometheus_cpu']:.1f}, "
                           f"publish {got['publish_cpu']:.1f}, {got['publish_prometheus_cpu']:.1f}; "
                           f"load average {os.getloadavg()[0]:.1f}", flush=True)
+                if opts.legs:
+                    legs = bench_legs(prom.url, classes_of(sizes[-1], 1)[:opts.legs], opts.days, prom.proc.process.pid)
+                    print(f"\nper request, {2 * opts.legs} selectors (GPU power, tokens) x 2 rounds, {opts.days} d at {STEP} s; "
+                          f"load average {os.getloadavg()[0]:.1f}\n\n| request | Prometheus CPU ms | wall ms |\n|---|---|---|")
+                    for name, cpu, wall in legs:
+                        print(f"| {name} | {cpu * 1000:.1f} | {wall * 1000:.1f} |", flush=True)
                 sweep = sizes if opts.sweep is None else [int(n) for n in opts.sweep.split(",") if n.strip()]
                 if not set(sweep) <= set(sizes):
                     ap.error(f"--sweep {opts.sweep}: not among --classes {opts.classes}")

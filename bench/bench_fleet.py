@@ -254,11 +254,13 @@ def _is_signal_range(path: str) -> bool:
     return path.startswith("/api/v1/query_range") and cov.LEG_LABEL not in query
 
 
-def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, form: str) -> dict:
+def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, form: str, prom_pid: int) -> dict:
     """One snapshot of ``classes`` x 5 signals through the recording proxy, then the same
     snapshot direct, then its signal range requests, its coverage requests and its series
     requests each sent plainly, one after the other (a load that changes between them moves
-    the ratio: compare rows of one quiet run)."""
+    the ratio: compare rows of one quiet run). Prometheus' CPU during the timed snapshot and
+    during the plain signal requests (``/proc/PID/stat``) gives a ratio that the rest of the
+    machine's load moves much less."""
     at = dt.datetime.fromtimestamp(END - 1800, dt.UTC)
     window = f"{days}d"
     work.mkdir(parents=True)
@@ -273,15 +275,17 @@ def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, for
     signal_paths = [p for p in proxy.requests if _is_signal_range(p)]
     with formulation(form):
         spec = load_spec(write_spec(work / f"run-{form}.yaml", prom_url, work / f"run-{form}", classes, window))
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), _cpu_seconds(prom_pid)
         snapshot(spec, PrometheusClient.from_spec(spec), Store(work / f"run-{form}"), end=at)
-        t_snap = time.perf_counter() - began
+        t_snap, cpu_snap = time.perf_counter() - began, _cpu_seconds(prom_pid) - cpu
+    cpu = _cpu_seconds(prom_pid)
     t_raw = plain(prom_url, signal_paths)
+    cpu_raw = _cpu_seconds(prom_pid) - cpu
     coverage_paths = [p for p in proxy.requests if cov.LEG_LABEL in urllib.parse.unquote_plus(p)]
     t_cov = plain(prom_url, coverage_paths)
     t_series = plain(prom_url, [p for p in proxy.requests if p.startswith("/api/v1/series")])
     return {"pairs": len(report.outcomes), "stored": stored, "requests": len(proxy.requests), "snapshot": t_snap, "raw": t_raw,
-            "coverage": t_cov, "series": t_series}
+            "coverage": t_cov, "series": t_series, "cpu_snapshot": cpu_snap, "cpu_raw": cpu_raw}
 
 
 # --- (a') what each coverage request costs Prometheus --------------------------------------
@@ -320,6 +324,10 @@ def bench_legs(prom_url: str, classes: list[str], days: int, prom_pid: int, roun
         "count range, `count` leg only (previous)": lambda s: ranged(cov.count_query([s], STEP, first), first, end),
         "count range with `popchange` (current)": lambda s: ranged(cov.count_query([s], STEP, first, True), first, end),
         "seeds, `seed` and `popseed`": lambda s: ranged(cov.seed_query([s], STEP, True), first, first + (m - 1) * STEP),
+        # Alternatives not taken: both quantities in one value (one idelta), and every point answered.
+        "alternative: `C + 2^32 count(s)`, one `idelta`, changes only": lambda s: ranged(
+            f"idelta(({_encoded(s, first)})[{2 * STEP * 1000 - 1}ms:{STEP * 1000}ms]) != 0", first, end),
+        "alternative: `C + 2^32 count(s)`, every point answered": lambda s: ranged(_encoded(s, first), first, end),
     }
     totals = {name: [0.0, 0.0] for name in kinds}
     for fn in kinds.values():  # warm the page cache and the head
@@ -333,6 +341,14 @@ def bench_legs(prom_url: str, classes: list[str], days: int, prom_pid: int, roun
             totals[name][1] += _cpu_seconds(prom_pid) - cpu
     n = rounds * len(sels)
     return [(name, cpu / n, wall / n) for name, (wall, cpu) in totals.items()]
+
+
+def _encoded(selector: str, first: float) -> str:
+    """The per-step count window and the population of ``selector`` in one value (a
+    formulation measured by :func:`bench_legs`, not used: it costs what two legs do)."""
+    w = cov._range(cov.window_steps(STEP) * STEP)
+    assert round(first * 1000) % (STEP * 1000) == 0  # on the subquery's grid: no offset needed
+    return f"(sum(count_over_time({selector}[{w}])) or vector(0)) + {2**32} * (count({selector}) or vector(0))"
 
 
 # --- (c) review and publish at fleet scale ----------------------------------------------------
@@ -550,20 +566,24 @@ def main() -> None:
                 cases = [(n, 1) for n in sweep] + ([] if opts.no_replicas_row else [(sizes[0], opts.replicas)])
                 for n, r in cases:
                     for form in opts.forms.split(","):
-                        got = bench_snapshot(work / f"{form}-{n}-{r}", prom.url, classes_of(n, 1 if r == 1 else r)[:n], opts.days, form)
+                        got = bench_snapshot(work / f"{form}-{n}-{r}", prom.url, classes_of(n, 1 if r == 1 else r)[:n], opts.days, form,
+                                             prom.proc.process.pid)
                         rows.append((n, r, form, got))
                         print(f"  N={n:4d} series/class={r:3d} {form}: snapshot {got['snapshot']:8.2f} s, raw range {got['raw']:8.2f} s, "
                               f"ratio {got['snapshot'] / got['raw']:5.2f}x; coverage requests alone {got['coverage']:7.2f} s, "
-                              f"series requests alone {got['series']:6.2f} s "
+                              f"series requests alone {got['series']:6.2f} s; Prometheus CPU snapshot {got['cpu_snapshot']:.2f} s, "
+                              f"raw {got['cpu_raw']:.2f} s ({got['cpu_snapshot'] / max(got['cpu_raw'], 1e-9):.2f}x); "
+                              f"load average {os.getloadavg()[0]:.1f} "
                               f"({got['stored']}/{got['pairs']} stored, {got['requests']} requests)", flush=True)
             finally:
                 prom.stop()
             print("\n| classes N | input series / class | coverage | pairs stored | snapshot s | raw range s | ratio | coverage requests s "
-                  "| series requests s |")
-            print("|---|---|---|---|---|---|---|---|---|")
+                  "| series requests s | Prometheus CPU, snapshot / raw s | CPU ratio |")
+            print("|---|---|---|---|---|---|---|---|---|---|---|")
             for n, r, form, got in rows:
                 print(f"| {n} | {r} | {form} | {got['stored']}/{got['pairs']} | {got['snapshot']:.2f} | {got['raw']:.2f} | "
-                      f"**{got['snapshot'] / got['raw']:.2f}x** | {got['coverage']:.2f} | {got['series']:.2f} |")
+                      f"**{got['snapshot'] / got['raw']:.2f}x** | {got['coverage']:.2f} | {got['series']:.2f} | "
+                      f"{got['cpu_snapshot']:.2f} / {got['cpu_raw']:.2f} | {got['cpu_snapshot'] / max(got['cpu_raw'], 1e-9):.2f}x |")
         if not opts.skip_rules:
             got = bench_rules(work, fleet, classes_of(sizes[-1], 1), opts.interval, opts.settle)
             print(f"\nrules: {got['groups']} groups, {got['rules']} rules, evaluated every {got['interval']} s on a live stream "

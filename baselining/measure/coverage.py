@@ -518,8 +518,8 @@ def read_legs(client: PrometheusClient, selectors: list[str], start: float, end:
         # come from the per-step counts and the summary leaves both legs out.
         known = cache.pushed(key) if cache is not None else None
         real = known is not False
-        # The population's extremes come with the per-step counts where they are read
-        # (no Pushgateway group in reach) and the grid is the summary's: one read less.
+        # The population's extremes come with the per-step counts where those are read
+        # (no Pushgateway group in reach) and the grid is the summary's subquery's.
         counts_population = known is not True and population_in_counts(start, end, step)
         sels = [selectors[i] for i in ask]
         summary = client.query(summary_query(sels, end - start, step, real=real, pushgroups=known is None,

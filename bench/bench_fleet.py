@@ -19,6 +19,9 @@ Prints tables (not a test); figures go into docs/benchmarks-fleet.md.
     and the series per GPU (exporter) and per class x signal (recorded by the pack)
     (goals <= 30 and <= 150).
 
+``--legs K``: each coverage request of one selector (as sent without a Pushgateway group in
+    reach) against the signal's own range query, per selector, in Prometheus CPU (from
+    ``/proc``) and wall time, for the GPU power and token selectors of K classes.
 (c) ``--review``: ``obsctl review`` and ``obsctl publish`` (subprocesses, as a CronJob runs
     them) of the largest N x 3 signals at the end of the history, after an untimed snapshot
     of each pair's baseline over the day before the weekly period (8 days read in all):
@@ -211,7 +214,7 @@ def backfill(cache: Path, fleet: Fleet, days: int) -> Path:
 # --- the previous coverage formulation (reference for "before") -------------------------------
 
 
-def _two_window_gaps(client, selectors, first, end, step, pushed, answers, start=None):
+def _two_window_gaps(client, selectors, first, end, step, pushed, answers, derive=frozenset()):
     """The previous gap leg: ``count(t - W, t] - count(t - W, t - step]`` (two overlapping
     ranges, every input sample read twice) whether or not a Pushgateway group is in reach."""
     scraped = client.query_range(cov.coverage_query(selectors, step, pushed), first, end, step)
@@ -251,11 +254,13 @@ def _is_signal_range(path: str) -> bool:
     return path.startswith("/api/v1/query_range") and cov.LEG_LABEL not in query
 
 
-def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, form: str) -> dict:
+def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, form: str, prom_pid: int) -> dict:
     """One snapshot of ``classes`` x 5 signals through the recording proxy, then the same
     snapshot direct, then its signal range requests, its coverage requests and its series
     requests each sent plainly, one after the other (a load that changes between them moves
-    the ratio: compare rows of one quiet run)."""
+    the ratio: compare rows of one quiet run). Prometheus' CPU during the timed snapshot and
+    during the plain signal requests (``/proc/PID/stat``) gives a ratio that the rest of the
+    machine's load moves much less."""
     at = dt.datetime.fromtimestamp(END - 1800, dt.UTC)
     window = f"{days}d"
     work.mkdir(parents=True)
@@ -270,15 +275,80 @@ def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, for
     signal_paths = [p for p in proxy.requests if _is_signal_range(p)]
     with formulation(form):
         spec = load_spec(write_spec(work / f"run-{form}.yaml", prom_url, work / f"run-{form}", classes, window))
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), _cpu_seconds(prom_pid)
         snapshot(spec, PrometheusClient.from_spec(spec), Store(work / f"run-{form}"), end=at)
-        t_snap = time.perf_counter() - began
+        t_snap, cpu_snap = time.perf_counter() - began, _cpu_seconds(prom_pid) - cpu
+    cpu = _cpu_seconds(prom_pid)
     t_raw = plain(prom_url, signal_paths)
+    cpu_raw = _cpu_seconds(prom_pid) - cpu
     coverage_paths = [p for p in proxy.requests if cov.LEG_LABEL in urllib.parse.unquote_plus(p)]
     t_cov = plain(prom_url, coverage_paths)
     t_series = plain(prom_url, [p for p in proxy.requests if p.startswith("/api/v1/series")])
     return {"pairs": len(report.outcomes), "stored": stored, "requests": len(proxy.requests), "snapshot": t_snap, "raw": t_raw,
-            "coverage": t_cov, "series": t_series}
+            "coverage": t_cov, "series": t_series, "cpu_snapshot": cpu_snap, "cpu_raw": cpu_raw}
+
+
+# --- (a') what each coverage request costs Prometheus --------------------------------------
+
+
+def bench_legs(prom_url: str, classes: list[str], days: int, prom_pid: int, rounds: int = 2) -> list[tuple[str, float, float]]:
+    """Prometheus CPU and wall seconds of each kind of request, one selector at a time, for
+    the GPU power and token selectors of ``classes`` over the snapshot window: the
+    signal's own range query, and each coverage request of one selector as
+    ``coverage.read_legs`` sends it without a Pushgateway group in reach (the summary,
+    the count range with and without the population's changes, the seeds) beside the
+    summary's population subquery it replaces. The kinds take turns for ``rounds`` rounds
+    (a load that changes during the run spreads over all of them); CPU is read from
+    ``/proc/PID/stat``, so other work on the machine moves the wall column only."""
+    end = END - 1800
+    end -= end % STEP
+    start, first, m = end - days * DAY, end - days * DAY - cov.lead(STEP) + STEP, cov.window_steps(STEP)
+    sels = [f'obsctl_gpu_power_watts{{job="obsctl-exporter",pool="{c}"}}' for c in classes]
+    sels += [f'obsctl_tokens_total{{job="obsctl-workload",workload="{c}"}}' for c in classes]
+    session = requests.Session()
+
+    def send(path: str, **params) -> None:
+        answer = session.get(prom_url + path, params=params, timeout=300)
+        answer.raise_for_status()
+        answer.json()
+
+    def ranged(expr: str, a: float, b: float) -> None:
+        send("/api/v1/query_range", query=expr, start=a, end=b, step=STEP)
+
+    kinds = {
+        "signal `sum(s)` (range, every point answered)": lambda s: ranged(f"sum({s})", start + STEP, end),
+        "summary, `first` and `last` only": lambda s: send("/api/v1/query", time=end, query=cov.summary_query(
+            [s], end - start, STEP, real=False, pushgroups=False, population=False)),
+        "population subquery `max_over_time((count(s) * signs)[W:step])` (previous)": lambda s: send(
+            "/api/v1/query", time=end, query=cov.extremes_leg(s, 0, end - start, STEP)),
+        "count range, `count` leg only (previous)": lambda s: ranged(cov.count_query([s], STEP, first), first, end),
+        "count range with `popchange` (current)": lambda s: ranged(cov.count_query([s], STEP, first, True), first, end),
+        "seeds, `seed` and `popseed`": lambda s: ranged(cov.seed_query([s], STEP, True), first, first + (m - 1) * STEP),
+        # Alternatives not taken: both quantities in one value (one idelta), and every point answered.
+        "alternative: `C + 2^32 count(s)`, one `idelta`, changes only": lambda s: ranged(
+            f"idelta(({_encoded(s, first)})[{2 * STEP * 1000 - 1}ms:{STEP * 1000}ms]) != 0", first, end),
+        "alternative: `C + 2^32 count(s)`, every point answered": lambda s: ranged(_encoded(s, first), first, end),
+    }
+    totals = {name: [0.0, 0.0] for name in kinds}
+    for fn in kinds.values():  # warm the page cache and the head
+        fn(sels[0])
+    for _ in range(rounds):
+        for name, fn in kinds.items():
+            wall, cpu = time.perf_counter(), _cpu_seconds(prom_pid)
+            for sel in sels:
+                fn(sel)
+            totals[name][0] += time.perf_counter() - wall
+            totals[name][1] += _cpu_seconds(prom_pid) - cpu
+    n = rounds * len(sels)
+    return [(name, cpu / n, wall / n) for name, (wall, cpu) in totals.items()]
+
+
+def _encoded(selector: str, first: float) -> str:
+    """The per-step count window and the population of ``selector`` in one value (a
+    formulation measured by :func:`bench_legs`, not used: it costs what two legs do)."""
+    w = cov._range(cov.window_steps(STEP) * STEP)
+    assert round(first * 1000) % (STEP * 1000) == 0  # on the subquery's grid: no offset needed
+    return f"(sum(count_over_time({selector}[{w}])) or vector(0)) + {2**32} * (count({selector}) or vector(0))"
 
 
 # --- (c) review and publish at fleet scale ----------------------------------------------------
@@ -450,6 +520,9 @@ def main() -> None:
     ap.add_argument("--sweep", default=None,
                     help="the class counts of --classes to time with one series per class (default all; '' for none)")
     ap.add_argument("--no-replicas-row", action="store_true", help="skip the row with --replicas series per class")
+    ap.add_argument("--legs", type=int, default=0,
+                    help="also time each coverage request against the signal's own, per selector, for the GPU power and "
+                         "token selectors of this many classes (Prometheus CPU from /proc)")
     ap.add_argument("--backfill-only", action="store_true",
                     help="build (or finish) the cached TSDB and stop: the generation is not timed, so it can run on a busy machine")
     opts = ap.parse_args()
@@ -481,26 +554,36 @@ def main() -> None:
                           f"(obsctl, Prometheus): review {got['review_cpu']:.1f}, {got['review_prometheus_cpu']:.1f}, "
                           f"publish {got['publish_cpu']:.1f}, {got['publish_prometheus_cpu']:.1f}; "
                           f"load average {os.getloadavg()[0]:.1f}", flush=True)
+                if opts.legs:
+                    legs = bench_legs(prom.url, classes_of(sizes[-1], 1)[:opts.legs], opts.days, prom.proc.process.pid)
+                    print(f"\nper request, {2 * opts.legs} selectors (GPU power, tokens) x 2 rounds, {opts.days} d at {STEP} s; "
+                          f"load average {os.getloadavg()[0]:.1f}\n\n| request | Prometheus CPU ms | wall ms |\n|---|---|---|")
+                    for name, cpu, wall in legs:
+                        print(f"| {name} | {cpu * 1000:.1f} | {wall * 1000:.1f} |", flush=True)
                 sweep = sizes if opts.sweep is None else [int(n) for n in opts.sweep.split(",") if n.strip()]
                 if not set(sweep) <= set(sizes):
                     ap.error(f"--sweep {opts.sweep}: not among --classes {opts.classes}")
                 cases = [(n, 1) for n in sweep] + ([] if opts.no_replicas_row else [(sizes[0], opts.replicas)])
                 for n, r in cases:
                     for form in opts.forms.split(","):
-                        got = bench_snapshot(work / f"{form}-{n}-{r}", prom.url, classes_of(n, 1 if r == 1 else r)[:n], opts.days, form)
+                        got = bench_snapshot(work / f"{form}-{n}-{r}", prom.url, classes_of(n, 1 if r == 1 else r)[:n], opts.days, form,
+                                             prom.proc.process.pid)
                         rows.append((n, r, form, got))
                         print(f"  N={n:4d} series/class={r:3d} {form}: snapshot {got['snapshot']:8.2f} s, raw range {got['raw']:8.2f} s, "
                               f"ratio {got['snapshot'] / got['raw']:5.2f}x; coverage requests alone {got['coverage']:7.2f} s, "
-                              f"series requests alone {got['series']:6.2f} s "
+                              f"series requests alone {got['series']:6.2f} s; Prometheus CPU snapshot {got['cpu_snapshot']:.2f} s, "
+                              f"raw {got['cpu_raw']:.2f} s ({got['cpu_snapshot'] / max(got['cpu_raw'], 1e-9):.2f}x); "
+                              f"load average {os.getloadavg()[0]:.1f} "
                               f"({got['stored']}/{got['pairs']} stored, {got['requests']} requests)", flush=True)
             finally:
                 prom.stop()
             print("\n| classes N | input series / class | coverage | pairs stored | snapshot s | raw range s | ratio | coverage requests s "
-                  "| series requests s |")
-            print("|---|---|---|---|---|---|---|---|---|")
+                  "| series requests s | Prometheus CPU, snapshot / raw s | CPU ratio |")
+            print("|---|---|---|---|---|---|---|---|---|---|---|")
             for n, r, form, got in rows:
                 print(f"| {n} | {r} | {form} | {got['stored']}/{got['pairs']} | {got['snapshot']:.2f} | {got['raw']:.2f} | "
-                      f"**{got['snapshot'] / got['raw']:.2f}x** | {got['coverage']:.2f} | {got['series']:.2f} |")
+                      f"**{got['snapshot'] / got['raw']:.2f}x** | {got['coverage']:.2f} | {got['series']:.2f} | "
+                      f"{got['cpu_snapshot']:.2f} / {got['cpu_raw']:.2f} | {got['cpu_snapshot'] / max(got['cpu_raw'], 1e-9):.2f}x |")
         if not opts.skip_rules:
             got = bench_rules(work, fleet, classes_of(sizes[-1], 1), opts.interval, opts.settle)
             print(f"\nrules: {got['groups']} groups, {got['rules']} rules, evaluated every {got['interval']} s on a live stream "

@@ -22,7 +22,15 @@ selector, the window and the step only):
    point of the coverage grid can see (its lookback included). Once a :class:`LegCache`
    knows that no group is in reach for the window and step, ``real`` and ``pushgroups``
    are left out: ``real`` is then the sum of the per-step counts ``c_k`` of 2 over the
-   window's points (their one-step windows tile the window), one read of the samples less;
+   window's points (their one-step windows tile the window), one read of the samples less.
+   Likewise, where the per-step counts are read (no group in reach) and the window's ends
+   are multiples of the step from the epoch (the subquery's points are then the grid's),
+   ``max`` / ``min`` are left out of this query: the count request carries ``count(s)``'s
+   changes from one grid point to the next (``popchange``, sent where not 0, like the
+   counts) and the seed request ``count(s)`` itself at the first points (``popseed``), and
+   the population at every point is their running sum (:func:`population_from_changes`,
+   exact in integers, checked against the seed points): the same extremes, without
+   the signs' arithmetic at every step;
 
 2. range queries on the signal's own step grid, started :data:`LEAD_SECONDS` early so
    samples just before the window are seen:
@@ -160,11 +168,13 @@ def window_steps(step: float) -> int:
     return 2 + math.ceil(OVERLAP_SECONDS / step)
 
 
-def count_query(selectors: list[str], step: float, first: float) -> str:
+def count_query(selectors: list[str], step: float, first: float, population: bool = False) -> str:
     """The range query of ``C_k - C_{k-1}`` where it is not 0 (``C_k``: each selector's
     stored samples in ``(t - W, t]``, ``W = m * step``, :func:`window_steps`; 0 where
     none), on the grid ``first + k * step``: the ``count`` legs, read without a
-    Pushgateway group in reach only (module doc, 2).
+    Pushgateway group in reach only (module doc, 2). ``population``: also the
+    ``popchange`` legs, ``P_k - P_{k-1}`` where it is not 0 (``P_k = count(s)`` at the
+    grid point, 0 where no series is present: the population, module doc, 1).
 
     ``C`` is evaluated once per grid point by a subquery (Prometheus evaluates it once
     over the whole range) and ``idelta`` over its last two points gives the change, so a
@@ -174,16 +184,43 @@ def count_query(selectors: list[str], step: float, first: float) -> str:
     phase = round(first * 1000) % step_ms
     shift = f" offset -{phase}ms" if phase else ""
     w = _range(window_steps(step) * step)
-    return " or ".join(
-        _leg(f"idelta((sum(count_over_time({sel}[{w}]{shift})) or vector(0))[{2 * step_ms - 1}ms:{step_ms}ms]) != 0", i, "count")
-        for i, sel in enumerate(selectors))
+    legs = []
+    for i, sel in enumerate(selectors):
+        legs.append(_leg(_changes(f"sum(count_over_time({sel}[{w}]{shift}))", step_ms), i, "count"))
+        if population:
+            legs.append(_leg(_changes(f"count({sel}{shift})", step_ms), i, "popchange"))
+    return " or ".join(legs)
 
 
-def seed_query(selectors: list[str], step: float) -> str:
+def _changes(expr: str, step_ms: int) -> str:
+    # The change of ``expr`` (0 where absent) from the previous grid point, where not 0.
+    return f"idelta(({expr} or vector(0))[{2 * step_ms - 1}ms:{step_ms}ms]) != 0"
+
+
+def seed_query(selectors: list[str], step: float, population: bool = False) -> str:
     """The range query of ``c_k``, each selector's stored samples in ``(t - step, t]``, 0
-    where none: the ``seed`` legs, asked at the first :func:`window_steps` grid points only."""
-    return " or ".join(_leg(f"sum(count_over_time({sel}[{_range(step)}])) or vector(0)", i, "seed")
-                       for i, sel in enumerate(selectors))
+    where none: the ``seed`` legs, asked at the first :func:`window_steps` grid points only;
+    ``population``: also ``count(s)`` there (0 where none), the ``popseed`` legs."""
+    legs = []
+    for i, sel in enumerate(selectors):
+        legs.append(_leg(f"sum(count_over_time({sel}[{_range(step)}])) or vector(0)", i, "seed"))
+        if population:
+            legs.append(_leg(f"count({sel}) or vector(0)", i, "popseed"))
+    return " or ".join(legs)
+
+
+def population_from_changes(changes: np.ndarray, seed: np.ndarray) -> np.ndarray | None:
+    """``P_k = P_0 + (P_1 - P_0) + ... + (P_k - P_{k-1})`` from ``changes[k] = P_k - P_{k-1}``
+    (``changes[0]`` unused) and ``seed`` (``P_0 .. P_{j-1}``, read directly); None when the
+    sums disagree with the seed or go below 0 (an answer not from one TSDB state).
+
+    Shapes ``(K,)``, ``(j,)`` with ``1 <= j <= K`` -> ``(K,)``; float64 of integers (exact)."""
+    if not seed.size:
+        return None
+    out = seed[0] + np.concatenate(([0.0], np.cumsum(changes[1:])))
+    if not np.array_equal(out[:seed.size], seed) or (out < 0).any():
+        return None
+    return out
 
 
 def per_step_counts(counts: np.ndarray, seed: np.ndarray, m: int) -> np.ndarray:
@@ -218,22 +255,31 @@ def coverage_query(selectors: list[str], step: float, pushed: bool = True) -> st
 
 
 def read_gaps(client: PrometheusClient, selectors: list[str], first: float, end: float, step: float, pushed: bool,
-              answers: QueryResult, start: float | None = None) -> Legs:
+              answers: QueryResult, derive: frozenset[str] = frozenset()) -> Legs:
     """The ``gap`` (and, ``pushed``, ``push``) legs of ``selectors`` on the grid ``first,
     first + step, ..., end`` (module doc, 2): without a Pushgateway group in reach one
     ``count`` range query plus the ``seed`` query of the first :func:`window_steps`
     points, turned into gaps by :func:`per_step_counts`; otherwise the two-window query.
-    With ``start`` (the window's start) the per-step counts also give each selector's
-    ``real`` leg, the sum of ``c_k`` over the window's points (its one-step windows tile
-    the window), listed in :attr:`Legs.counted`. Warnings go to ``answers``. Errors as
+    The window is ``(first + lead - step, end]`` (:func:`lead`). With ``"real"`` in
+    ``derive`` the per-step counts also give each selector's ``real`` leg, the sum of
+    ``c_k`` over the window's points (its one-step windows tile the window), listed in
+    :attr:`Legs.counted`. With ``"population"`` (only where the grid points are
+    multiples of the step from the epoch, as the summary's subquery reads them:
+    :func:`population_in_counts`) the same two requests carry the
+    ``popchange`` and ``popseed`` legs, and each selector's ``min`` and ``max`` (the
+    population's extremes over the window's points where any series is present, as
+    :func:`summary_query` gives them) come from :func:`population_from_changes`, listed
+    in :attr:`Legs.populated`. Warnings go to ``answers``. Errors as
     :meth:`PrometheusClient.query_range`."""
     legs = Legs()
     if not pushed:
         m = window_steps(step)
         points = round((end - first) / step) + 1
-        counted = client.query_range(count_query(selectors, step, first), first, end, step)
+        pop = "population" in derive
+        k0 = round(lead(step) / step)  # the window's first point
+        counted = client.query_range(count_query(selectors, step, first, pop), first, end, step)
         answers.add_notes(counted.warnings, counted.infos)
-        seeded = client.query_range(seed_query(selectors, step), first, first + (min(m, points) - 1) * step, step)
+        seeded = client.query_range(seed_query(selectors, step, pop), first, first + (min(m, points) - 1) * step, step)
         answers.add_notes(seeded.warnings, seeded.infos)
         parsed = Legs.parse(seeded, Legs.parse(counted))
         step_ms = round(step * 1000)
@@ -256,11 +302,13 @@ def read_gaps(client: PrometheusClient, selectors: list[str], first: float, end:
             gaps = {t: 1.0 for t, n in zip(times, c.tolist()) if n == 0}
             if gaps:  # as Prometheus answers: no leg where nothing is a gap
                 legs.per_selector[i] = {"gap": gaps}
-            if start is not None:
-                real = float(c[round((start - first) / step) + 1:].sum())
+            if "real" in derive:
+                real = float(c[k0:].sum())
                 if real > 0:  # as Prometheus answers: no leg without a sample
                     legs.per_selector.setdefault(i, {})["real"] = {round(end, 3): real}
                 legs.counted.add(i)
+            if pop:
+                _populate(legs, i, got, times, first_ms, step_ms, k0, end)
         else:
             return legs
         legs = Legs()
@@ -269,21 +317,21 @@ def read_gaps(client: PrometheusClient, selectors: list[str], first: float, end:
     return Legs.parse(scraped, legs)
 
 
-def summary_query(selectors: list[str], window: float, step: float, real: bool = True, pushgroups: bool = True) -> str:
+def summary_query(selectors: list[str], window: float, step: float, real: bool = True, pushgroups: bool = True,
+                  population: bool = True) -> str:
     """The batched instant query at the window end: real samples, population and the
     Pushgateway groups in reach of the coverage grid (module doc, 1). ``real=False``
-    leaves out the real-sample legs (read from the per-step counts instead), and
-    ``pushgroups=False`` the Pushgateway leg (already known for this window and step)."""
-    w, legs = _range(window), []
+    leaves out the real-sample legs (read from the per-step counts instead),
+    ``pushgroups=False`` the Pushgateway leg (already known for this window and step),
+    and ``population=False`` the population's extremes (read with the per-step counts:
+    :func:`read_gaps`)."""
+    legs = []
     for i, sel in enumerate(selectors):
-        # count(s) once per step, as +count and -count: the max over time of each is the
-        # maximum and minus the minimum.
-        signs = f'label_replace(vector(1), "{LEG_LABEL}", "{i}:max", "", "") or label_replace(vector(-1), "{LEG_LABEL}", "{i}:min", "", "")'
         legs += [
             *([real_leg(sel, i, window)] if real else []),
             _leg(f"count({sel} offset {_range(window + 0.001)})", i, "first"),
             _leg(f"count({sel})", i, "last"),
-            f"max_over_time((count({sel}) * on() group_right() ({signs}))[{w}:{_range(step + 0.001)}])",
+            *([extremes_leg(sel, i, window, step)] if population else []),
         ]
     if pushgroups:
         # Every point of the coverage grid looks back 5 minutes (Prometheus' default
@@ -291,6 +339,45 @@ def summary_query(selectors: list[str], window: float, step: float, real: bool =
         reach = window + lead(step) + LEAD_SECONDS + step
         legs.append(_leg(f"count(last_over_time(push_time_seconds[{_range(reach)}]))", 0, "pushgroups"))
     return " or ".join(legs)
+
+
+def extremes_leg(selector: str, index: int, window: float, step: float) -> str:
+    """The ``min`` and ``max`` legs of one selector: ``count(s)`` at every step of the
+    window (multiples of the step from the epoch), its minimum and maximum over the
+    points where any series is present."""
+    # count(s) once per step, as +count and -count: the max over time of each is the
+    # maximum and minus the minimum.
+    signs = (f'label_replace(vector(1), "{LEG_LABEL}", "{index}:max", "", "") or '
+             f'label_replace(vector(-1), "{LEG_LABEL}", "{index}:min", "", "")')
+    return f"max_over_time((count({selector}) * on() group_right() ({signs}))[{_range(window)}:{_range(step + 0.001)}])"
+
+
+def population_in_counts(start: float, end: float, step: float) -> bool:
+    """Whether :func:`read_gaps` can give the population's extremes of the window
+    ``(start, end]``: both ends multiples of the step from the epoch (in milliseconds),
+    so the count legs' grid points are the points the summary's subquery reads."""
+    step_ms = round(step * 1000)
+    return round(start * 1000) % step_ms == 0 and round(end * 1000) % step_ms == 0
+
+
+def _populate(legs: Legs, i: int, got: dict, times: list[float], first_ms: int, step_ms: int, k0: int, end: float) -> None:
+    """Selector ``i``'s ``min`` and ``max`` legs from its ``popchange`` and ``popseed``
+    answers (``got``) on the grid ``times``, over the points from ``k0`` on (the window's);
+    listed in :attr:`Legs.populated` unless the answer is not consistent."""
+    seed = got.get("popseed", {})
+    changes = np.zeros(len(times))
+    for t, v in got.get("popchange", {}).items():
+        k = round((t * 1000 - first_ms) / step_ms)
+        if 0 <= k < len(times):
+            changes[k] = v
+    counts = population_from_changes(changes, np.array([seed[t] for t in sorted(seed)]))
+    if counts is None:
+        return  # read by the summary's subquery instead
+    present = counts[k0:][counts[k0:] > 0]
+    if present.size:  # as Prometheus answers: no leg where no series is ever present
+        legs.per_selector.setdefault(i, {}).update({"min": {round(end, 3): float(present.min())},
+                                                    "max": {round(end, 3): float(present.max())}})
+    legs.populated.add(i)
 
 
 def real_leg(selector: str, index: int, window: float) -> str:
@@ -314,6 +401,9 @@ class Legs:
     per_selector: dict[int, dict[str, dict[float, float]]] = field(default_factory=dict)
     #: Selector indices whose ``real`` leg was derived from their per-step counts (absent: 0).
     counted: set[int] = field(default_factory=set)
+    #: Selector indices whose ``min`` and ``max`` legs were derived from the population's
+    #: changes read with the per-step counts (absent: no series present in the window).
+    populated: set[int] = field(default_factory=set)
 
     @classmethod
     def parse(cls, result: QueryResult, into: Legs | None = None) -> Legs:
@@ -428,25 +518,32 @@ def read_legs(client: PrometheusClient, selectors: list[str], start: float, end:
         # come from the per-step counts and the summary leaves both legs out.
         known = cache.pushed(key) if cache is not None else None
         real = known is not False
+        # The population's extremes come with the per-step counts where those are read
+        # (no Pushgateway group in reach) and the grid is the summary's subquery's.
+        counts_population = known is not True and population_in_counts(start, end, step)
         sels = [selectors[i] for i in ask]
-        summary = client.query(summary_query(sels, end - start, step, real=real, pushgroups=known is None), end)
+        summary = client.query(summary_query(sels, end - start, step, real=real, pushgroups=known is None,
+                                             population=not counts_population), end)
         Legs.parse(summary, asked)
         notes.add_notes(summary.warnings, summary.infos)
-        for leg in asked.per_selector.values():
-            # max_over_time(-count) is minus the minimum (summary_query).
-            if "min" in leg:
-                leg["min"] = {t: -v for t, v in leg["min"].items()}
+        _negate_min(asked)
         pushed = bool(next(iter(asked.per_selector.get(0, {}).pop("pushgroups", {}).values()), 0.0)) if known is None else known
         if cache is not None and known is None:
             cache.set_pushed(key, pushed)
-        gaps = read_gaps(client, sels, first, end, step, pushed, notes, start=None if real else start)
+        derive = {"real"} if not real else set()
+        if counts_population and not pushed:
+            derive.add("population")
+        gaps = read_gaps(client, sels, first, end, step, pushed, notes, frozenset(derive))
         for j, got in gaps.per_selector.items():
             asked.per_selector.setdefault(j, {}).update(got)
         missing = [] if real else [j for j in range(len(ask)) if j not in gaps.counted]
-        if missing:  # the counts were not read (the two-window form): ask the real samples
-            reals = client.query(" or ".join(real_leg(sels[j], j, end - start) for j in missing), end)
-            notes.add_notes(reals.warnings, reals.infos)
-            Legs.parse(reals, asked)
+        unpopulated = [j for j in range(len(ask)) if j not in gaps.populated] if counts_population else []
+        if missing or unpopulated:  # the counts were not read (the two-window form): ask what they would have given
+            rest = client.query(" or ".join([real_leg(sels[j], j, end - start) for j in missing] +
+                                            [extremes_leg(sels[j], j, end - start, step) for j in unpopulated]), end)
+            notes.add_notes(rest.warnings, rest.infos)
+            for j, got in _negate_min(Legs.parse(rest)).per_selector.items():
+                asked.per_selector.setdefault(j, {}).update(got)
         answers.add_notes(notes.warnings, notes.infos)
         for j, i in enumerate(ask):
             got = asked.per_selector.get(j)
@@ -462,6 +559,15 @@ def read_legs(client: PrometheusClient, selectors: list[str], start: float, end:
         changes = client.query_range(change_query(selectors, step + interval), first, end, step)
         answers.add_notes(changes.warnings, changes.infos)
         Legs.parse(changes, legs)
+    return legs
+
+
+def _negate_min(legs: Legs) -> Legs:
+    """The ``min`` legs as answered by :func:`extremes_leg` (``max_over_time(-count)``, minus
+    the minimum) turned into the minimum, in place."""
+    for leg in legs.per_selector.values():
+        if "min" in leg:
+            leg["min"] = {t: -v for t, v in leg["min"].items()}
     return legs
 
 

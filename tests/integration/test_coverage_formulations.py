@@ -301,3 +301,33 @@ def test_a_selector_shared_by_two_signals_is_read_once_with_the_same_legs(scrape
     again = cov.read_legs(client, [shared, own], start, end, STEP, cache=cache)
     assert len(client.sent) == before
     assert again.per_selector == {0: second.per_selector[1], 1: second.per_selector[0]}
+
+
+@pytest.mark.parametrize("step", [15.0, 60.0])
+@pytest.mark.parametrize("minutes", [(30, 120), (60, 120), (15, 60), (56, 75)], ids=lambda w: f"{w[0]}m-{w[1]}m")
+def test_population_extremes_read_with_the_counts_are_the_written_ones(scraped, minutes, step):
+    # On-grid windows without a Pushgateway group: no subquery of count(s) is sent; the
+    # extremes come from count(s)'s changes beside the per-step counts. (56 m, 75 m]:
+    # ``restart``'s pods a and b both present just before the window, b alone in it.
+    classes = ["steady", "stops", "restart", "slow", "irregular"]
+    client = CountingClient(scraped.url, timeout_seconds=30)
+    selectors = [f'{METRIC}{{workload="{c}"}}' for c in classes]
+    start, end = scraped.t0 + minutes[0] * 60, scraped.t0 + minutes[1] * 60
+    assert cov.population_in_counts(start, end, step)
+    legs = cov.read_legs(client, selectors, start, end, step)
+    assert not any("max_over_time" in q for q in client.sent)
+    assert any(":popchange" in q for q in client.sent)
+    for i, cls in enumerate(classes):
+        pods = scraped.scraped[cls].values()
+        present = [n for t in start + step * np.arange(1, round((end - start) / step) + 1)
+                   if (n := sum(any(t - LOOKBACK < s <= t for s in pod) for pod in pods))]
+        got = legs.per_selector.get(i, {})
+        if present:
+            assert (got["min"], got["max"]) == ({end: float(min(present))}, {end: float(max(present))})
+        else:
+            assert "min" not in got and "max" not in got
+    # Off the grid the summary's subquery reads them, as before.
+    shifted = CountingClient(scraped.url, timeout_seconds=30)
+    assert not cov.population_in_counts(start + 7.5, end + 7.5, step)
+    cov.read_legs(shifted, selectors[:1], start + 7.5, end + 7.5, step)
+    assert any("max_over_time" in q for q in shifted.sent) and not any(":popchange" in q for q in shifted.sent)

@@ -32,3 +32,24 @@ def test_window_steps_keep_consecutive_windows_overlapping():
     # W - step covers a scrape interval of step + 300 s: every window holds the previous one's last sample.
     for step in (1.0, 15.0, 30.0, 60.0, 300.0, 3600.0):
         assert (cov.window_steps(step) - 1) * step >= step + cov.OVERLAP_SECONDS
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_population_is_the_running_sum_of_its_changes_from_the_seed(seed):
+    rng = np.random.default_rng(100 + seed)
+    size = int(rng.integers(1, 300))
+    # Series present per grid point: restarts, scale-ups and points with none at all.
+    p = np.clip(np.cumsum(rng.choice([-2, -1, 0, 0, 0, 0, 1, 3], size=size)) + 2, 0, None).astype(float)
+    changes = np.diff(p, prepend=np.nan)  # changes[0] is never read
+    j = int(rng.integers(1, min(size, 9) + 1))
+    got = cov.population_from_changes(changes, p[:j])
+    assert np.array_equal(got, p)
+
+
+def test_population_changes_that_disagree_with_the_seed_are_refused():
+    p = np.array([3.0, 3.0, 4.0, 2.0, 2.0])
+    changes = np.diff(p, prepend=0.0)
+    # A seed point the changes do not lead to (two TSDB states), a negative count, no seed.
+    assert cov.population_from_changes(changes, np.array([3.0, 3.0, 5.0])) is None
+    assert cov.population_from_changes(changes, np.array([0.0])) is None
+    assert cov.population_from_changes(changes, np.array([])) is None

@@ -149,7 +149,7 @@ def run_cell(family: str, age_days: int, step: float, lives: int, seed: int, cyc
 def table(scale: float = 1.0, seed: int = 20260601, only: str | None = None) -> list[Cell]:
     """Every cell. Without a cycle (3 days of history): null x {age 0, 3 d} and +-10 %
     steps for each noise family. Under the cycles (16 days of history), AR(1) noise: null
-    (age 0, 3 d) and a -10 % step. Monthly cadence: null and a +15 % step, without a
+    (age 0, 3 d) and a -10 % step, and the multi-scale null under the weekly cycle. Monthly cadence: null and a +15 % step, without a
     cycle and under the weekly one. ``only``: ``plain``, ``cycles`` or ``monthly``."""
     weekly_null, step_lives, monthly_null = (max(10, round(k * scale)) for k in (800, 200, 200))
     cells = []
@@ -165,6 +165,11 @@ def table(scale: float = 1.0, seed: int = 20260601, only: str | None = None) -> 
             for a, age in enumerate((0, 3)):
                 cells.append(run_cell(ar, age, 0.0, weekly_null, seed + 1000 + 100 * c + a, cycle, 16))
             cells.append(run_cell(ar, 0, -0.10, step_lives, seed + 1000 + 100 * c + 10, cycle, 16))
+        cells.append(run_cell("multi-scale (phi 0.5, 0.95, 0.995)", 0, 0.0, weekly_null, seed + 1300, "weekly", 16))
+    if only in (None, "short-history"):
+        # A weekly cycle that 3 days of history cannot show: the sides are compared as they are.
+        cells.append(run_cell(ar, 0, 0.0, weekly_null, seed + 1500, "weekly", 3))
+        cells.append(run_cell(ar, 0, -0.10, step_lives, seed + 1510, "weekly", 3))
     if only in (None, "monthly"):
         for c, (cycle, days) in enumerate((("none", 3), ("weekly", 16))):
             cells.append(run_cell(ar, 0, 0.0, monthly_null, seed + 2000 + 100 * c, cycle, days, 30))
@@ -197,7 +202,7 @@ def render(cells: list[Cell]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full replicate counts")
-    parser.add_argument("--only", choices=("plain", "cycles", "monthly"), help="run one group of cells")
+    parser.add_argument("--only", choices=("plain", "cycles", "short-history", "monthly"), help="run one group of cells")
     args = parser.parse_args(argv)
     began = time.perf_counter()
     cells = table(args.scale, only=args.only)

@@ -138,3 +138,21 @@ def test_drift_under_cycles_calibration_small_seeded():
     assert null.hits <= 1
     assert step.hits >= 8
     assert month.hits_same >= 5
+
+
+def test_the_finding_says_which_cycle_and_when_the_step_was():
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from obsctl.baselining.practice import review
+
+    at = dt.datetime(2026, 3, 4, 5, 0, tzinfo=dt.UTC)
+    adj = drift.CycleAdjustment("week", True, 16 * DAY, "compared like with like under the weekly cycle found in 16d of history")
+    mv = movement.Movement("b1", "chat", "tokens_per_second", at, at, "IMPROVED", True, 0.15, 0.12, 0.18, 0.998, 8, 100.0, 115.0,
+                           "r", cycle=adj, step_at=at, moved_by_step=True)
+    text = review._drift_text("chat/tokens_per_second", mv, SimpleNamespace(id="b1"))
+    assert "after a step at 2026-03-04T05:00:00Z" in text and "under the weekly cycle" in text
+    d = mv.as_dict()
+    assert d["cycle_adjusted"] == "week" and d["step_at"] == at.isoformat() and d["moved_after_step"] is True
+    plain = movement.Movement("b1", "chat", "x", at, at, "NO_CHANGE", False, 0.0, -0.01, 0.01, 0.998, 8, 100.0, 100.0, "r")
+    assert "cycle_adjusted" not in plain.as_dict()  # verify's aging check reads no history

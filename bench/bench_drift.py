@@ -1,24 +1,30 @@
 """Calibration of the drift check (``obsctl review``'s ``baseline_drifted``): false drift over
-all the weekly reviews of a baseline's life, and detection of a step.
+all the reviews of a baseline's life, detection of a step, under daily and weekly cycles.
 
 Each replicate is one baseline's life, through the same function ``review`` calls
-(:func:`obsctl.baselining.practice.movement.judge_movement`, with the memory fitted as
-``snapshot-baseline`` fits it: on the history plus the baseline window):
+(:func:`obsctl.baselining.practice.drift.judge_drift`, with the memory fitted as
+``snapshot-baseline`` fits it: on the history plus the baseline window, and the history up
+to the baseline's end for the cycle):
 
-- 60 s grid, mean 100, three days of history, a 1-day baseline, then ``REVIEWS`` (8)
-  weekly reviews, each judging the 7 days since the previous one against the baseline at
-  the level of :func:`obsctl.baselining.practice.movement.review_confidence`; the first review starts ``age`` after the
-  baseline's end (0 or 3 days: baselines of different ages);
-- nulls: AR(1) with phi 0.95 (5 % sd, tau about 39 min) and a multi-scale sum of three
+- 60 s grid, mean 100, a 1-day baseline after ``history`` days, then ``REVIEWS`` (8)
+  reviews of one cadence period each (7 days; 30 days for the monthly class, read at the
+  300 s step the review reads a month at), each judging the period since the previous
+  one; the first review starts ``age`` after the baseline's end (0 or 3 days);
+- noise: AR(1) with phi 0.95 (5 % sd, tau about 39 min) and a multi-scale sum of three
   AR(1)s (phi 0.5 / 0.95 / 0.995, sds 3 / 3 / 2 %: memory from a minute to about 7 h);
-- false drift: a replicate in which *any* of the 8 reviews says moved (goal <= 5 %, upper
-  Wilson bound);
-- detection: a step of +10 % or -10 % at a uniform time inside review 3's week; detected
-  when review 3 or review 4 says moved in the step's direction (goal >= 80 %, lower
-  Wilson bound).
+- cycles (multiplicative): none; weekly (the two weekend days 10 % below the week);
+  weekly + daily (that, times 1 + 0.10 sin over the day); the series starts on a uniform
+  day of the week, so the baseline's day is uniform too; ``history`` is 3 days (the
+  families without a cycle) or 16 days (a weekly cycle can be known);
+- false drift: a replicate in which *any* of the 8 reviews says moved (goal <= 5 %,
+  upper Wilson bound);
+- detection: a step at a uniform time inside review 3's period; detected when review 3
+  or review 4 says moved in the step's direction (goal >= 80 %, lower Wilson bound); the
+  monthly cells also count review 3 alone (the step found inside its own period).
 
-Run: ``.venv/bin/python bench/bench_drift.py`` (full: 800 lives per null cell, 200 per
-step cell; ``--scale 0.25`` for a quick look). Seeds are fixed per cell.
+Run: ``.venv/bin/python bench/bench_drift.py`` (full: 800 lives per weekly null cell, 200
+per step cell and monthly null cell; ``--scale 0.25`` for a quick look). Seeds are fixed
+per cell.
 """
 
 from __future__ import annotations
@@ -33,20 +39,24 @@ import numpy as np
 from scipy import signal as spsignal
 from scipy import stats as sps
 
-from obsctl.baselining.practice.movement import judge_movement
+from obsctl.baselining.practice.drift import Rule, judge_drift, known_cycle
+from obsctl.baselining.practice.movement import MAX_POINTS
 from obsctl.baselining.statistics.memory import fit_memory
 
 STEP = 60.0
 DAY = int(86400 / STEP)
 WEEK = 7 * DAY
+MONTH = 30 * DAY
 MU = 100.0
-HISTORY, BASELINE = 3 * DAY, DAY
+BASELINE = DAY
 REVIEWS = 8
 CONFIDENCE, MIN_EFFECT = 0.95, 0.02
 FAMILIES = {
     "AR(1) phi 0.95": ((0.95, 0.05),),
     "multi-scale (phi 0.5, 0.95, 0.995)": ((0.5, 0.03), (0.95, 0.03), (0.995, 0.02)),
 }
+#: Cycle name -> (weekend level, daily half amplitude).
+CYCLES = {"none": (0.0, 0.0), "weekly": (-0.10, 0.0), "weekly + daily": (-0.10, 0.10)}
 
 
 def ar1(rng: np.random.Generator, phi: float, n: int) -> np.ndarray:
@@ -60,94 +70,142 @@ def path(rng: np.random.Generator, family: tuple, n: int) -> np.ndarray:
     return MU * (1 + sum(sd * ar1(rng, phi, n) for phi, sd in family))
 
 
+def cycle_factor(t: np.ndarray, cycle: str) -> np.ndarray:
+    """The multiplicative cycle at unix seconds ``t``: the weekend (days 2 and 3 of the
+    Unix week, Saturday and Sunday UTC) at ``1 + weekend``, times ``1 + daily sin(hour)``."""
+    weekend, daily = CYCLES[cycle]
+    day = np.floor(t / 86400.0).astype(np.int64) % 7
+    f = np.where((day == 2) | (day == 3), 1.0 + weekend, 1.0)
+    return f * (1.0 + daily * np.sin(2 * np.pi * np.mod(t, 86400.0) / 86400.0))
+
+
 @dataclass
 class Cell:
     family: str
+    cycle: str
+    history_days: int
+    cadence_days: int
     age_days: int
     step: float
     lives: int
     hits: int
     seconds: float
+    hits_same: int = 0
 
     @property
     def rate(self) -> float:
         return self.hits / self.lives
 
-    def wilson(self) -> tuple[float, float]:
-        ci = sps.binomtest(self.hits, self.lives).proportion_ci(0.95, method="wilson")
+    def wilson(self, hits: int | None = None) -> tuple[float, float]:
+        ci = sps.binomtest(self.hits if hits is None else hits, self.lives).proportion_ci(0.95, method="wilson")
         return float(ci.low), float(ci.high)
 
 
-def life(rng: np.random.Generator, family: tuple, age_days: int, step: float) -> list[str]:
+def life(rng: np.random.Generator, family: tuple, age_days: int, step: float, cycle: str = "none", history_days: int = 3,
+         cadence_days: int = 7) -> list[str]:
     """The verdicts of the ``REVIEWS`` reviews of one baseline's life (a step of ``step``
-    inside review 3's week when ``step`` is not 0)."""
-    gap = age_days * DAY
-    n = HISTORY + BASELINE + gap + REVIEWS * WEEK
-    x = path(rng, family, n)
-    t = np.arange(n) * STEP
-    first = HISTORY + BASELINE + gap
+    inside review 3's period when ``step`` is not 0; "" for a review not run)."""
+    history, gap, period = history_days * DAY, age_days * DAY, cadence_days * DAY
+    n = history + BASELINE + gap + REVIEWS * period
+    t = int(rng.integers(0, 7)) * 86400.0 + np.arange(n) * STEP
+    x = path(rng, family, n) * cycle_factor(t, cycle)
+    first = history + BASELINE + gap
     if step:
-        at = first + 2 * WEEK + int(rng.integers(0, WEEK))
+        at = first + 2 * period + int(rng.integers(0, period))
         x[at:] *= 1 + step
-    memory = fit_memory(t[:HISTORY + BASELINE], x[:HISTORY + BASELINE], STEP)
-    base = (t[HISTORY:HISTORY + BASELINE], x[HISTORY:HISTORY + BASELINE])
+    memory = fit_memory(t[:history + BASELINE], x[:history + BASELINE], STEP)
+    past = (t[:history + BASELINE], x[:history + BASELINE])
+    adjustment = known_cycle(past, MIN_EFFECT)
+    base = (t[history:history + BASELINE], x[history:history + BASELINE])
+    every = max(1, math.ceil(period / MAX_POINTS))
+    rule = Rule("higher_is_better", MIN_EFFECT, CONFIDENCE, REVIEWS)
     out = []
     for k in range(REVIEWS):
         if step and k not in (2, 3):
             out.append("")
             continue
-        lo, hi = first + k * WEEK, first + (k + 1) * WEEK
-        j = judge_movement(base, (t[lo:hi], x[lo:hi]), STEP, memory, "higher_is_better", MIN_EFFECT, CONFIDENCE, REVIEWS)
-        out.append(j.verdict)
+        lo, hi = first + k * period, first + (k + 1) * period
+        j = judge_drift(base, (t[lo:hi:every], x[lo:hi:every]), STEP * every, memory, rule, history=past, adjustment=adjustment)
+        out.append(j.judgement.verdict)
     return out
 
 
-def run_cell(family: str, age_days: int, step: float, lives: int, seed: int) -> Cell:
+def run_cell(family: str, age_days: int, step: float, lives: int, seed: int, cycle: str = "none", history_days: int = 3,
+             cadence_days: int = 7) -> Cell:
     rng = np.random.default_rng(seed)
     began = time.perf_counter()
-    hits = 0
+    hits = same = 0
     want = "IMPROVED" if step > 0 else "REGRESSED"
     for _ in range(lives):
-        verdicts = life(rng, FAMILIES[family], age_days, step)
+        verdicts = life(rng, FAMILIES[family], age_days, step, cycle, history_days, cadence_days)
         if step:
             hits += any(v == want for v in verdicts[2:4])
+            same += verdicts[2] == want
         else:
             hits += any(v in ("IMPROVED", "REGRESSED") for v in verdicts)
-    return Cell(family, age_days, step, lives, hits, time.perf_counter() - began)
+    return Cell(family, cycle, history_days, cadence_days, age_days, step, lives, hits, time.perf_counter() - began, same)
 
 
-def table(scale: float = 1.0, seed: int = 20260601) -> list[Cell]:
-    """Every cell: null x {age 0, 3 d} and +-10 % steps (age 0) for each family."""
+def table(scale: float = 1.0, seed: int = 20260601, only: str | None = None) -> list[Cell]:
+    """Every cell. Without a cycle (3 days of history): null x {age 0, 3 d} and +-10 %
+    steps for each noise family. Under the cycles (16 days of history), AR(1) noise: null
+    (age 0, 3 d) and a -10 % step, and the multi-scale null under the weekly cycle. Monthly cadence: null and a +15 % step, without a
+    cycle and under the weekly one. ``only``: ``plain``, ``cycles`` or ``monthly``."""
+    weekly_null, step_lives, monthly_null = (max(10, round(k * scale)) for k in (800, 200, 200))
     cells = []
-    for f, family in enumerate(FAMILIES):
-        for a, age in enumerate((0, 3)):
-            cells.append(run_cell(family, age, 0.0, max(10, round(800 * scale)), seed + 100 * f + a))
-        for s, step in enumerate((0.10, -0.10)):
-            cells.append(run_cell(family, 0, step, max(10, round(200 * scale)), seed + 100 * f + 10 + s))
+    if only in (None, "plain"):
+        for f, family in enumerate(FAMILIES):
+            for a, age in enumerate((0, 3)):
+                cells.append(run_cell(family, age, 0.0, weekly_null, seed + 100 * f + a))
+            for s, step in enumerate((0.10, -0.10)):
+                cells.append(run_cell(family, 0, step, step_lives, seed + 100 * f + 10 + s))
+    ar = "AR(1) phi 0.95"
+    if only in (None, "cycles"):
+        for c, cycle in enumerate(("weekly", "weekly + daily")):
+            for a, age in enumerate((0, 3)):
+                cells.append(run_cell(ar, age, 0.0, weekly_null, seed + 1000 + 100 * c + a, cycle, 16))
+            cells.append(run_cell(ar, 0, -0.10, step_lives, seed + 1000 + 100 * c + 10, cycle, 16))
+        cells.append(run_cell("multi-scale (phi 0.5, 0.95, 0.995)", 0, 0.0, weekly_null, seed + 1300, "weekly", 16))
+    if only in (None, "short-history"):
+        # A weekly cycle that 3 days of history cannot show: the sides are compared as they are.
+        cells.append(run_cell(ar, 0, 0.0, weekly_null, seed + 1500, "weekly", 3))
+        cells.append(run_cell(ar, 0, -0.10, step_lives, seed + 1510, "weekly", 3))
+    if only in (None, "monthly"):
+        for c, (cycle, days) in enumerate((("none", 3), ("weekly", 16))):
+            cells.append(run_cell(ar, 0, 0.0, monthly_null, seed + 2000 + 100 * c, cycle, days, 30))
+            cells.append(run_cell(ar, 0, 0.15, step_lives, seed + 2000 + 100 * c + 10, cycle, days, 30))
     return cells
 
 
 def render(cells: list[Cell]) -> str:
-    lines = ["| null / step | family | baseline age at review 1 | lives | rate | Wilson 95 % | goal |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| null / step | family | cycle | history | cadence | baseline age at review 1 | lives | rate | Wilson 95 % | goal |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in cells:
         low, high = c.wilson()
+        cadence = "monthly" if c.cadence_days == 30 else "weekly"
         if c.step == 0:
-            what, goal = "false drift over 8 weekly reviews", f"upper {high * 100:.1f} % <= 5 %: {'PASS' if high <= 0.05 else 'FAIL'}"
+            what, goal = (f"false drift over 8 {cadence} reviews",
+                          f"upper {high * 100:.1f} % <= 5 %: {'PASS' if high <= 0.05 else 'FAIL'}")
         else:
             what, goal = (f"{c.step * 100:+.0f} % step detected within 2 reviews",
                           f"lower {low * 100:.1f} % >= 80 %: {'PASS' if low >= 0.80 else 'FAIL'}")
-        lines.append(f"| {what} | {c.family} | {c.age_days} d | {c.lives} | {c.rate * 100:.1f} % | "
-                     f"{low * 100:.1f} .. {high * 100:.1f} % | {goal} |")
+        lines.append(f"| {what} | {c.family} | {c.cycle} | {c.history_days} d | {cadence} | {c.age_days} d | {c.lives} | "
+                     f"{c.rate * 100:.1f} % | {low * 100:.1f} .. {high * 100:.1f} % | {goal} |")
+        if c.step and c.cadence_days == 30:
+            low, high = c.wilson(c.hits_same)
+            lines.append(f"| {c.step * 100:+.0f} % step detected by the review whose period holds it | {c.family} | {c.cycle} | "
+                         f"{c.history_days} d | {cadence} | {c.age_days} d | {c.lives} | {c.hits_same / c.lives * 100:.1f} % | "
+                         f"{low * 100:.1f} .. {high * 100:.1f} % | lower {low * 100:.1f} % >= 80 %: {'PASS' if low >= 0.80 else 'FAIL'} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full replicate counts")
+    parser.add_argument("--only", choices=("plain", "cycles", "short-history", "monthly"), help="run one group of cells")
     args = parser.parse_args(argv)
     began = time.perf_counter()
-    cells = table(args.scale)
+    cells = table(args.scale, only=args.only)
     print(render(cells))
     print(f"\n{sum(c.lives for c in cells)} lives in {time.perf_counter() - began:.0f} s")
     return 0

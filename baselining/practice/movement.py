@@ -49,7 +49,7 @@ scale at these far tails. The anytime boundary of :mod:`.statistics.anytime` doe
 apply: it covers *cumulative* windows growing from one start, while each review's window
 is a new, disjoint period against a fixed baseline.
 Calibration (false drift over all the reviews of a baseline's life, detection of a +-10 %
-step): ``bench/bench_drift.py``, table in docs/practice.md.
+step, under cycles): ``bench/bench_drift.py``, tables in docs/practice.md and docs/verification.md.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -65,6 +66,9 @@ from obsctl.baselining.statistics import comparison
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory, pooled_memory
 from obsctl.promapi import PrometheusClient
 from obsctl.records import Baseline, Population
+
+if TYPE_CHECKING:
+    from obsctl.baselining.practice.drift import CycleAdjustment
 
 #: Reviews of a baseline's life when the caller does not say (``review.baseline_life``).
 DEFAULT_REVIEWS = 8
@@ -125,6 +129,11 @@ class Movement:
         reason: the rule's one-line reason.
         population: the window's input series (for the population check), None without a measurement.
         samples: finite samples in the window.
+        cycle: the cycle the test compared like with like under, or why none
+            (:class:`obsctl.baselining.practice.drift.CycleAdjustment`); None when no
+            history was read (``verify``'s aging check).
+        step_at: the start of a step found inside the window (UTC), else None.
+        moved_by_step: the verdict judges the part of the window after ``step_at``.
     """
 
     baseline_id: str
@@ -144,10 +153,15 @@ class Movement:
     reason: str
     population: Population | None = field(default=None, compare=False)
     samples: int = 0
+    cycle: CycleAdjustment | None = field(default=None, compare=False)
+    step_at: dt.datetime | None = None
+    moved_by_step: bool = False
 
     def as_dict(self) -> dict:
         """JSON-ready evidence fields."""
-        return {"baseline_id": self.baseline_id, "window_start": self.start.isoformat(), "window_end": self.end.isoformat(),
+        extra = {} if self.cycle is None else {**self.cycle.as_dict(), "step_at": self.step_at.isoformat() if self.step_at else None,
+                                               "moved_after_step": self.moved_by_step}
+        return {**extra, "baseline_id": self.baseline_id, "window_start": self.start.isoformat(), "window_end": self.end.isoformat(),
                 "verdict": self.verdict, "moved": self.moved, "change_ratio": self.change, "ci_low": self.low,
                 "ci_high": self.high, "interval_confidence": self.confidence, "reviews_per_baseline": self.reviews,
                 "baseline_mean": self.baseline_mean, "window_mean": self.window_mean, "reason": self.reason,
@@ -270,7 +284,7 @@ def _longer(a: MemoryModel | None, b: MemoryModel | None) -> MemoryModel | None:
 
 def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, end: dt.datetime, *, min_effect: float,
              confidence: float = 0.95, reviews: int = DEFAULT_REVIEWS, min_samples: int = 10, min_coverage: float = 0.9,
-             on_change: bool = False, measurement: Measurement | None = None) -> Movement:
+             on_change: bool = False, measurement: Measurement | None = None, history_seconds: float = 0.0) -> Movement:
     """Whether the signal of ``baseline`` moved over ``(start, end]`` (module doc).
 
     Args:
@@ -282,6 +296,11 @@ def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, e
         reviews: reviews of the baseline's life the error is spread over (>= 1).
         min_samples, min_coverage, on_change: as ``verify`` (spec ``verification``).
         measurement: the window already measured at :func:`window_step` (no request then).
+        history_seconds: read this much of the signal before the baseline's end (one range
+            query, :func:`obsctl.baselining.measure.history.read_history`; when Prometheus
+            holds less than half of it, the same span before ``start`` if that holds more)
+            and judge under the cycle it shows, with the step search (:mod:`.drift`); 0:
+            the plain test.
 
     Raises:
         PrometheusUnavailable: Prometheus cannot answer.
@@ -300,9 +319,27 @@ def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, e
         why = m.no_data_reason(min_samples) or f"{len(m.samples)} sample(s) in the window"
         return Movement(verdict="NO_DATA", moved=False, change=None, low=None, high=None, baseline_mean=baseline.stats.mean,
                         window_mean=None, reason=f"window: {why}", **common)
-    j = judge_movement(columns(baseline.samples), m.columns if m.columns is not None else columns(m.samples), step,
-                       memory_of(baseline), baseline.direction, min_effect, confidence, reviews)
+    sides = (columns(baseline.samples), m.columns if m.columns is not None else columns(m.samples))
+    drift = {}
+    if history_seconds > 0:
+        from obsctl.baselining.measure.history import read_history
+        from obsctl.baselining.practice.drift import Rule, judge_drift
+
+        past = read_history(client, baseline.query, baseline.window.end, baseline.window.step_seconds, history_seconds)
+        if not past or past[-1][0] - past[0][0] < history_seconds / 2:
+            # Retention dropped the history before the baseline: the shape of a cycle is
+            # read from the history before the window instead (drift module doc).
+            recent = read_history(client, baseline.query, start, baseline.window.step_seconds, history_seconds)
+            if recent and (not past or recent[-1][0] - recent[0][0] > past[-1][0] - past[0][0]):
+                past = recent
+        d = judge_drift(*sides, step, memory_of(baseline), Rule(baseline.direction, min_effect, confidence, reviews),
+                        history=columns(past) if past else None)
+        j = d.judgement
+        drift = dict(cycle=d.adjustment, moved_by_step=d.moved_by_step,
+                     step_at=dt.datetime.fromtimestamp(d.step.at, dt.UTC) if d.step is not None else None)
+    else:
+        j = judge_movement(*sides, step, memory_of(baseline), baseline.direction, min_effect, confidence, reviews)
     verdict, reason = cap_verdict(j.verdict, j.reason, m, baseline, min_coverage)
     return Movement(verdict=verdict, moved=verdict in MOVED_VERDICTS, change=j.change, low=j.low, high=j.high,
                     baseline_mean=j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
-                    window_mean=j.window_mean if j.window_mean is not None else m.stats.mean, reason=reason, **common)
+                    window_mean=j.window_mean if j.window_mean is not None else m.stats.mean, reason=reason, **common, **drift)

@@ -8,7 +8,8 @@ month at stake where there is a price for it, a one-line action and its evidence
 - baseline discipline: ``baseline_missing``, ``baseline_stale`` (its window ended more
   than ``max_age`` ago, by default ``review.stale_periods`` (2) cadence periods), ``baseline_drifted`` (the movement
   test, :mod:`obsctl.baselining.practice.movement`, on the last cadence period aligned to its step:
-  :func:`movement_window`), ``data_missing`` (no usable window for that test: stale or
+  :func:`movement_window`, under the daily or weekly cycle the history shows and with a
+  search for a step inside the period: :mod:`obsctl.baselining.practice.drift`), ``data_missing`` (no usable window for that test: stale or
   missing data is never a pass), ``baseline_young`` (info: the baseline ended too
   recently for ``verification.min_samples`` steps; the evidence gives ``first_test_at``),
   ``population_changed`` (accelerator models, replica count or model label differ from
@@ -40,6 +41,7 @@ from typing import Literal
 from obsctl.baselining.measure.coverage import LegCache
 from obsctl.baselining.measure.window import Measurement, measure
 from obsctl.baselining.practice import targets as target_rules
+from obsctl.baselining.practice.drift import HISTORY_SECONDS as DRIFT_HISTORY_SECONDS
 from obsctl.baselining.practice.movement import Movement, movement, window_step
 from obsctl.durations import format_duration, parse_duration
 from obsctl.formatting import format_number, format_percent
@@ -430,7 +432,7 @@ def _review_signal(spec: Spec, client: PrometheusClient, wc: WorkloadClass, sig,
                                    "window_series": m.population.series_count})]
     mv = movement(client, b, start, end, min_effect=cfg.min_effect_ratio, confidence=cfg.confidence,
                   reviews=reviews_per_life(spec, period), min_samples=cfg.min_samples, min_coverage=cfg.min_coverage_ratio,
-                  on_change=sig.name in cfg.fresh_on_change, measurement=m)
+                  on_change=sig.name in cfg.fresh_on_change, measurement=m, history_seconds=DRIFT_HISTORY_SECONDS)
     if mv.verdict == "NO_DATA":
         return [Finding("data_missing", wc.name, sig.name, "warning", None, f"{name}: no usable data over the last period ({mv.reason})",
                         f"check that {wc.name}'s {sig.name} series are scraped and fresh", wc.owner, {**evidence, **mv.as_dict()})]
@@ -445,7 +447,9 @@ def _drift_text(name: str, mv: Movement, b: Baseline) -> str:
     from obsctl.formatting import format_confidence
 
     interval = f" ({format_confidence(mv.confidence)} CI {format_percent(mv.low)} .. {format_percent(mv.high)})" if mv.low is not None else ""
-    return f"{name} moved {format_percent(mv.change)}{interval} since baseline {b.id}"
+    step = f" after a step at {rfc3339(mv.step_at)}" if mv.moved_by_step and mv.step_at is not None else ""
+    cycle = f" ({mv.cycle.note})" if mv.cycle is not None else ""
+    return f"{name} moved {format_percent(mv.change)}{interval} since baseline {b.id}{step}{cycle}"
 
 
 def _align_up(instant: dt.datetime, step: float) -> dt.datetime:

@@ -1,0 +1,296 @@
+"""The drift check under daily and weekly cycles, and a step inside the review period.
+
+:func:`judge_drift` is the movement test ``obsctl review`` runs (:func:`obsctl.baselining.practice.movement.movement`
+calls it): :func:`~obsctl.baselining.practice.movement.judge_movement` on the two sides as
+they are would compare a week that holds a weekend with a baseline taken on a Tuesday,
+and would read a step half-way through a month as noise (its placebo periods spread).
+Three parts:
+
+1. **Which cycle** (:func:`known_cycle`). The history before the baseline's end (the
+   state the baseline documents; where retention has dropped it, the history before the
+   review period, whose level may have moved but whose cycle's shape is what counts) is tested for a weekly cycle (when it spans two weeks)
+   and a daily cycle (when it spans two days) with the harmonic Wald test of
+   :mod:`obsctl.baselining.designs.cycle` (its level ``ALPHA`` and relevance
+   ``MIN_AMPLITUDE_SHARE`` of the minimum effect). History shorter than two weeks cannot
+   rule a weekly cycle out; the finding says so.
+2. **Like with like** (:func:`fit_profile`, :func:`deseasonalise`). Under a known cycle of
+   period ``P`` the profile is the mean of the log signal in each hour of the period
+   (hour of day, or hour of week) over that history, centred to mean 0 over the period;
+   both sides are divided by ``exp(profile)`` at their own hours, and the movement test
+   runs on what remains. Assumptions: the cycle is multiplicative and keeps its shape over
+   the baseline's life (its level may move: that is the drift looked for); a profile hour
+   without history is not adjusted. The profile's own error at the baseline's hours is
+   an error every review shares; the window's placebo periods of the movement test see it
+   (each placebo day carries the profile error of its hours) and widen the interval by it.
+   Source: classical decomposition with a seasonal index per period position, Hyndman &
+   Athanasopoulos, *Forecasting: Principles and Practice*, 3rd ed. (2021), sec. 3.4.
+3. **A step inside the period** (:func:`step_inside`). The CUSUM of the window's
+   (deseasonalised) block means, ``max_k |S_k - k/n S_n| / sqrt(n lrv)`` with the long-run
+   variance ``lrv`` of the block means around the best single step (an AR model,
+   :func:`obsctl.baselining.statistics.memory.fit_memory`), has the Kolmogorov
+   distribution of the supremum of a Brownian bridge under a constant mean (Csorgo &
+   Horvath, *Limit Theorems in Change-Point Analysis*, Wiley 1997, ch. 1). When it rejects,
+   the part of the window after the step is judged against the baseline by the same
+   movement test; the finding gives the step's time. Without a known weekly cycle a
+   weekend looks like a step, so the later part must then span at least a week.
+
+Error. Each review's level ``alpha_r`` (:func:`~obsctl.baselining.practice.movement.review_confidence`)
+is split: the whole window is judged at ``alpha_r / 2``; the step path needs the CUSUM
+to reject at ``alpha_r / 2`` (so under a constant mean it fires at most that often) and
+then the later part to move at ``alpha_r``. By the union bound a review flags an unmoved
+signal at most ``alpha_r`` as before. Calibration: ``bench/bench_drift.py`` (weekly and
+daily cycles, a step inside a monthly period), table in docs/verification.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from obsctl.baselining.designs import cycle as cycles
+from obsctl.baselining.practice.movement import _subgrid, block_means, block_seconds, judge_movement, review_confidence
+from obsctl.baselining.statistics import comparison
+from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
+from obsctl.durations import format_duration
+
+#: Cycle name -> period (s).
+PERIODS: dict[str, float] = {"day": 86400.0, "week": 7 * 86400.0}
+#: Width of one profile position (s): the hour of the day or of the week.
+PHASE_SECONDS = 3600.0
+#: Whole periods of history a cycle needs to be tested (and its profile fitted).
+MIN_PERIODS = 2
+#: History ``obsctl review`` reads for the cycle (s): two whole weeks and a margin.
+HISTORY_SECONDS = 21 * 86400.0
+#: Fewest blocks on each side of a step the CUSUM considers.
+MIN_SEGMENT_BLOCKS = 6
+#: Shortest later part judged without a known (or ruled out) weekly cycle (s).
+UNKNOWN_CYCLE_MIN_LATER = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class CycleAdjustment:
+    """What the drift check knew about cycles.
+
+    Attributes:
+        cycle: ``week`` or ``day`` when the sides were deseasonalised by that cycle's
+            profile, None when they were compared as they are.
+        weekly_known: the history could tell a weekly cycle (it spans two weeks).
+        history_seconds: the history's span (s).
+        note: one readable line (the cycle adjusted for, or why none).
+    """
+
+    cycle: str | None
+    weekly_known: bool
+    history_seconds: float
+    note: str
+
+    def as_dict(self) -> dict:
+        """JSON-ready fields."""
+        return {"cycle_adjusted": self.cycle, "weekly_cycle_known": self.weekly_known,
+                "cycle_history_seconds": self.history_seconds, "cycle_note": self.note}
+
+
+@dataclass(frozen=True)
+class StepFound:
+    """A step the CUSUM found inside the window.
+
+    Attributes:
+        at: the first block after the step (unix s).
+        statistic, p_value: the normalised CUSUM maximum and its Kolmogorov p-value.
+        judgement: the later part (from ``at``) judged against the baseline, or None when
+            that part was too short to judge.
+    """
+
+    at: float
+    statistic: float
+    p_value: float
+    judgement: comparison.Judgement | None
+
+
+@dataclass(frozen=True)
+class DriftJudgement:
+    """:func:`judge_drift`'s answer: the judgement that decides, and what was adjusted.
+
+    Attributes:
+        judgement: the later part's judgement when the step path moved, else the whole window's.
+        whole: the whole window's judgement.
+        adjustment: the cycle the sides were compared under.
+        step: the step found inside the window (None when the CUSUM did not reject).
+        moved_by_step: the verdict comes from the later part after ``step``.
+    """
+
+    judgement: comparison.Judgement
+    whole: comparison.Judgement
+    adjustment: CycleAdjustment
+    step: StepFound | None
+    moved_by_step: bool
+
+
+def _positive(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    t, v = np.asarray(times, float), np.asarray(values, float)
+    ok = np.isfinite(t) & np.isfinite(v) & (v > 0)
+    return t[ok], v[ok]
+
+
+def known_cycle(history: tuple[np.ndarray, np.ndarray] | None, min_effect: float) -> CycleAdjustment:
+    """The cycle the history shows (module doc, part 1).
+
+    Args:
+        history: ``(unix s, values)`` ending at the baseline's end (the baseline included), or None.
+        min_effect: the spec's minimum effect (ratio): a cycle smaller than
+            ``cycle.MIN_AMPLITUDE_SHARE`` of it is not adjusted for.
+
+    Returns:
+        :class:`CycleAdjustment`; ``cycle`` is ``week`` when a weekly cycle is found (its
+        hour-of-week profile holds the daily one too), else ``day``, else None.
+    """
+    if history is None:
+        return CycleAdjustment(None, False, 0.0, "no history before the baseline was read: cycles unknown")
+    t, v = _positive(*history)
+    step = float(np.median(np.diff(t))) if t.size >= 2 else 0.0
+    span = float(t[-1] - t[0] + step) if t.size else 0.0
+    weekly_known = span >= MIN_PERIODS * PERIODS["week"] - 1e-6
+    if span < MIN_PERIODS * PERIODS["day"] - 1e-6 or t.size < 96:
+        return CycleAdjustment(None, False, span, f"{format_duration(span)} of history before the baseline, under two days: "
+                               "daily and weekly cycles unknown, the sides are compared as they are")
+    y = np.log(v)
+    relevant = cycles.MIN_AMPLITUDE_SHARE * min_effect
+    tested = [("week", (PERIODS["day"],))] if weekly_known else []
+    tested.append(("day", ()))
+    for name, nuisance in tested:
+        p, amplitude, _ = cycles.harmonic_test(t, y, PERIODS[name], nuisance, step)
+        if p < cycles.ALPHA and amplitude >= relevant:
+            return CycleAdjustment(name, weekly_known, span, f"compared like with like under the {'weekly' if name == 'week' else 'daily'} "
+                                   f"cycle found in {format_duration(span)} of history (+-{amplitude:.1%}, p = {p:.2g})")
+    if weekly_known:
+        return CycleAdjustment(None, True, span, f"no daily or weekly cycle past +-{relevant:.1%} in {format_duration(span)} of history")
+    return CycleAdjustment(None, False, span, f"no daily cycle past +-{relevant:.1%} in {format_duration(span)} of history; "
+                           "a weekly cycle cannot be ruled out with less than two weeks")
+
+
+def _phase(times: np.ndarray, period: float) -> np.ndarray:
+    return np.floor(np.mod(np.asarray(times, float), period) / PHASE_SECONDS).astype(np.int64)
+
+
+def fit_profile(history: tuple[np.ndarray, np.ndarray], cycle: str) -> np.ndarray:
+    """The log profile of ``cycle`` (module doc, part 2): shape ``(period / 1 h,)``, mean 0
+    over the positions the history holds, 0 at positions it does not hold (UTC hours)."""
+    period = PERIODS[cycle]
+    t, v = _positive(*history)
+    size = int(round(period / PHASE_SECONDS))
+    pos = _phase(t, period)
+    counts = np.bincount(pos, minlength=size)
+    sums = np.bincount(pos, weights=np.log(v), minlength=size)
+    held = counts > 0
+    profile = np.zeros(size)
+    profile[held] = sums[held] / counts[held]
+    profile[held] -= profile[held].mean()
+    return profile
+
+
+def deseasonalise(times: np.ndarray, values: np.ndarray, profile: np.ndarray, cycle: str) -> np.ndarray:
+    """``values / exp(profile at each sample's hour of the cycle)``, shape of ``values``."""
+    return np.asarray(values, float) / np.exp(profile[_phase(times, PERIODS[cycle])])
+
+
+def step_inside(times: np.ndarray, means: np.ndarray, block: float) -> tuple[int, float, float] | None:
+    """The CUSUM test for one step in the block means (module doc, part 3).
+
+    Args:
+        times, means: block start times (s) and block means, shapes ``(n,)``.
+        block: the block length (s).
+
+    Returns:
+        ``(index of the first block after the step, statistic, p-value)``; None with fewer
+        than ``2 x MIN_SEGMENT_BLOCKS`` blocks or no memory model.
+    """
+    n = means.size
+    if n < 2 * MIN_SEGMENT_BLOCKS:
+        return None
+    s = np.cumsum(means - means.mean())[:-1]
+    k = np.arange(1, n)
+    inner = (k >= MIN_SEGMENT_BLOCKS) & (k <= n - MIN_SEGMENT_BLOCKS)
+    # The split for the long-run variance: the best one inside the allowed range.
+    best = int(k[inner][np.argmax(np.abs(s[inner]))])
+    resid = means.copy()
+    resid[:best] -= means[:best].mean()
+    resid[best:] -= means[best:].mean()
+    model: MemoryModel | None = fit_memory(times, resid, block)
+    if model is None or not model.variance > 0:
+        return None
+    lrv = model.variance * model.tau_steps
+    stat = float(np.max(np.abs(s[inner]))) / math.sqrt(n * lrv)
+    return best, stat, float(sps.kstwobign.sf(stat))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How a review judges: the signal's ``direction`` (``higher_is_better`` |
+    ``lower_is_better``), the spec's ``min_effect`` (ratio), the ``confidence`` over the
+    baseline's life and the ``reviews`` of that life (>= 1)."""
+
+    direction: str
+    min_effect: float
+    confidence: float = 0.95
+    reviews: int = 8
+
+
+def judge_drift(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.ndarray, np.ndarray], step_seconds: float,
+                memory: MemoryModel | None, rule: Rule, history: tuple[np.ndarray, np.ndarray] | None = None,
+                adjustment: CycleAdjustment | None = None) -> DriftJudgement:
+    """The drift check of one review on samples in hand (module doc).
+
+    Args:
+        baseline, window: ``(unix s, values)`` of finite samples on their step grids.
+        step_seconds: the window's grid step (s), a whole multiple of the baseline's.
+        memory: the baseline's memory model (as :func:`~obsctl.baselining.practice.movement.judge_movement`).
+        rule: direction, minimum effect, confidence and reviews (:class:`Rule`).
+        history: ``(unix s, values)`` of the signal up to the baseline's end (the
+            baseline included), for the cycle; None: cycles unknown.
+        adjustment: the cycle already found by :func:`known_cycle` (saves refitting).
+
+    Returns:
+        :class:`DriftJudgement`.
+    """
+    bt, bv = (np.asarray(a, dtype=float) for a in baseline)
+    wt, wv = (np.asarray(a, dtype=float) for a in window)
+    if adjustment is None:
+        adjustment = known_cycle(history, rule.min_effect)
+    if adjustment.cycle is not None and history is not None:
+        profile = fit_profile(history, adjustment.cycle)
+        bv = deseasonalise(bt, bv, profile, adjustment.cycle)
+        wv = deseasonalise(wt, wv, profile, adjustment.cycle)
+    judge = lambda w, reviews: judge_movement((bt, bv), w, step_seconds, memory, rule.direction, rule.min_effect,  # noqa: E731
+                                              rule.confidence, reviews)
+    whole = judge((wt, wv), 2 * rule.reviews)
+    found = _step(bt, (wt, wv), step_seconds, rule, adjustment, judge)
+    if whole.verdict not in ("IMPROVED", "REGRESSED") and found is not None and found.judgement is not None \
+            and found.judgement.verdict in ("IMPROVED", "REGRESSED"):
+        return DriftJudgement(found.judgement, whole, adjustment, found, True)
+    return DriftJudgement(whole, whole, adjustment, found, False)
+
+
+def _step(bt: np.ndarray, window: tuple[np.ndarray, np.ndarray], step_seconds: float, rule: Rule, adjustment: CycleAdjustment,
+          judge) -> StepFound | None:
+    wt, wv = window
+    if wt.size < 2 or bt.size < 2:
+        return None
+    if np.median(np.diff(bt)) < step_seconds * (1 - 1e-9):
+        bt = _subgrid(bt, bt, step_seconds)[0]
+    block = block_seconds(float(bt[-1] - bt[0]) + step_seconds, step_seconds)
+    times, means = block_means(wt, wv, block, step_seconds)
+    got = step_inside(times, means, block)
+    alpha = 1.0 - review_confidence(rule.confidence, rule.reviews)
+    if got is None or got[2] >= alpha / 2:
+        return None
+    index, stat, p = got
+    at = float(times[index])
+    later = wt >= at
+    judged = None
+    long_enough = adjustment.weekly_known or float(wt[-1] - at) + step_seconds >= UNKNOWN_CYCLE_MIN_LATER
+    if long_enough and later.sum() >= 2:
+        judged = judge((wt[later], wv[later]), rule.reviews)
+    return StepFound(at, stat, p, judged)

@@ -91,13 +91,13 @@ def ensure_venv() -> Path:
     return vllm
 
 
-def obsctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the real CLI as a user would, echoing the command and its output."""
+def obsctl(*args: str, check: bool = True, echo: bool = True) -> subprocess.CompletedProcess:
+    """Run the real CLI as a user would, echoing the command and (``echo``) its output."""
     say("$ obsctl " + " ".join(args))
     result = subprocess.run([sys.executable, "-m", "obsctl", *args], text=True, capture_output=True)
     if result.stderr.strip():
         print(result.stderr.rstrip(), file=sys.stderr)
-    if result.stdout.strip():
+    if echo and result.stdout.strip():
         print(result.stdout.rstrip())
     if check and result.returncode != 0:
         raise SystemExit(f"bench-vllm: 'obsctl {args[0]}' failed with exit code {result.returncode}")
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"Prometheus {prom.url}")
 
         servers: list[ManagedProcess] = []
-        stack.callback(lambda: [s.stop(grace=30) for s in servers])
+        stack.callback(lambda: [s.stop(grace=10) for s in servers])
         server = start_vllm(vllm, model_dir, vllm_port, args.before, out, servers, args.start_timeout)
         lg = loadgen.LoadGenerator(f"http://127.0.0.1:{vllm_port}", MODEL, tiny_model.prompt(), args.concurrency,
                                    args.max_tokens).start()
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # 2. The change: restart with a larger batch at the same offered load.
         say(f"restarting vLLM with --max-num-seqs {args.after}")
-        server.stop(grace=30)
+        server.stop(grace=10)
         changed_at = time.time()
         start_vllm(vllm, model_dir, vllm_port, args.after, out, servers, args.start_timeout)
         live_at = time.time()
@@ -273,31 +273,34 @@ def main(argv: list[str] | None = None) -> int:
         verify_end = started_at + window
         sleep_until(verify_end + 2 * scrape, "verification window", lg)
 
-        # 3. Verify, as a user would.
+        # 3. Verify, as a user would (JSON for this script; the text shown after, by --peek).
         verified = obsctl("verify", "--spec", str(spec_path), "--initiative", initiative, "--end", utc(verify_end),
-                          "--output", "json", check=False)
+                          "--output", "json", check=False, echo=False)
+        (out / "verify.json").write_text(verified.stdout)
+        obsctl("verify", "--spec", str(spec_path), "--initiative", initiative, "--peek", check=False)
         lg.stop()
         completions = lg.snapshot()
+        res = json.loads(verified.stdout) if verified.stdout.strip().startswith("{") else {}
+        win = res.get("window") or {}
+        v0 = dt.datetime.fromisoformat(win["start"]).timestamp() if win.get("start") else started_at
+        v1 = dt.datetime.fromisoformat(win["end"]).timestamp() if win.get("end") else verify_end
+        b0, b1 = base_end - window, base_end
+        recorded = {}
+        for name, query in (("generation_tokens_per_second", f"sum(vllm_generation_tokens:rate{args.rate_window})"),
+                            ("output_tokens_per_second", f'sum(workload_class:obsctl_output_tokens:rate5m{{workload_class="{CLASS}"}})')):
+            recorded[name] = {"before": prom_mean(prom.url, query, b0, b1, step), "after": prom_mean(prom.url, query, v0, v1, step)}
 
-    result = json.loads(verified.stdout) if verified.stdout.strip().startswith("{") else {}
-    res = result.get("result", result)
-    win = res.get("window") or {}
-    v0 = dt.datetime.fromisoformat(win["start"]).timestamp() if win.get("start") else started_at
-    v1 = dt.datetime.fromisoformat(win["end"]).timestamp() if win.get("end") else verify_end
-    b1 = base_end
-    b0 = base_end - window
     truth_before = loadgen.tokens_per_second(completions, b0, b1)
     truth_after = loadgen.tokens_per_second(completions, v0, v1)
     truth = truth_after / truth_before - 1
     lo, hi = res.get("ci_low"), res.get("ci_high")
-    recorded = {}
-    for name, query in (("generation_tokens_per_second", f"sum(vllm_generation_tokens:rate{args.rate_window})"),
-                        ("output_tokens_per_second", 'sum(workload_class:obsctl_output_tokens:rate5m{workload_class="tiny-chat"})')):
-        recorded[name] = {"before": prom_mean(prom.url, query, b0, b1, step), "after": prom_mean(prom.url, query, v0, v1, step)}
+    for r in recorded.values():
+        r["vs_truth"] = {k: (r[k] / t - 1 if r[k] is not None else None) for k, t in (("before", truth_before), ("after", truth_after))}
     summary = {
         "command": "python bench/bench_vllm_cpu.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "verify_exit_code": verified.returncode,
-        "verdict": res.get("verdict"), "reason": res.get("reason"),
+        "verdict": res.get("verdict"), "reason": res.get("reason"), "summary": res.get("summary"),
+        "statistics": res.get("statistics_summary"), "load": (res.get("design_context") or {}).get("load", {}).get("line"),
         "change_ratio": res.get("change_ratio"), "ci_low": lo, "ci_high": hi, "confidence": res.get("confidence"),
         "baseline_window": [utc(b0), utc(b1)], "verification_window": [utc(v0), utc(v1)],
         "change_at": utc(changed_at), "new_server_ready_at": utc(live_at),

@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         v1 = dt.datetime.fromisoformat(win["end"]).timestamp() if win.get("end") else verify_end
         b0, b1 = base_end - window, base_end
         recorded = {}
-        for name, query in (("generation_tokens_per_second", f"sum(vllm_generation_tokens:rate{args.rate_window})"),
+        for name, query in (("generation_tokens_per_second", f'sum(workload_class:vllm_generation_tokens:rate{args.rate_window}{{workload_class="{CLASS}"}})'),
                             ("output_tokens_per_second", f'sum(workload_class:obsctl_output_tokens:rate5m{{workload_class="{CLASS}"}})')):
             recorded[name] = {"before": prom_mean(prom.url, query, b0, b1, step), "after": prom_mean(prom.url, query, v0, v1, step)}
 

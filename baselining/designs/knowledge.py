@@ -19,8 +19,9 @@ itself), so the design of a change is chosen before its window is seen:
    hourly mean around it (what the profile design's interval adds for the profile's own
    error). The profile design (:mod:`.profile`) divides it out of both periods.
 3. **Phases** (:func:`phase_check`). When a cycle is ``unknown`` and the window holds
-   phases the baseline does not (a weekend day against weekday hours; hours of the day
-   more than :data:`DAILY_TOLERANCE_HOURS` from every baseline hour), any difference may
+   phases the baseline does not (its share of weekend instants differs from the
+   baseline's by more than :data:`PHASE_SHARE_TOLERANCE`; more than that share of it lies
+   :data:`DAILY_TOLERANCE_HOURS` or more from every baseline hour), any difference may
    be the cycle: the verdict refuses, naming the history needed, the designs that need
    no history (control, canary) and the last look whose window still matches.
 
@@ -57,6 +58,9 @@ CYCLE_STEP_SECONDS = 300.0
 #: An hour of the day this far (circular) from every baseline hour is another phase of an
 #: unknown daily cycle.
 DAILY_TOLERANCE_HOURS = 3
+#: A window whose share of a phase (weekend instants; hours far from the baseline's)
+#: differs from the baseline's by more than this holds phases the baseline does not.
+PHASE_SHARE_TOLERANCE = 0.10
 #: Fewest samples for the tests.
 MIN_SAMPLES = 48
 WEEKEND = (5, 6)  # Saturday, Sunday (Monday = 0)
@@ -211,31 +215,39 @@ class Phases:
     """Phases of an unknown cycle the window holds and the baseline does not."""
 
     cycle: str  # day | week
-    unmatched_share: float
-    first_unmatched: float  # unix s of the window's first unmatched sample
+    unmatched_share: float  # week: the window's weekend share; day: its share of far hours
+    first_unmatched: float  # unix s: the first look end whose window is past the tolerance
+    baseline_share: float  # week: the baseline's weekend share
+
+
+def _first_past(bad_share: np.ndarray, tw: np.ndarray) -> float:
+    """The first window instant whose cumulative window (from the start) is past the tolerance."""
+    cum = np.cumsum(bad_share) / np.arange(1, bad_share.size + 1)
+    return float(tw[int(np.argmax(np.abs(cum) > PHASE_SHARE_TOLERANCE))])
 
 
 def unmatched(k: CycleKnowledge, baseline_seconds: np.ndarray, window_seconds: np.ndarray) -> Phases | None:
-    """The first unknown cycle (week, then day) whose phases the window holds beyond the baseline's, or None."""
+    """The first unknown cycle (week, then day) whose phases the window holds beyond the baseline's, or None.
+
+    Week: the window's share of weekend instants differs from the baseline's by more than
+    :data:`PHASE_SHARE_TOLERANCE`. Day: more than that share of the window lies more than
+    :data:`DAILY_TOLERANCE_HOURS` from every hour of the day the baseline holds."""
     tb, tw = np.asarray(baseline_seconds, float), np.asarray(window_seconds, float)
     if tb.size == 0 or tw.size == 0:
         return None
     tz = k.timezone
     if k.weekly == "unknown":
-        day_b = (week_phase(tb, tz) // DAY).astype(int)
-        day_w = (week_phase(tw, tz) // DAY).astype(int)
-        kinds_b = set(np.isin(day_b, WEEKEND).tolist())
-        miss = ~np.isin(np.isin(day_w, WEEKEND), list(kinds_b))
-        if miss.any():
-            return Phases("week", float(miss.mean()), float(tw[miss][0]))
+        share_b = float(np.isin((week_phase(tb, tz) // DAY).astype(int), WEEKEND).mean())
+        weekend = np.isin((week_phase(tw, tz) // DAY).astype(int), WEEKEND).astype(float)
+        if abs(weekend.mean() - share_b) > PHASE_SHARE_TOLERANCE:
+            return Phases("week", float(weekend.mean()), _first_past(weekend - share_b, tw), share_b)
     if k.daily == "unknown":
         hb = np.unique(hour_bins(tb, "day", tz))
         hw = hour_bins(tw, "day", tz)
         dist = np.abs(hw[:, None] - hb[None, :])
-        dist = np.minimum(dist, 24 - dist).min(axis=1)
-        miss = dist > DAILY_TOLERANCE_HOURS
-        if miss.any():
-            return Phases("day", float(miss.mean()), float(tw[miss][0]))
+        miss = (np.minimum(dist, 24 - dist).min(axis=1) > DAILY_TOLERANCE_HOURS).astype(float)
+        if miss.mean() > PHASE_SHARE_TOLERANCE:
+            return Phases("day", float(miss.mean()), _first_past(miss, tw), 0.0)
     return None
 
 
@@ -263,11 +275,12 @@ def phase_check(k: CycleKnowledge | None, baseline_seconds: np.ndarray, window_s
         return None
     need = MIN_WEEKLY_HISTORY if ph.cycle == "week" else MIN_DAILY_HISTORY
     known_after = baseline_end + max(need - k.history_seconds, 0.0)
-    what = ("weekend hours the weekday baseline does not hold (or the reverse)" if ph.cycle == "week"
+    what = (f"weekend hours (the baseline: {ph.baseline_share:.0%})" if ph.cycle == "week"
             else f"hours of the day more than {DAILY_TOLERANCE_HOURS} h from the baseline's")
     last_look = ph.first_unmatched - window_start
-    look = (f"a look whose window ends by {_at(ph.first_unmatched)} ({format_duration(last_look)} after the start) holds only the "
-            f"baseline's phases and is judged" if last_look >= 60 else "no look of this window holds only the baseline's phases")
+    look = (f"a look whose window ends before {_at(ph.first_unmatched)} ({format_duration(last_look)} after the start) holds at most "
+            f"{PHASE_SHARE_TOLERANCE:.0%} of phases the baseline lacks and is judged" if last_look >= 60
+            else "no look of this window holds the baseline's phases")
     reason = (f"the {'weekly' if ph.cycle == 'week' else 'daily'} cycle is unknown (the signal's history spans "
               f"{format_duration(k.history_seconds)}, fewer than the {format_duration(need)} that can rule it out) and "
               f"{ph.unmatched_share:.0%} of the window falls on {what}: the difference may be the cycle. To decide: {look}; or "

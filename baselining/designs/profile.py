@@ -11,10 +11,11 @@ baseline's hours say that weekend or night would have been.
 
 The interval adds the profile's own error: the contrast ``sum_h (w_h - b_h) p_h`` (``w_h``,
 ``b_h`` the window's and the baseline's shares of hour ``h``) has variance
-``s^2 sum_h (w_h - b_h)^2 / n_h``, ``s^2`` the residual variance of one clock hour's mean
-log around the profile and ``n_h`` the effective cycles behind hour ``h`` (one over its
-leverage; ``CycleKnowledge.profile_variance``, ``profile_counts``; the hours' covariances
-are left out), with Welch-Satterthwaite degrees of freedom. The history is before
+at most ``s^2 (sum_h |w_h - b_h| / sqrt(n_h))^2`` (Cauchy-Schwarz: the hours' estimates
+share the profile's factors, so their covariances are bounded, not assumed 0), ``s^2`` the
+residual variance of one clock hour's mean log around the profile and ``n_h`` the
+effective cycles behind hour ``h`` (one over its leverage; ``CycleKnowledge.profile_variance``,
+``profile_counts``), with Welch-Satterthwaite degrees of freedom. The history is before
 the baseline window, so the profile's error is independent of both periods' noise.
 
 Assumptions: the cycle repeats from one period to the next (the profile's level does not
@@ -77,7 +78,9 @@ def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float
         bins = prof.size
         share = np.bincount(hw, minlength=bins) / hw.size - np.bincount(hb, minlength=bins) / hb.size
         used = share != 0
-        var_p = float(cycles.profile_variance * np.sum(share[used] ** 2 / counts[used]))
+        # The hours' estimates share the profile's factors (a day's level, an hour's shape),
+        # so their covariances are not 0: bounded by Cauchy-Schwarz (perfect correlation).
+        var_p = float(cycles.profile_variance * np.sum(np.abs(share[used]) / np.sqrt(counts[used])) ** 2)
         parts.append((var_p, cycles.profile_dof or math.inf))
         var, dof = var + var_p, fx.welch_dof(parts)
     context["profile_shift"] = math.expm1(float(ow.mean() - ob.mean()))

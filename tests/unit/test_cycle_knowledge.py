@@ -82,7 +82,7 @@ def test_the_profile_design_divides_a_known_weekly_cycle_out():
     assert vw.mean() / vb.mean() - 1 < 0.07
 
 
-def test_phases_of_an_unknown_weekly_cycle_are_refused_with_the_last_matching_look():
+def test_phases_of_an_unknown_weekly_cycle_are_refused_with_the_first_mismatched_look():
     k = CycleKnowledge(daily="absent", weekly="unknown", history_seconds=3 * DAY)
     fri = END - 3 * DAY + 16 * 3600
     tb = np.arange(fri + 60, fri + 3600 + 30, 60.0)
@@ -91,7 +91,10 @@ def test_phases_of_an_unknown_weekly_cycle_are_refused_with_the_last_matching_lo
     weekend = np.arange(fri + 3600 + 60, fri + 3600 + 30 * 3600, 60.0)
     check = knowledge.phase_check(k, tb, weekend, fri + 3600, fri + 3600)
     assert check.detected and check.refusal == "cycle-unknown" and check.cycle == "week"
-    assert "2026-11-21T00:00:00Z" in check.reason and "7h" in check.reason  # Saturday 00:00, 7 h after the start
+    # Independent answer: from Friday 17:00 (samples each minute, Saturday from the 00:00 one on)
+    # the cumulative window is past 10 % weekend once its w weekend samples satisfy
+    # w / (420 + w) > 0.1, i.e. w = 47: the look ending at Saturday 00:46, 7h46m after the start.
+    assert "ends before 2026-11-21T00:46:00Z (7h46m after the start)" in check.reason
     assert "--design control" in check.reason and "history spans 14d" in check.reason
 
 

@@ -137,6 +137,14 @@ def test_the_default_design_is_profile_only_when_a_cycle_is_known(spec):
     assert designs.choose(named, "infer", None, None, _baseline(known)).design == "before-after"
 
 
+def test_profile_is_refused_at_start_on_a_baseline_without_a_cycle(spec):
+    from obsctl.errors import UsageError
+
+    with pytest.raises(UsageError, match="--design profile divides out the cycle"):
+        designs.check_start(spec, None, "infer", designs.Choice("profile"), _baseline(CycleKnowledge()))
+    designs.check_start(spec, None, "infer", designs.Choice("profile"), _baseline(knowledge.learn(series(16, weekend=0.10), empty(), 0.02)))
+
+
 def _bench():
     path = Path(__file__).resolve().parents[2] / "bench" / "bench_cycles.py"
     spec_ = importlib.util.spec_from_file_location("bench_cycles", path)

@@ -92,7 +92,8 @@ class SnapshotOutcome:
             b = self.baseline
             out.update(baseline_id=b.id, unit=b.unit, mean=b.stats.mean, median=b.stats.median, p5=b.stats.p5, p95=b.stats.p95,
                        stddev=b.stats.stddev, batch_means=b.stats.batch_means, series_count=b.population.series_count,
-                       window_start=b.window.start.isoformat(), window_end=b.window.end.isoformat(), query=b.query)
+                       window_start=b.window.start.isoformat(), window_end=b.window.end.isoformat(), query=b.query,
+                       cycles=b.cycles.model_dump(mode="json", exclude={"profile", "profile_counts"}) if b.cycles else None)
         return out
 
 

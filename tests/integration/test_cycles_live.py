@@ -97,6 +97,7 @@ def run(cmd, args):
 def start(hist, spec, cls):
     snap = run(snapshot_baseline, ["--spec", spec, "--class", cls, "--window", "1h", "--end", hist.iso(hist.t_c)])
     assert snap.exit_code == 0, snap.output
+    assert "cycles: the " in snap.output and "weekly cycle" in snap.output
     out = run(initiative, ["start", "--spec", spec, "--name", f"change {cls}", "--lever", "batch-size", "--class", cls,
                            "--signal", "tokens_per_second", "--started-at", hist.iso(hist.t_c), "--output", "json"])
     assert out.exit_code == 0, out.output

@@ -123,8 +123,8 @@ def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | No
     spec.signal(signal)
     from obsctl.baselining.designs import run as designs
 
-    choice = designs.choose(spec, workload_class, design, control)
     baseline = store.current_baseline(workload_class, signal)
+    choice = designs.choose(spec, workload_class, design, control, baseline)
     if baseline is None and designs.design_of(choice.design).needs_baseline:
         raise StoreError(
             f"no current baseline for {workload_class}/{signal}; take one first: "
@@ -151,6 +151,7 @@ def start_initiative(spec: Spec, store: Store, ask: Start, now: dt.datetime | No
         baseline_id=baseline.id if baseline is not None else "",
         guard_baseline_ids=guards,
         design=choice.design,
+        design_note=choice.why,
         control_class=choice.control_class,
         variant=choice.variant,
         planned_window_seconds=designs.planned_window(spec, workload_class, choice, baseline, expected_impact_ratio, store),

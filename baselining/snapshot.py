@@ -44,6 +44,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from threadpoolctl import threadpool_limits
 
 from obsctl.baselining.decide import caps
@@ -55,9 +56,9 @@ from obsctl.baselining.measure.window import Measurement, read_answers, summariz
 from obsctl.baselining.store import Store
 from obsctl.baselining.text import present
 from obsctl.durations import parse_duration
-from obsctl.errors import UsageError
+from obsctl.errors import PrometheusUnavailable, UsageError
 from obsctl.promapi import PrometheusClient
-from obsctl.records import Baseline, Coverage
+from obsctl.records import Baseline, Coverage, CycleKnowledge
 from obsctl.spec import Spec
 from obsctl.timeutil import align_down, check_window_points, minus_seconds, utcnow
 
@@ -93,7 +94,8 @@ class SnapshotOutcome:
             out.update(baseline_id=b.id, unit=b.unit, mean=b.stats.mean, median=b.stats.median, p5=b.stats.p5, p95=b.stats.p95,
                        stddev=b.stats.stddev, batch_means=b.stats.batch_means, series_count=b.population.series_count,
                        window_start=b.window.start.isoformat(), window_end=b.window.end.isoformat(), query=b.query,
-                       tails=tails_line(b.tails))
+                       tails=tails_line(b.tails),
+                       cycles=b.cycles.model_dump(mode="json", exclude={"profile", "profile_counts"}) if b.cycles else None)
         return out
 
 
@@ -196,8 +198,14 @@ def snapshot(
                 report.outcomes.append(SnapshotOutcome(wc.name, sig.name, status, n, reason=reason, **notes))
                 continue
             history = reader.ask(read_history, client, m.query, start_at, step, history_seconds)
+            # The daily and weekly cycles, from a longer and coarser read (designs.knowledge,
+            # loaded with the first stored pair: importing the snapshot loads no design).
+            from obsctl.baselining.designs import knowledge
+
+            cycles = knowledge.learn(_columns(reader.ask(_cycle_history, client, m.query, start_at, step)), m.columns or _columns(m.samples),
+                                     cfg.min_effect_ratio, spec.comparison.timezone)
             stored = _store_pair(store, wc, sig, m.query, m, created, history, history_step(history_seconds, step), step,
-                                 parse_duration(cfg.window, "verification.window"))
+                                 parse_duration(cfg.window, "verification.window"), cycles)
             dropped = f" ({m.dropped} NaN/Inf dropped)" if m.dropped else ""
             progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples{dropped}, mean {m.stats.mean:.6g} {sig.unit}, "
                      f"{m.population.series_count} input series, {present.describe(m.coverage)}")
@@ -305,8 +313,23 @@ class _Reader:
             self._thread.join()
 
 
+def _cycle_history(client, query: str, window_start: dt.datetime, step: float) -> list[tuple[float, float]]:
+    """The signal over :data:`~obsctl.baselining.designs.knowledge.CYCLE_HISTORY_SECONDS` before the
+    window at a coarse step, best effort (a refused or failed read: no history, cycles unknown)."""
+    from obsctl.baselining.designs import knowledge
+
+    try:
+        return read_history(client, query, window_start, max(step, knowledge.CYCLE_STEP_SECONDS), knowledge.CYCLE_HISTORY_SECONDS)
+    except (PrometheusUnavailable, UsageError):
+        return []
+
+
+def _columns(points) -> tuple[np.ndarray, np.ndarray]:
+    return (np.fromiter((t for t, _ in points), float, len(points)), np.fromiter((v for _, v in points), float, len(points)))
+
+
 def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.datetime, history: list[tuple[float, float]],
-                hist_step: float, step: float, default_window: float) -> Baseline:
+                hist_step: float, step: float, default_window: float, cycles: CycleKnowledge | None = None) -> Baseline:
     """Fit the memory model and store one pair's baseline as current (returns it as stored)."""
     # One BLAS thread for the fit: OpenBLAS splits its 43,200-element dot products over
     # every core and its threads then spin-wait, ~0.06 s of CPU per pair taken from
@@ -323,7 +346,7 @@ def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.d
         window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot",
         coverage=m.coverage, warnings=m.warnings, partial=m.partial,
         # The signal's memory from the days before the window (measure.history).
-        memory=memory, placebo=checks, tails=tails,
+        memory=memory, placebo=checks, tails=tails, cycles=cycles,
     )
     # The samples are the client's (float, float) tuples, already checked: set them
     # without pydantic's per-pair re-validation (~8 ms per 43,200 pairs).

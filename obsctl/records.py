@@ -187,6 +187,38 @@ class CycleFit(_Record):
     peak_hour: float = Field(strict=True, ge=0, le=168, allow_inf_nan=False)
 
 
+CycleState = Literal["present", "absent", "unknown"]
+
+
+class CycleKnowledge(_Record):
+    """What the signal's history says about its daily and weekly cycles
+    (``obsctl.baselining.designs.knowledge``), learnt at snapshot.
+
+    ``daily`` / ``weekly``: ``present``, ``absent`` or ``unknown`` (the history is shorter
+    than two periods); ``history_seconds``: the span read; the p-values and amplitudes
+    (half range as a ratio) of the harmonic tests; ``profile``: the mean log offset of each
+    hour of the day (24) or week (168, Monday 00:00 first) in ``timezone``, centred, with
+    ``profile_counts`` the effective cycles behind each hour (0: never seen) and
+    ``profile_variance`` (``profile_dof``) the residual variance of one clock hour's mean log
+    around the profile; ``baseline_spread``: the profile's half range
+    over the baseline's own hours (a baseline that mixes phases of a known cycle)."""
+
+    daily: CycleState = "unknown"
+    weekly: CycleState = "unknown"
+    history_seconds: float = Field(0.0, ge=0, allow_inf_nan=False)
+    daily_p: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
+    daily_amplitude: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
+    weekly_p: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
+    weekly_amplitude: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
+    timezone: str = "UTC"
+    profile_cycle: Literal["day", "week"] | None = None
+    profile: list[Finite] = Field(default_factory=list, max_length=168)
+    profile_counts: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(default_factory=list, max_length=168)
+    profile_variance: float | None = Field(None, ge=0, allow_inf_nan=False)
+    profile_dof: float | None = Field(None, gt=0, allow_inf_nan=False)
+    baseline_spread: float | None = Field(None, ge=0, allow_inf_nan=False)
+
+
 class PlaceboCheck(_Record):
     """The placebo comparisons of one window length in a baseline's history
     (:mod:`obsctl.baselining.statistics.placebo`): disjoint A/A comparisons of the
@@ -312,6 +344,8 @@ class Baseline(_Record):
     placebo: list[PlaceboCheck] = Field(default_factory=list)
     #: The heavy-tail test and the robust location's memory (None: taken before the test existed).
     tails: Tails | None = None
+    #: The daily and weekly cycles its history shows (None: not learnt, an older record).
+    cycles: CycleKnowledge | None = None
 
     @model_validator(mode="after")
     def _memory_step(self) -> Baseline:
@@ -458,6 +492,8 @@ class Initiative(_Record):
     #: control class (``control``), the canary's ``{label, control, treatment}``; a canary
     #: may start without a baseline (``baseline_id`` is then ``""``).
     design: str = "before-after"
+    #: Why the design was chosen when no flag or spec named it (a cycle the history shows).
+    design_note: str = ""
     control_class: Name | None = None
     variant: Annotated[dict[str, str], AfterValidator(_variant)] = Field(default_factory=dict)
     #: The before-after design's cycle tests of the baseline (``baseline_id``), computed

@@ -538,7 +538,7 @@ class Saturation(SaturationThresholds):
         return self
 
 
-Design = Literal["before-after", "control", "canary", "seasonal"]
+Design = Literal["before-after", "control", "canary", "seasonal", "profile"]
 
 
 class Variant(_Model):
@@ -600,7 +600,9 @@ class Comparison(_Model):
     """The spec's ``comparison:`` block: comparison designs of ``verify`` (docs/verification-designs.md).
 
     Attributes:
-        design: default design: ``before-after`` | ``control`` | ``canary`` | ``seasonal``.
+        design: default design: ``before-after`` | ``control`` | ``canary`` | ``seasonal`` |
+            ``profile``; when neither the block nor the class names one, ``initiative start``
+            chooses ``profile`` for a baseline whose history shows a cycle.
         seasonal_cycle: ``day`` or ``week``: the cycle the ``seasonal`` design matches.
         timezone: IANA time zone for "the same hour" (default UTC).
         classes: per-class settings (:class:`ClassComparison`).

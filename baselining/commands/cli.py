@@ -115,6 +115,10 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
                     from obsctl.baselining.measure.tails import tails_line
 
                     click.echo(f"  tails: {tails_line(b.tails)}")
+                if b.cycles is not None:
+                    from obsctl.baselining.designs.knowledge import describe
+
+                    click.echo(f"  cycles: {describe(b.cycles)}")
             else:
                 click.echo(f"{o.workload_class}/{o.signal}: {'NO DATA' if o.status == 'no_data' else 'REFUSED'} ({o.reason}); not stored")
             from obsctl.baselining.text.present import output_lines
@@ -383,6 +387,8 @@ def initiative_start(spec_path, name, lever, workload_class, signal, expected_im
                    + (f" (control {i.control_class})" if i.control_class else "")
                    + (f" ({i.variant['label']}={i.variant['treatment']} vs {i.variant['control']})" if i.variant else "")
                    + (f", owner {i.owner}" if i.owner else "") + (f", due {i.due.isoformat()}" if i.due else ""))
+        if i.design_note:
+            click.echo(f"design {i.design}: {i.design_note}")
         if plan:
             click.echo(f"plan: verify on the cumulative window from the start up to {plan['planned_text']}; " + "; ".join(plan["lines"][1:]))
         if i.baseline_cycle:

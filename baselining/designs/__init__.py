@@ -6,6 +6,8 @@ definition in :mod:`.effect`):
 
 ``before_after``  window vs stored baseline (the default)
 ``seasonal``      window vs the same hours of day / week of the stored baseline
+``profile``       before-after with the signal's known cycle divided out (the default
+                  when the history shows a daily or weekly cycle, :mod:`.knowledge`)
 ``control``       difference in differences against an untouched control class
 ``canary``        treatment vs control replicas of one class in the same window
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Design names as the spec and ``initiative start --design`` spell them (each module's ``DESIGN.name``).
-DESIGNS: tuple[str, ...] = ("before-after", "control", "canary", "seasonal")
+DESIGNS: tuple[str, ...] = ("before-after", "control", "canary", "seasonal", "profile")
 
 
 @dataclass(frozen=True)
@@ -45,4 +47,5 @@ WORDING: dict[str, Wording] = {
     "canary": Wording("T / C - 1", groups=True),
     "control": Wording("(T_a / T_b) / (C_a / C_b) - 1"),
     "seasonal": Wording("window / same hours - 1", same_hours=True),
+    "profile": Wording("mean(W / cycle) / mean(B / cycle) - 1"),
 }

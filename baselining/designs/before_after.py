@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from obsctl.baselining.designs import align, cycle
+import numpy as np
+
+from obsctl.baselining.designs import align, cycle, knowledge
 from obsctl.baselining.designs import effect as fx
 from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Setting, baseline_and_window
 
@@ -58,7 +60,17 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     stored = initiative.baseline_cycle if baseline.id == initiative.baseline_id else None
     span = (baseline.window.end - baseline.window.start).total_seconds()
     found_cycle = cycle.detect(baseline.samples, ctx.spec.verification.min_effect_ratio, stored, span)
+    # What the signal's history says (learnt at snapshot): a known cycle this design does
+    # not remove, or an unknown one whose phases the window holds beyond the baseline's.
+    known = getattr(baseline, "cycles", None)
+    if not found_cycle.detected:
+        tb = knowledge.baseline_instants(baseline)
+        tw = np.fromiter((t for t, _ in ctx.window_samples), float)
+        found_cycle = (knowledge.cycle_check(known, False, "profile")
+                       or knowledge.phase_check(known, tb, tw, ctx.start, baseline.window.end.timestamp()) or found_cycle)
     notes = [got.mix_note] if got.mix_note else []
+    if known is not None:
+        notes.append(knowledge.describe(known))
     return Branch(None, tuple(got.loads), notes, cycle=found_cycle, mix=got.mix)
 
 

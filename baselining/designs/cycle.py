@@ -60,6 +60,9 @@ class CycleCheck:
         p_value: the Wald F test's p-value.
         peak_hour: hour of the period where the fitted profile peaks (0-24 or 0-168).
         reason: one readable line.
+        refusal: the typed cause when the check refuses a verdict whatever the design
+            (``cycle-unknown``: the window holds phases of a cycle the history cannot rule
+            out) or names the design that removes it (``cycle-known``); ``""`` otherwise.
     """
 
     checked: bool
@@ -69,6 +72,7 @@ class CycleCheck:
     p_value: float | None
     peak_hour: float | None
     reason: str
+    refusal: str = ""
 
 
 def _design(t: np.ndarray, period: float, nuisance_periods: tuple[float, ...]) -> tuple[np.ndarray, list[int]]:

@@ -7,6 +7,8 @@
 3. The confounds the design cannot remove make the verdict INCONCLUSIVE with their
    reason (which names the better design or signal), whatever the interval said:
    - ``before-after`` on a baseline with a daily or weekly cycle (:mod:`.cycle`);
+   - any design when a cycle is unknown and the window holds phases the baseline does
+     not (``CycleCheck.refusal == "cycle-unknown"``, :mod:`.knowledge`);
    - a primary that follows demand and is demand-bound (:mod:`.demand`), in every design;
    - a mix shift that explains most of the change (:mod:`.mix`).
    NO_DATA and REGRESSED-by-guards are decided elsewhere (:func:`obsctl.baselining.decide.verdict.overall_verdict`).
@@ -79,7 +81,7 @@ def judge(effect: Effect, direction: str, min_effect_ratio: float, *, cycle: Cyc
 def confounds(design: str, cycle: CycleCheck | None, load: LoadContext | None, mix: MixDecomposition | None,
               min_effect_ratio: float) -> tuple[str | None, str]:
     """Rule 3: ``("INCONCLUSIVE", reason)`` when a confound the design cannot remove is present, else ``(None, "")``."""
-    if design == "before-after" and cycle is not None and cycle.detected:
+    if cycle is not None and cycle.detected and (design == "before-after" or cycle.refusal == "cycle-unknown"):
         return "INCONCLUSIVE", cycle.reason
     if load is not None and load.demand_bound:
         return "INCONCLUSIVE", load.reason

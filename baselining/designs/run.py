@@ -39,7 +39,9 @@ from obsctl.baselining.designs import (
     cycle,
     demand,
     judge,
+    knowledge,
     mix,
+    profile,
     seasonal,
 )
 from obsctl.baselining.designs.branch import Design, Gathered, Setting
@@ -50,7 +52,8 @@ from obsctl.rules import saturation
 from obsctl.spec import Spec, WorkloadClass
 
 #: Each design's object (:class:`~obsctl.baselining.designs.branch.Design`), by name.
-BY_NAME: dict[str, Design] = {d.name: d for d in (before_after.DESIGN, control.DESIGN, canary.DESIGN, seasonal.DESIGN)}
+BY_NAME: dict[str, Design] = {d.name: d for d in (before_after.DESIGN, control.DESIGN, canary.DESIGN, seasonal.DESIGN,
+                                                  profile.DESIGN)}
 assert tuple(BY_NAME) == DESIGNS  # noqa: S101  (one registry: the spec's names are the objects' names)
 
 
@@ -66,17 +69,28 @@ class Choice:
     design: str
     control_class: str | None = None
     variant: dict[str, str] = field(default_factory=dict)
+    #: Why this design was chosen when no flag or spec named it ("" otherwise).
+    why: str = ""
 
 
-def choose(spec: Spec, workload_class: str, design: str | None = None, control_class: str | None = None) -> Choice:
-    """The design of a new initiative: flags over the spec's ``comparison`` block.
+def choose(spec: Spec, workload_class: str, design: str | None = None, control_class: str | None = None,
+           baseline=None) -> Choice:
+    """The design of a new initiative: flags over the spec's ``comparison`` block; with
+    neither, ``profile`` when the baseline's history shows a cycle
+    (:func:`obsctl.baselining.designs.knowledge.present`), else ``before-after``.
 
     Raises:
         UsageError: an unknown design; ``control`` without a control class (or naming the
             class itself, or an unknown class); ``canary`` without the spec's ``variant``.
     """
     cc = spec.comparison.for_class(workload_class)
-    chosen = design or cc.design or "before-after"
+    own = spec.comparison.classes.get(workload_class)
+    named = design or (own.design if own is not None and own.design else None) or (
+        spec.comparison.design if "design" in spec.comparison.model_fields_set else None)
+    chosen = named or cc.design
+    if named is None and not control_class and knowledge.present(getattr(baseline, "cycles", None)):
+        return Choice(profile.NAME, why=f"chosen by default: {knowledge.describe(baseline.cycles)}")
+    chosen = chosen or before_after.NAME
     if chosen not in DESIGNS:
         raise UsageError(f"--design {chosen!r} is not one of: {', '.join(DESIGNS)}")
     d = BY_NAME[chosen]
@@ -98,13 +112,17 @@ def choose(spec: Spec, workload_class: str, design: str | None = None, control_c
 
 
 def check_start(spec: Spec, store, workload_class: str, choice: Choice, baseline) -> None:
-    """Refuse a design that cannot run from the start: a seasonal baseline shorter than one cycle.
+    """Refuse a design that cannot run from the start: a seasonal baseline shorter than one
+    cycle; a profile design on a baseline whose history showed no cycle.
 
     Raises:
         UsageError: as :func:`obsctl.baselining.designs.seasonal.check_span`.
     """
     if choice.design == "seasonal" and baseline is not None:
         seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
+    if choice.design == profile.NAME and baseline is not None and not knowledge.present(baseline.cycles):
+        raise UsageError(f"--design profile divides out the cycle the snapshot learnt from the signal's history, but baseline {baseline.id} "
+                         f"holds none ({knowledge.describe(baseline.cycles)}); use the default design, or --design control or canary")
 
 
 def start_checks(choice: Choice, baseline) -> list | None:
@@ -264,7 +282,7 @@ def primary(ctx: Setting, got: Gathered, category: str, direction: str, level: f
     notes = list(found.notes)
     cyc, dec = found.cycle, found.mix
     if found.effect is not None:
-        j = judge.judge(found.effect, direction, cfg.min_effect_ratio, load=load, level=level)
+        j = judge.judge(found.effect, direction, cfg.min_effect_ratio, cycle=cyc, load=load, level=level)
         out.level = level
         out.verdict, out.reason = j.verdict, j.reason
         out.change_ratio, out.ci_low, out.ci_high = found.effect.ratio, found.effect.ci_low, found.effect.ci_high
@@ -279,7 +297,8 @@ def primary(ctx: Setting, got: Gathered, category: str, direction: str, level: f
         notes += [p.note for p in {id(p): p for p in (load.before, load.after)}.values() if p.note]
     out.context.update({"design": design, "notes": notes, "load": _load_context(load), "mix": _mix_context(dec),
                         "cycle": None if cyc is None else {"checked": cyc.checked, "detected": cyc.detected, "cycle": cyc.cycle,
-                                                           "amplitude": cyc.amplitude, "p_value": cyc.p_value, "reason": cyc.reason}})
+                                                           "amplitude": cyc.amplitude, "p_value": cyc.p_value, "reason": cyc.reason,
+                                                           "refusal": cyc.refusal or None}})
     if design == "control":
         out.context["control"] = {"class": initiative.control_class, "change": found.effect.context.get("control_change"),
                                   "treated_change": found.effect.context.get("treated_change")}

@@ -212,7 +212,8 @@ def is_counter(selector: str) -> bool:
 
 
 def _labels(metric: dict) -> str:
-    return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(metric.items())) + "}"
+    """A series' replica as text: its labels without the metric name (a replica's counters restart together)."""
+    return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(metric.items()) if k != "__name__") + "}"
 
 
 def read_events(client, selectors: Iterable[str], change_at: float, end: float, step_seconds: float) -> tuple[list[Event], list[str]]:
@@ -255,7 +256,7 @@ def read_events(client, selectors: Iterable[str], change_at: float, end: float, 
 
 
 def _unique(events: list[Event]) -> list[Event]:
-    """Events in time order, one restart per target within a step counted once (the counter's and the process start's)."""
+    """Events in time order, each once: a replica's counters (and its process start) seen at the same instant are one event."""
     out: list[Event] = []
     for e in sorted(events, key=lambda e: (e.at, e.kind, e.series)):
         if e not in out:

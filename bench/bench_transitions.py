@@ -160,7 +160,8 @@ def measurement(t: np.ndarray, v: np.ndarray, start: float, end: float) -> Measu
 
 
 def replicate(spec: Spec, rng, fleet: Fleet, effect: float, history_hours: float, trim: bool, looks: int = 3):
-    """The verdicts of ``looks`` cumulative looks on one simulated change; ``[(verdict, change, low, high, judged_start)]``."""
+    """The verdicts of ``looks`` cumulative looks on one simulated change;
+    ``[(verdict, change, low, high, judged start - change (s), plain ratio of the means)]``."""
     lb = lookback(QUERY, RULES)
     planned = 3600.0 + lb.seconds
     hist_start = CHANGE - 3600.0 - history_hours * 3600.0
@@ -193,7 +194,8 @@ def replicate(spec: Spec, rng, fleet: Fleet, effect: float, history_hours: float
                       Gathered({}, unknown), transition=tr)
         d = verdict.decide(ev)
         e = d.primary.estimate
-        out.append((d.verdict, e.change if e else None, e.low if e else None, e.high if e else None, start - CHANGE))
+        plain = m.stats.mean / b.stats.mean - 1  # the windows' plain means, whatever the verdict
+        out.append((d.verdict, e.change if e else None, e.low if e else None, e.high if e else None, start - CHANGE, plain))
     return out
 
 
@@ -219,7 +221,7 @@ def cell(spec: Spec, fleet: Fleet, effect: float, trim: bool, reps: int, seed: i
     worst_cov = 1.0
     for k in range(3):
         got = [rep[k] for rep in rows if rep[k][2] is not None and rep[k][3] is not None]
-        c = sum(lo <= effect <= hi for _, _, lo, hi, _ in got)
+        c = sum(lo <= effect <= hi for _, _, lo, hi, *_ in got)
         covered, intervals = covered + c, intervals + len(got)
         if len(got) >= 20:
             worst_cov = min(worst_cov, c / len(got))
@@ -229,7 +231,7 @@ def cell(spec: Spec, fleet: Fleet, effect: float, trim: bool, reps: int, seed: i
     return {"effect": effect, "trim": trim, "reps": reps, "false_improved": false_up, "false_regressed": false_down,
             "covered": covered, "intervals": intervals, "worst_look_coverage": worst_cov, "found": found,
             "mean_estimate": float(np.mean(estimates)) if estimates else float("nan"),
-            "judged_from_s": float(np.median([r[-1][4] for r in rows]))}
+            "judged_from_s": float(np.median([r[-1][4] for r in rows])), "plain": float(np.mean([r[-1][5] for r in rows]))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,8 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     print(f"bench_transitions: {args.reps} reps per cell, seed {args.seed}, {args.replicas} replicas, {args.history_hours:g} h history")
     print("| load noise | effect | window | false IMPROVED (Wilson up) | false REGRESSED (Wilson up) | coverage, all looks (Wilson low) | worst look | "
-          "found at 1 h (Wilson low) | mean estimate | judged from |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "found at 1 h (Wilson low) | mean estimate | plain means' ratio | judged from |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     failures = []
     cells = [("multiplicative", 0.0, True, True), ("multiplicative", 0.40, True, True), ("additive", 0.0, True, True),
              ("additive", 0.40, True, True), ("multiplicative", 0.40, True, False), ("multiplicative", 0.0, False, True),
@@ -263,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {noise} | {effect:+.0%} | {name} | {r['false_improved']}/{n} ({fi:.1%}) | {r['false_regressed']}/{n} ({fr:.1%}) | "
               f"{r['covered']}/{r['intervals']} ({cov_low:.1%}) | {r['worst_look_coverage']:.1%} | "
               f"{r['found'] if effect else '-'}{'/' + str(n) + f' ({found_low:.1%})' if effect else ''} | {r['mean_estimate']:+.1%} | "
+              f"{r['plain']:+.1%} | "
               f"+{r['judged_from_s']:.0f} s |")
         if trim and checks:
             label = f"{noise} {effect:+.0%}"

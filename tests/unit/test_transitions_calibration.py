@@ -45,7 +45,7 @@ def test_a_change_rolled_out_with_restarts_is_found_and_its_size_right(spec):
     found = sum(v == "IMPROVED" for v, *_ in final)
     assert found >= 17  # the benchmark: 97/100 (Wilson low 91.5 %)
     assert abs(np.mean([c for _, c, *_ in final if c is not None]) - 0.40) < 0.02
-    assert all(start == 540.0 for *_, start in final)  # the last restart (210 s + 20 s down, seen at 240 s) + the 5m range
+    assert all(r[4] == 540.0 for r in final)  # the last restart (210 s + 20 s down, seen at 240 s) + the 5m range
     assert not any(v == "REGRESSED" for r in rows for v, *_ in r)
 
 

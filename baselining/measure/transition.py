@@ -47,6 +47,8 @@ from obsctl.timeutil import rfc3339
 ROLLOUT_SECONDS = 900.0
 #: At most this many raw series are read per selector for events (a histogram's buckets are summed first).
 MAX_EVENT_SERIES = 200
+#: A process start this close before a counter reset (plus two steps) is the same restart.
+PROCESS_START_SLACK_SECONDS = 60.0
 #: Counter names: a fall of their value is a reset (a restart of the process that exports them).
 COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
 
@@ -229,6 +231,7 @@ def read_events(client, selectors: Iterable[str], change_at: float, end: float, 
     """
     until = min(end, change_at + ROLLOUT_SECONDS)
     events: list[Event] = []
+    starts: list[Event] = []
     notes: list[str] = []
     if until <= change_at:
         return events, notes
@@ -251,8 +254,17 @@ def read_events(client, selectors: Iterable[str], change_at: float, end: float, 
             continue
         for s in started:
             if math.isfinite(s.value) and change_at < s.value <= until:
-                events.append(Event(float(s.value), "restart", _labels(s.metric)))
-    return _unique(events), notes
+                starts.append(Event(float(s.value), "restart", _labels(s.metric)))
+    return merge_process_starts(events, starts, step_seconds), notes
+
+
+def merge_process_starts(events: list[Event], starts: list[Event], step_seconds: float) -> list[Event]:
+    """``events`` with the process starts that no counter reset shows: a process start is the
+    restart its counters' reset shows a scrape or two later (within
+    :data:`PROCESS_START_SLACK_SECONDS` plus two steps), counted once, at the reset. Time order, each once."""
+    resets = [e.at for e in events if e.kind == "restart"]
+    alone = [e for e in starts if not any(e.at <= t <= e.at + PROCESS_START_SLACK_SECONDS + 2 * step_seconds for t in resets)]
+    return _unique([*events, *alone])
 
 
 def _unique(events: list[Event]) -> list[Event]:

@@ -109,3 +109,11 @@ def test_no_trim_is_recorded_and_judges_the_whole_window():
     assert tr.judged_start == 0.0 and not tr.too_short
     assert tr.text().startswith("not trimmed (--no-trim): the transition 00:00:00–00:05:00")
     assert T.record_of(dataclasses.replace(tr)).trimmed is False
+
+
+def test_a_process_start_is_the_restart_its_counter_reset_shows():
+    reset = T.Event(75.0, "restart", '{pod="a"}')
+    same = T.Event(62.5, "restart", '{instance="a:8000",job="vllm"}')  # the process started 12.5 s before its counter's reset was scraped
+    other = T.Event(300.0, "restart", '{instance="b:8000",job="vllm"}')  # no counter of b fell: its own event
+    assert T.merge_process_starts([reset], [same, other], STEP) == [reset, other]
+    assert T.merge_process_starts([], [same], STEP) == [same]

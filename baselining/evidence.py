@@ -361,7 +361,7 @@ def transition_of(spec: Spec, client: PrometheusClient, queries: list[str], chan
 @dataclass(frozen=True)
 class Request:
     """What ``verify`` asks evidence for: the initiative, its window and step, its planned
-    length, (when already loaded) its baseline with samples, and the chosen guards without
+    length (the judged part: after the change's ``transition``, which it carries), (when already loaded) its baseline with samples, and the chosen guards without
     a baseline (``guards_missing``: :func:`obsctl.baselining.guards.missing_guards`)."""
 
     spec: Spec

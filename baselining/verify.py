@@ -262,7 +262,9 @@ def verify(spec: Spec, client: PrometheusClient, store: Store, ask: Ask) -> tupl
         queries += [store.baseline(gid, samples=False).query for gid in chosen]
         transition = evidence.transition_of(spec, client, queries, start_at, end_at, step, ask.trim)
         start_at = dt.datetime.fromtimestamp(transition.judged_start, dt.UTC)
-    req = evidence.Request(spec, initiative, baseline, start_at, end_at, step, planned, guards, missing, transition)
+    # The looks expect a decision at the planned end: the judged part of the planned length is what is left after the transition.
+    judged_planned = planned - (start_at - initiative.started_at).total_seconds() if start_at > initiative.started_at else planned
+    req = evidence.Request(spec, initiative, baseline, start_at, end_at, step, judged_planned, guards, missing, transition)
     with store.looks_locked():
         with DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
             measured = None if head is None else pool.submit(evidence.measure_primary, spec, client, initiative, head, start_at, end_at, step)

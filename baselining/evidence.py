@@ -342,15 +342,17 @@ def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.d
 
 def transition_of(spec: Spec, client: PrometheusClient, queries: list[str], change_at: dt.datetime, end_at: dt.datetime, step: float,
                   trim: bool = True) -> transitions.Transition:
-    """The change's transition over the signals' ``queries`` (the primary's and the guards'):
-    their longest look-back through the spec's recording rules (:mod:`obsctl.rules.lookback`)
-    and the population events of their raw input series in the rollout
-    (:func:`obsctl.baselining.measure.transition.read_events`; best effort), trimmed by
+    """The change's transition over the signals' ``queries`` (the primary's first, then the
+    guards'): their longest look-back through the spec's recording rules
+    (:mod:`obsctl.rules.lookback`) and the population events of the primary's raw input
+    series in the rollout (:func:`obsctl.baselining.measure.transition.read_events`; best
+    effort: the replicas that restart are the primary's, and a guard's own queries are not
+    waited for before the primary's window), trimmed by
     :func:`obsctl.baselining.measure.transition.trim`. Read before the window is measured:
     the window ``verify`` measures starts at its ``judged_start``."""
     rules = recording_rules(spec)
     longest = max((lookback(q, rules) for q in queries), key=lambda lb: lb.seconds, default=Lookback(0.0))
-    selectors = sorted({s for q in queries for s in raw_selectors(q, rules)})
+    selectors = raw_selectors(queries[0], rules) if queries else []
     events, notes = transitions.read_events(client, selectors, change_at.timestamp(), end_at.timestamp(), step)
     return transitions.trim(change_at.timestamp(), end_at.timestamp(), longest, events, step, spec.verification.min_samples, trim, notes)
 
@@ -361,8 +363,9 @@ def transition_of(spec: Spec, client: PrometheusClient, queries: list[str], chan
 @dataclass(frozen=True)
 class Request:
     """What ``verify`` asks evidence for: the initiative, its window and step, its planned
-    length (the judged part: after the change's ``transition``, which it carries), (when already loaded) its baseline with samples, and the chosen guards without
-    a baseline (``guards_missing``: :func:`obsctl.baselining.guards.missing_guards`)."""
+    length (the judged part: after the change's ``transition``, which it carries), (when
+    already loaded) its baseline with samples, and the chosen guards without a baseline
+    (``guards_missing``: :func:`obsctl.baselining.guards.missing_guards`)."""
 
     spec: Spec
     initiative: Initiative

@@ -169,24 +169,31 @@ def detect_events(series: Iterable[tuple[str, Sequence[tuple[float, float]]]], c
     Returns:
         A reset at the first sample after the fall; an appearance at a series' first sample
         when that is after ``since + step``; a disappearance at its last sample when that is
-        before ``until - 2 steps`` (two steps: an answer's last point may lag one scrape).
-        Time order.
+        before ``until - 2 steps`` (two steps: an answer's last point may lag one scrape),
+        unless every series is gone (the signal stopped: not a rollout, the window's
+        NO_DATA names it). Time order.
     """
     out: list[Event] = []
     items = list(series)
     flags = [counter] * len(items) if isinstance(counter, bool) else list(counter)
+    gone: list[Event] = []
+    kept = 0
     for (labels, points), is_counter in zip(items, flags):
         pts = [(t, v) for t, v in points if math.isfinite(v)]
         if not pts:
             continue
+        kept += 1
         if pts[0][0] > since + step_seconds and pts[0][0] <= until:
             out.append(Event(pts[0][0], "appeared", labels))
         if since < pts[-1][0] < until - 2 * step_seconds:
-            out.append(Event(pts[-1][0], "disappeared", labels))
+            gone.append(Event(pts[-1][0], "disappeared", labels))
+            kept -= 1
         if is_counter:
             for (_, a), (t, b) in zip(pts, pts[1:]):
                 if b < a and since < t <= until:
                     out.append(Event(t, "restart", labels))
+    if kept > 0:  # every series gone is the signal stopping (NO_DATA says so), not a rollout
+        out += gone
     return sorted(out, key=lambda e: (e.at, e.kind, e.series))
 
 

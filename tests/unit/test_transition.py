@@ -117,3 +117,11 @@ def test_a_process_start_is_the_restart_its_counter_reset_shows():
     other = T.Event(300.0, "restart", '{instance="b:8000",job="vllm"}')  # no counter of b fell: its own event
     assert T.merge_process_starts([reset], [same, other], STEP) == [reset, other]
     assert T.merge_process_starts([], [same], STEP) == [same]
+
+
+def test_every_series_gone_is_the_signal_stopping_not_a_rollout():
+    series = [('{pod="a"}', _series([(0, 1), (1, 2)])), ('{pod="b"}', _series([(0, 1), (1, 2)]))]
+    assert T.detect_events(series, True, 0.0, 10 * STEP, STEP) == []
+    # one of two gone: a replica removed in the rollout
+    series[1] = ('{pod="b"}', _series([(k, k) for k in range(11)]))
+    assert [(e.kind, e.series) for e in T.detect_events(series, True, 0.0, 10 * STEP, STEP)] == [("disappeared", '{pod="a"}')]

@@ -31,6 +31,7 @@ from obsctl.baselining.designs import demand
 from obsctl.baselining.designs import mix as mixing
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.branch import Gathered, Plan, Query, Setting, with_labels
+from obsctl.baselining.measure import transition as transitions
 from obsctl.baselining.measure.window import Measurement, measure, population_of
 from obsctl.baselining.statistics.comparison import LookContext
 from obsctl.baselining.store import Store
@@ -39,6 +40,7 @@ from obsctl.errors import PrometheusUnavailable, StoreError, UsageError
 from obsctl.promapi import MAX_RANGE_POINTS, PrometheusClient
 from obsctl.records import Baseline, BaselineSide, Initiative
 from obsctl.rules import canonical, saturation
+from obsctl.rules.lookback import Lookback, lookback, raw_selectors, recording_rules
 from obsctl.spec import Spec, WorkloadClass, escape_label_value
 from obsctl.timeutil import utcnow
 
@@ -74,6 +76,7 @@ class Evidence:
         guards_evaluated: whether guards were asked for.
         guards_missing: the guards ``verification.guards`` chooses that have no baseline
             (not evaluated: each caps the verdict, :func:`obsctl.baselining.decide.caps.missing_guard_caps`).
+        transition: the change's transition excluded from the window (:func:`transition_of`); None: not computed.
     """
 
     spec: Spec
@@ -90,6 +93,7 @@ class Evidence:
     alerts: tuple[str, ...] = ()
     guards_evaluated: bool = True
     guards_missing: tuple[str, ...] = ()
+    transition: transitions.Transition | None = None
 
 
 # --- range queries -------------------------------------------------------------------------
@@ -334,14 +338,35 @@ def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.d
     return store.save_baseline(record, make_current=False)
 
 
+# --- the transition ------------------------------------------------------------------------
+
+
+def transition_of(spec: Spec, client: PrometheusClient, queries: list[str], change_at: dt.datetime, end_at: dt.datetime, step: float,
+                  trim: bool = True) -> transitions.Transition:
+    """The change's transition over the signals' ``queries`` (the primary's first, then the
+    guards'): their longest look-back through the spec's recording rules
+    (:mod:`obsctl.rules.lookback`) and the population events of the primary's raw input
+    series in the rollout (:func:`obsctl.baselining.measure.transition.read_events`; best
+    effort: the replicas that restart are the primary's, and a guard's own queries are not
+    waited for before the primary's window), trimmed by
+    :func:`obsctl.baselining.measure.transition.trim`. Read before the window is measured:
+    the window ``verify`` measures starts at its ``judged_start``."""
+    rules = recording_rules(spec)
+    longest = max((lookback(q, rules) for q in queries), key=lambda lb: lb.seconds, default=Lookback(0.0))
+    selectors = raw_selectors(queries[0], rules) if queries else []
+    events, notes = transitions.read_events(client, selectors, change_at.timestamp(), end_at.timestamp(), step)
+    return transitions.trim(change_at.timestamp(), end_at.timestamp(), longest, events, step, spec.verification.min_samples, trim, notes)
+
+
 # --- one verdict's evidence ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Request:
     """What ``verify`` asks evidence for: the initiative, its window and step, its planned
-    length, (when already loaded) its baseline with samples, and the chosen guards without
-    a baseline (``guards_missing``: :func:`obsctl.baselining.guards.missing_guards`)."""
+    length (the judged part: after the change's ``transition``, which it carries), (when
+    already loaded) its baseline with samples, and the chosen guards without a baseline
+    (``guards_missing``: :func:`obsctl.baselining.guards.missing_guards`)."""
 
     spec: Spec
     initiative: Initiative
@@ -352,6 +377,7 @@ class Request:
     planned: float
     guards: bool
     guards_missing: tuple[str, ...] = ()
+    transition: transitions.Transition | None = None
 
 
 @dataclass(frozen=True)
@@ -402,4 +428,4 @@ def gather(req: Request, client: PrometheusClient, store: Store, pending: Pendin
     guards = tuple(f.result() for f in pending.guards)
     alerts = tuple(pending.alerts.result())
     return Evidence(spec, initiative, baseline, m, own_side, before, look, level_note, setting, gathered, guards, alerts, req.guards,
-                    req.guards_missing)
+                    req.guards_missing, req.transition)

@@ -16,7 +16,10 @@ and at least the range itself (:func:`floored`): the plan never promises a windo
 ``verify``'s too-short rule would refuse for the same baseline.
 
 An initiative's **planned length** (the end of its cumulative looks) is
-``max(verification.window, planner window for its --expected-impact)``; it is a pure
+``max(verification.window, planner window for its --expected-impact)`` plus the change's
+transition (the primary's look-back, :func:`transition_seconds`: ``verify`` judges the
+window after it, :mod:`obsctl.baselining.measure.transition`; replicas restarted in the
+rollout can trim more, which the plan cannot know); it is a pure
 function of the stored baseline and the spec, so it is fixed when the initiative
 starts (``initiative start`` prints it) and every ``verify`` recomputes the same value.
 """
@@ -31,8 +34,9 @@ from obsctl.baselining.statistics import power as stats_planner
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 from obsctl.durations import parse_duration
-from obsctl.errors import UsageError
+from obsctl.errors import SpecError, UsageError
 from obsctl.records import Baseline, Initiative
+from obsctl.rules.lookback import signal_lookback
 from obsctl.spec import Spec
 
 #: A range selector ``[5m]`` or a subquery's range ``[1h:1m]`` (group 1: the range).
@@ -133,17 +137,30 @@ def baseline_plan(spec: Spec, baseline: Baseline, effect: float) -> stats_planne
     return floored(plan, baseline)
 
 
+def transition_seconds(spec: Spec, initiative: Initiative, baseline: Baseline | None) -> float:
+    """The transition the planned length adds (s): the look-back of the primary's PromQL
+    through the spec's recording rules (:func:`obsctl.rules.lookback.signal_lookback`),
+    which ``verify`` excludes from the judged window (:mod:`obsctl.baselining.measure.transition`)."""
+    query = baseline.query if baseline is not None else spec.query_for(initiative.primary_signal, initiative.workload_class)
+    return signal_lookback(spec, query).seconds
+
+
 def planned_seconds(spec: Spec, initiative: Initiative, baseline: Baseline | None) -> float:
-    """The initiative's planned length (s): see the module doc."""
+    """The initiative's planned length (s): see the module doc; the judged window
+    (``verification.window`` or the planner's) plus the change's transition (:func:`transition_seconds`)."""
     default = parse_duration(spec.verification.window, "verification.window")
     if initiative.planned_window_seconds:
         return initiative.planned_window_seconds
+    try:
+        transition = transition_seconds(spec, initiative, baseline)
+    except (SpecError, UsageError):  # a signal or class the spec no longer has: no look-back known
+        transition = 0.0
     if baseline is None or not initiative.expected_impact_ratio:
-        return default
+        return default + transition
     try:
         plan = baseline_plan(spec, baseline, initiative.expected_impact_ratio)
     except UsageError:
-        return default
-    return max(default, plan.window_seconds) if plan.window_seconds else default
+        return default + transition
+    return (max(default, plan.window_seconds) if plan.window_seconds else default) + transition
 
 

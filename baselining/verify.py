@@ -36,6 +36,7 @@ from obsctl.baselining import evidence, looks
 from obsctl.baselining.decide import verdict
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.guards import guard_ids, missing_guards
+from obsctl.baselining.measure import transition as transitions
 from obsctl.baselining.plan import planned_seconds
 from obsctl.baselining.store import Store
 from obsctl.baselining.workers import DaemonPool
@@ -197,6 +198,7 @@ class Ask:
     save: bool = True
     guards: bool = True
     allow_before_start: bool = False
+    trim: bool = True
 
 
 def verify(spec: Spec, client: PrometheusClient, store: Store, ask: Ask) -> tuple[Initiative, VerificationResult]:
@@ -253,7 +255,16 @@ def verify(spec: Spec, client: PrometheusClient, store: Store, ask: Ask) -> tupl
     # waiting for the calls still in flight. The look lock is held from the looks' numbers
     # to their lines in the log: a concurrent verify waits and takes the next numbers.
     missing = tuple(missing_guards(spec, store, initiative)) if guards else ()
-    req = evidence.Request(spec, initiative, baseline, start_at, end_at, step, planned, guards, missing)
+    transition = None
+    if start_at == initiative.started_at:
+        # The cumulative window judges what follows the change's transition (baselining.measure.transition).
+        queries = [head.query if head is not None else spec.query_for(initiative.primary_signal, initiative.workload_class)]
+        queries += [store.baseline(gid, samples=False).query for gid in chosen]
+        transition = evidence.transition_of(spec, client, queries, start_at, end_at, step, ask.trim)
+        start_at = dt.datetime.fromtimestamp(transition.judged_start, dt.UTC)
+    # The looks expect a decision at the planned end: the judged part of the planned length is what is left after the transition.
+    judged_planned = planned - (start_at - initiative.started_at).total_seconds() if start_at > initiative.started_at else planned
+    req = evidence.Request(spec, initiative, baseline, start_at, end_at, step, judged_planned, guards, missing, transition)
     with store.looks_locked():
         with DaemonPool(max_workers=VERIFY_CONCURRENCY, thread_name_prefix="obsctl-verify") as pool:
             measured = None if head is None else pool.submit(evidence.measure_primary, spec, client, initiative, head, start_at, end_at, step)
@@ -302,6 +313,7 @@ def result_of(ev: evidence.Evidence, v: verdict.Verdict) -> VerificationResult:
         verified_at=utcnow(),
         coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=verdict.assessment_of(primary.judgement),
         design=design.design, design_context=design.context,
+        transition=None if ev.transition is None else transitions.record_of(ev.transition),
     )
     if ev.level_note and result.assessment is not None:
         result.assessment.notes.append(ev.level_note)

@@ -397,6 +397,44 @@ class GuardResult(_Record):
     assessment: Assessment | None = None
 
 
+class TransitionEvent(_Record):
+    """One population event in a change's rollout: when, what (restart | appeared | disappeared), which series."""
+
+    at: dt.datetime
+    kind: str
+    series: str = ""
+
+
+class TransitionRecord(_Record):
+    """The change's transition a verdict excluded (``baselining.measure.transition``).
+
+    Attributes:
+        change_at: the initiative's start.
+        judged_start: where the judged window starts (``change_at`` when nothing was excluded,
+            the window was too short, or ``--no-trim``).
+        excluded_until: the end of the transition (the judged start when trimmed).
+        lookback_seconds, lookback_source: the signals' longest look-back and what gives it.
+        events: the population events in the rollout.
+        trimmed: False with ``verify --no-trim``.
+        too_short: the window after the transition was too short to judge (INCONCLUSIVE).
+        ready_at: when the window after the transition is long enough.
+        text: the exclusion in words, as the verdict's output shows it.
+        notes: inputs whose events could not be read.
+    """
+
+    change_at: dt.datetime
+    judged_start: dt.datetime
+    excluded_until: dt.datetime
+    lookback_seconds: float = 0.0
+    lookback_source: str = ""
+    events: list[TransitionEvent] = Field(default_factory=list)
+    trimmed: bool = True
+    too_short: bool = False
+    ready_at: dt.datetime | None = None
+    text: str = ""
+    notes: list[str] = Field(default_factory=list)
+
+
 class VerificationResult(_Record):
     """Outcome of ``obsctl verify`` for one initiative.
 
@@ -452,6 +490,8 @@ class VerificationResult(_Record):
     #: and saturation per period, the mix decomposition, the cycle check (``designs.run``).
     design: str = "before-after"
     design_context: dict = Field(default_factory=dict)
+    #: The change's transition excluded from the judged window (None: not computed, e.g. an older record).
+    transition: TransitionRecord | None = None
 
 
 class Initiative(_Record):

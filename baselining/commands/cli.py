@@ -617,11 +617,14 @@ def plan(spec_path, workload_class, signal, effect, design, output):
 @click.option("--no-guards", is_flag=True, help="Judge the primary signal only (skip the class's other signals).")
 @click.option("--allow-before-start", is_flag=True,
               help="Allow a --start/--end before the initiative's start (the window then measures the old state too).")
+@click.option("--no-trim", is_flag=True,
+              help="Judge the whole window from the start, the change's transition included (by default the transition is "
+                   "excluded: the signals' look-back and the replicas restarted in the rollout; recorded either way).")
 @click.option("--peek", is_flag=True,
               help="Show the initiative's last stored verdict again, read-only: no query, no look (exit code of that verdict).")
 @output_option
 @wrap_errors
-def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output, peek=False):
+def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output, peek=False, no_trim=False):
     """Compare an initiative's window with its baseline on its primary signal and guards.
 
     Default window: cumulative from the initiative's start up to its planned length.
@@ -630,6 +633,12 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     whenever you look (the look number and its boundary are on the 'statistics:' line;
     docs/verification.md). A window that starts after the initiative's start is not a
     look and is refused.
+    The change's transition is not judged: the window starts once it has left every
+    input series (the longest look-back of the signals' PromQL through the recording
+    rules, e.g. a rate's 5m range, and the last replica restart, new or gone series in
+    the first 15 minutes, plus that look-back); the 'transition:' line (JSON: transition)
+    says what was excluded and why; a window too short after it is INCONCLUSIVE with the
+    time it will be long enough. --no-trim judges the whole window (recorded).
     Guards (verification.guards, default quality and cost) are non-inferiority tests;
     a REGRESSED guard makes the verdict REGRESSED, an undecided quality guard keeps it
     at most INCONCLUSIVE. Output: the verdict line, a 'guards:' line, the 'design:' lines
@@ -666,16 +675,17 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     if peek:
         from obsctl.baselining.verify import last_verdict
 
-        if window or start or end != "now" or no_guards or allow_before_start:
-            raise UsageError("--peek shows the stored verdict as it was judged: drop --window, --start, --end, --no-guards "
-                             "and --allow-before-start")
+        if window or start or end != "now" or no_guards or allow_before_start or no_trim:
+            raise UsageError("--peek shows the stored verdict as it was judged: drop --window, --start, --end, --no-guards, "
+                             "--no-trim and --allow-before-start")
         initiative_, result = last_verdict(_store(spec), initiative_id, workload_class)
     else:
-        initiative_, result, not_saved = _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start)
+        initiative_, result, not_saved = _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start,
+                                                     no_trim)
     _show_verdict(spec, initiative_, result, not_saved, output, VERDICT_EXIT_CODES, peek)
 
 
-def _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start):
+def _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, no_trim=False):
     from obsctl.baselining.verify import Ask, VerdictNotSaved
     from obsctl.baselining.verify import verify as run_verify
 
@@ -683,7 +693,7 @@ def _run_verify(spec, initiative_id, workload_class, window, start, end, no_guar
     try:
         initiative_, result = run_verify(spec, _client(spec), _store(spec), Ask(
             initiative_id, workload_class, window, parse_instant(start, "--start") if start else None, parse_instant(end, "--end"),
-            guards=not no_guards, allow_before_start=allow_before_start))
+            guards=not no_guards, allow_before_start=allow_before_start, trim=not no_trim))
     except VerdictNotSaved as exc:
         not_saved, initiative_, result = exc, exc.initiative, exc.result
     return initiative_, result, not_saved

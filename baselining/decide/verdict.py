@@ -325,6 +325,8 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
     verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look, side=side)
     reason = _window_reason(m, cfg.min_samples, verdict, reason)
     caps = caps_for(m, baseline, cfg.min_coverage_ratio) + ([aged_cap] if aged_cap[0] else [])
+    if ev.transition is not None and ev.transition.too_short:  # the window after the change's transition is too short to judge
+        caps.append(("INCONCLUSIVE", ev.transition.text()))
     verdict, reason = apply_caps(verdict, reason, caps)
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
     per_look = judgement.confidence if judgement is not None and judgement.confidence else None
@@ -336,7 +338,8 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
         decided_by = "design" if design.change_ratio is not None or design.context.get("effect") else "confound"
     if note:
         reason = f"{reason}; {note}"
-    typed = tuple(Reason("aged" if (v, r) == aged_cap else "cap", r) for v, r in caps)
+    typed = tuple(Reason("aged" if (v, r) == aged_cap else "window" if ev.transition is not None and r == ev.transition.text() else "cap", r)
+                  for v, r in caps)
     return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design, typed, decided_by, note)
 
 

@@ -147,9 +147,13 @@ def output_lines(c: Coverage | None, warnings: list[str]) -> list[str]:
 
 
 def verification_lines(result) -> list[str]:
-    """Text lines of a :class:`obsctl.records.VerificationResult`: the window's
+    """Text lines of a :class:`obsctl.records.VerificationResult`: the change's transition
+    excluded from the window (``transition: excluded ...``), the window's
     coverage and warnings, then each guard's (``guard <signal>: coverage ...``)."""
     lines = [f"window {line}" if not line.startswith("warning") else line for line in output_lines(result.coverage, result.warnings)]
+    transition = getattr(result, "transition", None)
+    if transition is not None and transition.text:
+        lines.insert(0, f"transition: {transition.text}")
     if result.partial:
         lines.append("window answer is PARTIAL: the verdict is at most INCONCLUSIVE")
     for g in result.guards:

@@ -72,9 +72,10 @@ def test_without_due_the_planned_end_is_the_start_plus_the_planned_length(tmp_pa
     started = NOW - dt.timedelta(minutes=10)
     assert _start(spec, "--lever", "batch-size", started=started).exit_code == 0
     [row] = _list(spec)
-    # The spec's default verification.window is 1h: a 2-sample baseline cannot be planned from.
-    assert row["planned_window_seconds"] == 3600
-    assert row["planned_end"] == _iso(started + dt.timedelta(hours=1)) and row["overdue"] is False
+    # The spec's default verification.window is 1h (a 2-sample baseline cannot be planned from),
+    # plus the change's transition: the signal's rate(...[1m]) reads the minute before.
+    assert row["planned_window_seconds"] == 3600 + 60
+    assert row["planned_end"] == _iso(started + dt.timedelta(hours=1, minutes=1)) and row["overdue"] is False
 
 
 def test_overdue_past_the_planned_end_until_a_decisive_verdict(tmp_path):
@@ -82,7 +83,7 @@ def test_overdue_past_the_planned_end_until_a_decisive_verdict(tmp_path):
     started = NOW - dt.timedelta(hours=5)
     assert _start(spec, "--lever", "batch-size", started=started).exit_code == 0
     [row] = _list(spec)
-    assert row["overdue"] is True and row["planned_end"] == _iso(started + dt.timedelta(hours=1))
+    assert row["overdue"] is True and row["planned_end"] == _iso(started + dt.timedelta(hours=1, minutes=1))  # 1h + the rate's 1m transition
     assert "OVERDUE" in _list(spec, "text")
 
     store = Store(tmp_path / "store")

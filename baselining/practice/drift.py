@@ -48,7 +48,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from obsctl.baselining.designs import cycle as cycles
 from obsctl.baselining.practice.movement import _subgrid, block_means, block_seconds, judge_movement, review_confidence
@@ -223,6 +222,8 @@ def step_inside(times: np.ndarray, means: np.ndarray, block: float) -> tuple[int
         return None
     lrv = model.variance * model.tau_steps
     stat = float(np.max(np.abs(s[inner]))) / math.sqrt(n * lrv)
+    from scipy import stats as sps  # lazy: scipy.stats loads scipy.special (~0.3 s) on every command otherwise
+
     return best, stat, float(sps.kstwobign.sf(stat))
 
 

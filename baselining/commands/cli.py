@@ -111,6 +111,9 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
                            f"(p5 {_num(b.stats.p5)}, p95 {_num(b.stats.p95)}, {b.stats.sample_count} samples{dropped}, "
                            f"{len(b.stats.batch_means)} batches, {b.population.series_count} input series)"
                            + (" PARTIAL" if b.partial else ""))
+                from obsctl.baselining.text.present_stationarity import stationarity_line
+
+                click.echo(f"  {stationarity_line(b.stationarity)}")
             else:
                 click.echo(f"{o.workload_class}/{o.signal}: {'NO DATA' if o.status == 'no_data' else 'REFUSED'} ({o.reason}); not stored")
             from obsctl.baselining.text.present import output_lines

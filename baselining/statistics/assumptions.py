@@ -11,7 +11,8 @@ baseline's AR model ``a_1..a_p`` (:attr:`.memory.MemoryModel.coefficients`),
 noise with the model's innovation variance ``sigma_e^2 = sigma^2 (1 - sum_j a_j rho_j)``
 (Yule-Walker; Brockwell & Davis, *Time Series: Theory and Methods*, 1991, sec. 8.1):
 
-1. **Memory unchanged** (:func:`yule_walker_score`). The model's coefficients solve the
+1. **Memory unchanged** (:func:`yule_walker_score`, named "Yule-Walker score" in reasons
+   and notes; scale-free: taken at the window's own variance). The model's coefficients solve the
    Yule-Walker equations of the history's autocorrelations at lags ``0..p``; on the
    window, ``g_k = (1/n) sum_t e_t (y_{t-k} - ybar)``, ``k = 1..p``, has mean 0 when the
    window's autocorrelations at those lags are the model's, and
@@ -45,9 +46,15 @@ What a failed check does (:func:`check_window`), each check at :data:`LEVEL`:
 - innovations noisier than the model's (``F > 1``), memory check passed: the window's
   variance of the mean is the model's times ``F``, with ``2 (n - 1) / (kappa - 1)`` dof
   (never narrower than before); noted;
-- memory check failed, or innovations quieter than the model's (``F < 1``: at the same
-  spread a smaller one-step error means a more predictable, longer-memory series, as
-  when phi goes from 0.90 to 0.98), and the window holds at least
+- innovations quieter than the model's (``F < 1``): a quieter series (a change of
+  variance) or a more predictable one (at the same spread a smaller one-step error means
+  longer memory, as when phi goes from 0.90 to 0.98)? :func:`predictability` compares the
+  window's unpredictable share of its own variance with the model's (scale-free, at
+  :data:`PREDICTABILITY_LEVEL`): not lower and the memory check passed, a change of
+  variance: judged under the baseline's memory at the scale the side already has (never
+  narrower), noted; lower, a change of memory (next point);
+- memory check failed (the score, Ljung-Box or the predictability ratio), or quieter
+  innovations whose predictability cannot be computed, and the window holds at least
   :data:`MIN_REFIT_SAMPLES` samples spanning at least :data:`.memory.MIN_MEMORIES` of
   the memory fitted on it: the window's own memory (``source: windows``) and the window's
   variance of the mean is the larger of the two models' (a window's own fit underestimates

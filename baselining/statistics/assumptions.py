@@ -105,7 +105,11 @@ MAX_LAGS = 20
 MIN_INNOVATIONS = 50
 
 #: Level of the one-sided predictability check (:func:`predictability`) that tells quieter
-#: innovations from a change of memory (a low level would judge a memory change as a variance change).
+#: innovations from a change of memory. A trade: at 0.1 % a 40-minute window whose phi went
+#: from 0.90 to 0.98 passed as a variance change and was judged under the old memory (the
+#: too-narrow interval family (e) measures); at 1 % some windows whose variance alone
+#: halved are refused (the window's marginal variance has few degrees of freedom in a
+#: window a few memories long; docs/verification.md gives the rate).
 PREDICTABILITY_LEVEL = 0.01
 
 #: Fewest window samples to fit the window's own memory when the memory check fails.

@@ -51,10 +51,12 @@ from obsctl.baselining.decide import caps
 from obsctl.baselining.measure import coverage as cov
 from obsctl.baselining.measure.history import fit_history, history_step, placebo_checks, read_history
 from obsctl.baselining.measure.raw import raw_query
+from obsctl.baselining.measure.stationarity import baseline_stationarity
 from obsctl.baselining.measure.tails import tails_line, tails_of
 from obsctl.baselining.measure.window import Measurement, read_answers, summarize_answers
 from obsctl.baselining.store import Store
 from obsctl.baselining.text import present
+from obsctl.baselining.text.present_stationarity import stationarity_line
 from obsctl.durations import parse_duration
 from obsctl.errors import PrometheusUnavailable, UsageError
 from obsctl.promapi import PrometheusClient
@@ -95,7 +97,9 @@ class SnapshotOutcome:
                        stddev=b.stats.stddev, batch_means=b.stats.batch_means, series_count=b.population.series_count,
                        window_start=b.window.start.isoformat(), window_end=b.window.end.isoformat(), query=b.query,
                        tails=tails_line(b.tails),
-                       cycles=b.cycles.model_dump(mode="json", exclude={"profile", "profile_counts"}) if b.cycles else None)
+                       cycles=b.cycles.model_dump(mode="json", exclude={"profile", "profile_counts"}) if b.cycles else None,
+                       stationarity=({**b.stationarity.model_dump(mode="json"), "summary": stationarity_line(b.stationarity)}
+                                     if b.stationarity is not None else None))
         return out
 
 
@@ -340,13 +344,15 @@ def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.d
         checks = placebo_checks(history, hist_step, memory, (m.window.end - m.window.start).total_seconds(), default_window)
         # The heavy-tail test and the trimmed mean's memory (measure.tails).
         tails = tails_of(history, hist_step, step, m.samples, m.columns, sig.spiky)
+        # Did the baseline itself move inside its window (a step, a trend)? (statistics.stationarity)
+        steady = baseline_stationarity(m.columns if m.columns is not None else m.samples, step, memory)
     baseline = Baseline(
         id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}",
         workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
         window=m.window, population=m.population, stats=m.stats, created_at=created, source="snapshot",
         coverage=m.coverage, warnings=m.warnings, partial=m.partial,
         # The signal's memory from the days before the window (measure.history).
-        memory=memory, placebo=checks, tails=tails, cycles=cycles,
+        memory=memory, placebo=checks, tails=tails, cycles=cycles, stationarity=steady,
     )
     # The samples are the client's (float, float) tuples, already checked: set them
     # without pydantic's per-pair re-validation (~8 ms per 43,200 pairs).

@@ -234,6 +234,27 @@ class PlaceboCheck(_Record):
     contradicted: bool
 
 
+class Stationarity(_Record):
+    """The baseline window's own stationarity test (``obsctl.baselining.statistics.stationarity``):
+    a step and a trend inside it under its memory model, each a Monte-Carlo p-value.
+    ``moved``: either below ``level / 2``; ``kind`` the better-fitting one; ``step_at`` the
+    most likely split (UTC), ``step_ratio`` the level after it over before it, minus 1,
+    ``trend_ratio`` the fitted line's change over the window over the mean."""
+
+    method: str = "cusum-step+ols-trend, parametric Monte-Carlo under the memory model"
+    step_p_value: float = Field(ge=0, le=1, allow_inf_nan=False)
+    trend_p_value: float = Field(ge=0, le=1, allow_inf_nan=False)
+    moved: bool
+    kind: Literal["", "step", "trend"] = ""
+    step_at: dt.datetime
+    step_ratio: float | None = None
+    trend_ratio: float | None = None
+    level: float = Field(gt=0, lt=1, allow_inf_nan=False)
+    simulations: int = Field(ge=1)
+    samples: int = Field(ge=0)
+    block_seconds: float = Field(gt=0, allow_inf_nan=False)
+
+
 class BaselineSide(_Record):
     """A baseline's side of every verdict (``statistics.verdict.BaselineSide``: its mean and
     the variance of that mean under its memory model, at ``step_seconds``), a pure function
@@ -346,6 +367,8 @@ class Baseline(_Record):
     tails: Tails | None = None
     #: The daily and weekly cycles its history shows (None: not learnt, an older record).
     cycles: CycleKnowledge | None = None
+    #: The window's own stationarity test (a step, a trend inside it); None: not tested.
+    stationarity: Stationarity | None = None
 
     @model_validator(mode="after")
     def _memory_step(self) -> Baseline:

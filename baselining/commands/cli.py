@@ -119,6 +119,9 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
                     from obsctl.baselining.designs.knowledge import describe
 
                     click.echo(f"  cycles: {describe(b.cycles)}")
+                from obsctl.baselining.text.present_stationarity import stationarity_line
+
+                click.echo(f"  {stationarity_line(b.stationarity)}")
             else:
                 click.echo(f"{o.workload_class}/{o.signal}: {'NO DATA' if o.status == 'no_data' else 'REFUSED'} ({o.reason}); not stored")
             from obsctl.baselining.text.present import output_lines

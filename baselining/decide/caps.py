@@ -9,6 +9,7 @@ decided one (:func:`apply_caps`). ``snapshot`` refuses a baseline on the same ru
 from __future__ import annotations
 
 from obsctl.baselining.text.present import describe
+from obsctl.baselining.text.present_stationarity import moved_text, remedy, tests_text
 from obsctl.promwarnings import is_partial_warning
 from obsctl.records import Baseline, Coverage, Verdict
 from obsctl.timeutil import rfc3339
@@ -41,12 +42,27 @@ def partial_cap(warnings: list[str], partial: bool, side: str = "window") -> tup
     return "INCONCLUSIVE", f"{side}: Prometheus answered partially ({shown})"
 
 
+def stationarity_cap(baseline: Baseline | None) -> tuple[Verdict | None, str]:
+    """INCONCLUSIVE when the baseline moved inside its own window (a step or a trend found
+    at snapshot, :mod:`obsctl.baselining.statistics.stationarity`): its mean mixes two
+    levels, and a window that continues the later one would read as a change. The reason
+    says what moved, when, how much, and how to re-snapshot. None for a steady or untested
+    baseline, and for one replaced by the period before the start (an aged baseline:
+    the replacement carries no test)."""
+    st = baseline.stationarity if baseline is not None else None
+    if st is None or not st.moved:
+        return None, ""
+    return "INCONCLUSIVE", (f"baseline {baseline.id} moved inside its window: {moved_text(st)} ({tests_text(st)}); "
+                            f"{remedy(baseline)}")
+
+
 def caps_for(measurement, baseline: Baseline | None, min_ratio: float) -> list[tuple[Verdict, str]]:
     """Every cap on a verdict of ``measurement`` (a :class:`obsctl.baselining.measure.window.Measurement`)
-    against ``baseline``: window coverage, window partial, baseline partial."""
+    against ``baseline``: window coverage, window partial, baseline partial, baseline moved inside its window."""
     caps = [coverage_cap(measurement.coverage, min_ratio), partial_cap(measurement.warnings, measurement.partial)]
     if baseline is not None and baseline.partial:
         caps.append(("INCONCLUSIVE", f"baseline {baseline.id} is partial (stored with --allow-partial: {'; '.join(baseline.warnings) or 'partial answer'})"))
+    caps.append(stationarity_cap(baseline))
     return [(v, r) for v, r in caps if v is not None]
 
 

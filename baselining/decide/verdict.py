@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from obsctl.baselining.decide.caps import apply_caps, cap_verdict, caps_for, missing_guard_caps
+from obsctl.baselining.decide.caps import apply_caps, cap_verdict, caps_for, missing_guard_caps, stationarity_cap
 from obsctl.baselining.decide.location import location_for
 from obsctl.baselining.decide.sides import columns, memory_of
 from obsctl.baselining.designs import run as designs
@@ -216,7 +216,7 @@ def overall_verdict(primary: VerdictName, primary_reason: str, guards: list[Guar
 #: What decided a verdict or tempered it: the statistics, a cap (coverage, partial answer,
 #: partial baseline), the aged baseline's period before the start, the design's effect, a
 #: confound the design cannot remove, the guards.
-ReasonKind = Literal["statistics", "window", "cap", "aged", "design", "confound", "guards", "open-guards"]
+ReasonKind = Literal["statistics", "window", "cap", "aged", "baseline-moved", "design", "confound", "guards", "open-guards"]
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,7 @@ class PrimaryVerdict:
         estimate: the recorded effect (the design's, or the before-after one); None without one.
         judgement: the statistics behind the before-after comparison (look, memory, sides).
         design: what the comparison design said, with its context.
-        caps: the caps that applied (kind ``cap`` or ``aged``), in the order they were applied.
+        caps: the caps that applied (kind ``cap``, ``aged``, or ``baseline-moved``: the baseline moved inside its window), in the order they were applied.
         decided_by: ``statistics`` (the before-after comparison) or ``design`` (the design's
             own verdict: its effect, or ``confound`` when a confound made it INCONCLUSIVE).
         note: the aged baseline's note (what was compared instead), or "".
@@ -303,7 +303,7 @@ def before_start(spec: Spec, initiative: Initiative, baseline: Baseline,
                                           f"{initiative.id}); after it, close it and start a new change"), ""
     moved = m.stats.mean / baseline.stats.mean - 1 if baseline.stats.mean else None
     replaced = baseline.model_copy(update={"window": m.window, "stats": m.stats, "samples": m.samples, "population": m.population,
-                                           "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial})
+                                           "coverage": m.coverage, "warnings": m.warnings, "partial": m.partial, "stationarity": None})
     note = (f"compared with the {format_duration(span)} right before the start: {aged_text} "
             f"(the signal moved {format_percent(moved)} in between)")
     return replaced, (None, ""), note
@@ -338,7 +338,9 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
         decided_by = "design" if design.change_ratio is not None or design.context.get("effect") else "confound"
     if note:
         reason = f"{reason}; {note}"
-    typed = tuple(Reason("aged" if (v, r) == aged_cap else "window" if ev.transition is not None and r == ev.transition.text() else "cap", r)
+    moved = stationarity_cap(baseline)
+    typed = tuple(Reason("aged" if (v, r) == aged_cap else "baseline-moved" if (v, r) == moved
+                         else "window" if ev.transition is not None and r == ev.transition.text() else "cap", r)
                   for v, r in caps)
     return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design, typed, decided_by, note)
 

@@ -11,7 +11,8 @@ baseline's AR model ``a_1..a_p`` (:attr:`.memory.MemoryModel.coefficients`),
 noise with the model's innovation variance ``sigma_e^2 = sigma^2 (1 - sum_j a_j rho_j)``
 (Yule-Walker; Brockwell & Davis, *Time Series: Theory and Methods*, 1991, sec. 8.1):
 
-1. **Memory unchanged** (:func:`yule_walker_score`). The model's coefficients solve the
+1. **Memory unchanged** (:func:`yule_walker_score`, named "Yule-Walker score" in reasons
+   and notes; scale-free: taken at the window's own variance). The model's coefficients solve the
    Yule-Walker equations of the history's autocorrelations at lags ``0..p``; on the
    window, ``g_k = (1/n) sum_t e_t (y_{t-k} - ybar)``, ``k = 1..p``, has mean 0 when the
    window's autocorrelations at those lags are the model's, and
@@ -45,9 +46,15 @@ What a failed check does (:func:`check_window`), each check at :data:`LEVEL`:
 - innovations noisier than the model's (``F > 1``), memory check passed: the window's
   variance of the mean is the model's times ``F``, with ``2 (n - 1) / (kappa - 1)`` dof
   (never narrower than before); noted;
-- memory check failed, or innovations quieter than the model's (``F < 1``: at the same
-  spread a smaller one-step error means a more predictable, longer-memory series, as
-  when phi goes from 0.90 to 0.98), and the window holds at least
+- innovations quieter than the model's (``F < 1``): a quieter series (a change of
+  variance) or a more predictable one (at the same spread a smaller one-step error means
+  longer memory, as when phi goes from 0.90 to 0.98)? :func:`predictability` compares the
+  window's unpredictable share of its own variance with the model's (scale-free, at
+  :data:`PREDICTABILITY_LEVEL`): not lower and the memory check passed, a change of
+  variance: judged under the baseline's memory at the scale the side already has (never
+  narrower), noted; lower, a change of memory (next point);
+- memory check failed (the score, Ljung-Box or the predictability ratio), or quieter
+  innovations whose predictability cannot be computed, and the window holds at least
   :data:`MIN_REFIT_SAMPLES` samples spanning at least :data:`.memory.MIN_MEMORIES` of
   the memory fitted on it: the window's own memory (``source: windows``) and the window's
   variance of the mean is the larger of the two models' (a window's own fit underestimates
@@ -84,7 +91,7 @@ import numpy as np
 
 from obsctl.baselining.statistics import distributions as special
 from obsctl.baselining.statistics.lrv import Side, side_estimate
-from obsctl.baselining.statistics.memory import MIN_MEMORIES, MemoryModel, fit_memory, grid_index
+from obsctl.baselining.statistics.memory import MIN_MEMORIES, MemoryModel, fit_memory, grid_index, quadratic_forms, scale_dof
 from obsctl.baselining.statistics.power import N_EFF_MIN
 from obsctl.durations import format_duration
 
@@ -97,8 +104,25 @@ MAX_LAGS = 20
 #: Fewest innovations a check needs.
 MIN_INNOVATIONS = 50
 
+#: Level of the one-sided predictability check (:func:`predictability`) that tells quieter
+#: innovations from a change of memory. A trade: at 0.1 % a 40-minute window whose phi went
+#: from 0.90 to 0.98 passed as a variance change and was judged under the old memory (the
+#: too-narrow interval family (e) measures); at 1 % some windows whose variance alone
+#: halved are refused (the window's marginal variance has few degrees of freedom in a
+#: window a few memories long; docs/verification.md gives the rate).
+PREDICTABILITY_LEVEL = 0.01
+
 #: Fewest window samples to fit the window's own memory when the memory check fails.
 MIN_REFIT_SAMPLES = 200
+
+
+#: What each check is, by its field name (``Check.test``): the names reasons and notes use.
+TEST_NAMES = {
+    "yule-walker-score": "Yule-Walker score test (the window's lag-1..p autocorrelations against the model's, at the window's own scale)",
+    "ljung-box": "Ljung-Box test of the prewhitened innovations",
+    "variance-ratio": "innovation variance ratio (window / model)",
+    "predictability": "one-step predictability ratio (the window's innovation over marginal variance, against the model's)",
+}
 
 
 @dataclass(frozen=True)
@@ -106,12 +130,14 @@ class Check:
     """One check's outcome.
 
     Attributes:
-        name: ``memory`` (portmanteau) or ``scale`` (variance ratio).
-        statistic: ``Q`` or ``F``.
-        dof: chi-square dof (``h``) or the numerator's dof of ``F``.
-        p_value: the check's p-value (two-sided for ``scale``).
+        name: ``memory`` (the autocorrelations: Yule-Walker score, Ljung-Box or the
+            predictability ratio) or ``scale`` (variance ratio).
+        statistic: the score ``S``, ``Q`` or ``F``.
+        dof: chi-square dof (``p`` or ``h``) or the numerator's dof of ``F``.
+        p_value: the check's p-value (two-sided for ``scale``, one-sided for ``predictability``).
         n: innovations used.
         passed: ``p_value >= level``.
+        test: which test it is: a key of :data:`TEST_NAMES`.
     """
 
     name: str
@@ -120,11 +146,18 @@ class Check:
     p_value: float
     n: int
     passed: bool
+    test: str = ""
 
     def text(self) -> str:
-        """One phrase for reasons and notes."""
-        if self.name == "memory":
+        """One phrase for reasons and notes, naming the test."""
+        if self.test == "yule-walker-score":
+            return (f"Yule-Walker score S = {self.statistic:.1f} on {self.dof:.0f} lag(s) of {self.n} prewhitened innovations "
+                    f"(scale-free), p = {self.p_value:.2g}")
+        if self.test == "ljung-box" or (self.name == "memory" and not self.test):
             return f"Ljung-Box Q = {self.statistic:.1f} on {self.dof:.0f} lags of {self.n} prewhitened innovations, p = {self.p_value:.2g}"
+        if self.test == "predictability":
+            return (f"one-step predictability ratio {self.statistic:.3g} (the window's innovation / marginal variance over the model's, "
+                    f"{self.dof:.0f} dof), p = {self.p_value:.2g}")
         return f"innovation variance ratio {self.statistic:.3g} (window / model, {self.dof:.0f} dof), p = {self.p_value:.2g}"
 
 
@@ -230,7 +263,7 @@ def portmanteau(positions: np.ndarray, residuals: np.ndarray, level: float = LEV
     lags = max(1, min(MAX_LAGS, n // 10))
     q = ljung_box(positions, residuals, lags)
     p = float(special.chdtrc(lags, q))
-    return Check("memory", q, float(lags), p, n, p >= level)
+    return Check("memory", q, float(lags), p, n, p >= level, "ljung-box")
 
 
 def variance_ratio(residuals: np.ndarray, model_variance: float, model_dof: float, level: float = LEVEL) -> Check:
@@ -245,17 +278,29 @@ def variance_ratio(residuals: np.ndarray, model_variance: float, model_dof: floa
     f = s2 / model_variance
     cdf = float(special.fdtr(dof1, model_dof, f)) if math.isfinite(model_dof) else float(special.chdtr(dof1, f * dof1))
     p = min(1.0, 2 * min(cdf, 1 - cdf))
-    return Check("scale", f, dof1, p, n, p >= level)
+    return Check("scale", f, dof1, p, n, p >= level, "variance-ratio")
 
 
-def yule_walker_score(positions: np.ndarray, residuals: np.ndarray, values: np.ndarray, model: MemoryModel, level: float = LEVEL) -> Check:
+def yule_walker_score(positions: np.ndarray, residuals: np.ndarray, values: np.ndarray, model: MemoryModel, level: float = LEVEL,
+                      variance: float | None = None) -> Check:
     """The memory check for a model with ``p >= 1`` lags: the Yule-Walker equations of the
-    model, evaluated on the window. ``g_k = (1/n) sum_t e_t (y_{t-k} - ybar)``, ``k = 1..p``,
-    is 0 in expectation when the window's autocorrelations at lags ``0..p`` are the model's
-    (the equations the coefficients solve), and ``n g' Gamma_p^{-1} g / sigma_e^2`` is then
-    chi-square with ``p`` dof (the Lagrange-multiplier test that the window's AR(p)
-    coefficients are the baseline's; Hosking, JRSS B 42(2), 1980, and Brockwell & Davis 1991
-    sec. 8.10: ``Var(g) = sigma_e^2 Gamma_p / n``).
+    model, evaluated on the window at the window's own scale. ``g_k = (1/n) sum_t e_t (y_{t-k} - ybar)``,
+    ``k = 1..p``, is 0 in expectation when the window's autocorrelations at lags ``0..p``
+    are the model's (the equations the coefficients solve), whatever the window's variance,
+    and ``n g' Gamma_p^{-1} g / sigma_e^2`` is then chi-square with ``p`` dof (the
+    Lagrange-multiplier test that the window's AR(p) coefficients are the baseline's;
+    Hosking, JRSS B 42(2), 1980, and Brockwell & Davis 1991 sec. 8.10:
+    ``Var(g) = sigma_e^2 Gamma_p / n``). ``Gamma_p = s_w^2 R_p`` and
+    ``sigma_e^2 = s_w^2 (1 - sum_j a_j rho_j)`` are taken at the window's own marginal
+    variance ``s_w^2`` with the model's autocorrelations ``R_p``: the statistic is
+    scale-free, so a window whose variance alone changed (halved, doubled) is not read as a
+    changed memory; the scale has its own check (:func:`variance_ratio`). ``s_w^2`` is
+    ``variance`` when given (:func:`check_window` gives ``s_e^2 / (1 - sum_j a_j rho_j)``,
+    the marginal variance the window's innovations imply under the model: about ``n``
+    dof, where the window's own marginal variance has a few in a window a few memories
+    long, which made the chi-square reference fire on 9-14 % of unchanged 6 h windows;
+    and, unlike the plain mean square, not shrunk in a window shorter than the memory),
+    else the mean square of the centred values.
 
     Args:
         positions: the innovations' grid positions (:func:`innovations`).
@@ -269,11 +314,47 @@ def yule_walker_score(positions: np.ndarray, residuals: np.ndarray, values: np.n
     n = e.size
     pos = np.asarray(positions, dtype=np.int64)
     g = np.array([float(e @ values[pos - k]) for k in range(1, p + 1)]) / n
-    rho = model.acf(p)
-    gamma = model.variance * rho[np.abs(np.subtract.outer(np.arange(p), np.arange(p)))]
-    stat = float(n * g @ np.linalg.solve(gamma, g) / innovation_variance(model))
+    rho = model.acf(p + 1)
+    own = float(variance) if variance is not None and math.isfinite(variance) and variance > 0 else float(np.nanmean(np.asarray(values, dtype=float) ** 2))
+    corr = rho[np.abs(np.subtract.outer(np.arange(p), np.arange(p)))]
+    innovation_share = 1.0 - float(a @ rho[1 : p + 1])
+    if not (own > 0 and innovation_share > 0):
+        return Check("memory", 0.0, float(p), 1.0, n, True, "yule-walker-score")
+    stat = float(n * g @ np.linalg.solve(own * corr, g) / (own * innovation_share))
     pval = float(special.chdtrc(p, stat))
-    return Check("memory", stat, float(p), pval, n, pval >= level)
+    return Check("memory", stat, float(p), pval, n, pval >= level, "yule-walker-score")
+
+
+def predictability(scale: Check, times, step_seconds: float, memory: MemoryModel, side: Side, level: float = PREDICTABILITY_LEVEL) -> Check | None:
+    """Whether innovations quieter than the model's come with a spread as much quieter: a
+    change of variance (the window is as predictable as the model says) or of memory (a
+    longer-memory series predicts its next value better at the same spread).
+
+    ``R = F / M``: ``F`` the innovation variance ratio (``scale``), ``M = s_own^2 / sigma^2``
+    the window's own marginal variance under the model (:attr:`.lrv.Side.own_sd`, unbiased
+    under the model) over the model's. Scale-free: ``R = (s_e^2 / s_own^2) / (sigma_e^2 / sigma^2)``,
+    the window's one-step unpredictable share over the model's. Under an unchanged memory
+    ``R`` is about ``F(dof_F, dof_M)`` (``dof_M``: the Satterthwaite dof of the window's
+    marginal variance under the model, :func:`.memory.scale_dof`; the two estimates are
+    positively correlated, which makes the F reference conservative); one-sided, low ``R``
+    rejects. At phi 0.90 -> 0.98 at an unchanged spread ``R`` is about 0.2.
+
+    Returns:
+        The check (``name`` ``memory``, ``test`` ``predictability``), or None when the
+        window's own marginal variance is undefined.
+    """
+    own = side.own_sd**2
+    if not (math.isfinite(own) and own > 0 and memory.variance > 0):
+        return None
+    t = np.asarray(times, dtype=float)
+    idx = grid_index(t, step_seconds)
+    q, q2 = quadratic_forms(idx, memory.acf_at(int(idx[-1]) + 1, step_seconds))
+    dof_m = scale_dof(idx.size, q, q2)
+    if not dof_m > 0.5:
+        return None
+    ratio = scale.statistic / (own / memory.variance)
+    pval = float(special.fdtr(scale.dof, dof_m, ratio))
+    return Check("memory", ratio, dof_m, pval, scale.n, pval >= level, "predictability")
 
 
 def check_window(times, values, step_seconds: float, memory: MemoryModel, side: Side, level: float = LEVEL) -> WindowCheck:
@@ -293,7 +374,11 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
     if inn is None or inn[1].size < MIN_INNOVATIONS:
         return WindowCheck(side, memory)
     pos, e, centred = inn
-    mem = yule_walker_score(pos, e, centred, memory, level) if memory.coefficients else portmanteau(pos, e, level)
+    # The window's marginal variance implied by its innovations under the model (about n dof,
+    # unlike the marginal's few): scale-free, and not shrunk in a window shorter than the memory.
+    share = 1.0 - float(np.asarray(memory.coefficients) @ np.asarray(memory.rho[1 : len(memory.coefficients) + 1]))
+    own = float(np.var(e)) / share if memory.coefficients and share > 0 else None
+    mem = yule_walker_score(pos, e, centred, memory, level, own) if memory.coefficients else portmanteau(pos, e, level)
     checks = [mem]
     sigma_e2 = innovation_variance(memory)
     scale = None
@@ -312,9 +397,21 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
             rescaled = side
         result = replace(result, side=rescaled, notes=(f"the window's innovations are noisier than the baseline model's ({scale.text()}): "
                                                        f"the model's variance at the window's scale was used",))
-    failed = [c for c in checks if not c.passed and (c.name == "memory" or c.statistic < 1)]
-    if not failed:
+    if scale is not None and not scale.passed and scale.statistic < 1:
+        # Quieter innovations: a quieter series (variance changed) or a more predictable one (memory changed)?
+        pred = predictability(scale, times, step_seconds, memory, side)
+        if pred is not None:
+            checks.append(pred)
+            result = replace(result, checks=tuple(checks))
+            if pred.passed and mem.passed:
+                return replace(result, notes=(*result.notes, f"the window is quieter than the baseline model ({scale.text()}) and as "
+                                                             f"predictable ({pred.text()}): a change of variance, not of memory; "
+                                                             f"judged under the baseline's memory, never at a narrower scale than "
+                                                             f"the window's own"))
+    failed = [c for c in checks if not c.passed and c.name == "memory"]
+    if not failed and not (scale is not None and not scale.passed and scale.statistic < 1 and len(checks) == 2):
         return result
+    failed = failed or [scale]
     what = "; ".join(c.text() for c in failed)
     why = ("the window's memory differs from the baseline's" if failed[0].name == "memory" else
            "the window's innovations are quieter than the baseline model's at its spread (a sign of longer memory)")

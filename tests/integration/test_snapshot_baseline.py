@@ -47,6 +47,18 @@ def test_snapshot_gives_known_statistics(history, loop_spec, tmp_path):
     assert b.population.series_count == 1
     assert b.population.label_sets == [{"__name__": "obsctl_synthetic_tokens_per_second", "job": "synthetic", "workload": "steady"}]
     assert "[1/1] steady/tokens_per_second ... 240 samples" in result.stderr
+    # The window's own stationarity test, stored and shown: the statistics' answer on the same samples and model.
+    import numpy as np
+
+    from obsctl.baselining.statistics import stationarity
+    from obsctl.baselining.statistics.memory import MemoryModel
+
+    want = stationarity.check_baseline(np.array([t for t, _ in b.samples]), np.array(expected), 15.0,
+                                       MemoryModel.from_dict(b.memory.model_dump()))
+    assert b.stationarity is not None and b.stationarity.moved == want.moved
+    assert b.stationarity.step_p_value == want.step_p and b.stationarity.trend_p_value == want.trend_p
+    shown = payload["outcomes"][0]["stationarity"]
+    assert shown["moved"] == want.moved and shown["summary"].startswith("stationarity: ")
 
 
 def test_snapshot_reports_no_data_and_exit_codes(history, loop_spec, tmp_path):

@@ -81,9 +81,14 @@ def test_score_statistic_matches_the_direct_formula():
     m = model_ar1(0.8)
     pos, e, z = A.innovations(np.arange(500) * STEP, y, STEP, m)
     g = float(sum(e[i] * z[pos[i] - 1] for i in range(e.size))) / e.size
-    s = e.size * g * g / (1.0 * (1 - 0.8 * 0.8))  # Gamma_1 = variance, sigma_e^2 = variance (1 - phi rho_1)
+    own = float(np.mean((y - y.mean()) ** 2))  # the window's own variance: the score is scale-free
+    s = e.size * g * g / (own * own * (1 - 0.8 * 0.8))  # Gamma_1 = own variance, sigma_e^2 = own variance (1 - phi rho_1)
     c = A.yule_walker_score(pos, e, z, m)
     assert c.statistic == pytest.approx(s, rel=1e-10) and c.p_value == pytest.approx(stats.chi2.sf(s, 1), rel=1e-9)
+    assert c.test == "yule-walker-score" and c.text().startswith("Yule-Walker score") and "Ljung-Box" not in c.text()
+    # Scale-free: the same window at a tenth of its spread gives the same statistic.
+    pos, e, z = A.innovations(np.arange(500) * STEP, 0.1 * y, STEP, m)
+    assert A.yule_walker_score(pos, e, z, m).statistic == pytest.approx(s, rel=1e-9)
 
 
 def test_variance_ratio_has_about_n_dof():

@@ -204,3 +204,24 @@ def test_import_closure(module, forbidden):
     code = f"import sys, {module}; print('\\n'.join(m for m in sys.modules if m.startswith({forbidden!r})))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert loaded == []
+
+
+def test_a_baseline_that_moved_inside_its_window_caps_the_verdict(spec):
+    from obsctl.records import Stationarity
+
+    rng = np.random.default_rng(2410)
+    tb, tw = grid(START - dt.timedelta(hours=1), START), grid(START, END)
+    b = baseline(spec, SIGNAL, START - dt.timedelta(hours=1), START, tb, noisy(rng, 100.0, tb.size))
+    moved = Stationarity(step_p_value=0.001, trend_p_value=0.02, moved=True, kind="step", step_at=START - dt.timedelta(minutes=20),
+                         step_ratio=0.081, trend_ratio=0.05, level=0.05, simulations=999, samples=240, block_seconds=STEP)
+    w = measurement(b.query, START, END, tw, noisy(rng, 110.0, tw.size))
+    v = verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": moved}), w))
+    assert v.verdict == "INCONCLUSIVE" and [c.kind for c in v.primary.caps] == ["baseline-moved"]
+    assert "moved inside its window: a step of +8.1 % at 2026-11-02T23:40:00Z" in v.reason
+    assert "--window 20m15s" in v.reason and "the statistics alone said IMPROVED" in v.reason
+    steady = moved.model_copy(update={"moved": False, "kind": ""})
+    assert verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": steady}), w)).verdict == "IMPROVED"
+    # An aged baseline is replaced by the period before the start, which carries no test.
+    replaced, cap, _ = verdict.before_start(spec, evidence(spec, "before-after", b, w).initiative,
+                                            b.model_copy(update={"stationarity": moved}), w)
+    assert replaced.stationarity is None and cap == (None, "")

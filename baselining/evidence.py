@@ -37,7 +37,7 @@ from obsctl.baselining.statistics.comparison import LookContext
 from obsctl.baselining.store import Store
 from obsctl.baselining.workers import DaemonPool
 from obsctl.errors import PrometheusUnavailable, StoreError, UsageError
-from obsctl.promapi import MAX_RANGE_POINTS, PrometheusClient
+from obsctl.promapi import MAX_RANGE_POINTS, PrometheusClient, TooManySeries
 from obsctl.records import Baseline, BaselineSide, Initiative
 from obsctl.rules import canonical, saturation
 from obsctl.rules.lookback import Lookback, lookback, raw_selectors, recording_rules
@@ -107,8 +107,12 @@ def range_samples(client, query: str, start: float, end: float, step: float) -> 
     """
     if end <= start:
         return []
-    series = list(client.query_range(query, start + step, end, step))
-    if len(series) != 1:  # several: their sum would be a guess, take none
+    try:
+        # Several series: their sum would be a guess, take none (read no further than the second).
+        series = list(client.query_range(query, start + step, end, step, max_series=1))
+    except TooManySeries:
+        return []
+    if len(series) != 1:
         return []
     return [(t, v) for t, v in series[0].values if math.isfinite(v)]
 

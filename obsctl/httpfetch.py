@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,6 +208,7 @@ def bounded_get(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     headers: dict[str, str] | None = None,
     read_head: bool = False,
+    enough: Callable[[bytes], bool] | None = None,
 ) -> Answer:
     """GET ``url`` and read the whole body within ``timeout_seconds`` of wall-clock time.
 
@@ -222,6 +224,9 @@ def bounded_get(
             stopped too); a larger ``Content-Length`` is refused before reading, unless
             ``read_head``: then the body is read up to the cap for
             :attr:`BodyTooLarge.head`.
+        enough: called with each chunk of the body in order; True stops the read as the
+            cap would (:class:`BodyTooLarge` with the head read so far, this chunk included):
+            a caller that can tell from the first bytes that the answer is too large.
 
     Returns:
         The complete :class:`Answer`.
@@ -258,6 +263,9 @@ def bounded_get(
                     failure = BodyTooLarge(max_body_bytes, b"".join(chunks), response.headers.get("Content-Type", ""))
                     break
                 chunks.append(chunk)
+                if enough is not None and enough(chunk):
+                    failure = BodyTooLarge(max_body_bytes, b"".join(chunks), response.headers.get("Content-Type", ""))
+                    break
             else:
                 if attempt.expired:  # a body without Content-Length ends at the shutdown: cut, not complete
                     failure = DeadlineExceeded(f"no complete answer within {timeout_seconds:g}s")

@@ -73,6 +73,29 @@ SERIES_OVERHEAD_BYTES = 1024 * 1024
 _METRIC_OBJECT = re.compile(rb'"metric"\s*:\s*(\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\})')
 
 
+class _SeriesCounter:
+    """Fed a matrix answer's chunks in order: true once they hold more than
+    ``2 * max_series + 2`` ``"metric":`` keys. A quote inside a JSON string is escaped and a
+    label value is followed by ``,`` or ``}``, so a series shows that text once, or twice
+    with a label itself named ``metric``: past the bound, the first ``max_series + 1``
+    series are complete in what was read, whatever their labels (:func:`series_in` names
+    them). A chunk is searched with the previous chunk's last bytes, so a key cut between
+    chunks is found once. An answer spaced as ``"metric" :`` is not counted: the cap stops it."""
+
+    KEY = b'"metric":'
+
+    def __init__(self, max_series: int) -> None:
+        self.bound = 2 * max_series + 2
+        self.seen = 0
+        self.tail = b""
+
+    def __call__(self, chunk: bytes) -> bool:
+        window = self.tail + chunk
+        self.seen += window.count(self.KEY)
+        self.tail = window[-(len(self.KEY) - 1):]
+        return self.seen > self.bound
+
+
 class TooManySeries(UsageError):
     """A range query whose answer holds more series than the caller allows, found in the
     answer's first bytes (the rest is never read).
@@ -643,8 +666,9 @@ class PrometheusClient:
         where = f"cannot use Prometheus at {self.shown_url}"
         limit = self.max_body_bytes if cap is None else cap
         try:
+            # With max_series, the read stops as soon as its first bytes hold too many series.
             answer = bounded_get(self.session, self.url + path, params=params, timeout_seconds=timeout, max_body_bytes=limit,
-                                 read_head=max_series is not None)
+                                 read_head=max_series is not None, enough=_SeriesCounter(max_series) if max_series is not None else None)
         except DeadlineExceeded:
             # An attempt cut short by the overall deadline counts as timed out as well.
             raise _Retryable(f"no complete answer within {self.timeout_seconds:g}s") from None

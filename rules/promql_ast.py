@@ -30,8 +30,9 @@ _COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
 _TOKEN = re.compile(r"""
     (?P<ws>\s+|\#[^\n]*)
   | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`[^`]*`)
-  | (?P<dur>(?:[0-9]+(?:ms|[smhdwy]))+(?![A-Za-z0-9_:]))
+  | (?P<dur>(?:[0-9]+(?:ms|[smhdwy]))+(?![A-Za-z0-9_]))
   | (?P<num>0[xX][0-9a-fA-F]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
+  | (?P<colon>:(?=\s*[0-9\]]))
   | (?P<ident>[A-Za-z_:][A-Za-z0-9_:]*)
   | (?P<op>==|!=|<=|>=|=~|!~|[-+*/%^<>=,(){}\[\]:@])
 """, re.VERBOSE)
@@ -152,8 +153,8 @@ class _Parser:
             m = _TOKEN.match(text, at)
             if not m:
                 raise PromQLSyntaxError(f"unexpected character {text[at]!r} at position {at}")
-            if m.lastgroup != "ws":
-                self.tokens.append((m.lastgroup or "", m.group(0), at))
+            if m.lastgroup != "ws":  # a subquery's colon is an operator, not a name's first character
+                self.tokens.append(("op" if m.lastgroup == "colon" else m.lastgroup or "", m.group(0), at))
             at = m.end()
         self.i = 0
 

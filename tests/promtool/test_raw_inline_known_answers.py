@@ -54,7 +54,8 @@ SPEC = {
          "node_selector": {"job": "cpuexp"}},
         {"name": "serve", "kind": "inference", "source": "ray-serve", "selector": {"job": "ray-serve", "application": "add"},
          "node_selector": {"job": "x"}},
-        {"name": "train", "kind": "training", "selector": {"job": "trainer"}, "node_selector": {"job": "x"}},
+        {"name": "train", "kind": "training", "selector": {"job": "trainer"}, "node_selector": {"job": "x"},
+         "mfu": {"flops_per_token": 7.8e9, "dtype": "bf16"}},
     ],
     "signals": [{"name": key, "catalogue": key} for key in CATALOGUE_SIGNALS],
     "pricing": {"prefer": "spec", "energy_usd_per_kwh": 0.25, "accelerator_hour_usd": {H100: 4.0}},
@@ -235,6 +236,8 @@ def suite(tmp_path, spec, cases: dict[tuple[str, str], tuple[str, str]]):
 NO_DATA: set[tuple[str, str]] = {
     # llama runs on a CPU node: it has a node cost, no GPU work
     ("llama", "tokens_per_gpu_allocated_second"), ("llama", "tokens_per_gpu_busy_second"), ("llama", "tokens_per_joule"),
+    # MFU is recorded for classes with an mfu block (train) only: both queries empty elsewhere
+    ("chat", "mfu_ratio"), ("llama", "mfu_ratio"), ("sglang", "mfu_ratio"), ("tgi", "mfu_ratio"),
     # no rejection counter in these inputs
     ("serve", "rejected_requests_per_second"), ("train", "rejected_requests_per_second"),
 }
@@ -250,7 +253,7 @@ def test_every_cost_efficiency_and_source_signal_is_inlined(spec):
     for key in ("usd_per_million_tokens", "usd_per_million_input_tokens", "usd_per_million_output_tokens", "usd_per_request",
                 "tokens_per_gpu_busy_second", "tokens_per_gpu_allocated_second", "tokens_per_joule", "tokens_per_second"):
         assert ("chat", key) in inlined, refused.get(("chat", key))
-    for key in ("usd_per_sample", "samples_per_gpu_allocated_second", "samples_per_second"):
+    for key in ("usd_per_sample", "samples_per_gpu_allocated_second", "samples_per_second", "mfu_ratio"):
         assert ("train", key) in inlined, refused.get(("train", key))
     assert ("llama", "usd_per_million_tokens") in inlined  # the node-cost path
     # refusals are only for what the class's source does not fill, or MFU without an mfu block

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 AGGREGATIONS = frozenset({"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
                           "bottomk", "topk", "quantile"})
 _SET_OPS = ("and", "unless")
+_KEYWORDS = AGGREGATIONS | {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and", "or",
+                            "unless", "atan2"}
 _COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
 
 _TOKEN = re.compile(r"""
@@ -154,7 +156,10 @@ class _Parser:
             if not m:
                 raise PromQLSyntaxError(f"unexpected character {text[at]!r} at position {at}")
             if m.lastgroup != "ws":  # a subquery's colon is an operator, not a name's first character
-                self.tokens.append(("op" if m.lastgroup == "colon" else m.lastgroup or "", m.group(0), at))
+                value = m.group(0)
+                if m.lastgroup == "ident" and value.lower() in _KEYWORDS:
+                    value = value.lower()  # PromQL's keywords and aggregations are case-insensitive
+                self.tokens.append(("op" if m.lastgroup == "colon" else m.lastgroup or "", value, at))
             at = m.end()
         self.i = 0
 

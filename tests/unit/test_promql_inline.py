@@ -44,6 +44,10 @@ def test_round_trip(text):
     assert parse("sum(x) without (le)") == parse("sum without (le) (x)")
 
 
+def test_keywords_and_aggregations_in_any_case():
+    assert parse("SUM BY (a) (x) AND ON(a) y") == parse("sum by (a) (x) and on(a) y")
+
+
 @pytest.mark.parametrize("text", ["sum(", "x{a=1}", "rate(x)[5m]", "x offset", "1 +"])
 def test_syntax_errors_name_the_place(text):
     with pytest.raises(PromQLSyntaxError):

@@ -20,6 +20,9 @@ at an instant gives what the recorded series would hold there. A reference
    label the expression drops (``sum`` without it) is decided on the empty value;
 3. the rule's static labels set as the rule sets them (``label_replace(e, "l", "v", "", "")``).
 
+Then the parts that select nothing (another class's rule, once the class matcher reached
+its ``workload_class=~"a|b"`` selectors) are pruned (:func:`prune`).
+
 Where the result could differ from the recorded series, :class:`NotInlined` says why and
 names the rule; no approximate query is returned:
 
@@ -302,6 +305,68 @@ class _Inliner:
         return Paren(out) if len(branches) > 1 else out
 
 
+def _contradicts(sel: Selector) -> bool:
+    """Whether ``sel``'s matchers select no series at all (an equality another matcher on
+    the same label rejects: ``{workload_class=~"a|b",workload_class="c"}``)."""
+    for m in sel.matchers:
+        if m.op == "=" and any(o.label == m.label and not matches(o, m.text) for o in sel.matchers):
+            return True
+    return False
+
+
+def _is_empty(node: Node) -> bool:
+    return node == EMPTY or (isinstance(node, Selector) and _contradicts(node)) or (
+        isinstance(node, Paren) and _is_empty(node.expr))
+
+
+def prune(node: Node) -> Node:
+    """``node`` without the parts that select no series (a class matcher pushed into another
+    class's rule: :func:`_contradicts`); what is left gives the same series and values.
+
+    An empty operand empties an aggregation, a label-keeping function, ``and``, the left of
+    ``unless`` and any arithmetic or comparison; it drops out of ``or`` and the right of
+    ``unless``. ``absent``, ``scalar`` and the like are left as they are."""
+    if isinstance(node, (Paren, Unary)):
+        inner = prune(node.expr)
+        if _is_empty(inner):
+            return EMPTY
+        out = copy.copy(node)
+        out.expr = inner
+        return out
+    if isinstance(node, Subquery):
+        out = copy.copy(node)
+        out.expr = prune(node.expr)
+        return out
+    if isinstance(node, Aggregate):
+        inner = prune(node.expr)
+        return EMPTY if _is_empty(inner) else Aggregate(node.op, inner, node.param, node.grouping)
+    if isinstance(node, Call):
+        # a selector argument stays as written (absent() takes its labels from it)
+        args = [a if isinstance(a, Selector) else prune(a) for a in node.args]
+        i = _KEEP_LABELS.get(node.func, 0 if node.func in ("label_replace", "label_join") else None)
+        if i is not None and len(args) > i:
+            arg = args[i].expr if isinstance(args[i], Subquery) else args[i]
+            if _is_empty(arg):
+                return EMPTY
+        return Call(node.func, args)
+    if isinstance(node, Binary):
+        lhs, rhs = prune(node.lhs), prune(node.rhs)
+        if node.op == "or":
+            if _is_empty(lhs):
+                return rhs
+            if _is_empty(rhs):
+                return lhs
+        elif node.op == "unless":
+            if _is_empty(lhs):
+                return EMPTY
+            if _is_empty(rhs):
+                return lhs
+        elif _is_empty(lhs) or _is_empty(rhs):
+            return EMPTY
+        return Binary(node.op, lhs, rhs, node.bool, node.matching, node.group)
+    return EMPTY if _is_empty(node) else node
+
+
 def inline(query: str, rules: Iterable[Rule]) -> str:
     """``query`` with every recorded series it reads replaced, level by level, by the raw
     series behind it (module doc). A query that reads no recorded series comes back as parsed.
@@ -310,4 +375,4 @@ def inline(query: str, rules: Iterable[Rule]) -> str:
         NotInlined: it cannot be done with the same values (module doc); the message names the rule.
         PromQLSyntaxError: ``query`` is not PromQL this parser reads.
     """
-    return render(_Inliner(rules).walk(parse(query), None, ()))
+    return render(prune(_Inliner(rules).walk(parse(query), None, ())))

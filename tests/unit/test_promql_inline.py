@@ -67,7 +67,7 @@ def test_a_static_label_picks_the_rule_and_is_set_as_the_rule_sets_it():
         'sum((label_replace((sum(rate(b_total[5m]))), "workload_class", "b", "", "")))'
     both = inline("sum(c:x:rate5m)", rules)
     assert both.count("label_replace") == 2 and " or " in both
-    assert inline('sum(c:x:rate5m{workload_class="z"})', rules) == "sum((vector(0) < 0))"
+    assert inline('sum(c:x:rate5m{workload_class="z"})', rules) == "(vector(0) < 0)"  # no rule: nothing
 
 
 def test_a_label_the_expression_makes_is_filtered_with_and_on():
@@ -83,7 +83,7 @@ def test_a_label_the_expression_makes_is_filtered_with_and_on():
 def test_a_label_the_expression_drops_is_decided_on_the_empty_value():
     rules = [Rule("c:t:rate5m", "sum(rate(t_total[5m]))", {})]
     assert inline('c:t:rate5m{signal=""}', rules) == "(sum(rate(t_total[5m])))"
-    assert inline('c:t:rate5m{signal="x"}', rules) == "((vector(0) < 0))"
+    assert inline('c:t:rate5m{signal="x"}', rules) == "(vector(0) < 0)"
 
 
 def test_two_levels_push_the_class_into_the_inner_rules():
@@ -120,3 +120,15 @@ def test_a_cycle_is_refused():
     rules = [Rule("a:x:y", "b:x:y + 1", {}), Rule("b:x:y", "a:x:y + 1", {})]
     with pytest.raises(NotInlined, match="reads its own series"):
         inline("a:x:y", rules)
+
+
+def test_what_selects_nothing_is_pruned():
+    rules = [Rule("c:usd:sum", 'sum by (workload_class) (share{workload_class=~"a|b"})', {}),
+             Rule("c:usd:sum", 'sum by (workload_class) (share{workload_class=~"c"}) or sum by (workload_class) (node)', {}),
+             Rule("c:t:rate5m", "sum(rate(t_total[5m]))", {})]
+    # class a: the second rule's share selector can hold no class a; what is left of it is the node part
+    assert inline('sum(c:usd:sum{workload_class="a"})', rules) == (
+        'sum(((sum by (workload_class) (share{workload_class=~"a|b",workload_class="a"})) or '
+        '(sum by (workload_class) (node{workload_class="a"}))))')
+    assert inline('c:usd:sum{workload_class="a"} unless absent(nothing{x="1",x="2"})', rules).endswith(
+        'unless absent(nothing{x="1",x="2"})')  # absent() of nothing is not nothing

@@ -3,7 +3,9 @@
 :func:`inline` replaces every recorded series a query reads (a name some rule of
 :func:`obsctl.rules.lookback.recording_rules` records) by the expression of the rule that
 records it, down every level of the chain to the raw series, so that evaluating the result
-at an instant gives what the recorded series would hold there. A reference
+at an instant gives what the recorded series would hold there (the same label sets and
+values; the metric name aside: a rule names its output, the inlined expression's series keep
+what the expression leaves them, which matching and aggregation ignore). A reference
 ``rec{m1, m2}`` becomes:
 
 1. the rules recording ``rec`` whose static ``labels`` agree with the matchers on those

@@ -19,6 +19,7 @@ reads), as the inlined query reads every level at the instant itself
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -248,8 +249,13 @@ def spec(tmp_path_factory):
     return write_spec(tmp_path_factory.mktemp("spec"), SPEC)
 
 
-def test_every_cost_efficiency_and_source_signal_is_inlined(spec):
-    inlined, refused = pairs(spec)
+@pytest.fixture(scope="module")
+def inlined(spec):
+    return pairs(spec)
+
+
+def test_every_cost_efficiency_and_source_signal_is_inlined(inlined):
+    inlined, refused = inlined
     for key in ("usd_per_million_tokens", "usd_per_million_input_tokens", "usd_per_million_output_tokens", "usd_per_request",
                 "tokens_per_gpu_busy_second", "tokens_per_gpu_allocated_second", "tokens_per_joule", "tokens_per_second"):
         assert ("chat", key) in inlined, refused.get(("chat", key))
@@ -261,19 +267,21 @@ def test_every_cost_efficiency_and_source_signal_is_inlined(spec):
     assert len(inlined) >= 130
 
 
-def test_inlined_queries_equal_the_recorded_series(tmp_path, spec):
-    inlined, _ = pairs(spec)
-    result = suite(tmp_path, spec, inlined)
+def test_inlined_queries_equal_the_recorded_series(tmp_path, spec, inlined):
+    result = suite(tmp_path, spec, inlined[0])
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
 
 
-def test_harness_fails_on_a_wrong_range_or_a_lost_class_matcher(tmp_path, spec):
-    inlined, _ = pairs(spec)
-    recorded, raw = inlined["chat", "usd_per_million_tokens"]
+def test_harness_fails_on_a_wrong_range_or_a_lost_class_matcher(tmp_path, spec, inlined):
+    recorded, raw = inlined[0]["chat", "usd_per_million_tokens"]
     assert "[5m]" in raw
-    wrong = {("chat", "usd_per_million_tokens"): (recorded, raw.replace("[5m]", "[2m]"))}
-    assert suite(tmp_path, spec, wrong).returncode != 0
-    recorded, raw = inlined["chat", "tokens_per_second"]
-    assert ',model_name="m1"' in raw
-    lost = {("chat", "tokens_per_second"): (recorded, raw.replace(',model_name="m1"', ""))}
-    assert suite(tmp_path, spec, lost).returncode != 0
+    wrong_range = raw.replace("[5m]", "[2m]")
+    tokens, raw_tokens = inlined[0]["chat", "tokens_per_second"]
+    assert ',model_name="m1"' in raw_tokens
+    lost_matcher = raw_tokens.replace(',model_name="m1"', "")  # model m9's tokens summed in
+    result = suite(tmp_path, spec, {("chat", "usd_per_million_tokens"): (recorded, wrong_range),
+                                    ("chat", "tokens_per_second"): (tokens, lost_matcher)})
+    assert result.returncode != 0
+    failed = result.stdout + result.stderr
+    # both cases fail (promtool prints each failing expression, quoted)
+    assert json.dumps(wrong_range)[1:-1] in failed and json.dumps(lost_matcher)[1:-1] in failed

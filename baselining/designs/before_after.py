@@ -39,9 +39,9 @@ def effect(before: Iterable[tuple[float, float]], after: Iterable[tuple[float, f
             return fx.undefined(NAME, confidence, f"the {name} has {v.size} sample(s), needs at least {fx.MIN_SAMPLES}")
         if v.mean() <= 0:
             return fx.undefined(NAME, confidence, f"the {name}'s mean is {v.mean():.6g}: a ratio of means needs positive means")
-    log_effect, var, dof, tau = fx.ratio_of_means_log((tb / 1000.0, vb), (ta / 1000.0, va), history)
-    return fx.from_log(NAME, log_effect, var, dof, confidence, {"baseline": int(vb.size), "window": int(va.size)},
-                       baseline_mean=float(vb.mean()), window_mean=float(va.mean()), tau_seconds=tau)
+    est = fx.ratio_of_means_log((tb / 1000.0, vb), (ta / 1000.0, va), history)
+    return fx.from_log(NAME, est, confidence, {"baseline": int(vb.size), "window": int(va.size)},
+                       baseline_mean=float(vb.mean()), window_mean=float(va.mean()), tau_seconds=est.tau_seconds)
 
 
 def plan(ctx: Setting) -> Plan:

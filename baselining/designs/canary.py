@@ -54,8 +54,8 @@ def effect(treatment: Iterable[tuple[float, float]], control: Iterable[tuple[flo
     if history is None and related is not None:
         rt, rv = align.as_arrays(related)
         history = detrended(rt / 1000.0, rv)
-    mean, var, dof, tau = fx.paired_log(d, history, same_series=same)
-    return fx.from_log(NAME, mean, var, dof, confidence, {"window": int(d[1].size)}, tau_seconds=tau, **context)
+    est = fx.paired_log(d, history, same_series=same)
+    return fx.from_log(NAME, est, confidence, {"window": int(d[1].size)}, tau_seconds=est.tau_seconds, **context)
 
 
 def _variant(ctx: Setting) -> dict:

@@ -55,9 +55,9 @@ def effect(treated_before: Samples, control_before: Samples, treated_after: Samp
         if d[1].size < fx.MIN_SAMPLES:
             return fx.undefined(NAME, confidence, f"the {name} has {d[1].size} instant(s) where the treated and the control class both "
                                 f"have a positive value, needs at least {fx.MIN_SAMPLES}", **context)
-    log_effect, var, dof, tau = fx.two_period_log(db, da, history)
-    return fx.from_log(NAME, log_effect, var, dof, confidence, {"baseline": int(db[1].size), "window": int(da[1].size)},
-                       tau_seconds=tau, **context)
+    est = fx.two_period_log(db, da, history)
+    return fx.from_log(NAME, est, confidence, {"baseline": int(db[1].size), "window": int(da[1].size)},
+                       tau_seconds=est.tau_seconds, **context)
 
 
 def plan(ctx: Setting) -> Plan:

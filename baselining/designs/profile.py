@@ -28,6 +28,7 @@ Practice*, 3rd ed. (2021), sec. 3.4. Calibrated in bench/bench_cycles.py.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 
@@ -72,8 +73,8 @@ def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float
         return fx.undefined(NAME, confidence, f"the {cycles.profile_cycle}'s profile has hours the history never saw that the baseline "
                             "or the window holds: snapshot again once the history covers them", **context)
     ob, ow = prof[hb], prof[hw]
-    log_eff, var, dof, tau = fx.ratio_of_means_log((tb, vb * np.exp(-ob)), (tw, vw * np.exp(-ow)))
-    parts = [(var, dof)]
+    est = fx.ratio_of_means_log((tb, vb * np.exp(-ob)), (tw, vw * np.exp(-ow)))
+    parts = [(est.var, est.dof)]
     if cycles.profile_variance is not None:
         bins = prof.size
         share = np.bincount(hw, minlength=bins) / hw.size - np.bincount(hb, minlength=bins) / hb.size
@@ -82,10 +83,10 @@ def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float
         # so their covariances are not 0: bounded by Cauchy-Schwarz (perfect correlation).
         var_p = float(cycles.profile_variance * np.sum(np.abs(share[used]) / np.sqrt(counts[used])) ** 2)
         parts.append((var_p, cycles.profile_dof or math.inf))
-        var, dof = var + var_p, fx.welch_dof(parts)
+        est = dataclasses.replace(est, var=est.var + var_p, dof=fx.welch_dof(parts))
     context["profile_shift"] = math.expm1(float(ow.mean() - ob.mean()))
-    return fx.from_log(NAME, log_eff, var, dof, confidence, {"baseline": int(vb.size), "window": int(vw.size)},
-                       baseline_mean=float(vb.mean()), window_mean=float(vw.mean()), tau_seconds=tau, **context)
+    return fx.from_log(NAME, est, confidence, {"baseline": int(vb.size), "window": int(vw.size)},
+                       baseline_mean=float(vb.mean()), window_mean=float(vw.mean()), tau_seconds=est.tau_seconds, **context)
 
 
 def plan(ctx: Setting) -> Plan:

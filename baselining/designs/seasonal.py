@@ -108,8 +108,8 @@ def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float
                             f"{cycle} (needs {MIN_MATCHED_SHARE:.0%}): the baseline's step or span does not match the window", **context)
     reference = values.sum(axis=0)[ok] / count[ok]
     d = (tw[ok] / 1000.0, np.log(vw[ok]) - np.log(reference))
-    mean, var, dof, tau = fx.paired_log(d, deseasonalized(tb, vb, cycle), same_series=False)
-    return fx.from_log(NAME, mean, var, dof, confidence, {"window": int(d[1].size)}, tau_seconds=tau, **context)
+    est = fx.paired_log(d, deseasonalized(tb, vb, cycle), same_series=False)
+    return fx.from_log(NAME, est, confidence, {"window": int(d[1].size)}, tau_seconds=est.tau_seconds, **context)
 
 
 def deseasonalized(ms: np.ndarray, values: np.ndarray, cycle: str) -> fx.Series | None:

@@ -22,7 +22,6 @@ decided are kept as data on the :class:`Verdict` (:class:`Reason`), never read b
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -33,8 +32,9 @@ from obsctl.baselining.decide.caps import apply_caps, cap_verdict, caps_for, mis
 from obsctl.baselining.decide.location import location_for
 from obsctl.baselining.decide.sides import columns, memory_of
 from obsctl.baselining.designs import run as designs
+from obsctl.baselining.designs.branch import Look
 from obsctl.baselining.designs.run import Outcome
-from obsctl.baselining.statistics import comparison, placebo
+from obsctl.baselining.statistics import anytime, comparison, placebo
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.text.present import guard_regressions
@@ -236,6 +236,10 @@ class PrimaryVerdict:
         estimate: the recorded effect (the design's, or the before-after one); None without one.
         judgement: the statistics behind the before-after comparison (look, memory, sides).
         design: what the comparison design said, with its context.
+        assessment: how the recorded effect was reached: the design's own
+            (``Outcome.assessment``: its memory, effective samples, dof and the look's
+            boundary) when it has an effect of its own, else the before-after comparison's
+            (:func:`assessment_of`); the stored result and the outputs carry it.
         caps: the caps that applied (kind ``cap``, ``aged``, or ``baseline-moved``: the baseline moved inside its window), in the order they were applied.
         decided_by: ``statistics`` (the before-after comparison) or ``design`` (the design's
             own verdict: its effect, or ``confound`` when a confound made it INCONCLUSIVE).
@@ -250,6 +254,7 @@ class PrimaryVerdict:
     caps: tuple[Reason, ...] = ()
     decided_by: ReasonKind = "statistics"
     note: str = ""
+    assessment: Assessment | None = None
 
 
 #: A baseline whose window ended at least this long before the start (and at least
@@ -329,9 +334,8 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
         caps.append(("INCONCLUSIVE", ev.transition.text()))
     verdict, reason = apply_caps(verdict, reason, caps)
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
-    per_look = judgement.confidence if judgement is not None and judgement.confidence else None
-    setting = dataclasses.replace(ev.setting, level=per_look or cfg.confidence)
-    design = designs.primary(setting, ev.gathered, sig.category if sig else "unknown", baseline.direction, level=look.confidence or cfg.confidence)
+    design = designs.primary(ev.setting, ev.gathered, sig.category if sig else "unknown", baseline.direction,
+                             design_look(judgement, look, cfg.confidence))
     decided_by: ReasonKind = "statistics"
     if design.verdict and verdict != "NO_DATA":
         verdict, reason = apply_caps(design.verdict, design.reason, caps)
@@ -342,7 +346,27 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
     typed = tuple(Reason("aged" if (v, r) == aged_cap else "baseline-moved" if (v, r) == moved
                          else "window" if ev.transition is not None and r == ev.transition.text() else "cap", r)
                   for v, r in caps)
-    return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design, typed, decided_by, note)
+    own = design.assessment if design.assessment is not None else assessment_of(judgement)
+    return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design, typed, decided_by, note, own)
+
+
+def design_look(j: comparison.Judgement | None, look: comparison.LookContext, confidence: float) -> Look:
+    """The look a design judges its effect at (:class:`obsctl.baselining.designs.branch.Look`).
+
+    The boundary is the look's on the change's sequence (:func:`obsctl.baselining.statistics.anytime.boundary`
+    at the sequence's ``t_min`` and its level over all looks): the one every look of this
+    change uses, so a design's repeated verifies stay safe as the before-after ones do. The
+    ``t_min`` is the sequence's, fixed at its first look; on the first look it is the one the
+    window's comparison with the baseline computed (``j``). Without either (a first look whose
+    comparison stopped before its boundary: no data, both sides constant, a broken
+    assumption) the design's interval is at ``confidence``, the spec's level.
+    """
+    over_all = look.confidence or confidence
+    t_min = look.min_fraction or (j.min_fraction if j is not None else None)
+    if t_min is None:
+        return Look(confidence, over_all, look.number, None, None, look.planned_seconds)
+    z = anytime.boundary(t_min, 1 - over_all)
+    return Look(anytime.confidence_of(z), over_all, look.number, t_min, z, look.planned_seconds)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Set
 
 NAME = "before-after"
 
+#: How the effect's interval is reached, as the design's recorded assessment names it.
+METHOD = ("before-after: the log of each period's mean (delta method) under one AR memory model and long-run variance, "
+          "Welch t interval at the look's boundary")
+
 
 def effect(before: Iterable[tuple[float, float]], after: Iterable[tuple[float, float]], confidence: float,
            history: fx.Series | None = None) -> fx.Effect:
@@ -74,4 +78,4 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     return Branch(None, tuple(got.loads), notes, cycle=found_cycle, mix=got.mix)
 
 
-DESIGN = Design(NAME, plan, branch, effect, own_baseline=True, cycle_checked=True, needs_samples=False)
+DESIGN = Design(NAME, plan, branch, effect, own_baseline=True, cycle_checked=True, needs_samples=False, method=METHOD)

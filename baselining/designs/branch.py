@@ -66,6 +66,29 @@ class Setting:
 
 
 @dataclass(frozen=True)
+class Look:
+    """The look a design judges its effect at: its place on the change's sequence of looks
+    (:mod:`obsctl.baselining.statistics.anytime`), fixed by the look, not by the design.
+
+    Attributes:
+        level: the per-look two-sided level the effect's interval is computed at (the look
+            boundary's nominal level; the spec's confidence when the look has no boundary).
+        over_all: the level the interval claims over every look of the change (the sequence's).
+        number: the look's number on the sequence (1 = first).
+        min_fraction: the sequence's ``t_min`` the boundary rests on; None without a boundary.
+        boundary_z: the look's z boundary; None without one.
+        planned_seconds: the planned window length (s); None: not planned.
+    """
+
+    level: float
+    over_all: float
+    number: int = 1
+    min_fraction: float | None = None
+    boundary_z: float | None = None
+    planned_seconds: float | None = None
+
+
+@dataclass(frozen=True)
 class Query:
     """One range query a design declares: ``expr`` over ``(start, end]`` at ``step``.
 
@@ -117,7 +140,14 @@ class Gathered:
 class Branch:
     """What a design found: its effect (None for before-after, whose effect is the
     statistics package's), the two load periods the demand check compares, notes, and
-    the before-after checks (cycle, mix)."""
+    the before-after checks (cycle, mix).
+
+    Attributes:
+        treatment: the canary's treatment-window samples (promote makes them the baseline).
+        means: ``(reference, treated)`` means in the signal's unit when the effect compares
+            two groups in the window (the canary's control and treatment); None: the periods' means.
+        context: the design's own JSON-ready entries for outputs (``control``, ``variant``).
+    """
 
     effect: Effect | None
     loads: tuple[PeriodLoad, PeriodLoad]
@@ -125,6 +155,8 @@ class Branch:
     cycle: CycleCheck | None = None
     mix: MixDecomposition | None = None
     treatment: list[tuple[float, float]] = field(default_factory=list)
+    means: tuple[float | None, float | None] | None = None
+    context: dict = field(default_factory=dict)
 
 
 def baseline_query(spec: Spec, initiative, baseline) -> str:
@@ -160,6 +192,8 @@ class Design:
         needs_variant: ``initiative start`` needs the spec's ``variant`` (canary groups).
         needs_baseline: ``initiative start`` needs a current baseline (a canary may start
             without one: its control group's window stands in).
+        method: how its effect's interval is reached, as its recorded assessment names it
+            (:func:`obsctl.baselining.designs.assessment.of`).
     """
 
     name: str
@@ -175,3 +209,4 @@ class Design:
     needs_control: bool = False
     needs_variant: bool = False
     needs_baseline: bool = True
+    method: str = ""

@@ -23,6 +23,10 @@ from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Que
 
 NAME = "control"
 
+#: How the effect's interval is reached, as the design's recorded assessment names it.
+METHOD = ("control: the difference in differences of log T_t - log C_t (window minus baseline period) under one AR memory model "
+          "and long-run variance, Welch t interval at the look's boundary")
+
 Samples = Iterable[tuple[float, float]]
 
 
@@ -84,7 +88,9 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     d, _ = align.log_ratio(ms, t, c)
     found = effect(treated_before, s["control_before"], ctx.window_samples, s["control_after"], ctx.level,
                    history=d if d[1].size >= 20 else None)
-    return Branch(found, tuple(got.loads), [f"control class {ctx.initiative.control_class}"])
+    own = {"control": {"class": ctx.initiative.control_class, "change": found.context.get("control_change"),
+                       "treated_change": found.context.get("treated_change")}}
+    return Branch(found, tuple(got.loads), [f"control class {ctx.initiative.control_class}"], context=own)
 
 
-DESIGN = Design(NAME, plan, branch, effect, planned=True, needs_control=True)
+DESIGN = Design(NAME, plan, branch, effect, planned=True, needs_control=True, method=METHOD)

@@ -41,6 +41,10 @@ from obsctl.records import CycleKnowledge
 
 NAME = "profile"
 
+#: How the effect's interval is reached, as the design's recorded assessment names it.
+METHOD = ("profile: the log ratio of the periods' means with the known cycle divided out (delta method) under one AR memory model "
+          "and long-run variance, plus the profile's own error, Welch t interval at the look's boundary")
+
 
 def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float, float]], cycles: CycleKnowledge | None,
            confidence: float) -> fx.Effect:
@@ -111,4 +115,4 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     return Branch(found, tuple(got.loads), notes, cycle=check)
 
 
-DESIGN = Design(NAME, plan, branch, effect)
+DESIGN = Design(NAME, plan, branch, effect, method=METHOD)

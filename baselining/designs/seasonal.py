@@ -33,6 +33,10 @@ from obsctl.errors import UsageError
 
 NAME = "seasonal"
 
+#: How the effect's interval is reached, as the design's recorded assessment names it.
+METHOD = ("seasonal: the mean of log W_t - log B*_t (the baseline's same hours) under the memory of the baseline around its cycle "
+          "and long-run variance, t interval at the look's boundary")
+
 #: Cycle name -> length in days.
 CYCLES: dict[str, int] = {"day": 1, "week": 7}
 
@@ -145,4 +149,4 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     return Branch(found, tuple(got.loads))
 
 
-DESIGN = Design(NAME, plan, branch, effect)
+DESIGN = Design(NAME, plan, branch, effect, method=METHOD)

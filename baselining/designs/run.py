@@ -52,12 +52,21 @@ from obsctl.baselining.statistics.decision import Estimate
 from obsctl.errors import UsageError
 from obsctl.records import Assessment
 from obsctl.rules import saturation
-from obsctl.spec import Spec, WorkloadClass
+from obsctl.spec import DESIGN_NEEDS, Spec, WorkloadClass
 
 #: Each design's object (:class:`~obsctl.baselining.designs.branch.Design`), by name.
 BY_NAME: dict[str, Design] = {d.name: d for d in (before_after.DESIGN, control.DESIGN, canary.DESIGN, seasonal.DESIGN,
                                                   profile.DESIGN)}
 assert tuple(BY_NAME) == DESIGNS  # noqa: S101  (one registry: the spec's names are the objects' names)
+
+
+def needs(d: Design) -> str | None:
+    """The ``comparison`` field a design needs of its class (``control``, ``variant``), or None."""
+    return "control" if d.needs_control else "variant" if d.needs_variant else None
+
+
+# The spec checks a design's needs at load without loading the designs: its table and the objects agree.
+assert {d.name: needs(d) for d in BY_NAME.values() if needs(d)} == {n: f for n, (f, _) in DESIGN_NEEDS.items()}  # noqa: S101
 
 
 def design_of(name: str) -> Design:

@@ -10,8 +10,11 @@ frozen :class:`Verdict`, with no I/O (``verify`` gathered everything first,
 2. **caps**: coverage, partial answers and a partial baseline cap the verdict
    (:func:`obsctl.baselining.decide.caps.caps_for`, :func:`obsctl.baselining.decide.caps.apply_caps`): NO_DATA replaces it, INCONCLUSIVE tempers it;
    a baseline that aged is replaced by the period right before the start (:func:`before_start`);
-3. **design**: control / canary / seasonal replace the before-after effect, and every design
-   adds its confound checks (:func:`obsctl.baselining.designs.run.primary`), capped again;
+3. **design**: control / canary / seasonal / profile replace the before-after effect, judged
+   at the look's boundary on the change's sequence (:func:`design_look`), and record their
+   own assessment of it (memory, effective samples, dof, boundary:
+   :func:`obsctl.baselining.designs.assessment.of`); every design adds its confound checks
+   (:func:`obsctl.baselining.designs.run.primary`), capped again;
 4. **guards**: each guard signal as a non-inferiority test with its own margin, the
    family's error shared by Holm's step-down (:func:`judge_measured_guard`, :func:`holm`);
 5. **overall**: :func:`overall_verdict`.
@@ -359,12 +362,13 @@ def design_look(j: comparison.Judgement | None, look: comparison.LookContext, co
     ``t_min`` is the sequence's, fixed at its first look; on the first look it is the one the
     window's comparison with the baseline computed (``j``). Without either (a first look whose
     comparison stopped before its boundary: no data, both sides constant, a broken
-    assumption) the design's interval is at ``confidence``, the spec's level.
+    assumption) the design's interval is at the sequence's level (``look.confidence``, else
+    ``confidence``, the spec's).
     """
     over_all = look.confidence or confidence
     t_min = look.min_fraction or (j.min_fraction if j is not None else None)
     if t_min is None:
-        return Look(confidence, over_all, look.number, None, None, look.planned_seconds)
+        return Look(over_all, over_all, look.number, None, None, look.planned_seconds)
     z = anytime.boundary(t_min, 1 - over_all)
     return Look(anytime.confidence_of(z), over_all, look.number, t_min, z, look.planned_seconds)
 

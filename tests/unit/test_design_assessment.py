@@ -119,7 +119,8 @@ def test_canary_records_its_paired_log_ratio(spec):
     assert verdict.assessment_of(v.primary.judgement).n_eff_baseline is not None
     result, js = stored(ev, v)
     assert js["method"].startswith("canary:") and js["n_eff_baseline"] is None
-    assert "(from the windows only: a lower bound)" in statistics_line(result)
+    # The text describes the canary's series: its memory and the paired series' effective samples.
+    assert f"(from the windows only: a lower bound), {s.n_eff:.1f} effective samples (window), {s.dof:.0f} dof" in statistics_line(result)
 
 
 def test_control_records_its_difference_in_differences(spec):

@@ -194,6 +194,8 @@ class Design:
             without one: its control group's window stands in).
         method: how its effect's interval is reached, as its recorded assessment names it
             (:func:`obsctl.baselining.designs.assessment.of`).
+        check_start: ``check_start(spec, baseline)``: ``initiative start`` refuses a baseline the
+            design cannot run from (raises UsageError); None: any baseline.
     """
 
     name: str
@@ -210,3 +212,4 @@ class Design:
     needs_variant: bool = False
     needs_baseline: bool = True
     method: str = ""
+    check_start: Callable[..., None] | None = None

@@ -37,6 +37,7 @@ import numpy as np
 from obsctl.baselining.designs import align, knowledge
 from obsctl.baselining.designs import effect as fx
 from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Setting, baseline_and_window
+from obsctl.errors import UsageError
 from obsctl.records import CycleKnowledge
 
 NAME = "profile"
@@ -93,6 +94,17 @@ def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float
                        baseline_mean=float(vb.mean()), window_mean=float(vw.mean()), tau_seconds=est.tau_seconds, **context)
 
 
+def check_start(spec, baseline) -> None:
+    """``initiative start``'s check: the baseline's snapshot learnt a cycle from the history.
+
+    Raises:
+        UsageError: the baseline holds no cycle profile (naming the designs that need none).
+    """
+    if not knowledge.present(baseline.cycles):
+        raise UsageError(f"--design profile divides out the cycle the snapshot learnt from the signal's history, but baseline {baseline.id} "
+                         f"holds none ({knowledge.describe(baseline.cycles)}); use the default design, or --design control or canary")
+
+
 def plan(ctx: Setting) -> Plan:
     """``verify``'s profile comparison asks for the demand of both periods."""
     return Plan(loads=baseline_and_window(ctx.baseline, ctx.start, ctx.end))
@@ -115,4 +127,4 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     return Branch(found, tuple(got.loads), notes, cycle=check)
 
 
-DESIGN = Design(NAME, plan, branch, effect, method=METHOD)
+DESIGN = Design(NAME, plan, branch, effect, method=METHOD, check_start=check_start)

@@ -124,17 +124,15 @@ def choose(spec: Spec, workload_class: str, design: str | None = None, control_c
 
 
 def check_start(spec: Spec, store, workload_class: str, choice: Choice, baseline) -> None:
-    """Refuse a design that cannot run from the start: a seasonal baseline shorter than one
-    cycle; a profile design on a baseline whose history showed no cycle.
+    """Refuse a design that cannot run from the start (its ``Design.check_start``): a seasonal
+    baseline shorter than one cycle; a profile design on a baseline whose history showed no cycle.
 
     Raises:
-        UsageError: as :func:`obsctl.baselining.designs.seasonal.check_span`.
+        UsageError: as :func:`obsctl.baselining.designs.seasonal.check_span`, :func:`obsctl.baselining.designs.profile.check_start`.
     """
-    if choice.design == "seasonal" and baseline is not None:
-        seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
-    if choice.design == profile.NAME and baseline is not None and not knowledge.present(baseline.cycles):
-        raise UsageError(f"--design profile divides out the cycle the snapshot learnt from the signal's history, but baseline {baseline.id} "
-                         f"holds none ({knowledge.describe(baseline.cycles)}); use the default design, or --design control or canary")
+    start = BY_NAME[choice.design].check_start
+    if start is not None and baseline is not None:
+        start(spec, baseline)
 
 
 def start_checks(choice: Choice, baseline) -> list | None:

@@ -61,6 +61,11 @@ def check_span(baseline_start: dt.datetime, baseline_end: dt.datetime, cycle: st
         )
 
 
+def check_start(spec, baseline) -> None:
+    """``initiative start``'s check: :func:`check_span` of the baseline against the spec's cycle."""
+    check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
+
+
 def matched_instants(window_ms: np.ndarray, cycle: str, cycles: int, timezone: str = "UTC") -> np.ndarray:
     """The instants ``t - k * P`` in wall-clock time of ``timezone``, shape ``(cycles, n)`` (ms)."""
     days = CYCLES[cycle]
@@ -149,4 +154,4 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     return Branch(found, tuple(got.loads))
 
 
-DESIGN = Design(NAME, plan, branch, effect, method=METHOD)
+DESIGN = Design(NAME, plan, branch, effect, method=METHOD, check_start=check_start)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from obsctl.baselining import verify
+from obsctl.baselining import report, verify
 from obsctl.baselining.decide import verdict
 from obsctl.baselining.decide.sides import memory_of
 from obsctl.baselining.designs import before_after, canary, control, profile, seasonal
@@ -96,8 +96,9 @@ def test_before_after_records_the_comparison_it_judged(spec):
     assert v.primary.assessment.method == comparison.METHOD
     assert (v.primary.assessment.boundary_z, v.primary.assessment.interval_confidence) == pytest.approx((BOUNDARY, LEVEL))
     assert v.primary.assessment.n_eff_baseline == pytest.approx(tb.size, rel=0.05)  # white noise: every sample independent
-    _, js = stored(ev, v)
+    result, js = stored(ev, v)
     assert js["method"] == comparison.METHOD
+    assert "(Fieller interval from the long-run variance" in report.render_markdown(ev.initiative, ev.baseline, result, "figure.png")
 
 
 def test_canary_records_its_paired_log_ratio(spec):
@@ -121,6 +122,8 @@ def test_canary_records_its_paired_log_ratio(spec):
     assert js["method"].startswith("canary:") and js["n_eff_baseline"] is None
     # The text describes the canary's series: its memory and the paired series' effective samples.
     assert f"(from the windows only: a lower bound), {s.n_eff:.1f} effective samples (window), {s.dof:.0f} dof" in statistics_line(result)
+    text = report.render_markdown(ev.initiative, ev.baseline, result, "figure.png")
+    assert f"- Method: {canary.METHOD}" in text and "(the design's interval on the log scale" in text and "Fieller" not in text
 
 
 def test_control_records_its_difference_in_differences(spec):

@@ -11,7 +11,7 @@ frozen :class:`Verdict`, with no I/O (``verify`` gathered everything first,
    (:func:`obsctl.baselining.decide.caps.caps_for`, :func:`obsctl.baselining.decide.caps.apply_caps`): NO_DATA replaces it, INCONCLUSIVE tempers it;
    a baseline that aged is replaced by the period right before the start (:func:`before_start`);
 3. **design**: control / canary / seasonal / profile replace the before-after effect, judged
-   at the look's boundary on the change's sequence (:func:`design_look`), and record their
+   at the look's boundary on the change's sequence (``designs.branch.Look.at``), and record their
    own assessment of it (memory, effective samples, dof, boundary:
    :func:`obsctl.baselining.designs.assessment.of`); every design adds its confound checks
    (:func:`obsctl.baselining.designs.run.primary`), capped again;
@@ -37,7 +37,7 @@ from obsctl.baselining.decide.sides import columns, memory_of
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.branch import Look
 from obsctl.baselining.designs.run import Outcome
-from obsctl.baselining.statistics import anytime, comparison, placebo
+from obsctl.baselining.statistics import comparison, placebo
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.text.present import guard_regressions
@@ -239,10 +239,6 @@ class PrimaryVerdict:
         estimate: the recorded effect (the design's, or the before-after one); None without one.
         judgement: the statistics behind the before-after comparison (look, memory, sides).
         design: what the comparison design said, with its context.
-        assessment: how the recorded effect was reached: the design's own
-            (``Outcome.assessment``: its memory, effective samples, dof and the look's
-            boundary) when it has an effect of its own, else the before-after comparison's
-            (:func:`assessment_of`); the stored result and the outputs carry it.
         caps: the caps that applied (kind ``cap``, ``aged``, or ``baseline-moved``: the baseline moved inside its window), in the order they were applied.
         decided_by: ``statistics`` (the before-after comparison) or ``design`` (the design's
             own verdict: its effect, or ``confound`` when a confound made it INCONCLUSIVE).
@@ -257,7 +253,15 @@ class PrimaryVerdict:
     caps: tuple[Reason, ...] = ()
     decided_by: ReasonKind = "statistics"
     note: str = ""
-    assessment: Assessment | None = None
+
+    @property
+    def assessment(self) -> Assessment | None:
+        """How the recorded effect was reached, which the stored result and the outputs carry:
+        the design's own (``Outcome.assessment``: its memory, effective samples, dof and the
+        look's boundary) when it has an effect of its own, else the before-after comparison's
+        (:func:`assessment_of`); a fresh copy each time (a result may add notes to it)."""
+        own = self.design.assessment
+        return own.model_copy(deep=True) if own is not None else assessment_of(self.judgement)
 
 
 #: A baseline whose window ended at least this long before the start (and at least
@@ -337,8 +341,8 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
         caps.append(("INCONCLUSIVE", ev.transition.text()))
     verdict, reason = apply_caps(verdict, reason, caps)
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
-    design = designs.primary(ev.setting, ev.gathered, sig.category if sig else "unknown", baseline.direction,
-                             design_look(judgement, look, cfg.confidence))
+    at = Look.at(look, judgement.min_fraction if judgement is not None else None, cfg.confidence)  # the sequence's boundary
+    design = designs.primary(ev.setting, ev.gathered, sig.category if sig else "unknown", baseline.direction, at)
     decided_by: ReasonKind = "statistics"
     if design.verdict and verdict != "NO_DATA":
         verdict, reason = apply_caps(design.verdict, design.reason, caps)
@@ -349,28 +353,8 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
     typed = tuple(Reason("aged" if (v, r) == aged_cap else "baseline-moved" if (v, r) == moved
                          else "window" if ev.transition is not None and r == ev.transition.text() else "cap", r)
                   for v, r in caps)
-    own = design.assessment if design.assessment is not None else assessment_of(judgement)
-    return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design, typed, decided_by, note, own)
+    return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design, typed, decided_by, note)
 
-
-def design_look(j: comparison.Judgement | None, look: comparison.LookContext, confidence: float) -> Look:
-    """The look a design judges its effect at (:class:`obsctl.baselining.designs.branch.Look`).
-
-    The boundary is the look's on the change's sequence (:func:`obsctl.baselining.statistics.anytime.boundary`
-    at the sequence's ``t_min`` and its level over all looks): the one every look of this
-    change uses, so a design's repeated verifies stay safe as the before-after ones do. The
-    ``t_min`` is the sequence's, fixed at its first look; on the first look it is the one the
-    window's comparison with the baseline computed (``j``). Without either (a first look whose
-    comparison stopped before its boundary: no data, both sides constant, a broken
-    assumption) the design's interval is at the sequence's level (``look.confidence``, else
-    ``confidence``, the spec's).
-    """
-    over_all = look.confidence or confidence
-    t_min = look.min_fraction or (j.min_fraction if j is not None else None)
-    if t_min is None:
-        return Look(over_all, over_all, look.number, None, None, look.planned_seconds)
-    z = anytime.boundary(t_min, 1 - over_all)
-    return Look(anytime.confidence_of(z), over_all, look.number, t_min, z, look.planned_seconds)
 
 
 @dataclass(frozen=True)

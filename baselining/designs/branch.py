@@ -21,6 +21,8 @@ from obsctl.baselining.designs.cycle import CycleCheck
 from obsctl.baselining.designs.demand import PeriodLoad
 from obsctl.baselining.designs.effect import Effect
 from obsctl.baselining.designs.mix import MixDecomposition
+from obsctl.baselining.statistics import anytime
+from obsctl.baselining.statistics.comparison import LookContext
 from obsctl.spec import Spec, WorkloadClass
 
 #: History read before a window for a design's memory model: this many window lengths.
@@ -86,6 +88,29 @@ class Look:
     min_fraction: float | None = None
     boundary_z: float | None = None
     planned_seconds: float | None = None
+
+    @classmethod
+    def at(cls, look: LookContext, judged_min_fraction: float | None, confidence: float) -> Look:
+        """The look a design judges at: the boundary of ``look`` on the change's sequence
+        (:func:`obsctl.baselining.statistics.anytime.boundary` at the sequence's ``t_min`` and its
+        level over all looks), the one every look of the change uses, so a design's repeated
+        verifies stay safe as the before-after ones do.
+
+        Args:
+            look: the look's place on the sequence (its ``t_min``, fixed at the first look).
+            judged_min_fraction: on a first look, the ``t_min`` the window's comparison with
+                the baseline computed (:func:`obsctl.baselining.statistics.comparison.judge`).
+            confidence: the spec's level, for a sequence without its own.
+
+        Without a ``t_min`` (a first look whose comparison stopped before its boundary: no
+        data, both sides constant, a broken assumption) the interval is at the sequence's level.
+        """
+        over_all = look.confidence or confidence
+        t_min = look.min_fraction or judged_min_fraction
+        if t_min is None:
+            return cls(over_all, over_all, look.number, None, None, look.planned_seconds)
+        z = anytime.boundary(t_min, 1 - over_all)
+        return cls(anytime.confidence_of(z), over_all, look.number, t_min, z, look.planned_seconds)
 
 
 @dataclass(frozen=True)

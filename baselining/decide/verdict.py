@@ -356,7 +356,6 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
     return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design, typed, decided_by, note)
 
 
-
 @dataclass(frozen=True)
 class Verdict:
     """The verdict of one verify, with its reasons as data.

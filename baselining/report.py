@@ -26,6 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 
 from obsctl.atomicio import atomic_write_bytes, atomic_write_text  # noqa: E402
 from obsctl.baselining import looks  # noqa: E402
+from obsctl.baselining.statistics.comparison import METHOD  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.baselining.text.present import (  # noqa: E402
     describe,
@@ -188,6 +189,14 @@ def _guard_table(result: VerificationResult) -> list[str]:
     return [*lines, ""]
 
 
+def _interval_note(method: str) -> str:
+    """How the primary's interval was reached: the before-after comparison's Fieller interval,
+    or a design's own on its log series (its assessment's ``method`` names it)."""
+    if method and method != METHOD:
+        return "(the design's interval on the log scale, under its series' memory; docs/verification-designs.md)"
+    return "(Fieller interval from the long-run variance under the signal's memory; docs/verification.md)"
+
+
 def _statistics_lines(result: VerificationResult) -> list[str]:
     """The "Statistics" section: method, memory, effective samples, look and boundary, planned window."""
     a = result.assessment
@@ -264,7 +273,7 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
         f"- Primary signal: `{baseline.signal}` ({md(baseline.unit)}, {baseline.direction.replace('_', ' ')}); expected impact {expected}",
         f"- Verdict: **{result.verdict}** ({md(result.reason)}); verified {rfc3339(result.verified_at)}",
         f"- Change: {format_percent(result.change_ratio)}, {format_confidence(result.confidence)} confidence interval {ci} "
-        + ("(Fieller interval from the long-run variance under the signal's memory; docs/verification.md)" if result.assessment
+        + (_interval_note(result.assessment.method) if result.assessment
            else "(both sides constant: no sampling error)" if result.ci_low is not None else ""),
         f"- Primary signal's own verdict: **{result.primary_verdict or result.verdict}**",
         *([f"- Promoted without every guard judged: {md(initiative.promote_override)}"] if initiative.promote_override else []),

@@ -311,7 +311,7 @@ def result_of(ev: evidence.Evidence, v: verdict.Verdict) -> VerificationResult:
         samples=m.samples,
         reason=v.reason,
         verified_at=utcnow(),
-        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=verdict.assessment_of(primary.judgement),
+        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=primary.assessment,
         design=design.design, design_context=design.context,
         transition=None if ev.transition is None else transitions.record_of(ev.transition),
     )

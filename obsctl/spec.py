@@ -540,6 +540,12 @@ class Saturation(SaturationThresholds):
 
 Design = Literal["before-after", "control", "canary", "seasonal", "profile"]
 
+#: What a design needs of its class's ``comparison`` settings: the field it reads and the
+#: field's shape, as the spec's errors name them. The design objects declare the same
+#: (``obsctl.baselining.designs.branch.Design``: ``needs_control``, ``needs_variant``) and
+#: the design package holds them to this table, so the spec checks them without loading it.
+DESIGN_NEEDS: dict[str, tuple[str, str]] = {"control": ("control", "<another class>"), "canary": ("variant", "{label, control, treatment}")}
+
 
 class Variant(_Model):
     """Canary replicas of one class, told apart by one label (used in queries only).
@@ -850,11 +856,10 @@ class Spec(_Model):
             if cc.demand is not None and cc.demand not in signals:
                 raise ValueError(f"{where}.demand {cc.demand!r} is not one of the signals: {', '.join(signals)}")
             design = cc.design or self.comparison.design
-            if design == "control" and cc.control is None:
-                raise ValueError(f"{where}: design control needs control: <another class>")
-            if design == "canary" and cc.variant is None:
-                raise ValueError(f"{where}: design canary needs variant: {{label, control, treatment}}")
-        if self.comparison.design in ("control", "canary"):
+            field, shape = DESIGN_NEEDS.get(design, (None, ""))
+            if field is not None and getattr(cc, field) is None:
+                raise ValueError(f"{where}: design {design} needs {field}: {shape}")
+        if self.comparison.design in DESIGN_NEEDS:
             missing = [c for c in classes if not (self.comparison.classes.get(c) and
                        (self.comparison.classes[c].control or self.comparison.classes[c].variant or self.comparison.classes[c].design))]
             if missing:

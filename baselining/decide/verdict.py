@@ -10,8 +10,11 @@ frozen :class:`Verdict`, with no I/O (``verify`` gathered everything first,
 2. **caps**: coverage, partial answers and a partial baseline cap the verdict
    (:func:`obsctl.baselining.decide.caps.caps_for`, :func:`obsctl.baselining.decide.caps.apply_caps`): NO_DATA replaces it, INCONCLUSIVE tempers it;
    a baseline that aged is replaced by the period right before the start (:func:`before_start`);
-3. **design**: control / canary / seasonal replace the before-after effect, and every design
-   adds its confound checks (:func:`obsctl.baselining.designs.run.primary`), capped again;
+3. **design**: control / canary / seasonal / profile replace the before-after effect, judged
+   at the look's boundary on the change's sequence (``designs.branch.Look.at``), and record their
+   own assessment of it (memory, effective samples, dof, boundary:
+   :func:`obsctl.baselining.designs.assessment.of`); every design adds its confound checks
+   (:func:`obsctl.baselining.designs.run.primary`), capped again;
 4. **guards**: each guard signal as a non-inferiority test with its own margin, the
    family's error shared by Holm's step-down (:func:`judge_measured_guard`, :func:`holm`);
 5. **overall**: :func:`overall_verdict`.
@@ -22,7 +25,6 @@ decided are kept as data on the :class:`Verdict` (:class:`Reason`), never read b
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -33,6 +35,7 @@ from obsctl.baselining.decide.caps import apply_caps, cap_verdict, caps_for, mis
 from obsctl.baselining.decide.location import location_for
 from obsctl.baselining.decide.sides import columns, memory_of
 from obsctl.baselining.designs import run as designs
+from obsctl.baselining.designs.branch import Look
 from obsctl.baselining.designs.run import Outcome
 from obsctl.baselining.statistics import comparison, placebo
 from obsctl.baselining.statistics.decision import Estimate
@@ -251,6 +254,15 @@ class PrimaryVerdict:
     decided_by: ReasonKind = "statistics"
     note: str = ""
 
+    @property
+    def assessment(self) -> Assessment | None:
+        """How the recorded effect was reached, which the stored result and the outputs carry:
+        the design's own (``Outcome.assessment``: its memory, effective samples, dof and the
+        look's boundary) when it has an effect of its own, else the before-after comparison's
+        (:func:`assessment_of`); a fresh copy each time (a result may add notes to it)."""
+        own = self.design.assessment
+        return own.model_copy(deep=True) if own is not None else assessment_of(self.judgement)
+
 
 #: A baseline whose window ended at least this long before the start (and at least
 #: 15 steps) has aged: verify compares with the period right before the start instead.
@@ -329,9 +341,8 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
         caps.append(("INCONCLUSIVE", ev.transition.text()))
     verdict, reason = apply_caps(verdict, reason, caps)
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
-    per_look = judgement.confidence if judgement is not None and judgement.confidence else None
-    setting = dataclasses.replace(ev.setting, level=per_look or cfg.confidence)
-    design = designs.primary(setting, ev.gathered, sig.category if sig else "unknown", baseline.direction, level=look.confidence or cfg.confidence)
+    at = Look.at(look, judgement.min_fraction if judgement is not None else None, cfg.confidence)  # the sequence's boundary
+    design = designs.primary(ev.setting, ev.gathered, sig.category if sig else "unknown", baseline.direction, at)
     decided_by: ReasonKind = "statistics"
     if design.verdict and verdict != "NO_DATA":
         verdict, reason = apply_caps(design.verdict, design.reason, caps)

@@ -21,9 +21,12 @@ come from :mod:`obsctl.baselining.statistics` through :mod:`.estimator`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
-#: Design names as the spec and ``initiative start --design`` spell them (each module's ``DESIGN.name``).
-DESIGNS: tuple[str, ...] = ("before-after", "control", "canary", "seasonal", "profile")
+from obsctl.spec import Design
+
+#: Design names as the spec (:data:`obsctl.spec.Design`) and ``initiative start --design`` spell them (each module's ``DESIGN.name``).
+DESIGNS: tuple[str, ...] = get_args(Design)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Set
 
 NAME = "before-after"
 
+#: How the effect's interval is reached, as the design's recorded assessment names it.
+METHOD = ("before-after: the log of each period's mean (delta method) under one AR memory model and long-run variance, "
+          "Welch t interval at the look's boundary")
+
 
 def effect(before: Iterable[tuple[float, float]], after: Iterable[tuple[float, float]], confidence: float,
            history: fx.Series | None = None) -> fx.Effect:
@@ -39,9 +43,9 @@ def effect(before: Iterable[tuple[float, float]], after: Iterable[tuple[float, f
             return fx.undefined(NAME, confidence, f"the {name} has {v.size} sample(s), needs at least {fx.MIN_SAMPLES}")
         if v.mean() <= 0:
             return fx.undefined(NAME, confidence, f"the {name}'s mean is {v.mean():.6g}: a ratio of means needs positive means")
-    log_effect, var, dof, tau = fx.ratio_of_means_log((tb / 1000.0, vb), (ta / 1000.0, va), history)
-    return fx.from_log(NAME, log_effect, var, dof, confidence, {"baseline": int(vb.size), "window": int(va.size)},
-                       baseline_mean=float(vb.mean()), window_mean=float(va.mean()), tau_seconds=tau)
+    est = fx.ratio_of_means_log((tb / 1000.0, vb), (ta / 1000.0, va), history)
+    return fx.from_log(NAME, est, confidence, {"baseline": int(vb.size), "window": int(va.size)},
+                       baseline_mean=float(vb.mean()), window_mean=float(va.mean()), tau_seconds=est.tau_seconds)
 
 
 def plan(ctx: Setting) -> Plan:
@@ -74,4 +78,4 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     return Branch(None, tuple(got.loads), notes, cycle=found_cycle, mix=got.mix)
 
 
-DESIGN = Design(NAME, plan, branch, effect, own_baseline=True, cycle_checked=True, needs_samples=False)
+DESIGN = Design(NAME, plan, branch, effect, own_baseline=True, cycle_checked=True, needs_samples=False, method=METHOD)

@@ -21,6 +21,8 @@ from obsctl.baselining.designs.cycle import CycleCheck
 from obsctl.baselining.designs.demand import PeriodLoad
 from obsctl.baselining.designs.effect import Effect
 from obsctl.baselining.designs.mix import MixDecomposition
+from obsctl.baselining.statistics import anytime
+from obsctl.baselining.statistics.comparison import LookContext
 from obsctl.spec import Spec, WorkloadClass
 
 #: History read before a window for a design's memory model: this many window lengths.
@@ -63,6 +65,52 @@ class Setting:
 
     def instant(self, seconds: float) -> dt.datetime:
         return dt.datetime.fromtimestamp(seconds, dt.UTC)
+
+
+@dataclass(frozen=True)
+class Look:
+    """The look a design judges its effect at: its place on the change's sequence of looks
+    (:mod:`obsctl.baselining.statistics.anytime`), fixed by the look, not by the design.
+
+    Attributes:
+        level: the per-look two-sided level the effect's interval is computed at (the look
+            boundary's nominal level; the spec's confidence when the look has no boundary).
+        over_all: the level the interval claims over every look of the change (the sequence's).
+        number: the look's number on the sequence (1 = first).
+        min_fraction: the sequence's ``t_min`` the boundary rests on; None without a boundary.
+        boundary_z: the look's z boundary; None without one.
+        planned_seconds: the planned window length (s); None: not planned.
+    """
+
+    level: float
+    over_all: float
+    number: int = 1
+    min_fraction: float | None = None
+    boundary_z: float | None = None
+    planned_seconds: float | None = None
+
+    @classmethod
+    def at(cls, look: LookContext, judged_min_fraction: float | None, confidence: float) -> Look:
+        """The look a design judges at: the boundary of ``look`` on the change's sequence
+        (:func:`obsctl.baselining.statistics.anytime.boundary` at the sequence's ``t_min`` and its
+        level over all looks), the one every look of the change uses, so a design's repeated
+        verifies stay safe as the before-after ones do.
+
+        Args:
+            look: the look's place on the sequence (its ``t_min``, fixed at the first look).
+            judged_min_fraction: on a first look, the ``t_min`` the window's comparison with
+                the baseline computed (:func:`obsctl.baselining.statistics.comparison.judge`).
+            confidence: the spec's level, for a sequence without its own.
+
+        Without a ``t_min`` (a first look whose comparison stopped before its boundary: no
+        data, both sides constant, a broken assumption) the interval is at the sequence's level.
+        """
+        over_all = look.confidence or confidence
+        t_min = look.min_fraction or judged_min_fraction
+        if t_min is None:
+            return cls(over_all, over_all, look.number, None, None, look.planned_seconds)
+        z = anytime.boundary(t_min, 1 - over_all)
+        return cls(anytime.confidence_of(z), over_all, look.number, t_min, z, look.planned_seconds)
 
 
 @dataclass(frozen=True)
@@ -117,7 +165,14 @@ class Gathered:
 class Branch:
     """What a design found: its effect (None for before-after, whose effect is the
     statistics package's), the two load periods the demand check compares, notes, and
-    the before-after checks (cycle, mix)."""
+    the before-after checks (cycle, mix).
+
+    Attributes:
+        treatment: the canary's treatment-window samples (promote makes them the baseline).
+        means: ``(reference, treated)`` means in the signal's unit when the effect compares
+            two groups in the window (the canary's control and treatment); None: the periods' means.
+        context: the design's own JSON-ready entries for outputs (``control``, ``variant``).
+    """
 
     effect: Effect | None
     loads: tuple[PeriodLoad, PeriodLoad]
@@ -125,6 +180,8 @@ class Branch:
     cycle: CycleCheck | None = None
     mix: MixDecomposition | None = None
     treatment: list[tuple[float, float]] = field(default_factory=list)
+    means: tuple[float | None, float | None] | None = None
+    context: dict = field(default_factory=dict)
 
 
 def baseline_query(spec: Spec, initiative, baseline) -> str:
@@ -160,6 +217,10 @@ class Design:
         needs_variant: ``initiative start`` needs the spec's ``variant`` (canary groups).
         needs_baseline: ``initiative start`` needs a current baseline (a canary may start
             without one: its control group's window stands in).
+        method: how its effect's interval is reached, as its recorded assessment names it
+            (:func:`obsctl.baselining.designs.assessment.of`).
+        check_start: ``check_start(spec, baseline)``: ``initiative start`` refuses a baseline the
+            design cannot run from (raises UsageError); None: any baseline.
     """
 
     name: str
@@ -175,3 +236,5 @@ class Design:
     needs_control: bool = False
     needs_variant: bool = False
     needs_baseline: bool = True
+    method: str = ""
+    check_start: Callable[..., None] | None = None

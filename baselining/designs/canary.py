@@ -23,6 +23,10 @@ from obsctl.baselining.designs.cycle import detrended
 
 NAME = "canary"
 
+#: How the effect's interval is reached, as the design's recorded assessment names it.
+METHOD = ("canary: the mean of log T_t - log C_t in the window (paired) under an AR memory model and long-run variance, "
+          "t interval at the look's boundary")
+
 
 def effect(treatment: Iterable[tuple[float, float]], control: Iterable[tuple[float, float]], confidence: float,
            history: fx.Series | None = None, related: Iterable[tuple[float, float]] | None = None) -> fx.Effect:
@@ -54,8 +58,8 @@ def effect(treatment: Iterable[tuple[float, float]], control: Iterable[tuple[flo
     if history is None and related is not None:
         rt, rv = align.as_arrays(related)
         history = detrended(rt / 1000.0, rv)
-    mean, var, dof, tau = fx.paired_log(d, history, same_series=same)
-    return fx.from_log(NAME, mean, var, dof, confidence, {"window": int(d[1].size)}, tau_seconds=tau, **context)
+    est = fx.paired_log(d, history, same_series=same)
+    return fx.from_log(NAME, est, confidence, {"window": int(d[1].size)}, tau_seconds=est.tau_seconds, **context)
 
 
 def _variant(ctx: Setting) -> dict:
@@ -80,7 +84,8 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     found = effect(ctx.window_samples, got.series["control"], ctx.level, related=got.series["related"] or None)
     whole = got.loads[0]
     note = f"canary: {label}={variant['treatment']} vs {label}={variant['control']} in the same window"
-    return Branch(found, (whole, whole), [note], treatment=ctx.window_samples)
+    means = (found.context.get("control_mean"), found.context.get("treatment_mean"))
+    return Branch(found, (whole, whole), [note], treatment=ctx.window_samples, means=means, context={"variant": ctx.initiative.variant})
 
 
 def window_query(spec, initiative, baseline) -> str:
@@ -92,4 +97,4 @@ def window_query(spec, initiative, baseline) -> str:
 
 
 DESIGN = Design(NAME, plan, branch, effect, window_query=window_query, load_periods=None, planned=True, needs_variant=True,
-                needs_baseline=False)
+                needs_baseline=False, method=METHOD)

@@ -23,6 +23,10 @@ from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Que
 
 NAME = "control"
 
+#: How the effect's interval is reached, as the design's recorded assessment names it.
+METHOD = ("control: the difference in differences of log T_t - log C_t (window minus baseline period) under one AR memory model "
+          "and long-run variance, Welch t interval at the look's boundary")
+
 Samples = Iterable[tuple[float, float]]
 
 
@@ -55,9 +59,9 @@ def effect(treated_before: Samples, control_before: Samples, treated_after: Samp
         if d[1].size < fx.MIN_SAMPLES:
             return fx.undefined(NAME, confidence, f"the {name} has {d[1].size} instant(s) where the treated and the control class both "
                                 f"have a positive value, needs at least {fx.MIN_SAMPLES}", **context)
-    log_effect, var, dof, tau = fx.two_period_log(db, da, history)
-    return fx.from_log(NAME, log_effect, var, dof, confidence, {"baseline": int(db[1].size), "window": int(da[1].size)},
-                       tau_seconds=tau, **context)
+    est = fx.two_period_log(db, da, history)
+    return fx.from_log(NAME, est, confidence, {"baseline": int(db[1].size), "window": int(da[1].size)},
+                       tau_seconds=est.tau_seconds, **context)
 
 
 def plan(ctx: Setting) -> Plan:
@@ -84,7 +88,9 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     d, _ = align.log_ratio(ms, t, c)
     found = effect(treated_before, s["control_before"], ctx.window_samples, s["control_after"], ctx.level,
                    history=d if d[1].size >= 20 else None)
-    return Branch(found, tuple(got.loads), [f"control class {ctx.initiative.control_class}"])
+    own = {"control": {"class": ctx.initiative.control_class, "change": found.context.get("control_change"),
+                       "treated_change": found.context.get("treated_change")}}
+    return Branch(found, tuple(got.loads), [f"control class {ctx.initiative.control_class}"], context=own)
 
 
-DESIGN = Design(NAME, plan, branch, effect, planned=True, needs_control=True)
+DESIGN = Design(NAME, plan, branch, effect, planned=True, needs_control=True, method=METHOD)

@@ -28,6 +28,7 @@ Practice*, 3rd ed. (2021), sec. 3.4. Calibrated in bench/bench_cycles.py.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 
@@ -36,9 +37,14 @@ import numpy as np
 from obsctl.baselining.designs import align, knowledge
 from obsctl.baselining.designs import effect as fx
 from obsctl.baselining.designs.branch import Branch, Design, Gathered, Plan, Setting, baseline_and_window
+from obsctl.errors import UsageError
 from obsctl.records import CycleKnowledge
 
 NAME = "profile"
+
+#: How the effect's interval is reached, as the design's recorded assessment names it.
+METHOD = ("profile: the log ratio of the periods' means with the known cycle divided out (delta method) under one AR memory model "
+          "and long-run variance, plus the profile's own error, Welch t interval at the look's boundary")
 
 
 def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float, float]], cycles: CycleKnowledge | None,
@@ -72,8 +78,8 @@ def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float
         return fx.undefined(NAME, confidence, f"the {cycles.profile_cycle}'s profile has hours the history never saw that the baseline "
                             "or the window holds: snapshot again once the history covers them", **context)
     ob, ow = prof[hb], prof[hw]
-    log_eff, var, dof, tau = fx.ratio_of_means_log((tb, vb * np.exp(-ob)), (tw, vw * np.exp(-ow)))
-    parts = [(var, dof)]
+    est = fx.ratio_of_means_log((tb, vb * np.exp(-ob)), (tw, vw * np.exp(-ow)))
+    parts = [(est.var, est.dof)]
     if cycles.profile_variance is not None:
         bins = prof.size
         share = np.bincount(hw, minlength=bins) / hw.size - np.bincount(hb, minlength=bins) / hb.size
@@ -82,10 +88,21 @@ def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float
         # so their covariances are not 0: bounded by Cauchy-Schwarz (perfect correlation).
         var_p = float(cycles.profile_variance * np.sum(np.abs(share[used]) / np.sqrt(counts[used])) ** 2)
         parts.append((var_p, cycles.profile_dof or math.inf))
-        var, dof = var + var_p, fx.welch_dof(parts)
+        est = dataclasses.replace(est, var=est.var + var_p, dof=fx.welch_dof(parts))
     context["profile_shift"] = math.expm1(float(ow.mean() - ob.mean()))
-    return fx.from_log(NAME, log_eff, var, dof, confidence, {"baseline": int(vb.size), "window": int(vw.size)},
-                       baseline_mean=float(vb.mean()), window_mean=float(vw.mean()), tau_seconds=tau, **context)
+    return fx.from_log(NAME, est, confidence, {"baseline": int(vb.size), "window": int(vw.size)},
+                       baseline_mean=float(vb.mean()), window_mean=float(vw.mean()), tau_seconds=est.tau_seconds, **context)
+
+
+def check_start(spec, baseline) -> None:
+    """``initiative start``'s check: the baseline's snapshot learnt a cycle from the history.
+
+    Raises:
+        UsageError: the baseline holds no cycle profile (naming the designs that need none).
+    """
+    if not knowledge.present(baseline.cycles):
+        raise UsageError(f"--design profile divides out the cycle the snapshot learnt from the signal's history, but baseline {baseline.id} "
+                         f"holds none ({knowledge.describe(baseline.cycles)}); use the default design, or --design control or canary")
 
 
 def plan(ctx: Setting) -> Plan:
@@ -110,4 +127,4 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     return Branch(found, tuple(got.loads), notes, cycle=check)
 
 
-DESIGN = Design(NAME, plan, branch, effect)
+DESIGN = Design(NAME, plan, branch, effect, method=METHOD, check_start=check_start)

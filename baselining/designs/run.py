@@ -24,6 +24,7 @@ compared periods.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ import numpy as np
 from obsctl.baselining.designs import (
     DESIGNS,
     align,
+    assessment,
     before_after,
     canary,
     control,
@@ -44,17 +46,27 @@ from obsctl.baselining.designs import (
     profile,
     seasonal,
 )
-from obsctl.baselining.designs.branch import Design, Gathered, Setting
+from obsctl.baselining.designs.branch import Design, Gathered, Look, Setting
 from obsctl.baselining.designs.effect import Effect
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.errors import UsageError
+from obsctl.records import Assessment
 from obsctl.rules import saturation
-from obsctl.spec import Spec, WorkloadClass
+from obsctl.spec import DESIGN_NEEDS, Spec, WorkloadClass
 
 #: Each design's object (:class:`~obsctl.baselining.designs.branch.Design`), by name.
 BY_NAME: dict[str, Design] = {d.name: d for d in (before_after.DESIGN, control.DESIGN, canary.DESIGN, seasonal.DESIGN,
                                                   profile.DESIGN)}
 assert tuple(BY_NAME) == DESIGNS  # noqa: S101  (one registry: the spec's names are the objects' names)
+
+
+def needs(d: Design) -> str | None:
+    """The ``comparison`` field a design needs of its class (``control``, ``variant``), or None."""
+    return "control" if d.needs_control else "variant" if d.needs_variant else None
+
+
+# The spec checks a design's needs at load without loading the designs: its table and the objects agree.
+assert {d.name: needs(d) for d in BY_NAME.values() if needs(d)} == {n: f for n, (f, _) in DESIGN_NEEDS.items()}  # noqa: S101
 
 
 def design_of(name: str) -> Design:
@@ -112,17 +124,15 @@ def choose(spec: Spec, workload_class: str, design: str | None = None, control_c
 
 
 def check_start(spec: Spec, store, workload_class: str, choice: Choice, baseline) -> None:
-    """Refuse a design that cannot run from the start: a seasonal baseline shorter than one
-    cycle; a profile design on a baseline whose history showed no cycle.
+    """Refuse a design that cannot run from the start (its ``Design.check_start``): a seasonal
+    baseline shorter than one cycle; a profile design on a baseline whose history showed no cycle.
 
     Raises:
-        UsageError: as :func:`obsctl.baselining.designs.seasonal.check_span`.
+        UsageError: as :func:`obsctl.baselining.designs.seasonal.check_span`, :func:`obsctl.baselining.designs.profile.check_start`.
     """
-    if choice.design == "seasonal" and baseline is not None:
-        seasonal.check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
-    if choice.design == profile.NAME and baseline is not None and not knowledge.present(baseline.cycles):
-        raise UsageError(f"--design profile divides out the cycle the snapshot learnt from the signal's history, but baseline {baseline.id} "
-                         f"holds none ({knowledge.describe(baseline.cycles)}); use the default design, or --design control or canary")
+    start = BY_NAME[choice.design].check_start
+    if start is not None and baseline is not None:
+        start(spec, baseline)
 
 
 def start_checks(choice: Choice, baseline) -> list | None:
@@ -172,6 +182,11 @@ class Outcome:
             ``load``, ``mix``, ``cycle``, ``effect``).
         treatment: the canary's treatment-window samples (promote makes them the baseline).
         level: the level the interval claims over all looks (None: the effect's own).
+        assessment: how the design's own effect was reached (:func:`.assessment.of`: its
+            memory, effective samples, dof and the look's boundary); None for a design
+            without an effect of its own (before-after: the statistics package's stands).
+        means: ``(reference, treated)`` means in the signal's unit when the effect compares
+            two groups (the canary's control and treatment); None: the two periods' means.
     """
 
     design: str
@@ -183,17 +198,18 @@ class Outcome:
     context: dict = field(default_factory=dict)
     treatment: list[tuple[float, float]] = field(default_factory=list)
     level: float | None = None
+    assessment: Assessment | None = None
+    means: tuple[float | None, float | None] | None = None
 
     def as_estimate(self, before_after: Estimate | None) -> Estimate | None:
-        """The estimate ``verify`` records: the design's effect, or ``before_after``'s (kept for before-after)."""
-        if self.design == "before-after" or self.change_ratio is None and before_after is not None and self.verdict is None:
+        """The estimate ``verify`` records: the design's effect, or ``before_after``'s for a
+        design without an effect of its own (before-after)."""
+        if self.assessment is None:
             return before_after
         eff = self.context.get("effect", {})
-        base = eff.get("control_mean") if self.design == "canary" else (before_after.baseline_mean if before_after else None)
-        win = eff.get("treatment_mean") if self.design == "canary" else (before_after.window_mean if before_after else None)
+        base, win = self.means or ((before_after.baseline_mean, before_after.window_mean) if before_after else (None, None))
         level = self.level or eff.get("confidence") or (before_after.confidence if before_after else 0.0)
-        return Estimate(self.change_ratio, self.ci_low, self.ci_high, level,
-                        baseline_mean=base, window_mean=win)
+        return Estimate(self.change_ratio, self.ci_low, self.ci_high, level, baseline_mean=base, window_mean=win)
 
 
 def window_query(spec: Spec, initiative, baseline) -> str:
@@ -252,58 +268,57 @@ def context_periods(initiative, baseline, start_at: dt.datetime, end_at: dt.date
     return list(periods(baseline, start_at.timestamp(), end_at.timestamp()))
 
 
-def primary(ctx: Setting, got: Gathered, category: str, direction: str, level: float | None = None) -> Outcome:
+def primary(ctx: Setting, got: Gathered, category: str, direction: str, look: Look) -> Outcome:
     """Run the initiative's design on its primary signal over the verification window, from
     what ``verify`` gathered for it (no I/O).
 
-    The design's branch (``Design.branch``) computes its effect and checks from ``got``;
-    then, for every design alike, the demand and saturation of the two periods
-    (:func:`~obsctl.baselining.designs.demand.assess`), the decision on the effect and the
-    confounds the design cannot remove (:mod:`.judge`).
+    The design's branch (``Design.branch``) computes its effect and checks from ``got`` at
+    the look's per-look level; then, for every design alike, the demand and saturation of
+    the two periods (:func:`~obsctl.baselining.designs.demand.assess`), the decision on the
+    effect and the confounds the design cannot remove (:mod:`.judge`), and the design's own
+    assessment of its effect (:func:`.assessment.of`).
 
     Args:
-        ctx: the design's setting; ``ctx.level`` is the look's per-look interval level (the
-            anytime-valid boundary's, so repeated verifies stay safe).
+        ctx: the design's setting (its ``level`` is replaced by ``look.level``).
         got: the answers to the design's plan (:func:`obsctl.baselining.evidence.gather_design`).
         category, direction: the primary signal's (spec).
-        level: the level the interval claims, over all looks of the change (the
-            sequence's); default the per-look level.
+        look: the look the effect is judged at: the per-look level its interval is computed
+            at (the anytime-valid boundary's, so repeated verifies stay safe) and the level
+            it claims over all looks of the change.
 
     Returns:
         :class:`Outcome`. For before-after the verdict is None unless a confound makes it
         INCONCLUSIVE (cycle, demand-bound signal, mix).
     """
+    ctx = dataclasses.replace(ctx, level=look.level)
     cfg = ctx.spec.verification
     wc, initiative = ctx.wc, ctx.initiative
-    design = initiative.design
-    found = BY_NAME[design].branch(ctx, got)
+    d = BY_NAME[initiative.design]
+    found = d.branch(ctx, got)
     load = demand.assess(*found.loads, category, initiative.primary_signal, _follows_demand(ctx.spec, wc, initiative.primary_signal, category))
-    out = Outcome(design, treatment=found.treatment)
+    out = Outcome(d.name, treatment=found.treatment)
     notes = list(found.notes)
     cyc, dec = found.cycle, found.mix
     if found.effect is not None:
-        j = judge.judge(found.effect, direction, cfg.min_effect_ratio, cycle=cyc, load=load, level=level)
-        out.level = level
+        j = judge.judge(found.effect, direction, cfg.min_effect_ratio, cycle=cyc, load=load, level=look.over_all)
+        out.level = look.over_all
         out.verdict, out.reason = j.verdict, j.reason
         out.change_ratio, out.ci_low, out.ci_high = found.effect.ratio, found.effect.ci_low, found.effect.ci_high
+        out.assessment, out.means = assessment.of(found.effect, d.method, look), found.means
         notes += j.notes
         out.context["effect"] = _effect_context(found.effect)
     else:
-        out.verdict, out.reason = judge.confounds(design, cyc, load, dec, cfg.min_effect_ratio)
+        out.verdict, out.reason = judge.confounds(d.name, cyc, load, dec, cfg.min_effect_ratio)
         notes += [n for n in (cyc.reason if cyc else "", load.line() if load else "", dec.line() if dec else "") if n]
         if load is not None and load.reason and not load.demand_bound:
             notes.append(load.reason)
     if load is not None:
         notes += [p.note for p in {id(p): p for p in (load.before, load.after)}.values() if p.note]
-    out.context.update({"design": design, "notes": notes, "load": _load_context(load), "mix": _mix_context(dec),
+    out.context.update({"design": d.name, "notes": notes, "load": _load_context(load), "mix": _mix_context(dec),
                         "cycle": None if cyc is None else {"checked": cyc.checked, "detected": cyc.detected, "cycle": cyc.cycle,
                                                            "amplitude": cyc.amplitude, "p_value": cyc.p_value, "reason": cyc.reason,
                                                            "refusal": cyc.refusal or None}})
-    if design == "control":
-        out.context["control"] = {"class": initiative.control_class, "change": found.effect.context.get("control_change"),
-                                  "treated_change": found.effect.context.get("treated_change")}
-    if design == "canary":
-        out.context["variant"] = initiative.variant
+    out.context.update(found.context)
     return out
 
 

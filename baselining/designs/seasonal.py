@@ -33,6 +33,10 @@ from obsctl.errors import UsageError
 
 NAME = "seasonal"
 
+#: How the effect's interval is reached, as the design's recorded assessment names it.
+METHOD = ("seasonal: the mean of log W_t - log B*_t (the baseline's same hours) under the memory of the baseline around its cycle "
+          "and long-run variance, t interval at the look's boundary")
+
 #: Cycle name -> length in days.
 CYCLES: dict[str, int] = {"day": 1, "week": 7}
 
@@ -55,6 +59,11 @@ def check_span(baseline_start: dt.datetime, baseline_end: dt.datetime, cycle: st
             f"{format_duration(span)}, less than one whole {cycle} ({format_duration(days * 86400)}){hint}; snapshot a baseline of at least "
             f"--window {days * 24}h, or use --design control or canary"
         )
+
+
+def check_start(spec, baseline) -> None:
+    """``initiative start``'s check: :func:`check_span` of the baseline against the spec's cycle."""
+    check_span(baseline.window.start, baseline.window.end, spec.comparison.seasonal_cycle)
 
 
 def matched_instants(window_ms: np.ndarray, cycle: str, cycles: int, timezone: str = "UTC") -> np.ndarray:
@@ -108,8 +117,8 @@ def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float
                             f"{cycle} (needs {MIN_MATCHED_SHARE:.0%}): the baseline's step or span does not match the window", **context)
     reference = values.sum(axis=0)[ok] / count[ok]
     d = (tw[ok] / 1000.0, np.log(vw[ok]) - np.log(reference))
-    mean, var, dof, tau = fx.paired_log(d, deseasonalized(tb, vb, cycle), same_series=False)
-    return fx.from_log(NAME, mean, var, dof, confidence, {"window": int(d[1].size)}, tau_seconds=tau, **context)
+    est = fx.paired_log(d, deseasonalized(tb, vb, cycle), same_series=False)
+    return fx.from_log(NAME, est, confidence, {"window": int(d[1].size)}, tau_seconds=est.tau_seconds, **context)
 
 
 def deseasonalized(ms: np.ndarray, values: np.ndarray, cycle: str) -> fx.Series | None:
@@ -145,4 +154,4 @@ def branch(ctx: Setting, got: Gathered) -> Branch:
     return Branch(found, tuple(got.loads))
 
 
-DESIGN = Design(NAME, plan, branch, effect)
+DESIGN = Design(NAME, plan, branch, effect, method=METHOD, check_start=check_start)

@@ -49,7 +49,8 @@ def statistics_line(result: VerificationResult) -> str:
     if a.tau_seconds is not None:
         src = "from the windows only: a lower bound" if a.memory_source == "windows" else "from history"
         eff = (f", {a.n_eff_baseline:.1f} / {a.n_eff_window:.1f} effective samples (baseline / window)"
-               if a.n_eff_baseline is not None and a.n_eff_window is not None else "")
+               if a.n_eff_baseline is not None and a.n_eff_window is not None
+               else f", {a.n_eff_window:.1f} effective samples (window)" if a.n_eff_window is not None else "")  # a design judging one paired series
         dof = f", {a.dof:.0f} dof" if a.dof is not None else ""
         parts.append(f"memory {dur(a.tau_seconds)} ({src}){eff}{dof}")
     return "statistics: " + "; ".join(parts + [result.primary_reason]) if parts else ""

@@ -247,7 +247,8 @@ def test_planner_accounts_for_the_design():
 @pytest.mark.parametrize("comparison, message", [
     ({"classes": {"a": {"design": "control", "control": "a"}}}, "comparison.classes.a.control 'a' must be another workload class"),
     ({"classes": {"a": {"design": "control"}}}, "design control needs control: <another class>"),
-    ({"classes": {"a": {"design": "canary"}}}, "design canary needs variant"),
+    ({"classes": {"a": {"design": "canary"}}}, "comparison.classes.a: design canary needs variant: {label, control, treatment}"),
+    ({"design": "control"}, "comparison.design control needs per-class settings; missing for: a, b"),
     ({"classes": {"a": {"variant": {"label": "track", "control": "x", "treatment": "x"}}}}, "control and treatment must differ"),
     ({"classes": {"zz": {"design": "seasonal"}}}, "comparison.classes.zz: no such workload class"),
     ({"timezone": "Mars/Olympus"}, "not an IANA time zone"),
@@ -290,3 +291,43 @@ def test_context_and_report_lines_show_design_effect_load_and_mix():
     md = "\n".join(present.report_lines(SimpleNamespace(design="canary", design_context=ctx)))
     assert "- Design: **canary**" in md and md.count("| window (whole class) | 15 | saturated | 100% |") == 1
     assert "| a | 50% | 70% |" in md and "the mix explains 100%" in md
+
+
+def test_the_spec_and_the_design_objects_agree_on_what_a_design_needs():
+    from obsctl.baselining.designs.run import BY_NAME
+    from obsctl.spec import DESIGN_NEEDS
+
+    assert {d.name for d in BY_NAME.values() if d.needs_control} == {n for n, (f, _) in DESIGN_NEEDS.items() if f == "control"} == {"control"}
+    assert {d.name for d in BY_NAME.values() if d.needs_variant} == {n for n, (f, _) in DESIGN_NEEDS.items() if f == "variant"} == {"canary"}
+
+
+def _design_name_comparisons(path) -> list[str]:
+    """``file:line`` of each comparison with a design's name: ``x == "canary"`` or ``x in ("control", "canary")``."""
+    import ast
+
+    from obsctl.baselining.designs import DESIGNS
+
+    def names(node) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in DESIGNS
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and node.elts:
+            return all(isinstance(e, ast.Constant) and e.value in DESIGNS for e in node.elts)
+        return False
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Compare) and any(names(n) for n in [node.left, *node.comparators]):
+            found.append(f"{path}:{node.lineno}")
+    return found
+
+
+def test_no_code_outside_the_design_package_compares_a_designs_name():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    designs = root / "baselining" / "designs"
+    files = [p for folder in ("obsctl", "baselining", "rules", "dashboards") for p in (root / folder).rglob("*.py")
+             if designs not in p.parents]
+    assert len(files) > 50
+    assert [hit for p in files for hit in _design_name_comparisons(p)] == []
+    assert _design_name_comparisons(designs / "judge.py")  # the check finds one where there is one

@@ -40,7 +40,12 @@ LOOK = LookContext(1, 3600.0, None, 0.95)
 
 @pytest.fixture(scope="module")
 def spec(tmp_path_factory):
-    path = tmp_path_factory.mktemp("spec") / "obsctl.yaml"
+    return spec_in(tmp_path_factory.mktemp("spec"))
+
+
+def spec_in(folder):
+    """The two-class spec these tests judge with, written to ``folder`` and loaded."""
+    path = folder / "obsctl.yaml"
     path.write_text(yaml.safe_dump({
         "workload_classes": [{"name": "infer", "kind": "inference", "selector": {"job": "infer"}},
                              {"name": "other", "kind": "inference", "selector": {"job": "other"}}],

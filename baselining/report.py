@@ -142,7 +142,7 @@ def _population(pop: Population | None) -> str:
     label = next((n for n in REPLICA_LABELS if any(ls.get(n) for ls in pop.label_sets)), None)
     replicas = len({ls[label] for ls in pop.label_sets if ls.get(label)}) if label else None
     who = f"{replicas} replica{'s' if replicas != 1 else ''} ({label}), " if replicas else ""
-    return f"{who}{pop.series_count} series (listed under Input series)"
+    return f"{who}{pop.series_count} series (listed under [Input series](#input-series))"
 
 
 def _labels(label_set: dict[str, str]) -> str:
@@ -197,9 +197,14 @@ def _statistics_lines(result: VerificationResult) -> list[str]:
     if a.look is not None:
         lines.append(f"- Look {a.look} on the change's confidence sequence (every verify is a look; the interval holds at all of them at once); "
                      f"boundary z = {a.boundary_z:.3f}" if a.boundary_z is not None else f"- Look {a.look}: no boundary (the window could not decide)")
-    if a.placebo:
+    typed = [*result.notes, *(n for g in result.guards for n in g.notes)]
+    if a.placebo and not any(n.kind.startswith("placebo-") for n in typed):
         lines.append(f"- Placebo: {markdown_text(a.placebo)}")
-    lines += [f"- Note: {markdown_text(n)}" for n in a.notes]
+    if typed:  # each note in plain words, then its diagnostic (verify shows the latter with --verbose)
+        lines += [f"- {'Guard `' + n.subject + '` note' if n.subject else 'Note'}: {markdown_text(n.plain)}. "
+                  f"Diagnostic: {markdown_text(n.detail)}" for n in typed]
+    else:  # an older record: its notes in full only
+        lines += [f"- Note: {markdown_text(n)}" for n in a.notes]
     return [*lines, ""]
 
 

@@ -625,9 +625,13 @@ def plan(spec_path, workload_class, signal, effect, design, output):
                    "excluded: the signals' look-back and the replicas restarted in the rollout; recorded either way).")
 @click.option("--peek", is_flag=True,
               help="Show the initiative's last stored verdict again, read-only: no query, no look (exit code of that verdict).")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Text output: the full statistics line and each note's diagnostic (the test, its statistic, p-value and "
+                   "level, the model) under its plain words. JSON and the report always carry both.")
 @output_option
 @wrap_errors
-def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output, peek=False, no_trim=False):
+def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output, peek=False, no_trim=False,
+           verbose=False):
     """Compare an initiative's window with its baseline on its primary signal and guards.
 
     Default window: cumulative from the initiative's start up to its planned length.
@@ -647,8 +651,12 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     at most INCONCLUSIVE. Output: the verdict line, a 'guards:' line, the 'design:' lines
     (the initiative's comparison design: its effect, the control's own movement, demand
     and saturation of each period, a cycle or mix found; docs/verification-designs.md),
-    coverage lines, the 'statistics:' line, one 'note:' line per note of the assessment
-    (JSON: assessment.notes). Before-after turns INCONCLUSIVE when the
+    coverage lines, the 'statistics:' line (the look and the window; --verbose: its
+    boundary, memory, effective samples and dof), one 'note:' line per statistical note
+    in plain words: what it means for the verdict and what to do (--verbose: each
+    followed by a '  diagnostic:' line naming the test, statistic, p-value, level and
+    model; JSON: notes and guards[].notes, each with kind, plain and detail; the report
+    shows both). Before-after turns INCONCLUSIVE when the
     baseline has a daily cycle, a primary that follows demand (throughput, cost per unit
     of work, ...) was demand-bound (not saturated in either period) or a mix shift
     explains most of the change.
@@ -685,7 +693,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     else:
         initiative_, result, not_saved = _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start,
                                                      no_trim)
-    _show_verdict(spec, initiative_, result, not_saved, output, VERDICT_EXIT_CODES, peek)
+    _show_verdict(spec, initiative_, result, not_saved, output, VERDICT_EXIT_CODES, peek, verbose)
 
 
 def _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, no_trim=False):
@@ -702,8 +710,8 @@ def _run_verify(spec, initiative_id, workload_class, window, start, end, no_guar
     return initiative_, result, not_saved
 
 
-def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek):
-    from obsctl.baselining.text.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
+def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek, verbose=False):
+    from obsctl.baselining.text.present import guards_line, note_lines, statistics_line, statistics_plain, verdict_line, verification_lines
 
     code = codes[result.verdict]
     unit = spec.signal(result.signal).unit if result.signal in {s.name for s in spec.signals} else ""
@@ -713,6 +721,7 @@ def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek):
                    "saved": not_saved is None, "save_error": str(not_saved) if not_saved else None, "peek": peek,
                    "summary": verdict_line(result, unit), "guards_summary": guards_line(result),
                    "coverage_summary": verification_lines(result), "statistics_summary": statistics_line(result),
+                   "statistics_plain": statistics_plain(result),
                    **result.model_dump(mode="json", exclude={"samples": True, "guards": {"__all__": {"samples"}}})})
     else:
         if peek:
@@ -725,10 +734,11 @@ def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek):
             click.echo(line)
         for line in verification_lines(result):
             click.echo(line)
-        if statistics_line(result):
-            click.echo(statistics_line(result))
-        # The assessment's notes (the sequence's level kept, a scale or memory choice): JSON has them in assessment.notes.
-        for line in note_lines(result):
+        stats = statistics_line(result) if verbose else statistics_plain(result)
+        if stats:
+            click.echo(stats)
+        # The statistical notes in plain words (--verbose: with their diagnostics); JSON has both in notes.
+        for line in note_lines(result, verbose):
             click.echo(line)
     if not_saved is not None:
         not_saved.reported = True

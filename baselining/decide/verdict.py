@@ -35,12 +35,14 @@ from obsctl.baselining.decide.sides import columns, memory_of
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.run import Outcome
 from obsctl.baselining.statistics import comparison, placebo
+from obsctl.baselining.statistics.assumptions import Finding
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
+from obsctl.baselining.text.notes import note_of
 from obsctl.baselining.text.present import guard_regressions
 from obsctl.durations import format_duration
 from obsctl.formatting import format_percent
-from obsctl.records import Assessment, Baseline, BaselineSide, GuardResult, Initiative
+from obsctl.records import Assessment, Baseline, BaselineSide, GuardResult, Initiative, Note
 from obsctl.records import Verdict as VerdictName
 from obsctl.spec import Spec
 from obsctl.timeutil import rfc3339
@@ -74,6 +76,7 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext
                          cfg.min_effect_ratio, look, guard_tolerance, guard_alpha, widen=check.widen if check else None,
                          location=location if location.robust or location.why else None)  # the default mean is not named
     j.placebo = placebo_text(check, (baseline.window.end - baseline.window.start).total_seconds(), span)
+    j.placebo_finding = placebo_finding(check, (baseline.window.end - baseline.window.start).total_seconds(), span, j.placebo)
     est = Estimate(j.change, j.low, j.high, level, j.dof, j.exact,
                    j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
                    j.window_mean if j.window_mean is not None else m.stats.mean, j.reason)
@@ -90,6 +93,26 @@ def placebo_text(check: placebo.Placebo | None, baseline_seconds: float, window_
     if check.contradicted:
         text += f": the model's variance is too small, the interval is widened {check.variance_ratio:.2f}x with {check.dof:.0f} dof"
     return text
+
+
+def placebo_finding(check: placebo.Placebo | None, baseline_seconds: float, window_seconds: float, text: str) -> Finding:
+    """The placebo line as data: ``placebo-unchecked`` (value: the history it needs, s),
+    ``placebo-widened`` (value: the variance ratio) or ``placebo-held``; ``text``: its diagnostic."""
+    if check is None:
+        return Finding("placebo-unchecked", text, placebo.MIN_PLACEBOS * (baseline_seconds + window_seconds))
+    if check.contradicted:
+        return Finding("placebo-widened", text, check.variance_ratio)
+    return Finding("placebo-held", text)
+
+
+def notes_of(j: comparison.Judgement | None, subject: str = "") -> list[Note]:
+    """The typed notes of a judgement (its findings, then, for the primary, its placebo
+    check), each worded plainly and in full (:mod:`obsctl.baselining.text.notes`);
+    ``subject``: a guard's signal (a guard's placebo line stays in its assessment)."""
+    if j is None:
+        return []
+    found = [*j.findings, *([j.placebo_finding] if j.placebo_finding is not None and not subject else [])]
+    return [note_of(f.kind, f.detail, f.value, subject) for f in found]
 
 
 def assessment_of(j) -> Assessment | None:
@@ -129,7 +152,7 @@ def judge_measured_guard(spec: Spec, baseline: Baseline, m: Measurement, look: c
         window_mean=est.window_mean if est else (m.stats.mean if m.stats else None),
         change_ratio=est.change if est else None, ci_low=est.low if est else None, ci_high=est.high if est else None,
         exact=bool(est and est.exact), window_stats=m.stats, population=m.population, samples=m.samples,
-        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=assessment_of(j),
+        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=assessment_of(j), notes=notes_of(j, baseline.signal),
     )
 
 
@@ -360,6 +383,9 @@ class Verdict:
         guards: each guard's result after Holm's step-down, in the evidence's order.
         regressed, open_guards: the guards' signals that made it REGRESSED / kept it INCONCLUSIVE
             (a chosen guard without a baseline, ``Evidence.guards_missing``, among the latter).
+        notes: the primary's statistical notes, typed, each in plain words and in full
+            (:func:`notes_of`), then the sequence's level kept; each guard carries its own
+            (``GuardResult.notes``).
     """
 
     verdict: VerdictName
@@ -370,6 +396,7 @@ class Verdict:
     guards: tuple[GuardResult, ...] = ()
     regressed: tuple[str, ...] = ()
     open_guards: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
 
 
 def decide(ev: Evidence) -> Verdict:
@@ -392,5 +419,6 @@ def decide(ev: Evidence) -> Verdict:
         decided_by = primary.decided_by
     else:
         decided_by = "guards" if overall == "REGRESSED" else "open-guards"
+    notes = notes_of(primary.judgement) + ([note_of("level", ev.level_note)] if ev.level_note else [])
     return Verdict(overall, reason, decided_by, primary, baseline, tuple(guards), regressed if decided_by == "guards" else (),
-                   open_ if decided_by == "open-guards" else ())
+                   open_ if decided_by == "open-guards" else (), tuple(notes))

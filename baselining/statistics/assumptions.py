@@ -162,6 +162,28 @@ class Check:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """One note of a check, as data: its kind, the full diagnostic, and the one figure the
+    plain words quote (:mod:`obsctl.baselining.text.notes` words it).
+
+    Attributes:
+        kind: ``variance-noisier`` (the window's innovations are noisier: the interval is
+            widened), ``variance-quieter`` (quieter but as predictable: judged at the
+            baseline's memory, never narrower), ``memory-own`` (the memory differs: judged
+            under the window's own), ``memory-kept`` (it may differ: the baseline's model
+            gave the wider interval and was kept), ``scale-own`` (the window's spread differs
+            from the history's: its own scale was used).
+        detail: the diagnostic: the test, its statistic, p-value and level.
+        value: ``variance-noisier``: the variance ratio; ``memory-own``: the window's memory
+            (integrated autocorrelation time, s); else None.
+    """
+
+    kind: str
+    detail: str
+    value: float | None = None
+
+
+@dataclass(frozen=True)
 class WindowCheck:
     """What :func:`check_window` found and what the comparison should use.
 
@@ -169,16 +191,21 @@ class WindowCheck:
         side: the window's side to judge with (the one given when nothing failed).
         memory: the model the window's side was computed under (the baseline's, or the
             window's own fit; the comparison keeps the baseline's for everything else).
-        checks: the checks made (empty: not checked, see ``notes``).
-        notes: phrases for the judgement's notes.
+        checks: the checks made (empty: not checked).
+        findings: the judgement's notes as data (:class:`Finding`); ``notes``: their diagnostics.
         reason: non-empty: the verdict is INCONCLUSIVE for this reason.
     """
 
     side: Side
     memory: MemoryModel
     checks: tuple[Check, ...] = ()
-    notes: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
     reason: str = ""
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The findings' full diagnostics, in order."""
+        return tuple(f.detail for f in self.findings)
 
     def failed(self, name: str) -> bool:
         """True when the check ``name`` was made and failed."""
@@ -395,8 +422,9 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
             rescaled = replace(side, var_mean=side.var_mean * var / side.sd**2, dof=scale.dof, sd=math.sqrt(var), scale_source="own")
         else:
             rescaled = side
-        result = replace(result, side=rescaled, notes=(f"the window's innovations are noisier than the baseline model's ({scale.text()}): "
-                                                       f"the model's variance at the window's scale was used",))
+        result = replace(result, side=rescaled, findings=(Finding("variance-noisier", f"the window's innovations are noisier than the baseline "
+                                                                  f"model's ({scale.text()}): the model's variance at the window's "
+                                                                  f"scale was used", scale.statistic),))
     if scale is not None and not scale.passed and scale.statistic < 1:
         # Quieter innovations: a quieter series (variance changed) or a more predictable one (memory changed)?
         pred = predictability(scale, times, step_seconds, memory, side)
@@ -404,10 +432,10 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
             checks.append(pred)
             result = replace(result, checks=tuple(checks))
             if pred.passed and mem.passed:
-                return replace(result, notes=(*result.notes, f"the window is quieter than the baseline model ({scale.text()}) and as "
-                                                             f"predictable ({pred.text()}): a change of variance, not of memory; "
-                                                             f"judged under the baseline's memory, never at a narrower scale than "
-                                                             f"the window's own"))
+                return replace(result, findings=(*result.findings, Finding(
+                    "variance-quieter", f"the window is quieter than the baseline model ({scale.text()}) and as predictable "
+                                        f"({pred.text()}): a change of variance, not of memory; judged under the baseline's memory, "
+                                        f"never at a narrower scale than the window's own")))
     failed = [c for c in checks if not c.passed and c.name == "memory"]
     if not failed and not (scale is not None and not scale.passed and scale.statistic < 1 and len(checks) == 2):
         return result
@@ -436,6 +464,7 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
                                            f"(integrated autocorrelation time at least {own.tau_seconds:.0f} s) the window holds about "
                                            f"{own_side.n_eff:.1f} independent samples, fewer than {N_EFF_MIN:.0f}; use a longer window"))
         return replace(result, side=own_side, memory=own,
-                       notes=(*result.notes, f"{text}: the window is judged under its own memory (fitted on the window, "
-                                             f"integrated autocorrelation time at least {own.tau_seconds:.0f} s)"))
-    return replace(result, notes=(*result.notes, f"{text}: the baseline's model gives the wider interval and was kept"))
+                       findings=(*result.findings, Finding("memory-own", f"{text}: the window is judged under its own memory (fitted on "
+                                                                         f"the window, integrated autocorrelation time at least "
+                                                                         f"{own.tau_seconds:.0f} s)", own.tau_seconds)))
+    return replace(result, findings=(*result.findings, Finding("memory-kept", f"{text}: the baseline's model gives the wider interval and was kept")))

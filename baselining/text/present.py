@@ -11,6 +11,7 @@ import math
 
 from obsctl.baselining.designs import WORDING, Wording
 from obsctl.baselining.statistics import power as stats_planner
+from obsctl.baselining.text.notes import note_lines as typed_note_lines
 from obsctl.durations import format_duration
 from obsctl.escape import markdown_text
 from obsctl.formatting import format_confidence, format_number, format_percent
@@ -55,12 +56,31 @@ def statistics_line(result: VerificationResult) -> str:
     return "statistics: " + "; ".join(parts + [result.primary_reason]) if parts else ""
 
 
-def note_lines(result: VerificationResult) -> list[str]:
-    """``note: ...`` for each note of the primary's assessment, then ``guard <signal>: note: ...``
-    for each guard's: every note the JSON output carries (``assessment.notes``), for text output.
+def statistics_plain(result: VerificationResult) -> str:
+    """The default output's ``statistics:`` line: the look and the window in plain words, then
+    the reason (:func:`statistics_line` is the full one: boundary, memory, effective samples,
+    dof); "" without an assessment."""
+    a = result.assessment
+    if a is None:
+        return ""
+    parts = []
+    if a.look is not None:
+        span = (result.window.end - result.window.start).total_seconds()
+        planned = f", window {format_duration(span)} of planned {format_duration(a.planned_seconds)}" if a.planned_seconds else ""
+        parts.append(f"look {a.look} at this change (its interval holds however often you look){planned}")
+    return "statistics: " + "; ".join(parts + [result.primary_reason]) if parts or a.tau_seconds is not None else ""
+
+
+def note_lines(result: VerificationResult, verbose: bool = True) -> list[str]:
+    """``note: ...`` for each note of the primary, then ``guard <signal>: note: ...`` for each
+    guard's, for text output: the plain words, each followed by its diagnostic when
+    ``verbose`` (:func:`obsctl.baselining.text.notes.note_lines`). An older record has its
+    notes in full only (``assessment.notes``): they are shown as they are.
 
     A note the design's lines already show (:func:`context_lines`) is not repeated."""
     shown = set(context_lines(result.design_context))
+    if result.notes or any(g.notes for g in result.guards):
+        return typed_note_lines([*result.notes, *(n for g in result.guards for n in g.notes)], verbose, shown)
     lines = [f"note: {n}" for n in (result.assessment.notes if result.assessment else []) if n and n not in shown]
     for g in result.guards:
         lines += [f"guard {g.signal}: note: {n}" for n in (g.assessment.notes if g.assessment else []) if n]
@@ -158,7 +178,8 @@ def verification_lines(result) -> list[str]:
         lines.append("window answer is PARTIAL: the verdict is at most INCONCLUSIVE")
     for g in result.guards:
         lines += [f"guard {g.signal}: {line}" for line in output_lines(g.coverage, g.warnings)]
-    if result.assessment is not None and result.assessment.placebo:
+    typed = any(n.kind.startswith("placebo-") for n in getattr(result, "notes", []))  # then a note says it (note_lines)
+    if result.assessment is not None and result.assessment.placebo and not typed:
         lines.append(f"placebo: {result.assessment.placebo}")
     if result.assessment is not None and result.assessment.location:  # which location the verdict judged
         lines.append(result.assessment.location)

@@ -46,7 +46,7 @@ def test_memory_from_history_looks_and_plan(history, loop_spec, tmp_path):
     assert a1["boundary_z"] > 1.96
     assert 10 < a1["n_eff_window"] < 240 and a1["tau_seconds"] == pytest.approx(b.memory.tau_seconds)
 
-    text = run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(3)])
+    text = run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(3), "--verbose"])
     stat = [line for line in text.stdout.splitlines() if line.startswith("statistics: ")]
     assert len(stat) == 1 and stat[0].startswith(f"statistics: look 2, boundary z = {a1['boundary_z']:.2f}") and "from history" in stat[0]
     a2 = Store(tmp_path / "store").initiative(iid).verifications[-1].assessment

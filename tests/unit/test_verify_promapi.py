@@ -465,11 +465,14 @@ def test_verify_text_shows_every_assessment_note_json_has(fake, spec):
     js = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "--output", "json"])
     notes = _strict(js.stdout)["assessment"]["notes"]
     assert any("verification.confidence is now 99 %" in n for n in notes), notes
+    typed = _strict(js.stdout)["notes"]
+    assert any(n["kind"] == "level" and "verification.confidence is now 99 %" in n["detail"] for n in typed), typed
     text = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END)])
     assert text.exit_code == js.exit_code, text.output
-    shown = text.stdout.splitlines()
+    assert "note: this change keeps the confidence level of its first look" in text.stdout and "now 99 %" not in text.stdout
+    shown = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "--verbose"]).stdout.splitlines()
     for note in _strict(run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "-o", "json"]).stdout)["assessment"]["notes"]:
-        assert f"note: {note}" in shown, (note, text.stdout)
+        assert f"  diagnostic: {note}" in shown, (note, shown)
 
 
 def test_report_with_a_corrupt_look_log_writes_no_file(fake, spec, tmp_path):

@@ -73,9 +73,12 @@ def _baseline_summary(b) -> dict:
               help="Read catalogue signals from the raw series their source rule reads (vllm:..., obsctl_tokens_total, ...), "
                    "not the recorded series, which start when the rules were loaded: a baseline from history right after install. "
                    "Signals derived from other recorded series (cost, efficiency) are REFUSED.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Text output: the tests behind the stationarity and tails lines (statistics, p-values, level); "
+                   "JSON always carries them.")
 @output_option
 @wrap_errors
-def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, from_raw, output):
+def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, from_raw, output, verbose=False):
     """Measure each class x signal over a window and store it as the current baseline.
 
     Stores the PromQL, the window (UTC), the population (input series), mean, median,
@@ -88,6 +91,10 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     is one whose mean is 0 (every verdict is a change relative to it).
     Catalogue signals read obsctl's recorded series; for a window before the rules
     were loaded, --from-raw reads the source's raw series instead.
+
+    Each stored baseline's lines say whether it is steady (stationarity) and, for a spiky
+    signal, that verdicts judge its trimmed mean, in plain words; --verbose shows the
+    tests behind them (statistics, p-values, level), as JSON always does.
 
     Exit codes: 0 when every class x signal was stored or had no data, 4 when some were
     stored and some REFUSED (JSON: "refused" lists those pairs with their reasons),
@@ -113,15 +120,16 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
                            + (" PARTIAL" if b.partial else ""))
                 if b.tails is not None and b.tails.memory is not None:  # a robust location: never a silent switch
                     from obsctl.baselining.measure.tails import tails_line
+                    from obsctl.baselining.text.notes import tails_plain
 
-                    click.echo(f"  tails: {tails_line(b.tails)}")
+                    click.echo(f"  tails: {tails_line(b.tails) if verbose else tails_plain(b.tails)}")
                 if b.cycles is not None:
                     from obsctl.baselining.designs.knowledge import describe
 
                     click.echo(f"  cycles: {describe(b.cycles)}")
-                from obsctl.baselining.text.present_stationarity import stationarity_line
+                from obsctl.baselining.text.present_stationarity import stationarity_line, stationarity_plain
 
-                click.echo(f"  {stationarity_line(b.stationarity)}")
+                click.echo(f"  {stationarity_line(b.stationarity) if verbose else stationarity_plain(b.stationarity)}")
             else:
                 click.echo(f"{o.workload_class}/{o.signal}: {'NO DATA' if o.status == 'no_data' else 'REFUSED'} ({o.reason}); not stored")
             from obsctl.baselining.text.present import output_lines

@@ -76,7 +76,9 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext
                          cfg.min_effect_ratio, look, guard_tolerance, guard_alpha, widen=check.widen if check else None,
                          location=location if location.robust or location.why else None)  # the default mean is not named
     j.placebo = placebo_text(check, (baseline.window.end - baseline.window.start).total_seconds(), span)
-    j.placebo_finding = placebo_finding(check, (baseline.window.end - baseline.window.start).total_seconds(), span, j.placebo)
+    j.extra_findings.append(placebo_finding(check, (baseline.window.end - baseline.window.start).total_seconds(), span, j.placebo))
+    if j.location:  # a trimmed mean, or the mean the spec asked for on a heavy-tailed baseline
+        j.extra_findings.append(Finding("location-trimmed" if location.robust else "location-mean", j.location, location.trim))
     est = Estimate(j.change, j.low, j.high, level, j.dof, j.exact,
                    j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
                    j.window_mean if j.window_mean is not None else m.stats.mean, j.reason)
@@ -107,11 +109,11 @@ def placebo_finding(check: placebo.Placebo | None, baseline_seconds: float, wind
 
 def notes_of(j: comparison.Judgement | None, subject: str = "") -> list[Note]:
     """The typed notes of a judgement (its findings, then, for the primary, its placebo
-    check), each worded plainly and in full (:mod:`obsctl.baselining.text.notes`);
-    ``subject``: a guard's signal (a guard's placebo line stays in its assessment)."""
+    check and location), each worded plainly and in full (:mod:`obsctl.baselining.text.notes`);
+    ``subject``: a guard's signal (a guard's placebo and location stay in its assessment)."""
     if j is None:
         return []
-    found = [*j.findings, *([j.placebo_finding] if j.placebo_finding is not None and not subject else [])]
+    found = [*j.findings, *(j.extra_findings if not subject else [])]
     return [note_of(f.kind, f.detail, f.value, subject) for f in found]
 
 

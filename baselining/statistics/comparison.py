@@ -89,8 +89,9 @@ class Judgement:
     location: str | None = None
     #: The notes as data (:class:`.assumptions.Finding`: the window checks, the scale used).
     findings: list[assumptions.Finding] = field(default_factory=list)
-    #: The placebo line as data (set by the verdict beside ``placebo``; None: not made).
-    placebo_finding: assumptions.Finding | None = None
+    #: Notes the verdict adds beside the statistics' own, as data: the placebo check and the
+    #: location judged (their text stays in ``placebo`` and ``location``, not in ``notes``).
+    extra_findings: list[assumptions.Finding] = field(default_factory=list)
 
     @property
     def notes(self) -> list[str]:

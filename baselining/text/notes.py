@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from obsctl.durations import format_duration
-from obsctl.records import Note
+from obsctl.records import Note, Tails
 
 
 def _noisier(ratio: float | None) -> str:
@@ -55,6 +55,10 @@ PLAIN: dict[str, Callable[[float | None], str]] = {
                             "interval; nothing to do"),
     "level": lambda _: ("this change keeps the confidence level of its first look; a changed verification.confidence applies "
                         "from the next change"),
+    "location-trimmed": lambda trim: (f"the signal is spiky: the verdict compares {(trim or 0) * 100:g} % trimmed means, so a few "
+                                      "spikes cannot decide it (spec spiky: false compares plain means)"),
+    "location-mean": lambda _: ("the baseline is spiky but the spec asks for plain means (spiky: false): a few spikes can move "
+                                "the verdict"),
     "placebo-held": lambda _: ("self-check on past periods of this length: the interval held as often as it should, so the "
                                "stated confidence holds on this signal"),
     "placebo-widened": _widened,
@@ -76,9 +80,15 @@ def note_of(kind: str, detail: str, value: float | None = None, subject: str = "
     return Note(kind=kind, subject=subject, plain=plain_text(kind, value), detail=detail)
 
 
+def label(kind: str) -> str:
+    """The line's label of a note of ``kind``: ``placebo``, ``location`` or ``note``."""
+    return next((name for name in ("placebo", "location") if kind.startswith(name + "-")), "note")
+
+
 def note_lines(notes: list[Note], verbose: bool = False, skip: frozenset[str] | set[str] = frozenset()) -> list[str]:
-    """Text lines of ``notes``: ``note: <plain>`` (``placebo: <plain>`` for the placebo check;
-    ``guard <signal>: note: <plain>`` for a guard's), each followed by
+    """Text lines of ``notes``: ``note: <plain>`` (``placebo:`` for the placebo check,
+    ``location:`` for the location judged, :func:`label`; ``guard <signal>: note: <plain>``
+    for a guard's), each followed by
     ``  diagnostic: <detail>`` when ``verbose``. A note whose detail is in ``skip`` (already
     shown) is left out."""
     lines = []
@@ -86,7 +96,16 @@ def note_lines(notes: list[Note], verbose: bool = False, skip: frozenset[str] | 
         if n.detail in skip:
             continue
         who = f"guard {n.subject}: " if n.subject else ""
-        lines.append(f"{who}{'placebo' if n.kind.startswith('placebo-') else 'note'}: {n.plain}")
+        lines.append(f"{who}{label(n.kind)}: {n.plain}")
         if verbose:
             lines.append(f"  diagnostic: {n.detail}")
     return lines
+
+
+def tails_plain(tails: Tails | None) -> str:
+    """A snapshot's tails in plain words, where verdicts will judge a trimmed mean (the full
+    test: :func:`obsctl.baselining.measure.tails.tails_line`); "" otherwise."""
+    if tails is None or tails.memory is None:
+        return ""
+    return (f"spiky ({tails.outliers:,} of {tails.samples:,} samples far from the median): verdicts against it compare "
+            f"{tails.trim * 100:g} % trimmed means, so a few spikes cannot decide them (spec spiky: false for plain means)")

@@ -181,7 +181,8 @@ def verification_lines(result) -> list[str]:
     typed = any(n.kind.startswith("placebo-") for n in getattr(result, "notes", []))  # then a note says it (note_lines)
     if result.assessment is not None and result.assessment.placebo and not typed:
         lines.append(f"placebo: {result.assessment.placebo}")
-    if result.assessment is not None and result.assessment.location:  # which location the verdict judged
+    located = any(n.kind.startswith("location-") for n in getattr(result, "notes", []))  # then a note says it (note_lines)
+    if result.assessment is not None and result.assessment.location and not located:  # which location the verdict judged
         lines.append(result.assessment.location)
     return lines
 

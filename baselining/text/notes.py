@@ -53,14 +53,14 @@ PLAIN: dict[str, Callable[[float | None], str]] = {
                               "wider interval and was kept, so the verdict errs on the safe side; nothing to do"),
     "scale-own": lambda _: ("the window's spread differs from the baseline's history: the window's own spread sets its "
                             "interval; nothing to do"),
-    "level": lambda _: ("this change keeps the confidence level of its first look; a changed verification.confidence applies "
-                        "from the next change"),
+    "level": lambda _: ("this change keeps the confidence level of its first look, so its verdicts stay valid however often "
+                        "you look; a changed verification.confidence applies from the next change"),
     "location-trimmed": lambda trim: (f"the signal is spiky: the verdict compares {(trim or 0) * 100:g} % trimmed means, so a few "
                                       "spikes cannot decide it (spec spiky: false compares plain means)"),
     "location-mean": lambda _: ("the baseline is spiky but the spec asks for plain means (spiky: false): a few spikes can move "
                                 "the verdict"),
     "placebo-held": lambda _: ("self-check on past periods of this length: the interval held as often as it should, so the "
-                               "stated confidence holds on this signal"),
+                               "verdict's stated confidence holds on this signal"),
     "placebo-widened": _widened,
     "placebo-unchecked": _unchecked,
 }

@@ -38,7 +38,7 @@ from obsctl.baselining.statistics import comparison, placebo
 from obsctl.baselining.statistics.assumptions import Finding
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
-from obsctl.baselining.text.notes import note_of
+from obsctl.baselining.text.notes import note_of, plain_text
 from obsctl.baselining.text.present import guard_regressions
 from obsctl.durations import format_duration
 from obsctl.formatting import format_percent
@@ -79,6 +79,7 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext
     j.extra_findings.append(placebo_finding(check, (baseline.window.end - baseline.window.start).total_seconds(), span, j.placebo))
     if j.location:  # a trimmed mean, or the mean the spec asked for on a heavy-tailed baseline
         j.extra_findings.append(Finding("location-trimmed" if location.robust else "location-mean", j.location, location.trim))
+    plain_failure(j)
     est = Estimate(j.change, j.low, j.high, level, j.dof, j.exact,
                    j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
                    j.window_mean if j.window_mean is not None else m.stats.mean, j.reason)
@@ -95,6 +96,15 @@ def placebo_text(check: placebo.Placebo | None, baseline_seconds: float, window_
     if check.contradicted:
         text += f": the model's variance is too small, the interval is widened {check.variance_ratio:.2f}x with {check.dof:.0f} dof"
     return text
+
+
+def plain_failure(j: comparison.Judgement) -> comparison.Judgement:
+    """A judgement a window check refused (``j.failure``), in place: its reason in plain words
+    (:func:`obsctl.baselining.text.notes.plain_text`), the diagnostic kept as its first note."""
+    if j.failure is not None and j.failure not in j.findings:
+        j.findings.insert(0, j.failure)
+        j.reason = plain_text(j.failure.kind, j.failure.value)
+    return j
 
 
 def placebo_finding(check: placebo.Placebo | None, baseline_seconds: float, window_seconds: float, text: str) -> Finding:

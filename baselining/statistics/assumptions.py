@@ -194,6 +194,10 @@ class WindowCheck:
         checks: the checks made (empty: not checked).
         findings: the judgement's notes as data (:class:`Finding`); ``notes``: their diagnostics.
         reason: non-empty: the verdict is INCONCLUSIVE for this reason.
+        failure: the reason as data: ``assumption-short`` (value: the window it needs to fit
+            its own memory, s), ``assumption-memory-long`` (value: the window it needs, s) or
+            ``assumption-few`` (too few independent samples under its own memory); its
+            ``detail`` is ``reason``.
     """
 
     side: Side
@@ -201,6 +205,7 @@ class WindowCheck:
     checks: tuple[Check, ...] = ()
     findings: tuple[Finding, ...] = ()
     reason: str = ""
+    failure: Finding | None = None
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -384,6 +389,11 @@ def predictability(scale: Check, times, step_seconds: float, memory: MemoryModel
     return Check("memory", ratio, dof_m, pval, scale.n, pval >= level, "predictability")
 
 
+def _failed(result: WindowCheck, kind: str, value: float | None, reason: str) -> WindowCheck:
+    """``result`` refused for ``reason``, with the reason as data (:attr:`WindowCheck.failure`)."""
+    return replace(result, reason=reason, failure=Finding(kind, reason, value))
+
+
 def check_window(times, values, step_seconds: float, memory: MemoryModel, side: Side, level: float = LEVEL) -> WindowCheck:
     """Check that the baseline's memory and scale describe the window, and what to judge it with.
 
@@ -447,22 +457,24 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
     y = np.asarray(values, dtype=float)
     own = fit_memory(t, y, step_seconds, source="windows") if y.size >= MIN_REFIT_SAMPLES else None
     if own is None:
-        return replace(result, reason=(f"assumption failed: {why} ({what}; level {level:g}): the interval would rest on a memory the "
-                                       f"change may have altered, and the {y.size}-sample window is too short to fit its own "
-                                       f"(needs {MIN_REFIT_SAMPLES}); use a longer window"))
+        return _failed(result, "assumption-short", MIN_REFIT_SAMPLES * step_seconds,
+                       f"assumption failed: {why} ({what}; level {level:g}): the interval would rest on a memory the change may "
+                       f"have altered, and the {y.size}-sample window is too short to fit its own (needs {MIN_REFIT_SAMPLES}); use "
+                       f"a longer window")
     span = float(t[-1] - t[0]) + step_seconds
     if span < MIN_MEMORIES * own.tau_seconds:
-        return replace(result, reason=(f"assumption failed: {why} ({what}; level {level:g}): fitted on the window, its memory is at least "
-                                       f"{format_duration(own.tau_seconds)} (integrated autocorrelation time), a lower bound until the "
-                                       f"window spans {MIN_MEMORIES:.0f} of it; use a window of at least "
-                                       f"{format_duration(MIN_MEMORIES * own.tau_seconds)}"))
+        return _failed(result, "assumption-memory-long", MIN_MEMORIES * own.tau_seconds,
+                       f"assumption failed: {why} ({what}; level {level:g}): fitted on the window, its memory is at least "
+                       f"{format_duration(own.tau_seconds)} (integrated autocorrelation time), a lower bound until the window spans "
+                       f"{MIN_MEMORIES:.0f} of it; use a window of at least {format_duration(MIN_MEMORIES * own.tau_seconds)}")
     own_side = side_estimate(t, y, step_seconds, own, history_scale=False)
     text = f"assumption check: {why} ({what}; level {level:g})"
     if not own_side.var_mean <= result.side.var_mean:  # NaN: too short under its own memory
         if not (own_side.n_eff >= N_EFF_MIN and math.isfinite(own_side.var_mean)):
-            return replace(result, reason=(f"assumption failed: {why} ({what}; level {level:g}): under the memory fitted on the window "
-                                           f"(integrated autocorrelation time at least {own.tau_seconds:.0f} s) the window holds about "
-                                           f"{own_side.n_eff:.1f} independent samples, fewer than {N_EFF_MIN:.0f}; use a longer window"))
+            return _failed(result, "assumption-few", None,
+                           f"assumption failed: {why} ({what}; level {level:g}): under the memory fitted on the window (integrated "
+                           f"autocorrelation time at least {own.tau_seconds:.0f} s) the window holds about {own_side.n_eff:.1f} "
+                           f"independent samples, fewer than {N_EFF_MIN:.0f}; use a longer window")
         return replace(result, side=own_side, memory=own,
                        findings=(*result.findings, Finding("memory-own", f"{text}: the window is judged under its own memory (fitted on "
                                                                          f"the window, integrated autocorrelation time at least "

@@ -92,6 +92,8 @@ class Judgement:
     #: Notes the verdict adds beside the statistics' own, as data: the placebo check and the
     #: location judged (their text stays in ``placebo`` and ``location``, not in ``notes``).
     extra_findings: list[assumptions.Finding] = field(default_factory=list)
+    #: A window check's refusal as data (:attr:`.assumptions.WindowCheck.failure`); its detail is ``reason``.
+    failure: assumptions.Finding | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -192,7 +194,7 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
     if checked.reason:
         return Judgement("INCONCLUSIVE", checked.reason, sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
                          n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, findings=list(checked.findings),
-                         location=robust.Location.text_of(location))
+                         location=robust.Location.text_of(location), failure=checked.failure)
     sy = checked.side
     sx, sy = trimmed.sides(sx, sy)  # the trimmed means, their variance from the winsorised sides (robust.py)
     if widen is not None and widen[0] > 1:

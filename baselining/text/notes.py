@@ -43,8 +43,27 @@ def _unchecked(need: float | None) -> str:
             "becomes possible as history accumulates")
 
 
+def _short(need: float | None) -> str:
+    how = f" (at least {format_duration(need)})" if need is not None else ""
+    return (f"the change altered how the signal fluctuates and the window is too short to measure the new pattern: no verdict "
+            f"yet; verify again with a longer window{how}")
+
+
+def _memory_long(need: float | None) -> str:
+    how = f"at least {format_duration(need)}" if need is not None else "longer"
+    return f"the change made the signal's swings last longer: no verdict until the window is {how}; verify again then"
+
+
+#: Kinds whose plain words are the verdict's reason (a window check refused): the default
+#: output shows them on the verdict line, not again as a note.
+REASONS = frozenset({"assumption-short", "assumption-memory-long", "assumption-few"})
+
 #: The plain words of each kind of note, from the finding's one figure (or None).
 PLAIN: dict[str, Callable[[float | None], str]] = {
+    "assumption-short": _short,
+    "assumption-memory-long": _memory_long,
+    "assumption-few": lambda _: ("the change made the signal's swings last longer, and the window holds too few independent "
+                                 "stretches of them: no verdict yet; verify again with a longer window"),
     "variance-noisier": _noisier,
     "variance-quieter": lambda _: ("the window is steadier than the baseline: it was judged at the baseline's spread, never a "
                                    "narrower one, so the verdict errs on the safe side; nothing to do"),
@@ -90,10 +109,11 @@ def note_lines(notes: list[Note], verbose: bool = False, skip: frozenset[str] | 
     ``location:`` for the location judged, :func:`label`; ``guard <signal>: note: <plain>``
     for a guard's), each followed by
     ``  diagnostic: <detail>`` when ``verbose``. A note whose detail is in ``skip`` (already
-    shown) is left out."""
+    shown) is left out, and so, unless ``verbose``, is one whose plain words are the
+    verdict's reason (:data:`REASONS`)."""
     lines = []
     for n in notes:
-        if n.detail in skip:
+        if n.detail in skip or n.kind in REASONS and not verbose:
             continue
         who = f"guard {n.subject}: " if n.subject else ""
         lines.append(f"{who}{label(n.kind)}: {n.plain}")

@@ -119,6 +119,11 @@ def result_with(notes: list[Note], guard_notes: list[Note] = ()) -> Verification
 
 
 KINDS = {  # one note of each kind the verdict makes, with a diagnostic as the statistics word it
+    "assumption-short": "assumption failed: the window's memory differs from the baseline's (Ljung-Box Q = 47.8 on 5 lags of 55 "
+                        "prewhitened innovations, p = 3.8e-09; level 0.001): ... too short to fit its own (needs 200)",
+    "assumption-memory-long": "assumption failed: ... (Yule-Walker score S = 59.7, p = 1.4e-11; level 0.001): fitted on the window, "
+                              "its memory is at least 38s",
+    "assumption-few": "assumption failed: ... (p = 1e-5; level 0.001): the window holds about 3.2 independent samples",
     "memory-kept": "assumption check: the window's memory differs from the baseline's (Yule-Walker score S = 11.0 on 1 lag(s) of "
                    "359 prewhitened innovations (scale-free), p = 7.9e-93; level 0.001): the baseline's model gives the wider "
                    "interval and was kept",
@@ -148,15 +153,17 @@ def test_text_output_is_plain_by_default_and_full_with_verbose():
     guard = [N.note_of("memory-kept", KINDS["memory-kept"], subject="gpu_cost")]
     result = result_with(typed, guard)
     default = note_lines(result, verbose=False)
-    assert len(default) == len(KINDS) + 1
+    assert len(default) == len(KINDS) + 1 - len(N.REASONS)  # a refusal's plain words are the verdict's reason, not a note
     for line in default:
         assert not DIAGNOSTIC.search(line), line
     assert default[-1].startswith("guard gpu_cost: note: the change may have altered how long")
+    assert not any(N.plain_text(kind) in "\n".join(default) for kind in N.REASONS)
     assert sum(line.startswith("placebo: ") for line in default) == 3 and sum(line.startswith("location: ") for line in default) == 2
     verbose = note_lines(result, verbose=True)
     for kind, detail in KINDS.items():
         assert f"  diagnostic: {detail}" in verbose, kind
     assert verbose[verbose.index(default[0]) + 1] == f"  diagnostic: {KINDS['memory-kept']}"  # under its plain words
+    assert f"note: {N.plain_text('assumption-few')}" in verbose
     # The statistics line: the look and the window plainly; boundary, memory, samples and dof with --verbose.
     plain = statistics_plain(result)
     assert plain == "statistics: look 1 at this change (its interval holds however often you look), window 6h of planned 6h; " \
@@ -202,3 +209,26 @@ def test_the_snapshots_stationarity_and_tails_lines_plain_and_full():
     assert N.tails_plain(spiky).startswith("spiky (12 of 5,760 samples far from the median): verdicts against it compare 10 % trimmed")
     assert not DIAGNOSTIC.search(N.tails_plain(spiky)) and N.tails_plain(Tails()) == ""
     assert math.isfinite(spiky.share)
+
+
+def test_a_refused_window_gets_a_plain_reason_and_keeps_the_diagnostic_as_a_note():
+    rng = np.random.default_rng(18)
+    from test_assumptions import ar1
+
+    z = ar1(rng, 0.90, 17280 + 480)
+    t = np.arange(z.size) * STEP
+    model = fit_memory(t[:17280 + 240], 100 + z[:17280 + 240], STEP)
+    base = (t[17280:17280 + 240], 100 + z[17280:17280 + 240])
+    w = ar1(rng, 0.98, 160, start=z[17280 + 239])  # the memory changed; 160 samples cannot fit the window's own
+    j = judge(base, (t[17520:17680], 100 + w), STEP, model, 0.95, "higher_is_better", 0.02, LookContext())
+    full = j.reason
+    assert j.failure is not None and j.failure.kind == "assumption-short" and full.startswith("assumption failed") and "p = " in full
+    verdict.plain_failure(j)
+    assert j.reason == N.plain_text("assumption-short", 200 * STEP) and "at least 50m" in j.reason and plain_ok(j.reason)
+    assert j.notes[0] == full and verdict.notes_of(j)[0].kind == "assumption-short"
+    verdict.plain_failure(j)  # once only
+    assert j.notes.count(full) == 1
+    w = ar1(rng, 0.98, 480, start=z[17280 + 239])  # 2 h: fits its own memory, but spans fewer than 20 of it
+    long = judge(base, (t[17520] + np.arange(480) * STEP, 100 + w), STEP, model, 0.95, "higher_is_better", 0.02, LookContext())
+    assert long.failure.kind == "assumption-memory-long" and long.failure.value > 480 * STEP
+    assert "no verdict until the window is at least" in verdict.plain_failure(long).reason

@@ -40,6 +40,7 @@ from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
 from obsctl.baselining.text.notes import note_of, plain_text
 from obsctl.baselining.text.present import guard_regressions
+from obsctl.baselining.text.present_stationarity import stationarity_line
 from obsctl.durations import format_duration
 from obsctl.formatting import format_percent
 from obsctl.records import Assessment, Baseline, BaselineSide, GuardResult, Initiative, Note
@@ -432,5 +433,7 @@ def decide(ev: Evidence) -> Verdict:
     else:
         decided_by = "guards" if overall == "REGRESSED" else "open-guards"
     notes = notes_of(primary.judgement) + ([note_of("level", ev.level_note)] if ev.level_note else [])
+    if any(c.kind == "baseline-moved" for c in primary.caps) and baseline.stationarity is not None:  # the tests behind the cap
+        notes.insert(0, note_of("baseline-moved", f"baseline {baseline.id}: {stationarity_line(baseline.stationarity)}"))
     return Verdict(overall, reason, decided_by, primary, baseline, tuple(guards), regressed if decided_by == "guards" else (),
                    open_ if decided_by == "open-guards" else (), tuple(notes))

@@ -123,6 +123,8 @@ KINDS = {  # one note of each kind the verdict makes, with a diagnostic as the s
                         "prewhitened innovations, p = 3.8e-09; level 0.001): ... too short to fit its own (needs 200)",
     "assumption-memory-long": "assumption failed: ... (Yule-Walker score S = 59.7, p = 1.4e-11; level 0.001): fitted on the window, "
                               "its memory is at least 38s",
+    "baseline-moved": "baseline a.tokens.1: stationarity: MOVED inside the window: a step of +8.1 % at 2026-01-05T03:00:00Z (step "
+                      "test p = 0.0001, trend test p = 0.2; level 0.05 (each at half) under the signal's memory, 999 simulations)",
     "assumption-few": "assumption failed: ... (p = 1e-5; level 0.001): the window holds about 3.2 independent samples",
     "memory-kept": "assumption check: the window's memory differs from the baseline's (Yule-Walker score S = 11.0 on 1 lag(s) of "
                    "359 prewhitened innovations (scale-free), p = 7.9e-93; level 0.001): the baseline's model gives the wider "

@@ -32,6 +32,7 @@ from obsctl.baselining.text.present import (  # noqa: E402
     guards_line,
     judged_means,
     lever_text,
+    population_summary,
     report_lines,
     statistics_line,
     verdict_line,
@@ -130,19 +131,12 @@ def render_figure(baseline: Baseline, result: VerificationResult) -> bytes:
         plt.close(fig)
 
 
-#: Labels that name a replica, in the order they are looked for (Kubernetes, Prometheus).
-REPLICA_LABELS = ("pod", "instance", "replica")
-
-
 def _population(pop: Population | None) -> str:
-    """The population in a table cell: ``2 replicas (instance), 24 series``, the full
-    list under "Input series" (label sets are long: one histogram is a set per bucket)."""
+    """The population in a table cell: ``2 replicas (instance), 24 series`` (:func:`population_summary`),
+    linked to the full list under "Input series"."""
     if pop is None or pop.series_count == 0:
-        return "no input series found"
-    label = next((n for n in REPLICA_LABELS if any(ls.get(n) for ls in pop.label_sets)), None)
-    replicas = len({ls[label] for ls in pop.label_sets if ls.get(label)}) if label else None
-    who = f"{replicas} replica{'s' if replicas != 1 else ''} ({label}), " if replicas else ""
-    return f"{who}{pop.series_count} series (listed under [Input series](#input-series))"
+        return population_summary(pop)
+    return f"{population_summary(pop)} (listed under [Input series](#input-series))"
 
 
 def _labels(label_set: dict[str, str]) -> str:

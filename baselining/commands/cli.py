@@ -110,13 +110,15 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     if output == "json":
         emit_json({"stored": len(report.stored), "refused": refused, "outcomes": [o.as_dict() for o in report.outcomes]})
     else:
+        from obsctl.baselining.text.present import population_summary
+
         for o in report.outcomes:
             if o.baseline is not None:
                 b = o.baseline
                 dropped = f", {o.dropped} NaN/Inf dropped" if o.dropped else ""
                 click.echo(f"{o.workload_class}/{o.signal}: baseline {b.id}: mean {_num(b.stats.mean)} {b.unit} "
                            f"(p5 {_num(b.stats.p5)}, p95 {_num(b.stats.p95)}, {b.stats.sample_count} samples{dropped}, "
-                           f"{len(b.stats.batch_means)} batches, {b.population.series_count} input series)"
+                           f"{len(b.stats.batch_means)} batches, {population_summary(b.population, 'input series')})"
                            + (" PARTIAL" if b.partial else ""))
                 if b.tails is not None and b.tails.memory is not None:  # a robust location: never a silent switch
                     from obsctl.baselining.measure.tails import tails_line

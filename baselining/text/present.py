@@ -15,7 +15,7 @@ from obsctl.baselining.text.notes import note_lines as typed_note_lines
 from obsctl.durations import format_duration
 from obsctl.escape import markdown_text
 from obsctl.formatting import format_confidence, format_number, format_percent
-from obsctl.records import Coverage, GuardResult, VerificationResult
+from obsctl.records import Coverage, GuardResult, Population, VerificationResult
 from obsctl.timeutil import rfc3339
 
 
@@ -142,6 +142,22 @@ def verdict_line(result: VerificationResult, unit: str) -> str:
         f"{result.verdict}: {result.signal} {format_percent(result.change_ratio)} ({interval}), "
         f"{means} {unit}; alerts fired: {alerts}"
     )
+
+
+#: Labels that name a replica, in the order they are looked for (Kubernetes, Prometheus).
+REPLICA_LABELS = ("pod", "instance", "replica")
+
+
+def population_summary(pop: Population | None, noun: str = "series") -> str:
+    """A population in a few words: ``2 replicas (instance), 24 series``, or ``24 series``
+    when no replica label is found (the full label sets are long: one histogram is a set
+    per bucket); ``no input series found`` for none."""
+    if pop is None or pop.series_count == 0:
+        return "no input series found"
+    label = next((n for n in REPLICA_LABELS if any(ls.get(n) for ls in pop.label_sets)), None)
+    replicas = len({ls[label] for ls in pop.label_sets if ls.get(label)}) if label else None
+    who = f"{replicas} replica{'s' if replicas != 1 else ''} ({label}), " if replicas else ""
+    return f"{who}{pop.series_count} {noun}"
 
 
 def describe(c: Coverage | None, step: float | None = None) -> str:

@@ -234,3 +234,15 @@ def test_a_refused_window_gets_a_plain_reason_and_keeps_the_diagnostic_as_a_note
     long = judge(base, (t[17520] + np.arange(480) * STEP, 100 + w), STEP, model, 0.95, "higher_is_better", 0.02, LookContext())
     assert long.failure.kind == "assumption-memory-long" and long.failure.value > 480 * STEP
     assert "no verdict until the window is at least" in verdict.plain_failure(long).reason
+
+
+def test_a_population_in_a_few_words():
+    from obsctl.baselining.text.present import population_summary
+    from obsctl.records import Population
+
+    buckets = [{"__name__": "x_bucket", "instance": f"10.0.0.{r}:8000", "le": str(le)} for r in (1, 2) for le in range(12)]
+    assert population_summary(Population(series_count=24, label_sets=buckets)) == "2 replicas (instance), 24 series"
+    pods = [{"pod": "a", "instance": "i1"}, {"pod": "a", "instance": "i2"}]  # pod first: Kubernetes names the replica
+    assert population_summary(Population(series_count=2, label_sets=pods), "input series") == "1 replica (pod), 2 input series"
+    assert population_summary(Population(series_count=1, label_sets=[{"job": "w"}])) == "1 series"
+    assert population_summary(None) == population_summary(Population(series_count=0)) == "no input series found"

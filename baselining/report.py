@@ -32,6 +32,7 @@ from obsctl.baselining.text.present import (  # noqa: E402
     guards_line,
     judged_means,
     lever_text,
+    placebo_initiative_line,
     population_summary,
     report_lines,
     statistics_line,
@@ -247,6 +248,8 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
     primary signal's look log for the change (:mod:`obsctl.baselining.looks`)."""
     ws = result.window_stats
     expected = format_percent(initiative.expected_impact_ratio) if initiative.expected_impact_ratio is not None else "not given"
+    if initiative.placebo:
+        expected = f"none ({placebo_initiative_line(result.verdict)})"
     ci = (f"{format_percent(result.ci_low)} .. {format_percent(result.ci_high)}" if result.ci_low is not None and result.ci_high is not None else "undefined")
 
     def row(name: str, b: object, w: object) -> str:

@@ -729,6 +729,7 @@ def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek, ver
         emit_json({"initiative": initiative_.id, "workload_class": initiative_.workload_class,
                    "exit_code": not_saved.exit_code if not_saved else code, "verdict_exit_code": code,
                    "saved": not_saved is None, "save_error": str(not_saved) if not_saved else None, "peek": peek,
+                   "placebo_initiative": initiative_.placebo,
                    "summary": verdict_line(result, unit), "guards_summary": guards_line(result),
                    "coverage_summary": verification_lines(result), "statistics_summary": statistics_line(result),
                    "statistics_plain": statistics_plain(result),
@@ -737,6 +738,10 @@ def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek, ver
         if peek:
             click.echo(f"stored verdict of {initiative_.id}, verified {rfc3339(result.verified_at)} (read again: no new look)")
         click.echo(verdict_line(result, unit))
+        if initiative_.placebo:
+            from obsctl.baselining.text.present import placebo_initiative_line
+
+            click.echo(placebo_initiative_line(result.verdict))
         click.echo(guards_line(result))
         from obsctl.baselining.text.present import context_lines
 

@@ -87,6 +87,16 @@ def note_lines(result: VerificationResult, verbose: bool = True) -> list[str]:
     return lines
 
 
+def placebo_initiative_line(verdict: str) -> str:
+    """The line a placebo (A/A) initiative's verdict carries: what it should say, and what
+    this verdict means (``initiative start --placebo``)."""
+    meaning = {"NO_CHANGE": "as expected: the tool held NO_CHANGE on this stack",
+               "INCONCLUSIVE": "not decided yet: a longer window should reach NO_CHANGE",
+               "NO_DATA": "no data: check the signal's series",
+               }.get(verdict, f"a false {verdict}: nothing was changed, so report it with the diagnostics (verify --verbose)")
+    return f"placebo (A/A) initiative: nothing was changed, NO_CHANGE expected; {meaning}"
+
+
 def guards_line(result: VerificationResult) -> str:
     """``guards: usd_per_million_tokens IMPROVED -48.0 %, probe_cosine_similarity NO_CHANGE, gpu_utilization NO_DATA``.
 

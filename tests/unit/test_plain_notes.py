@@ -246,3 +246,12 @@ def test_a_population_in_a_few_words():
     assert population_summary(Population(series_count=2, label_sets=pods), "input series") == "1 replica (pod), 2 input series"
     assert population_summary(Population(series_count=1, label_sets=[{"job": "w"}])) == "1 series"
     assert population_summary(None) == population_summary(Population(series_count=0)) == "no input series found"
+
+
+def test_a_placebo_initiatives_verdict_says_what_it_means():
+    from obsctl.baselining.text.present import placebo_initiative_line
+
+    assert placebo_initiative_line("NO_CHANGE").endswith("as expected: the tool held NO_CHANGE on this stack")
+    assert "a longer window" in placebo_initiative_line("INCONCLUSIVE")
+    for wrong in ("IMPROVED", "REGRESSED"):
+        assert f"a false {wrong}: nothing was changed" in placebo_initiative_line(wrong)

@@ -647,7 +647,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     Default window: cumulative from the initiative's start up to its planned length.
     Every verify is a look at the change, logged in the store before its verdict is
     shown; the interval is a confidence sequence, so the error holds however often and
-    whenever you look (the look number and its boundary are on the 'statistics:' line;
+    whenever you look (the look number is on the 'statistics:' line, its boundary too with --verbose;
     docs/verification.md). A window that starts after the initiative's start is not a
     look and is refused.
     The change's transition is not judged: the window starts once it has left every
@@ -666,7 +666,9 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     in plain words: what it means for the verdict and what to do (--verbose: each
     followed by a '  diagnostic:' line naming the test, statistic, p-value, level and
     model; JSON: notes and guards[].notes, each with kind, plain and detail; the report
-    shows both). Before-after turns INCONCLUSIVE when the
+    shows both). A placebo (A/A) initiative's verdict is followed by what it means
+    (NO_CHANGE expected; anything else is a false alarm to report). Before-after turns
+    INCONCLUSIVE when the
     baseline has a daily cycle, a primary that follows demand (throughput, cost per unit
     of work, ...) was demand-bound (not saturated in either period) or a mix shift
     explains most of the change.

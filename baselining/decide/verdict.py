@@ -118,6 +118,14 @@ def placebo_finding(check: placebo.Placebo | None, baseline_seconds: float, wind
     return Finding("placebo-held", text)
 
 
+def moved_notes(baseline: Baseline, subject: str = "") -> list[Note]:
+    """The tests behind a baseline-moved cap (:func:`obsctl.baselining.decide.caps.stationarity_cap`,
+    whose reason is plain words) as a note; [] for a steady or untested baseline."""
+    if stationarity_cap(baseline)[0] is None:
+        return []
+    return [note_of("baseline-moved", f"baseline {baseline.id}: {stationarity_line(baseline.stationarity)}", subject=subject)]
+
+
 def notes_of(j: comparison.Judgement | None, subject: str = "") -> list[Note]:
     """The typed notes of a judgement (its findings, then, for the primary, its placebo
     check and location), each worded plainly and in full (:mod:`obsctl.baselining.text.notes`);
@@ -165,7 +173,8 @@ def judge_measured_guard(spec: Spec, baseline: Baseline, m: Measurement, look: c
         window_mean=est.window_mean if est else (m.stats.mean if m.stats else None),
         change_ratio=est.change if est else None, ci_low=est.low if est else None, ci_high=est.high if est else None,
         exact=bool(est and est.exact), window_stats=m.stats, population=m.population, samples=m.samples,
-        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=assessment_of(j), notes=notes_of(j, baseline.signal),
+        coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=assessment_of(j),
+        notes=moved_notes(baseline, baseline.signal) + notes_of(j, baseline.signal),
     )
 
 
@@ -433,7 +442,7 @@ def decide(ev: Evidence) -> Verdict:
     else:
         decided_by = "guards" if overall == "REGRESSED" else "open-guards"
     notes = notes_of(primary.judgement) + ([note_of("level", ev.level_note)] if ev.level_note else [])
-    if any(c.kind == "baseline-moved" for c in primary.caps) and baseline.stationarity is not None:  # the tests behind the cap
-        notes.insert(0, note_of("baseline-moved", f"baseline {baseline.id}: {stationarity_line(baseline.stationarity)}"))
+    if any(c.kind == "baseline-moved" for c in primary.caps):
+        notes = moved_notes(baseline) + notes
     return Verdict(overall, reason, decided_by, primary, baseline, tuple(guards), regressed if decided_by == "guards" else (),
                    open_ if decided_by == "open-guards" else (), tuple(notes))

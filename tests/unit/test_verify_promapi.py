@@ -582,3 +582,23 @@ def test_verify_notes_plain_by_default_full_with_verbose_both_in_json_and_the_re
     stored = Store(tmp_path / "store").initiative(iid).verifications[-1].notes
     for note in stored:
         assert f": {markdown_text(note.plain)}. Diagnostic: {markdown_text(note.detail)}" in md
+
+
+def test_snapshot_stationarity_plain_by_default_tests_with_verbose_both_in_json(fake, spec):
+    import numpy as np
+    from scipy import signal as spsignal
+
+    rng = np.random.default_rng(6)
+    n = 40 * 240
+    noise = spsignal.lfilter([1.0], [1.0, -0.9], rng.standard_normal(n) * math.sqrt(1 - 0.81))
+    fake.value = lambda t: 100.0 + noise[int((t - (END - 30 * HOUR)) // 15) % n]
+    default = snap(spec)
+    assert default.exit_code == 0, default.output
+    (line,) = [x.strip() for x in default.stdout.splitlines() if x.strip().startswith("stationarity: ")]
+    assert line in ("stationarity: steady, no step or trend inside the window",) or line.startswith("stationarity: MOVED"), line
+    assert not any(d in default.stdout for d in DIAGNOSTIC), default.stdout
+    verbose = snap(spec, extra=["--verbose"])
+    (full,) = [x.strip() for x in verbose.stdout.splitlines() if x.strip().startswith("stationarity: ")]
+    assert "step test p = " in full and "trend test p = " in full and "simulations" in full
+    shown = _strict(snap(spec, extra=["-o", "json"]).stdout)["outcomes"][0]["stationarity"]
+    assert shown["plain"].startswith("stationarity: ") and "p = " not in shown["plain"] and "step test p = " in shown["summary"]

@@ -747,7 +747,7 @@ def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek, ver
         click.echo(guards_line(result))
         from obsctl.baselining.text.present import context_lines
 
-        for line in context_lines(result.design_context):
+        for line in context_lines(result.design_context, verbose):
             click.echo(line)
         for line in verification_lines(result):
             click.echo(line)

@@ -213,8 +213,10 @@ def verification_lines(result) -> list[str]:
     return lines
 
 
-def context_lines(context: dict) -> list[str]:
-    """The lines outputs and reports print for a result's ``design_context`` (may be empty)."""
+def context_lines(context: dict, verbose: bool = True) -> list[str]:
+    """The lines outputs and reports print for a result's ``design_context`` (may be empty);
+    without ``verbose`` the effect's line leaves out its log-scale standard error and memory
+    (``verify`` without ``--verbose``; the report and JSON keep them)."""
     if not context:
         return []
     lines = [f"design: {context.get('design', 'before-after')}"]
@@ -224,8 +226,9 @@ def context_lines(context: dict) -> list[str]:
         sides = ""
         if WORDING.get(eff["design"], Wording()).groups and eff.get("treatment_mean") is not None:
             sides = f"; treatment {eff['treatment_mean']:.4g} vs control {eff['control_mean']:.4g}"
+        model = f", log-scale se {eff['log_se']:.3g}, memory {eff.get('tau_seconds') or 0:.0f} s" if verbose else ""
         lines.append(f"effect {what} = {eff['ratio'] * 100:+.1f} % ({eff['confidence'] * 100:.3g} % CI {eff['ci_low'] * 100:+.1f} % .. "
-                     f"{eff['ci_high'] * 100:+.1f} %, log-scale se {eff['log_se']:.3g}, memory {eff.get('tau_seconds') or 0:.0f} s{sides})")
+                     f"{eff['ci_high'] * 100:+.1f} %{model}{sides})")
     ctrl = context.get("control")
     if ctrl and ctrl.get("change") is not None:
         lines.append(f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own "

@@ -255,3 +255,13 @@ def test_a_placebo_initiatives_verdict_says_what_it_means():
     assert "a longer window" in placebo_initiative_line("INCONCLUSIVE")
     for wrong in ("IMPROVED", "REGRESSED"):
         assert f"a false {wrong}: nothing was changed" in placebo_initiative_line(wrong)
+
+
+def test_a_designs_effect_line_leaves_its_model_to_verbose():
+    from obsctl.baselining.text.present import context_lines
+
+    ctx = {"design": "control", "effect": {"design": "control", "ratio": 0.081, "ci_low": 0.05, "ci_high": 0.11, "confidence": 0.95,
+                                           "log_se": 0.0142, "tau_seconds": 312.0}}
+    plain, full = context_lines(ctx, verbose=False), context_lines(ctx)
+    assert plain[1] == "effect (T_a / T_b) / (C_a / C_b) - 1 = +8.1 % (95 % CI +5.0 % .. +11.0 %)"
+    assert full[1] == "effect (T_a / T_b) / (C_a / C_b) - 1 = +8.1 % (95 % CI +5.0 % .. +11.0 %, log-scale se 0.0142, memory 312 s)"

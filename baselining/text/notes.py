@@ -6,9 +6,11 @@ means for the verdict and what to do, with no test name, statistic or p-value. T
 **detail** is the diagnostic the statistics made (the test, its statistic, p-value and
 level, the model): ``verify --verbose``, ``-o json`` and the report show it.
 
-The notes come from the pure verdict as typed findings
-(:class:`obsctl.baselining.statistics.assumptions.Finding`, the placebo check, the
-sequence's level); this module holds every plain wording, keyed by kind (:data:`PLAIN`).
+The notes come from the pure verdict (:func:`obsctl.baselining.decide.verdict.decide`) as
+typed findings: the window checks and the scale used
+(:class:`obsctl.baselining.statistics.assumptions.Finding`), a window check's refusal, the
+placebo check, the location judged, a baseline that moved inside its window, the
+sequence's level. This module holds every plain wording, keyed by kind (:data:`PLAIN`).
 """
 
 from __future__ import annotations
@@ -109,10 +111,9 @@ def label(kind: str) -> str:
 def note_lines(notes: list[Note], verbose: bool = False, skip: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """Text lines of ``notes``: ``note: <plain>`` (``placebo:`` for the placebo check,
     ``location:`` for the location judged, :func:`label`; ``guard <signal>: note: <plain>``
-    for a guard's), each followed by
-    ``  diagnostic: <detail>`` when ``verbose``. A note whose detail is in ``skip`` (already
-    shown) is left out, and so, unless ``verbose``, is one whose plain words are the
-    verdict's reason (:data:`REASONS`)."""
+    for a guard's), each followed by ``  diagnostic: <detail>`` when ``verbose``. A note
+    whose detail is in ``skip`` (already shown) is left out, and so, unless ``verbose``, is
+    one whose plain words are the verdict's reason (:data:`REASONS`)."""
     lines = []
     for n in notes:
         if n.detail in skip or n.kind in REASONS and not verbose:

@@ -112,11 +112,14 @@ def _matchers(query: str, name: str) -> list[dict[str, str]]:
 
 @dataclass(frozen=True)
 class Rule:
-    """One recording rule: the series it records, its expression, its static labels."""
+    """One recording rule: the series it records, its expression, its static labels, and
+    where it is evaluated: its group's name and its place in that group (0 first)."""
 
     record: str
     expr: str
     labels: Mapping[str, str]
+    group: str = ""
+    position: int = 0
 
 
 def rules_for(query: str, rules: Iterable[Rule]) -> list[Rule]:
@@ -216,7 +219,8 @@ def recording_rules(spec: Spec) -> list[Rule]:
     from obsctl.rules.training import training_groups
 
     groups = [*signal_groups(spec), *source_groups(spec), *saturation_groups(spec), *cost_groups(spec), *gpu_groups(), *training_groups(spec)]
-    return [Rule(r["record"], str(r["expr"]), dict(r.get("labels") or {})) for g in groups for r in g["rules"] if "record" in r]
+    return [Rule(r["record"], str(r["expr"]), dict(r.get("labels") or {}), g["name"], i)
+            for g in groups for i, r in enumerate(g["rules"]) if "record" in r]
 
 
 def signal_lookback(spec: Spec, query: str, rules: list[Rule] | None = None) -> Lookback:

@@ -70,9 +70,11 @@ def _baseline_summary(b) -> dict:
 @click.option("--allow-partial", is_flag=True,
               help="Store a baseline even when Prometheus says its answer is partial (marked partial: verdicts against it are at most INCONCLUSIVE).")
 @click.option("--from-raw", is_flag=True,
-              help="Read catalogue signals from the raw series their source rule reads (vllm:..., obsctl_tokens_total, ...), "
-                   "not the recorded series, which start when the rules were loaded: a baseline from history right after install. "
-                   "Signals derived from other recorded series (cost, efficiency) are REFUSED.")
+              help="Read catalogue signals from the raw series behind their recorded series (vllm:..., obsctl_tokens_total, "
+                   "the exporter's GPU, attribution and price series, ...), not the recorded series, which start when the rules "
+                   "were loaded: a baseline from history right after install. Every level of the generated rules is inlined "
+                   "(cost per token, efficiency, per-GPU signals too); a signal whose rules cannot be inlined with the same "
+                   "values, or that the class's source does not fill, is REFUSED with the reason.")
 @click.option("--verbose", "-v", is_flag=True,
               help="Text output: the tests behind the stationarity and tails lines (statistics, p-values, level); "
                    "JSON always carries them.")
@@ -90,7 +92,8 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     answer (Prometheus warnings; see --allow-partial), is REFUSED and not stored; so
     is one whose mean is 0 (every verdict is a change relative to it).
     Catalogue signals read obsctl's recorded series; for a window before the rules
-    were loaded, --from-raw reads the source's raw series instead.
+    were loaded, --from-raw reads the raw series behind them instead (every rule
+    level inlined, cost and efficiency signals included).
 
     Each stored baseline's lines say whether it is steady (stationarity) and, for a spiky
     signal, that verdicts judge its trimmed mean, in plain words; --verbose shows the

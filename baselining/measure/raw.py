@@ -1,42 +1,37 @@
-"""A catalogue signal read from the raw series its source rule reads: baselines from history.
+"""A catalogue signal read from the raw series behind its recorded one: baselines from history.
 
 A catalogue signal (``catalogue: tokens_per_second``) reads the class's canonical
 recorded series (``sum(workload_class:obsctl_tokens:rate5m{workload_class="chat",...})``),
 which exists only from the moment the generated rules were loaded. Right after install
 Prometheus may hold weeks of the serving engine's own series (``vllm:generation_tokens_total``)
-and none of the recorded one. :func:`raw_query` inlines the class's source rule
-(:func:`obsctl.rules.sources.source_groups`, the same expression the rule records) into
-the signal's query, so ``snapshot-baseline --from-raw`` measures past windows from the raw
-series. A range query of the rule's expression evaluates at each step exactly what the rule
-would have recorded at that instant; the population is then the replicas' input series
-behind the recorded one, and coverage is judged on them.
+and none of the recorded ones. :func:`raw_query` inlines the rules that record the signal's
+series, every level down to the raw series (:func:`obsctl.rules.inline.inline` over
+:func:`obsctl.rules.lookback.recording_rules`, the rules ``obsctl rules generate`` writes),
+so ``snapshot-baseline --from-raw`` measures past windows from the raw series: cost and
+efficiency signals (``usd_per_million_tokens``: the cost rule over the GPU price, attribution
+share and token rules) as well as the source's own series. A range query of the inlined
+expression evaluates at each step what the rules would have recorded at that instant (for
+rules in different groups: as if the groups ran in the order of the chain; module doc of
+:mod:`obsctl.rules.inline`); the population is then the input series behind the recorded
+one, and coverage is judged on them.
 
-One level only: a canonical series recorded from other recorded series (cost, efficiency,
-MFU, saturation: ``level:metric:operations`` names in the rule, Prometheus' naming
-convention for recording rules) is not inlined; :func:`raw_query` says why, and those
-rules are backfilled with ``promtool tsdb create-blocks-from rules`` (docs/practice.md).
-
-The catalogue's extra matcher on a label the rule's expression produces
-(``outcome="success"`` of ``sum by (outcome) (...)``) becomes ``and on(outcome)`` with a
+The class's matchers are pushed into the rules' inner selectors where the label passes
+through unchanged; the catalogue's extra matcher on a label a rule's expression makes
+(``outcome="success"`` of a ``label_replace``) becomes ``and on(outcome)`` with a
 one-series vector carrying that label value: PromQL filters an expression's output labels
-no other way.
+no other way. A chain that cannot be inlined with the same values (a recorded series read
+over a range or an offset, a rule reading a series recorded later in its own group) is
+refused with the reason, naming the rule; those are backfilled with ``promtool tsdb
+create-blocks-from rules`` (docs/practice.md).
 """
 
 from __future__ import annotations
 
-import re
-
-from obsctl.escape import promql_string
 from obsctl.spec import Signal, Spec, WorkloadClass
-
-#: A recording rule's name by Prometheus' convention ``level:metric:operations``.
-_RECORDED = re.compile(r"(?<![\w:])[a-zA-Z_]\w*:[a-zA-Z_]\w*:\w+")
-#: One equality matcher ``label="value"`` of the catalogue's extra matchers.
-_MATCHER = re.compile(r'^([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"$')
 
 
 def raw_query(spec: Spec, wc: WorkloadClass, sig: Signal) -> tuple[str | None, str]:
-    """The signal's query over the raw series of ``wc``'s source rule (module doc).
+    """The signal's query over the raw series behind ``wc``'s recorded series (module doc).
 
     Returns:
         ``(query, "")``; ``(None, why)`` when the signal cannot be read raw (then the
@@ -45,30 +40,23 @@ def raw_query(spec: Spec, wc: WorkloadClass, sig: Signal) -> tuple[str | None, s
     """
     if sig.catalogue is None:
         return spec.query_for(sig, wc), ""
-    from obsctl.rules.canonical import CATALOGUE_SIGNALS
-    from obsctl.rules.sources import source_groups
+    from obsctl.rules.canonical import CATALOGUE_SIGNALS, DERIVED_FROM
+    from obsctl.rules.inline import NotInlined, inline
+    from obsctl.rules.lookback import recording_rules
 
-    record, extra = CATALOGUE_SIGNALS[sig.catalogue][:2]
-    rules = [r for g in source_groups(spec) if g["name"] == f"obsctl.sources.{wc.name}" for r in g["rules"] if r["record"] == record]
-    if not rules:
-        if any(r["record"] == record for g in source_groups(spec) for r in g["rules"]):
-            return None, f"the {wc.source} source does not fill {record}"
-        return None, (f"{record} is derived from other recorded series, not from the {wc.source} source's own: "
+    record = CATALOGUE_SIGNALS[sig.catalogue][0]
+    rules = recording_rules(spec)
+    own = f"obsctl.sources.{wc.name}"
+    filled = {r.record for r in rules if r.group == own}
+    if any(r.record == record and r.group.startswith("obsctl.sources.") for r in rules) and record not in filled:
+        return None, f"the {wc.source} source does not fill {record}"
+    if record in DERIVED_FROM and not any(filled.issuperset(need) for need in DERIVED_FROM[record]):
+        need = " or ".join(" and ".join(s) for s in DERIVED_FROM[record])
+        return None, f"{record} is computed from {need}, which the {wc.source} source does not fill"
+    if not any(r.record == record and r.labels.get("workload_class", wc.name) == wc.name for r in rules):
+        return None, f"no generated rule records {record} for the class {wc.name}"
+    try:
+        return inline(spec.query_for(sig, wc), rules), ""
+    except NotInlined as exc:
+        return None, (f"{record} cannot be read from the raw series with the same values: {exc}; "
                       "backfill the generated rules with promtool tsdb create-blocks-from rules (docs/practice.md)")
-    expr = rules[0]["expr"]
-    inner = _RECORDED.search(expr)
-    if inner:
-        return None, f"{record} reads the recorded series {inner.group(0)}: backfill it with promtool tsdb create-blocks-from rules (docs/practice.md)"
-    expr = f"({expr.strip()})"
-    for matcher in filter(None, (m.strip() for m in extra.split(","))):
-        found = _MATCHER.match(matcher)
-        if not found:
-            return None, f"the catalogue matcher {matcher} of {sig.catalogue} is not an equality matcher"
-        label, value = found.groups()
-        expr = f'({expr} and on({label}) label_replace(vector(1), "{label}", "{promql_string(_unquote(value))}", "", ""))'
-    return f"sum({expr})", ""
-
-
-def _unquote(value: str) -> str:
-    # A matcher's value as written in PromQL, back to the label value.
-    return re.sub(r"\\(.)", r"\1", value)

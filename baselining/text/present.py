@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from obsctl.baselining.designs import WORDING, Wording
+from obsctl.baselining.designs.cycle import ALPHA as CYCLE_ALPHA
 from obsctl.baselining.statistics import power as stats_planner
 from obsctl.baselining.text.notes import note_lines as typed_note_lines
 from obsctl.durations import format_duration
@@ -215,8 +216,9 @@ def verification_lines(result) -> list[str]:
 
 def context_lines(context: dict, verbose: bool = True) -> list[str]:
     """The lines outputs and reports print for a result's ``design_context`` (may be empty);
-    without ``verbose`` the effect's line leaves out its log-scale standard error and memory
-    (``verify`` without ``--verbose``; the report and JSON keep them)."""
+    without ``verbose`` the effect's line leaves out its log-scale standard error and memory,
+    and the cycle test's line (its p-value and level) is left out (``verify`` without
+    ``--verbose``; the report and JSON keep them)."""
     if not context:
         return []
     lines = [f"design: {context.get('design', 'before-after')}"]
@@ -240,6 +242,11 @@ def context_lines(context: dict, verbose: bool = True) -> list[str]:
     for note in context.get("notes", []):
         if note and note not in lines and not note.startswith("design:"):
             lines.append(note)
+    cyc = context.get("cycle") or {}
+    if verbose and cyc.get("p_value") is not None:  # the cycle test behind the lines above (designs.cycle)
+        amp = f", fitted +-{cyc['amplitude']:.1%}" if cyc.get("amplitude") is not None else ""
+        lines.append(f"cycle test ({'weekly' if cyc.get('cycle') == 'week' else 'daily'}): p = {cyc['p_value']:.2g} at level "
+                     f"{CYCLE_ALPHA:g}{amp}: {'a cycle' if cyc.get('detected') else 'no cycle'}")
     return lines
 
 

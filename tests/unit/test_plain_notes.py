@@ -265,3 +265,18 @@ def test_a_designs_effect_line_leaves_its_model_to_verbose():
     plain, full = context_lines(ctx, verbose=False), context_lines(ctx)
     assert plain[1] == "effect (T_a / T_b) / (C_a / C_b) - 1 = +8.1 % (95 % CI +5.0 % .. +11.0 %)"
     assert full[1] == "effect (T_a / T_b) / (C_a / C_b) - 1 = +8.1 % (95 % CI +5.0 % .. +11.0 %, log-scale se 0.0142, memory 312 s)"
+
+
+def test_the_cycle_test_is_a_verbose_line_its_reasons_carry_no_p_value():
+    from obsctl.baselining.designs.cycle import ALPHA, assess
+    from obsctl.baselining.text.present import context_lines
+    from obsctl.records import CycleFit
+
+    found = assess([CycleFit(cycle="day", p_value=1e-6, amplitude=0.04, peak_hour=14.0)], 0.02)
+    none = assess([CycleFit(cycle="day", p_value=0.42, amplitude=0.003, peak_hour=3.0)], 0.02)
+    assert found.detected and not none.detected
+    assert "p = " not in found.reason and "p = " not in none.reason and "peak at hour 14" in found.reason
+    ctx = {"design": "before-after", "notes": [found.reason],
+           "cycle": {"checked": True, "detected": True, "cycle": "day", "amplitude": 0.04, "p_value": 1e-6, "reason": found.reason}}
+    assert context_lines(ctx, verbose=False) == ["design: before-after", found.reason]
+    assert context_lines(ctx)[-1] == f"cycle test (daily): p = 1e-06 at level {ALPHA:g}, fitted +-4.0%: a cycle"

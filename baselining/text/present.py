@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 from obsctl.baselining.designs import WORDING, Wording
-from obsctl.baselining.designs.cycle import ALPHA as CYCLE_ALPHA
 from obsctl.baselining.statistics import power as stats_planner
 from obsctl.baselining.text.notes import note_lines as typed_note_lines
 from obsctl.durations import format_duration
@@ -244,6 +243,8 @@ def context_lines(context: dict, verbose: bool = True) -> list[str]:
             lines.append(note)
     cyc = context.get("cycle") or {}
     if verbose and cyc.get("p_value") is not None:  # the cycle test behind the lines above (designs.cycle)
+        from obsctl.baselining.designs.cycle import ALPHA as CYCLE_ALPHA  # here: a snapshot loads no design module
+
         amp = f", fitted +-{cyc['amplitude']:.1%}" if cyc.get("amplitude") is not None else ""
         lines.append(f"cycle test ({'weekly' if cyc.get('cycle') == 'week' else 'daily'}): p = {cyc['p_value']:.2g} at level "
                      f"{CYCLE_ALPHA:g}{amp}: {'a cycle' if cyc.get('detected') else 'no cycle'}")

@@ -33,6 +33,8 @@ from obsctl.baselining.text.present import (  # noqa: E402
     guards_line,
     judged_means,
     lever_text,
+    placebo_initiative_line,
+    population_summary,
     report_lines,
     statistics_line,
     verdict_line,
@@ -131,19 +133,12 @@ def render_figure(baseline: Baseline, result: VerificationResult) -> bytes:
         plt.close(fig)
 
 
-#: Labels that name a replica, in the order they are looked for (Kubernetes, Prometheus).
-REPLICA_LABELS = ("pod", "instance", "replica")
-
-
 def _population(pop: Population | None) -> str:
-    """The population in a table cell: ``2 replicas (instance), 24 series``, the full
-    list under "Input series" (label sets are long: one histogram is a set per bucket)."""
+    """The population in a table cell: ``2 replicas (instance), 24 series`` (:func:`population_summary`),
+    linked to the full list under "Input series"."""
     if pop is None or pop.series_count == 0:
-        return "no input series found"
-    label = next((n for n in REPLICA_LABELS if any(ls.get(n) for ls in pop.label_sets)), None)
-    replicas = len({ls[label] for ls in pop.label_sets if ls.get(label)}) if label else None
-    who = f"{replicas} replica{'s' if replicas != 1 else ''} ({label}), " if replicas else ""
-    return f"{who}{pop.series_count} series (listed under Input series)"
+        return population_summary(pop)
+    return f"{population_summary(pop)} (listed under [Input series](#input-series))"
 
 
 def _labels(label_set: dict[str, str]) -> str:
@@ -206,9 +201,14 @@ def _statistics_lines(result: VerificationResult) -> list[str]:
     if a.look is not None:
         lines.append(f"- Look {a.look} on the change's confidence sequence (every verify is a look; the interval holds at all of them at once); "
                      f"boundary z = {a.boundary_z:.3f}" if a.boundary_z is not None else f"- Look {a.look}: no boundary (the window could not decide)")
-    if a.placebo:
+    typed = [*result.notes, *(n for g in result.guards for n in g.notes)]
+    if a.placebo and not any(n.kind.startswith("placebo-") for n in typed):
         lines.append(f"- Placebo: {markdown_text(a.placebo)}")
-    lines += [f"- Note: {markdown_text(n)}" for n in a.notes]
+    if typed:  # each note in plain words, then its diagnostic (verify shows the latter with --verbose)
+        lines += [f"- {'Guard `' + n.subject + '` note' if n.subject else 'Note'}: {markdown_text(n.plain)}. "
+                  f"Diagnostic: {markdown_text(n.detail)}" for n in typed]
+    else:  # an older record: its notes in full only
+        lines += [f"- Note: {markdown_text(n)}" for n in a.notes]
     return [*lines, ""]
 
 
@@ -257,6 +257,8 @@ def render_markdown(initiative: Initiative, baseline: Baseline, result: Verifica
     primary signal's look log for the change (:mod:`obsctl.baselining.looks`)."""
     ws = result.window_stats
     expected = format_percent(initiative.expected_impact_ratio) if initiative.expected_impact_ratio is not None else "not given"
+    if initiative.placebo:
+        expected = f"none ({placebo_initiative_line(result.verdict)})"
     ci = (f"{format_percent(result.ci_low)} .. {format_percent(result.ci_high)}" if result.ci_low is not None and result.ci_high is not None else "undefined")
 
     def row(name: str, b: object, w: object) -> str:

@@ -56,7 +56,8 @@ from obsctl.baselining.measure.tails import tails_line, tails_of
 from obsctl.baselining.measure.window import Measurement, read_answers, summarize_answers
 from obsctl.baselining.store import Store
 from obsctl.baselining.text import present
-from obsctl.baselining.text.present_stationarity import stationarity_line
+from obsctl.baselining.text.notes import tails_plain
+from obsctl.baselining.text.present_stationarity import stationarity_line, stationarity_plain
 from obsctl.durations import parse_duration
 from obsctl.errors import PrometheusUnavailable, UsageError
 from obsctl.promapi import PrometheusClient
@@ -96,9 +97,10 @@ class SnapshotOutcome:
             out.update(baseline_id=b.id, unit=b.unit, mean=b.stats.mean, median=b.stats.median, p5=b.stats.p5, p95=b.stats.p95,
                        stddev=b.stats.stddev, batch_means=b.stats.batch_means, series_count=b.population.series_count,
                        window_start=b.window.start.isoformat(), window_end=b.window.end.isoformat(), query=b.query,
-                       tails=tails_line(b.tails),
+                       tails=tails_line(b.tails), tails_plain=tails_plain(b.tails),
                        cycles=b.cycles.model_dump(mode="json", exclude={"profile", "profile_counts"}) if b.cycles else None,
-                       stationarity=({**b.stationarity.model_dump(mode="json"), "summary": stationarity_line(b.stationarity)}
+                       stationarity=({**b.stationarity.model_dump(mode="json"), "summary": stationarity_line(b.stationarity),
+                                      "plain": stationarity_plain(b.stationarity)}
                                      if b.stationarity is not None else None))
         return out
 

@@ -313,7 +313,7 @@ def result_of(ev: evidence.Evidence, v: verdict.Verdict) -> VerificationResult:
         verified_at=utcnow(),
         coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=primary.assessment,
         design=design.design, design_context=design.context,
-        transition=None if ev.transition is None else transitions.record_of(ev.transition),
+        transition=None if ev.transition is None else transitions.record_of(ev.transition), notes=list(v.notes),
     )
     if ev.level_note and result.assessment is not None:
         result.assessment.notes.append(ev.level_note)

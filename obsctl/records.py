@@ -380,6 +380,25 @@ class Baseline(_Record):
         return self
 
 
+class Note(_Record):
+    """A statistical note on a verdict, in two renderings (``obsctl.baselining.text.notes``).
+
+    Attributes:
+        kind: what the note is about, a key of ``obsctl.baselining.text.notes.PLAIN``
+            (``memory-kept``, ``variance-noisier``, ``placebo-held``, ...).
+        subject: ``""`` for the primary signal, else the guard signal it is about.
+        plain: what it means for the verdict and what to do, in plain words (the default
+            text output).
+        detail: the full diagnostic: the test, its statistic, p-value and level, the model
+            (``verify --verbose``, JSON, the report).
+    """
+
+    kind: str
+    subject: str = ""
+    plain: str
+    detail: str
+
+
 class GuardResult(_Record):
     """One guard signal of a verification: another signal of the initiative's class,
     measured over the same window with its own baseline's PromQL and judged like the
@@ -418,6 +437,8 @@ class GuardResult(_Record):
     warnings: list[str] = Field(default_factory=list)
     partial: bool = False
     assessment: Assessment | None = None
+    #: The guard's statistical notes in plain words and in full (empty in an older record).
+    notes: list[Note] = Field(default_factory=list)
 
 
 class TransitionEvent(_Record):
@@ -515,6 +536,10 @@ class VerificationResult(_Record):
     design_context: dict = Field(default_factory=dict)
     #: The change's transition excluded from the judged window (None: not computed, e.g. an older record).
     transition: TransitionRecord | None = None
+    #: The primary's statistical notes, each in plain words and in full, and the sequence's
+    #: level kept (each guard carries its own; empty in an older record: its notes are
+    #: ``assessment.notes``, full only).
+    notes: list[Note] = Field(default_factory=list)
 
 
 class Initiative(_Record):

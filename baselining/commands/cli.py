@@ -75,9 +75,12 @@ def _baseline_summary(b) -> dict:
                    "were loaded: a baseline from history right after install. Every level of the generated rules is inlined "
                    "(cost per token, efficiency, per-GPU signals too); a signal whose rules cannot be inlined with the same "
                    "values, or that the class's source does not fill, is REFUSED with the reason.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Text output: the tests behind the stationarity and tails lines (statistics, p-values, level); "
+                   "JSON always carries them.")
 @output_option
 @wrap_errors
-def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, from_raw, output):
+def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, from_raw, output, verbose=False):
     """Measure each class x signal over a window and store it as the current baseline.
 
     Stores the PromQL, the window (UTC), the population (input series), mean, median,
@@ -91,6 +94,10 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     Catalogue signals read obsctl's recorded series; for a window before the rules
     were loaded, --from-raw reads the raw series behind them instead (every rule
     level inlined, cost and efficiency signals included).
+
+    Each stored baseline's lines say whether it is steady (stationarity) and, for a spiky
+    signal, that verdicts judge its trimmed mean, in plain words; --verbose shows the
+    tests behind them (statistics, p-values, level), as JSON always does.
 
     Exit codes: 0 when every class x signal was stored or had no data, 4 when some were
     stored and some REFUSED (JSON: "refused" lists those pairs with their reasons),
@@ -106,25 +113,28 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     if output == "json":
         emit_json({"stored": len(report.stored), "refused": refused, "outcomes": [o.as_dict() for o in report.outcomes]})
     else:
+        from obsctl.baselining.text.present import population_summary
+
         for o in report.outcomes:
             if o.baseline is not None:
                 b = o.baseline
                 dropped = f", {o.dropped} NaN/Inf dropped" if o.dropped else ""
                 click.echo(f"{o.workload_class}/{o.signal}: baseline {b.id}: mean {_num(b.stats.mean)} {b.unit} "
                            f"(p5 {_num(b.stats.p5)}, p95 {_num(b.stats.p95)}, {b.stats.sample_count} samples{dropped}, "
-                           f"{len(b.stats.batch_means)} batches, {b.population.series_count} input series)"
+                           f"{len(b.stats.batch_means)} batches, {population_summary(b.population, 'input series')})"
                            + (" PARTIAL" if b.partial else ""))
                 if b.tails is not None and b.tails.memory is not None:  # a robust location: never a silent switch
                     from obsctl.baselining.measure.tails import tails_line
+                    from obsctl.baselining.text.notes import tails_plain
 
-                    click.echo(f"  tails: {tails_line(b.tails)}")
+                    click.echo(f"  tails: {tails_line(b.tails) if verbose else tails_plain(b.tails)}")
                 if b.cycles is not None:
                     from obsctl.baselining.designs.knowledge import describe
 
                     click.echo(f"  cycles: {describe(b.cycles)}")
-                from obsctl.baselining.text.present_stationarity import stationarity_line
+                from obsctl.baselining.text.present_stationarity import stationarity_line, stationarity_plain
 
-                click.echo(f"  {stationarity_line(b.stationarity)}")
+                click.echo(f"  {stationarity_line(b.stationarity) if verbose else stationarity_plain(b.stationarity)}")
             else:
                 click.echo(f"{o.workload_class}/{o.signal}: {'NO DATA' if o.status == 'no_data' else 'REFUSED'} ({o.reason}); not stored")
             from obsctl.baselining.text.present import output_lines
@@ -628,15 +638,19 @@ def plan(spec_path, workload_class, signal, effect, design, output):
                    "excluded: the signals' look-back and the replicas restarted in the rollout; recorded either way).")
 @click.option("--peek", is_flag=True,
               help="Show the initiative's last stored verdict again, read-only: no query, no look (exit code of that verdict).")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Text output: the full statistics line and each note's diagnostic (the test, its statistic, p-value and "
+                   "level, the model) under its plain words. JSON and the report always carry both.")
 @output_option
 @wrap_errors
-def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output, peek=False, no_trim=False):
+def verify(spec_path, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, output, peek=False, no_trim=False,
+           verbose=False):
     """Compare an initiative's window with its baseline on its primary signal and guards.
 
     Default window: cumulative from the initiative's start up to its planned length.
     Every verify is a look at the change, logged in the store before its verdict is
     shown; the interval is a confidence sequence, so the error holds however often and
-    whenever you look (the look number and its boundary are on the 'statistics:' line;
+    whenever you look (the look number is on the 'statistics:' line, its boundary too with --verbose;
     docs/verification.md). A window that starts after the initiative's start is not a
     look and is refused.
     The change's transition is not judged: the window starts once it has left every
@@ -650,8 +664,14 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     at most INCONCLUSIVE. Output: the verdict line, a 'guards:' line, the 'design:' lines
     (the initiative's comparison design: its effect, the control's own movement, demand
     and saturation of each period, a cycle or mix found; docs/verification-designs.md),
-    coverage lines, the 'statistics:' line, one 'note:' line per note of the assessment
-    (JSON: assessment.notes). Before-after turns INCONCLUSIVE when the
+    coverage lines, the 'statistics:' line (the look and the window; --verbose: its
+    boundary, memory, effective samples and dof), one 'note:' line per statistical note
+    in plain words: what it means for the verdict and what to do (--verbose: each
+    followed by a '  diagnostic:' line naming the test, statistic, p-value, level and
+    model; JSON: notes and guards[].notes, each with kind, plain and detail; the report
+    shows both). A placebo (A/A) initiative's verdict is followed by what it means
+    (NO_CHANGE expected; anything else is a false alarm to report). Before-after turns
+    INCONCLUSIVE when the
     baseline has a daily cycle, a primary that follows demand (throughput, cost per unit
     of work, ...) was demand-bound (not saturated in either period) or a mix shift
     explains most of the change.
@@ -688,7 +708,7 @@ def verify(spec_path, initiative_id, workload_class, window, start, end, no_guar
     else:
         initiative_, result, not_saved = _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start,
                                                      no_trim)
-    _show_verdict(spec, initiative_, result, not_saved, output, VERDICT_EXIT_CODES, peek)
+    _show_verdict(spec, initiative_, result, not_saved, output, VERDICT_EXIT_CODES, peek, verbose)
 
 
 def _run_verify(spec, initiative_id, workload_class, window, start, end, no_guards, allow_before_start, no_trim=False):
@@ -705,8 +725,8 @@ def _run_verify(spec, initiative_id, workload_class, window, start, end, no_guar
     return initiative_, result, not_saved
 
 
-def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek):
-    from obsctl.baselining.text.present import guards_line, note_lines, statistics_line, verdict_line, verification_lines
+def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek, verbose=False):
+    from obsctl.baselining.text.present import guards_line, note_lines, statistics_line, statistics_plain, verdict_line, verification_lines
 
     code = codes[result.verdict]
     unit = spec.signal(result.signal).unit if result.signal in {s.name for s in spec.signals} else ""
@@ -714,24 +734,31 @@ def _show_verdict(spec, initiative_, result, not_saved, output, codes, peek):
         emit_json({"initiative": initiative_.id, "workload_class": initiative_.workload_class,
                    "exit_code": not_saved.exit_code if not_saved else code, "verdict_exit_code": code,
                    "saved": not_saved is None, "save_error": str(not_saved) if not_saved else None, "peek": peek,
+                   "placebo_initiative": initiative_.placebo,
                    "summary": verdict_line(result, unit), "guards_summary": guards_line(result),
                    "coverage_summary": verification_lines(result), "statistics_summary": statistics_line(result),
+                   "statistics_plain": statistics_plain(result),
                    **result.model_dump(mode="json", exclude={"samples": True, "guards": {"__all__": {"samples"}}})})
     else:
         if peek:
             click.echo(f"stored verdict of {initiative_.id}, verified {rfc3339(result.verified_at)} (read again: no new look)")
         click.echo(verdict_line(result, unit))
+        if initiative_.placebo:
+            from obsctl.baselining.text.present import placebo_initiative_line
+
+            click.echo(placebo_initiative_line(result.verdict))
         click.echo(guards_line(result))
         from obsctl.baselining.text.present import context_lines
 
-        for line in context_lines(result.design_context):
+        for line in context_lines(result.design_context, verbose):
             click.echo(line)
         for line in verification_lines(result):
             click.echo(line)
-        if statistics_line(result):
-            click.echo(statistics_line(result))
-        # The assessment's notes (the sequence's level kept, a scale or memory choice): JSON has them in assessment.notes.
-        for line in note_lines(result):
+        stats = statistics_line(result) if verbose else statistics_plain(result)
+        if stats:
+            click.echo(stats)
+        # The statistical notes in plain words (--verbose: with their diagnostics); JSON has both in notes.
+        for line in note_lines(result, verbose):
             click.echo(line)
     if not_saved is not None:
         not_saved.reported = True

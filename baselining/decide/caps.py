@@ -9,7 +9,7 @@ decided one (:func:`apply_caps`). ``snapshot`` refuses a baseline on the same ru
 from __future__ import annotations
 
 from obsctl.baselining.text.present import describe
-from obsctl.baselining.text.present_stationarity import moved_text, remedy, tests_text
+from obsctl.baselining.text.present_stationarity import moved_text, remedy
 from obsctl.promwarnings import is_partial_warning
 from obsctl.records import Baseline, Coverage, Verdict
 from obsctl.timeutil import rfc3339
@@ -52,8 +52,8 @@ def stationarity_cap(baseline: Baseline | None) -> tuple[Verdict | None, str]:
     st = baseline.stationarity if baseline is not None else None
     if st is None or not st.moved:
         return None, ""
-    return "INCONCLUSIVE", (f"baseline {baseline.id} moved inside its window: {moved_text(st)} ({tests_text(st)}); "
-                            f"{remedy(baseline)}")
+    # Plain words: the tests behind it are a note of the verdict (decide.verdict.decide, kind baseline-moved).
+    return "INCONCLUSIVE", f"baseline {baseline.id} moved inside its window: {moved_text(st)}; {remedy(baseline)}"
 
 
 def caps_for(measurement, baseline: Baseline | None, min_ratio: float) -> list[tuple[Verdict, str]]:

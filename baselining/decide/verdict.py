@@ -38,12 +38,15 @@ from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.branch import Look
 from obsctl.baselining.designs.run import Outcome
 from obsctl.baselining.statistics import comparison, placebo
+from obsctl.baselining.statistics.assumptions import Finding
 from obsctl.baselining.statistics.decision import Estimate
 from obsctl.baselining.statistics.lrv import Side
+from obsctl.baselining.text.notes import note_of, plain_text
 from obsctl.baselining.text.present import guard_regressions
+from obsctl.baselining.text.present_stationarity import stationarity_line
 from obsctl.durations import format_duration
 from obsctl.formatting import format_percent
-from obsctl.records import Assessment, Baseline, BaselineSide, GuardResult, Initiative
+from obsctl.records import Assessment, Baseline, BaselineSide, GuardResult, Initiative, Note
 from obsctl.records import Verdict as VerdictName
 from obsctl.spec import Spec
 from obsctl.timeutil import rfc3339
@@ -77,6 +80,10 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext
                          cfg.min_effect_ratio, look, guard_tolerance, guard_alpha, widen=check.widen if check else None,
                          location=location if location.robust or location.why else None)  # the default mean is not named
     j.placebo = placebo_text(check, (baseline.window.end - baseline.window.start).total_seconds(), span)
+    j.extra_findings.append(placebo_finding(check, (baseline.window.end - baseline.window.start).total_seconds(), span, j.placebo))
+    if j.location:  # a trimmed mean, or the mean the spec asked for on a heavy-tailed baseline
+        j.extra_findings.append(Finding("location-trimmed" if location.robust else "location-mean", j.location, location.trim))
+    plain_failure(j)
     est = Estimate(j.change, j.low, j.high, level, j.dof, j.exact,
                    j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
                    j.window_mean if j.window_mean is not None else m.stats.mean, j.reason)
@@ -93,6 +100,43 @@ def placebo_text(check: placebo.Placebo | None, baseline_seconds: float, window_
     if check.contradicted:
         text += f": the model's variance is too small, the interval is widened {check.variance_ratio:.2f}x with {check.dof:.0f} dof"
     return text
+
+
+def plain_failure(j: comparison.Judgement) -> comparison.Judgement:
+    """A judgement a window check refused (``j.failure``), in place: its reason in plain words
+    (:func:`obsctl.baselining.text.notes.plain_text`), the diagnostic kept as its first note."""
+    if j.failure is not None and j.failure not in j.findings:
+        j.findings.insert(0, j.failure)
+        j.reason = plain_text(j.failure.kind, j.failure.value)
+    return j
+
+
+def placebo_finding(check: placebo.Placebo | None, baseline_seconds: float, window_seconds: float, text: str) -> Finding:
+    """The placebo line as data: ``placebo-unchecked`` (value: the history it needs, s),
+    ``placebo-widened`` (value: the variance ratio) or ``placebo-held``; ``text``: its diagnostic."""
+    if check is None:
+        return Finding("placebo-unchecked", text, placebo.MIN_PLACEBOS * (baseline_seconds + window_seconds))
+    if check.contradicted:
+        return Finding("placebo-widened", text, check.variance_ratio)
+    return Finding("placebo-held", text)
+
+
+def moved_notes(baseline: Baseline, subject: str = "") -> list[Note]:
+    """The tests behind a baseline-moved cap (:func:`obsctl.baselining.decide.caps.stationarity_cap`,
+    whose reason is plain words) as a note; [] for a steady or untested baseline."""
+    if stationarity_cap(baseline)[0] is None:
+        return []
+    return [note_of("baseline-moved", f"baseline {baseline.id}: {stationarity_line(baseline.stationarity)}", subject=subject)]
+
+
+def notes_of(j: comparison.Judgement | None, subject: str = "") -> list[Note]:
+    """The typed notes of a judgement (its findings, then, for the primary, its placebo
+    check and location), each worded plainly and in full (:mod:`obsctl.baselining.text.notes`);
+    ``subject``: a guard's signal (a guard's placebo and location stay in its assessment)."""
+    if j is None:
+        return []
+    found = [*j.findings, *(j.extra_findings if not subject else [])]
+    return [note_of(f.kind, f.detail, f.value, subject) for f in found]
 
 
 def assessment_of(j) -> Assessment | None:
@@ -133,6 +177,7 @@ def judge_measured_guard(spec: Spec, baseline: Baseline, m: Measurement, look: c
         change_ratio=est.change if est else None, ci_low=est.low if est else None, ci_high=est.high if est else None,
         exact=bool(est and est.exact), window_stats=m.stats, population=m.population, samples=m.samples,
         coverage=m.coverage, warnings=m.warnings, partial=m.partial, assessment=assessment_of(j),
+        notes=moved_notes(baseline, baseline.signal) + notes_of(j, baseline.signal),
     )
 
 
@@ -371,6 +416,9 @@ class Verdict:
         guards: each guard's result after Holm's step-down, in the evidence's order.
         regressed, open_guards: the guards' signals that made it REGRESSED / kept it INCONCLUSIVE
             (a chosen guard without a baseline, ``Evidence.guards_missing``, among the latter).
+        notes: the primary's statistical notes, typed, each in plain words and in full
+            (:func:`notes_of`), then the sequence's level kept; each guard carries its own
+            (``GuardResult.notes``).
     """
 
     verdict: VerdictName
@@ -381,6 +429,7 @@ class Verdict:
     guards: tuple[GuardResult, ...] = ()
     regressed: tuple[str, ...] = ()
     open_guards: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
 
 
 def decide(ev: Evidence) -> Verdict:
@@ -403,5 +452,8 @@ def decide(ev: Evidence) -> Verdict:
         decided_by = primary.decided_by
     else:
         decided_by = "guards" if overall == "REGRESSED" else "open-guards"
+    notes = notes_of(primary.judgement) + ([note_of("level", ev.level_note)] if ev.level_note else [])
+    if any(c.kind == "baseline-moved" for c in primary.caps):
+        notes = moved_notes(baseline) + notes
     return Verdict(overall, reason, decided_by, primary, baseline, tuple(guards), regressed if decided_by == "guards" else (),
-                   open_ if decided_by == "open-guards" else ())
+                   open_ if decided_by == "open-guards" else (), tuple(notes))

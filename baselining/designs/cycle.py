@@ -230,11 +230,11 @@ def assess(fits: list[CycleFit], min_effect_ratio: float) -> CycleCheck:
         unit = "day" if f.cycle == "day" else "week"
         if f.p_value < ALPHA and f.amplitude >= relevant:
             return CycleCheck(True, True, f.cycle, f.amplitude, f.p_value, f.peak_hour,
-                              f"the baseline varies +-{f.amplitude:.0%} over the {unit} (peak at hour {f.peak_hour:.0f}, "
-                              f"p = {f.p_value:.2g}); use --design seasonal or a control class")
+                              f"the baseline varies +-{f.amplitude:.0%} over the {unit} (peak at hour {f.peak_hour:.0f}); "
+                              f"use --design seasonal or a control class")  # the test's p-value: p_value (verify --verbose)
         last = CycleCheck(True, False, f.cycle, f.amplitude, f.p_value, f.peak_hour,
                           f"no {'daily' if unit == 'day' else 'weekly'} cycle past +-{relevant:.1%} in the baseline "
-                          f"(fitted +-{f.amplitude:.1%}, p = {f.p_value:.2g})")
+                          f"(fitted +-{f.amplitude:.1%})")
     return last
 
 

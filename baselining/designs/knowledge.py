@@ -299,6 +299,6 @@ def cycle_check(k: CycleKnowledge | None, removes_cycle: bool, profile_design: s
     p = k.weekly_p if k.profile_cycle == "week" else k.daily_p
     unit = "week" if k.profile_cycle == "week" else "day"
     return CycleCheck(True, True, k.profile_cycle, amp, p, None,
-                      f"the signal's history shows it varies +-{amp:.0%} over the {unit} (p = {p:.2g}); a before-after "
+                      f"the signal's history shows it varies +-{amp:.0%} over the {unit}; a before-after "
                       f"comparison reads the hour as the change: use --design {profile_design} (the default when a cycle is known)",
                       refusal="cycle-known")

@@ -162,6 +162,28 @@ class Check:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """One note of a check, as data: its kind, the full diagnostic, and the one figure the
+    plain words quote (:mod:`obsctl.baselining.text.notes` words it).
+
+    Attributes:
+        kind: ``variance-noisier`` (the window's innovations are noisier: the interval is
+            widened), ``variance-quieter`` (quieter but as predictable: judged at the
+            baseline's memory, never narrower), ``memory-own`` (the memory differs: judged
+            under the window's own), ``memory-kept`` (it may differ: the baseline's model
+            gave the wider interval and was kept), ``scale-own`` (the window's spread differs
+            from the history's: its own scale was used).
+        detail: the diagnostic: the test, its statistic, p-value and level.
+        value: ``variance-noisier``: the variance ratio; ``memory-own``: the window's memory
+            (integrated autocorrelation time, s); else None.
+    """
+
+    kind: str
+    detail: str
+    value: float | None = None
+
+
+@dataclass(frozen=True)
 class WindowCheck:
     """What :func:`check_window` found and what the comparison should use.
 
@@ -169,16 +191,26 @@ class WindowCheck:
         side: the window's side to judge with (the one given when nothing failed).
         memory: the model the window's side was computed under (the baseline's, or the
             window's own fit; the comparison keeps the baseline's for everything else).
-        checks: the checks made (empty: not checked, see ``notes``).
-        notes: phrases for the judgement's notes.
+        checks: the checks made (empty: not checked).
+        findings: the judgement's notes as data (:class:`Finding`); ``notes``: their diagnostics.
         reason: non-empty: the verdict is INCONCLUSIVE for this reason.
+        failure: the reason as data: ``assumption-short`` (value: the window it needs to fit
+            its own memory, s), ``assumption-memory-long`` (value: the window it needs, s) or
+            ``assumption-few`` (too few independent samples under its own memory); its
+            ``detail`` is ``reason``.
     """
 
     side: Side
     memory: MemoryModel
     checks: tuple[Check, ...] = ()
-    notes: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
     reason: str = ""
+    failure: Finding | None = None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The findings' full diagnostics, in order."""
+        return tuple(f.detail for f in self.findings)
 
     def failed(self, name: str) -> bool:
         """True when the check ``name`` was made and failed."""
@@ -357,6 +389,11 @@ def predictability(scale: Check, times, step_seconds: float, memory: MemoryModel
     return Check("memory", ratio, dof_m, pval, scale.n, pval >= level, "predictability")
 
 
+def _failed(result: WindowCheck, kind: str, value: float | None, reason: str) -> WindowCheck:
+    """``result`` refused for ``reason``, with the reason as data (:attr:`WindowCheck.failure`)."""
+    return replace(result, reason=reason, failure=Finding(kind, reason, value))
+
+
 def check_window(times, values, step_seconds: float, memory: MemoryModel, side: Side, level: float = LEVEL) -> WindowCheck:
     """Check that the baseline's memory and scale describe the window, and what to judge it with.
 
@@ -395,8 +432,9 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
             rescaled = replace(side, var_mean=side.var_mean * var / side.sd**2, dof=scale.dof, sd=math.sqrt(var), scale_source="own")
         else:
             rescaled = side
-        result = replace(result, side=rescaled, notes=(f"the window's innovations are noisier than the baseline model's ({scale.text()}): "
-                                                       f"the model's variance at the window's scale was used",))
+        result = replace(result, side=rescaled, findings=(Finding("variance-noisier", f"the window's innovations are noisier than the baseline "
+                                                                  f"model's ({scale.text()}): the model's variance at the window's "
+                                                                  f"scale was used", scale.statistic),))
     if scale is not None and not scale.passed and scale.statistic < 1:
         # Quieter innovations: a quieter series (variance changed) or a more predictable one (memory changed)?
         pred = predictability(scale, times, step_seconds, memory, side)
@@ -404,10 +442,10 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
             checks.append(pred)
             result = replace(result, checks=tuple(checks))
             if pred.passed and mem.passed:
-                return replace(result, notes=(*result.notes, f"the window is quieter than the baseline model ({scale.text()}) and as "
-                                                             f"predictable ({pred.text()}): a change of variance, not of memory; "
-                                                             f"judged under the baseline's memory, never at a narrower scale than "
-                                                             f"the window's own"))
+                return replace(result, findings=(*result.findings, Finding(
+                    "variance-quieter", f"the window is quieter than the baseline model ({scale.text()}) and as predictable "
+                                        f"({pred.text()}): a change of variance, not of memory; judged under the baseline's memory, "
+                                        f"never at a narrower scale than the window's own")))
     failed = [c for c in checks if not c.passed and c.name == "memory"]
     if not failed and not (scale is not None and not scale.passed and scale.statistic < 1 and len(checks) == 2):
         return result
@@ -419,23 +457,26 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
     y = np.asarray(values, dtype=float)
     own = fit_memory(t, y, step_seconds, source="windows") if y.size >= MIN_REFIT_SAMPLES else None
     if own is None:
-        return replace(result, reason=(f"assumption failed: {why} ({what}; level {level:g}): the interval would rest on a memory the "
-                                       f"change may have altered, and the {y.size}-sample window is too short to fit its own "
-                                       f"(needs {MIN_REFIT_SAMPLES}); use a longer window"))
+        return _failed(result, "assumption-short", MIN_REFIT_SAMPLES * step_seconds,
+                       f"assumption failed: {why} ({what}; level {level:g}): the interval would rest on a memory the change may "
+                       f"have altered, and the {y.size}-sample window is too short to fit its own (needs {MIN_REFIT_SAMPLES}); use "
+                       f"a longer window")
     span = float(t[-1] - t[0]) + step_seconds
     if span < MIN_MEMORIES * own.tau_seconds:
-        return replace(result, reason=(f"assumption failed: {why} ({what}; level {level:g}): fitted on the window, its memory is at least "
-                                       f"{format_duration(own.tau_seconds)} (integrated autocorrelation time), a lower bound until the "
-                                       f"window spans {MIN_MEMORIES:.0f} of it; use a window of at least "
-                                       f"{format_duration(MIN_MEMORIES * own.tau_seconds)}"))
+        return _failed(result, "assumption-memory-long", MIN_MEMORIES * own.tau_seconds,
+                       f"assumption failed: {why} ({what}; level {level:g}): fitted on the window, its memory is at least "
+                       f"{format_duration(own.tau_seconds)} (integrated autocorrelation time), a lower bound until the window spans "
+                       f"{MIN_MEMORIES:.0f} of it; use a window of at least {format_duration(MIN_MEMORIES * own.tau_seconds)}")
     own_side = side_estimate(t, y, step_seconds, own, history_scale=False)
     text = f"assumption check: {why} ({what}; level {level:g})"
     if not own_side.var_mean <= result.side.var_mean:  # NaN: too short under its own memory
         if not (own_side.n_eff >= N_EFF_MIN and math.isfinite(own_side.var_mean)):
-            return replace(result, reason=(f"assumption failed: {why} ({what}; level {level:g}): under the memory fitted on the window "
-                                           f"(integrated autocorrelation time at least {own.tau_seconds:.0f} s) the window holds about "
-                                           f"{own_side.n_eff:.1f} independent samples, fewer than {N_EFF_MIN:.0f}; use a longer window"))
+            return _failed(result, "assumption-few", None,
+                           f"assumption failed: {why} ({what}; level {level:g}): under the memory fitted on the window (integrated "
+                           f"autocorrelation time at least {own.tau_seconds:.0f} s) the window holds about {own_side.n_eff:.1f} "
+                           f"independent samples, fewer than {N_EFF_MIN:.0f}; use a longer window")
         return replace(result, side=own_side, memory=own,
-                       notes=(*result.notes, f"{text}: the window is judged under its own memory (fitted on the window, "
-                                             f"integrated autocorrelation time at least {own.tau_seconds:.0f} s)"))
-    return replace(result, notes=(*result.notes, f"{text}: the baseline's model gives the wider interval and was kept"))
+                       findings=(*result.findings, Finding("memory-own", f"{text}: the window is judged under its own memory (fitted on "
+                                                                         f"the window, integrated autocorrelation time at least "
+                                                                         f"{own.tau_seconds:.0f} s)", own.tau_seconds)))
+    return replace(result, findings=(*result.findings, Finding("memory-kept", f"{text}: the baseline's model gives the wider interval and was kept")))

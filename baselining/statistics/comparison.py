@@ -87,7 +87,18 @@ class Judgement:
     planned_seconds: float | None = None
     guard: str | None = None
     location: str | None = None
-    notes: list[str] = field(default_factory=list)
+    #: The notes as data (:class:`.assumptions.Finding`: the window checks, the scale used).
+    findings: list[assumptions.Finding] = field(default_factory=list)
+    #: Notes the verdict adds beside the statistics' own, as data: the placebo check and the
+    #: location judged (their text stays in ``placebo`` and ``location``, not in ``notes``).
+    extra_findings: list[assumptions.Finding] = field(default_factory=list)
+    #: A window check's refusal as data (:attr:`.assumptions.WindowCheck.failure`); its detail is ``reason``.
+    failure: assumptions.Finding | None = None
+
+    @property
+    def notes(self) -> list[str]:
+        """The findings' full diagnostics, in order."""
+        return [f.detail for f in self.findings]
 
     def details(self) -> dict:
         """The statistical fields for JSON output and the store."""
@@ -182,8 +193,8 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
     checked = assumptions.check_window(ty, y, step_seconds, memory, sy)  # memory and scale unchanged by the change (assumptions.py)
     if checked.reason:
         return Judgement("INCONCLUSIVE", checked.reason, sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
-                         n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, notes=list(checked.notes),
-                         location=robust.Location.text_of(location))
+                         n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, findings=list(checked.findings),
+                         location=robust.Location.text_of(location), failure=checked.failure)
     sy = checked.side
     sx, sy = trimmed.sides(sx, sy)  # the trimmed means, their variance from the winsorised sides (robust.py)
     if widen is not None and widen[0] > 1:
@@ -191,7 +202,7 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         sx, sy = (replace(s, var_mean=s.var_mean * factor, dof=min(s.dof, dof)) for s in (sx, sy))
     j = Judgement("INCONCLUSIVE", "", sx.mean, sy.mean, tau_seconds=memory.tau_seconds, memory_source=memory.source,
                   n_eff_baseline=sx.n_eff, n_eff_window=sy.n_eff, look=look.number, planned_seconds=look.planned_seconds)
-    j.notes.extend(checked.notes)
+    j.findings.extend(checked.findings)
     j.location = robust.Location.text_of(location)
     if sx.mean != 0:
         j.change = sy.mean / sx.mean - 1
@@ -229,7 +240,8 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
         j.guard = {"NO_CHANGE": "pass", "IMPROVED": "pass", "REGRESSED": "regressed"}.get(j.verdict, "undecided")
         j.p_worse = _p_worse(j.change, sx, sy, direction, j.min_fraction)
     if sy.scale_source == "own" and memory.source == "history":
-        j.notes.append(f"the window's spread (sd {sy.own_sd:.4g}) differs from the history's (sd {math.sqrt(memory.variance):.4g}): its own scale was used")
+        j.findings.append(assumptions.Finding("scale-own", f"the window's spread (sd {sy.own_sd:.4g}) differs from the history's "
+                                                           f"(sd {math.sqrt(memory.variance):.4g}): its own scale was used"))
     if look.planned_seconds and sy.span_seconds < look.planned_seconds * 0.999 and j.verdict in ("INCONCLUSIVE", "NO_CHANGE"):
         j.reason += (f"; the window ({format_duration(sy.span_seconds)}) is shorter than the planned {format_duration(look.planned_seconds)}"
                      f" (look {look.number}, boundary z = {crit:.2f}; a decision is expected at the planned length)")

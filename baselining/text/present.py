@@ -11,10 +11,11 @@ import math
 
 from obsctl.baselining.designs import WORDING, Wording
 from obsctl.baselining.statistics import power as stats_planner
+from obsctl.baselining.text.notes import note_lines as typed_note_lines
 from obsctl.durations import format_duration
 from obsctl.escape import markdown_text
 from obsctl.formatting import format_confidence, format_number, format_percent
-from obsctl.records import Coverage, GuardResult, VerificationResult
+from obsctl.records import Coverage, GuardResult, Population, VerificationResult
 from obsctl.timeutil import rfc3339
 
 
@@ -56,16 +57,45 @@ def statistics_line(result: VerificationResult) -> str:
     return "statistics: " + "; ".join(parts + [result.primary_reason]) if parts else ""
 
 
-def note_lines(result: VerificationResult) -> list[str]:
-    """``note: ...`` for each note of the primary's assessment, then ``guard <signal>: note: ...``
-    for each guard's: every note the JSON output carries (``assessment.notes``), for text output.
+def statistics_plain(result: VerificationResult) -> str:
+    """The default output's ``statistics:`` line: the look and the window in plain words, then
+    the reason (:func:`statistics_line` is the full one: boundary, memory, effective samples,
+    dof); "" without an assessment."""
+    a = result.assessment
+    if a is None:
+        return ""
+    parts = []
+    if a.look is not None:
+        span = (result.window.end - result.window.start).total_seconds()
+        planned = f", window {format_duration(span)} of planned {format_duration(a.planned_seconds)}" if a.planned_seconds else ""
+        parts.append(f"look {a.look} at this change (its interval holds however often you look){planned}")
+    return "statistics: " + "; ".join(parts + [result.primary_reason]) if parts or a.tau_seconds is not None else ""
+
+
+def note_lines(result: VerificationResult, verbose: bool = True) -> list[str]:
+    """``note: ...`` for each note of the primary, then ``guard <signal>: note: ...`` for each
+    guard's, for text output: the plain words, each followed by its diagnostic when
+    ``verbose`` (:func:`obsctl.baselining.text.notes.note_lines`). An older record has its
+    notes in full only (``assessment.notes``): they are shown as they are.
 
     A note the design's lines already show (:func:`context_lines`) is not repeated."""
     shown = set(context_lines(result.design_context))
+    if result.notes or any(g.notes for g in result.guards):
+        return typed_note_lines([*result.notes, *(n for g in result.guards for n in g.notes)], verbose, shown)
     lines = [f"note: {n}" for n in (result.assessment.notes if result.assessment else []) if n and n not in shown]
     for g in result.guards:
         lines += [f"guard {g.signal}: note: {n}" for n in (g.assessment.notes if g.assessment else []) if n]
     return lines
+
+
+def placebo_initiative_line(verdict: str) -> str:
+    """The line a placebo (A/A) initiative's verdict carries: what it should say, and what
+    this verdict means (``initiative start --placebo``)."""
+    meaning = {"NO_CHANGE": "as expected: the tool held NO_CHANGE on this stack",
+               "INCONCLUSIVE": "not decided yet: a longer window should reach NO_CHANGE",
+               "NO_DATA": "no data: check the signal's series",
+               }.get(verdict, f"a false {verdict}: nothing was changed, so report it with the diagnostics (verify --verbose)")
+    return f"placebo (A/A) initiative: nothing was changed, NO_CHANGE expected; {meaning}"
 
 
 def guards_line(result: VerificationResult) -> str:
@@ -125,6 +155,22 @@ def verdict_line(result: VerificationResult, unit: str) -> str:
     )
 
 
+#: Labels that name a replica, in the order they are looked for (Kubernetes, Prometheus).
+REPLICA_LABELS = ("pod", "instance", "replica")
+
+
+def population_summary(pop: Population | None, noun: str = "series") -> str:
+    """A population in a few words: ``2 replicas (instance), 24 series``, or ``24 series``
+    when no replica label is found (the full label sets are long: one histogram is a set
+    per bucket); ``no input series found`` for none."""
+    if pop is None or pop.series_count == 0:
+        return "no input series found"
+    label = next((n for n in REPLICA_LABELS if any(ls.get(n) for ls in pop.label_sets)), None)
+    replicas = len({ls[label] for ls in pop.label_sets if ls.get(label)}) if label else None
+    who = f"{replicas} replica{'s' if replicas != 1 else ''} ({label}), " if replicas else ""
+    return f"{who}{pop.series_count} {noun}"
+
+
 def describe(c: Coverage | None, step: float | None = None) -> str:
     """One line, e.g. ``coverage 98.3 % (236/240 steps fresh, 118 real samples every 30s, timestamp);
     largest hole 2026-01-05T05:00:00Z .. 05:20:00Z (20 min)``; ``coverage not measured`` for None."""
@@ -159,15 +205,20 @@ def verification_lines(result) -> list[str]:
         lines.append("window answer is PARTIAL: the verdict is at most INCONCLUSIVE")
     for g in result.guards:
         lines += [f"guard {g.signal}: {line}" for line in output_lines(g.coverage, g.warnings)]
-    if result.assessment is not None and result.assessment.placebo:
+    typed = any(n.kind.startswith("placebo-") for n in getattr(result, "notes", []))  # then a note says it (note_lines)
+    if result.assessment is not None and result.assessment.placebo and not typed:
         lines.append(f"placebo: {result.assessment.placebo}")
-    if result.assessment is not None and result.assessment.location:  # which location the verdict judged
+    located = any(n.kind.startswith("location-") for n in getattr(result, "notes", []))  # then a note says it (note_lines)
+    if result.assessment is not None and result.assessment.location and not located:  # which location the verdict judged
         lines.append(result.assessment.location)
     return lines
 
 
-def context_lines(context: dict) -> list[str]:
-    """The lines outputs and reports print for a result's ``design_context`` (may be empty)."""
+def context_lines(context: dict, verbose: bool = True) -> list[str]:
+    """The lines outputs and reports print for a result's ``design_context`` (may be empty);
+    without ``verbose`` the effect's line leaves out its log-scale standard error and memory,
+    and the cycle test's line (its p-value and level) is left out (``verify`` without
+    ``--verbose``; the report and JSON keep them)."""
     if not context:
         return []
     lines = [f"design: {context.get('design', 'before-after')}"]
@@ -177,8 +228,9 @@ def context_lines(context: dict) -> list[str]:
         sides = ""
         if WORDING.get(eff["design"], Wording()).groups and eff.get("treatment_mean") is not None:
             sides = f"; treatment {eff['treatment_mean']:.4g} vs control {eff['control_mean']:.4g}"
+        model = f", log-scale se {eff['log_se']:.3g}, memory {eff.get('tau_seconds') or 0:.0f} s" if verbose else ""
         lines.append(f"effect {what} = {eff['ratio'] * 100:+.1f} % ({eff['confidence'] * 100:.3g} % CI {eff['ci_low'] * 100:+.1f} % .. "
-                     f"{eff['ci_high'] * 100:+.1f} %, log-scale se {eff['log_se']:.3g}, memory {eff.get('tau_seconds') or 0:.0f} s{sides})")
+                     f"{eff['ci_high'] * 100:+.1f} %{model}{sides})")
     ctrl = context.get("control")
     if ctrl and ctrl.get("change") is not None:
         lines.append(f"control {ctrl['class']}: moved {ctrl['change'] * 100:+.1f} % on its own "
@@ -190,6 +242,13 @@ def context_lines(context: dict) -> list[str]:
     for note in context.get("notes", []):
         if note and note not in lines and not note.startswith("design:"):
             lines.append(note)
+    cyc = context.get("cycle") or {}
+    if verbose and cyc.get("p_value") is not None:  # the cycle test behind the lines above (designs.cycle)
+        from obsctl.baselining.designs.cycle import ALPHA as CYCLE_ALPHA  # here: a snapshot loads no design module
+
+        amp = f", fitted +-{cyc['amplitude']:.1%}" if cyc.get("amplitude") is not None else ""
+        lines.append(f"cycle test ({'weekly' if cyc.get('cycle') == 'week' else 'daily'}): p = {cyc['p_value']:.2g} at level "
+                     f"{CYCLE_ALPHA:g}{amp}: {'a cycle' if cyc.get('detected') else 'no cycle'}")
     return lines
 
 

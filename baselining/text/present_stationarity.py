@@ -32,6 +32,17 @@ def stationarity_line(st: Stationarity | None) -> str:
     return f"stationarity: steady, no step or trend ({tests_text(st)})"
 
 
+def stationarity_plain(st: Stationarity | None) -> str:
+    """The snapshot's line in plain words (no test, statistic or p-value: :func:`stationarity_line`
+    has them): ``stationarity: steady ...`` or what moved and what it means for verdicts."""
+    if st is None:
+        return stationarity_line(st)
+    if st.moved:
+        return (f"stationarity: MOVED inside the window: {moved_text(st)}; every verdict against this baseline will be "
+                f"INCONCLUSIVE: re-snapshot a steady period (the verdict's reason gives the command)")
+    return "stationarity: steady, no step or trend inside the window"
+
+
 def remedy(baseline: Baseline) -> str:
     """What makes a verdict decidable again: a baseline of the period after the step (or,
     after a trend, a shorter steady window ending at the start), then a rebase."""

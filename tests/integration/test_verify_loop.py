@@ -246,7 +246,12 @@ def test_a_placebo_initiative_is_recorded_as_such_and_never_promoted(history, lo
     record = Store(tmp_path / "store").initiative(iid)
     assert record.placebo is True and record.expected_impact_ratio is None
     out = json.loads(run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(2), "--output", "json"]).stdout)
-    assert out["verdict"] in ("NO_CHANGE", "INCONCLUSIVE")
+    assert out["verdict"] in ("NO_CHANGE", "INCONCLUSIVE") and out["placebo_initiative"] is True
+    text = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek"]).stdout.splitlines()
+    assert text[2].startswith("placebo (A/A) initiative: nothing was changed, NO_CHANGE expected; "), text
+    assert ("as expected" in text[2]) == (out["verdict"] == "NO_CHANGE")
+    assert run(report, ["--spec", loop_spec, "--initiative", iid, "--out", tmp_path / "rep"]).exit_code == 0
+    assert "expected impact none (placebo (A/A) initiative: nothing was changed, NO_CHANGE expected" in (tmp_path / "rep" / f"{iid}.md").read_text()
     refused = run(baseline, ["promote", "--spec", loop_spec, "--initiative", iid])
     assert refused.exit_code == 1 and "is a placebo (A/A)" in refused.output
     from obsctl.baselining.practice.ledger import build_ledger

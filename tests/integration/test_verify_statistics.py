@@ -46,11 +46,18 @@ def test_memory_from_history_looks_and_plan(history, loop_spec, tmp_path):
     assert a1["boundary_z"] > 1.96
     assert 10 < a1["n_eff_window"] < 240 and a1["tau_seconds"] == pytest.approx(b.memory.tau_seconds)
 
-    text = run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(3)])
+    text = run(verify, ["--spec", loop_spec, "--initiative", iid, "--end", history.iso(3), "--verbose"])
     stat = [line for line in text.stdout.splitlines() if line.startswith("statistics: ")]
     assert len(stat) == 1 and stat[0].startswith(f"statistics: look 2, boundary z = {a1['boundary_z']:.2f}") and "from history" in stat[0]
     a2 = Store(tmp_path / "store").initiative(iid).verifications[-1].assessment
     assert a2.look == 2 and a2.boundary_z == pytest.approx(a1["boundary_z"])  # one boundary for every look
+    # Without --verbose (read again with --peek: no look) the statistics line and the notes are plain words.
+    stored = Store(tmp_path / "store").initiative(iid).verifications[-1]
+    plain = run(verify, ["--spec", loop_spec, "--initiative", iid, "--peek"]).stdout
+    assert "statistics: look 2 at this change (its interval holds however often you look)" in plain
+    assert "boundary z" not in plain and "effective samples" not in plain and "p = " not in plain
+    assert stored.notes and all(n.plain in plain and n.detail not in plain for n in stored.notes)
+    assert all(f"  diagnostic: {n.detail}" in text.stdout for n in stored.notes)  # the --verbose run above
     logged = Store(tmp_path / "store").looks("noisy", "tokens_per_second")
     assert [(look.number, look.initiative, look.role) for look in logged] == [(1, iid, "primary"), (2, iid, "primary")]
 

@@ -156,6 +156,6 @@ def test_the_report_summarises_the_population_and_lists_it_below(setup):
     result = verified(store, base, [], evaluated=False).model_copy(update={"population": Population(series_count=24, label_sets=sets)})
     text = render_markdown(store.initiative("batch-size-32"), base, result, "f.png")
     row = next(line for line in text.splitlines() if line.startswith("| population |"))
-    assert row == "| population | 1 series (listed under Input series) | 2 replicas (instance), 24 series (listed under Input series) |"
+    assert row == "| population | 1 series (listed under [Input series](#input-series)) | 2 replicas (instance), 24 series (listed under [Input series](#input-series)) |"
     assert "Verification window: 24 series" in text
     assert text.count("- {\\_\\_name\\_\\_=\"vllm:e2e\\_request\\_latency\\_seconds\\_bucket\", instance=\"r2\"") == 12

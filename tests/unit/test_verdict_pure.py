@@ -224,8 +224,18 @@ def test_a_baseline_that_moved_inside_its_window_caps_the_verdict(spec):
     assert v.verdict == "INCONCLUSIVE" and [c.kind for c in v.primary.caps] == ["baseline-moved"]
     assert "moved inside its window: a step of +8.1 % at 2026-11-02T23:40:00Z" in v.reason
     assert "--window 20m15s" in v.reason and "the statistics alone said IMPROVED" in v.reason
+    # The reason in plain words; the tests behind it a typed note (verify --verbose, JSON, report).
+    assert "p = " not in v.reason and "simulations" not in v.reason
+    moved_note = v.notes[0]
+    assert moved_note.kind == "baseline-moved" and "step test p = 0.001" in moved_note.detail and "p = " not in moved_note.plain
     steady = moved.model_copy(update={"moved": False, "kind": ""})
     assert verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": steady}), w)).verdict == "IMPROVED"
+    # A guard's baseline that moved: its reason plain, its tests a note of its own.
+    gb = baseline(spec, GUARD, START - dt.timedelta(hours=1), START, tb, noisy(rng, 0.9, tb.size))
+    g = GuardEvidence(gb.model_copy(update={"stationarity": moved}), measurement(gb.query, START, END, tw, noisy(rng, 0.9, tw.size)), LOOK)
+    guarded = verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": steady}), w, guards=(g,))).guards[0]
+    assert guarded.verdict == "INCONCLUSIVE" and "moved inside its window" in guarded.reason and "p = " not in guarded.reason
+    assert [(n.kind, n.subject) for n in guarded.notes][:1] == [("baseline-moved", GUARD)] and "step test p = 0.001" in guarded.notes[0].detail
     # An aged baseline is replaced by the period before the start, which carries no test.
     replaced, cap, _ = verdict.before_start(spec, evidence(spec, "before-after", b, w).initiative,
                                             b.model_copy(update={"stationarity": moved}), w)

@@ -465,11 +465,14 @@ def test_verify_text_shows_every_assessment_note_json_has(fake, spec):
     js = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "--output", "json"])
     notes = _strict(js.stdout)["assessment"]["notes"]
     assert any("verification.confidence is now 99 %" in n for n in notes), notes
+    typed = _strict(js.stdout)["notes"]
+    assert any(n["kind"] == "level" and "verification.confidence is now 99 %" in n["detail"] for n in typed), typed
     text = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END)])
     assert text.exit_code == js.exit_code, text.output
-    shown = text.stdout.splitlines()
+    assert "note: this change keeps the confidence level of its first look" in text.stdout and "now 99 %" not in text.stdout
+    shown = run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "--verbose"]).stdout.splitlines()
     for note in _strict(run(verify, ["--spec", spec, "--initiative", iid, "--end", iso(END), "-o", "json"]).stdout)["assessment"]["notes"]:
-        assert f"note: {note}" in shown, (note, text.stdout)
+        assert f"  diagnostic: {note}" in shown, (note, shown)
 
 
 def test_report_with_a_corrupt_look_log_writes_no_file(fake, spec, tmp_path):
@@ -523,3 +526,79 @@ def test_time_flags_say_a_time_without_offset_is_utc(monkeypatch):
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+
+#: What plain words never carry: a p-value, a statistic, a test's name, a level, a model's internals.
+DIAGNOSTIC = ("p = ", "p-value", "Yule", "Ljung", "boundary z", "dof", "innovation", "effective samples", "variance ratio", "level 0.0")
+
+
+def test_verify_notes_plain_by_default_full_with_verbose_both_in_json_and_the_report(fake, spec, tmp_path):
+    # Seeded AR(1) (phi 0.9, 15 s) before the change, the same memory 1.6x as wide after it: the
+    # window's innovations are noisier (rescaled) and its spread is its own; the history holds
+    # enough past hours for the placebo check.
+    import numpy as np
+    from scipy import signal as spsignal
+
+    rng = np.random.default_rng(5)
+    n = 40 * 240
+    before = spsignal.lfilter([1.0], [1.0, -0.9], rng.standard_normal(n) * math.sqrt(1 - 0.81))
+    after = 1.6 * spsignal.lfilter([1.0], [1.0, -0.9], rng.standard_normal(n) * math.sqrt(1 - 0.81))
+    fake.value = lambda t: 100.0 + (before if t <= END - HOUR else after)[int((t - (END - 30 * HOUR)) // 15) % n]
+    iid = started(spec)
+    args = ["--spec", spec, "--initiative", iid, "--end", iso(END)]
+    js = _strict(run(verify, [*args, "-o", "json"]).stdout)
+    kinds = [n["kind"] for n in js["notes"]]
+    assert kinds == ["variance-noisier", "scale-own", "placebo-held"], js["notes"]
+    assert [n["detail"] for n in js["notes"][:2]] == js["assessment"]["notes"] and js["notes"][2]["detail"] == js["assessment"]["placebo"]
+    assert all(not any(d in n["plain"] for d in DIAGNOSTIC) for n in js["notes"]) and "p = " in js["notes"][0]["detail"]
+    assert "boundary z" in js["statistics_summary"] and "boundary z" not in js["statistics_plain"]
+
+    default = run(verify, args)
+    assert default.exit_code == js["verdict_exit_code"], default.output
+    found = [d for d in DIAGNOSTIC if d in default.stdout]
+    assert not found, (found, default.stdout)
+    lines = default.stdout.splitlines()
+    for note in js["notes"]:  # each note's plain words, with its label; what it means for the verdict
+        assert f"{'placebo' if note['kind'].startswith('placebo-') else 'note'}: {note['plain']}" in lines
+    assert "interval was widened to match" in default.stdout
+
+    for flag in ("--verbose", "-v"):
+        verbose = run(verify, [*args, flag]).stdout.splitlines()
+        for note in js["notes"]:
+            plain = f"{'placebo' if note['kind'].startswith('placebo-') else 'note'}: {note['plain']}"
+            assert verbose[verbose.index(plain) + 1] == f"  diagnostic: {note['detail']}"
+        (stat,) = [line for line in verbose if line.startswith("statistics: ")]
+        assert "boundary z = " in stat and "effective samples" in stat
+
+    peek = run(verify, ["--spec", spec, "--initiative", iid, "--peek"])  # the stored verdict keeps its typed notes
+    assert f"note: {js['notes'][0]['plain']}" in peek.stdout and "p = " not in peek.stdout
+
+    out = tmp_path / "report"
+    assert run(report, ["--spec", spec, "--initiative", iid, "--out", out]).exit_code == 0
+    md = (out / f"{iid}.md").read_text()
+    from obsctl.escape import markdown_text
+
+    stored = Store(tmp_path / "store").initiative(iid).verifications[-1].notes
+    for note in stored:
+        assert f": {markdown_text(note.plain)}. Diagnostic: {markdown_text(note.detail)}" in md
+
+
+def test_snapshot_stationarity_plain_by_default_tests_with_verbose_both_in_json(fake, spec):
+    import numpy as np
+    from scipy import signal as spsignal
+
+    rng = np.random.default_rng(6)
+    n = 40 * 240
+    noise = spsignal.lfilter([1.0], [1.0, -0.9], rng.standard_normal(n) * math.sqrt(1 - 0.81))
+    fake.value = lambda t: 100.0 + noise[int((t - (END - 30 * HOUR)) // 15) % n]
+    default = snap(spec)
+    assert default.exit_code == 0, default.output
+    (line,) = [x.strip() for x in default.stdout.splitlines() if x.strip().startswith("stationarity: ")]
+    assert line in ("stationarity: steady, no step or trend inside the window",) or line.startswith("stationarity: MOVED"), line
+    assert not any(d in default.stdout for d in DIAGNOSTIC), default.stdout
+    verbose = snap(spec, extra=["--verbose"])
+    (full,) = [x.strip() for x in verbose.stdout.splitlines() if x.strip().startswith("stationarity: ")]
+    assert "step test p = " in full and "trend test p = " in full and "simulations" in full
+    shown = _strict(snap(spec, extra=["-o", "json"]).stdout)["outcomes"][0]["stationarity"]
+    assert shown["plain"].startswith("stationarity: ") and "p = " not in shown["plain"] and "step test p = " in shown["summary"]

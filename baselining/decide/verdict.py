@@ -452,7 +452,9 @@ def decide(ev: Evidence) -> Verdict:
         decided_by = primary.decided_by
     else:
         decided_by = "guards" if overall == "REGRESSED" else "open-guards"
-    notes = notes_of(primary.judgement) + ([note_of("level", ev.level_note)] if ev.level_note else [])
+    # A design that judged its own effect speaks for itself: the before-after checks' notes are not its.
+    own = primary.design.assessment is not None
+    notes = (notes_of(primary.judgement) if not own else []) + ([note_of("level", ev.level_note)] if ev.level_note else [])
     if any(c.kind == "baseline-moved" for c in primary.caps):
         notes = moved_notes(baseline) + notes
     return Verdict(overall, reason, decided_by, primary, baseline, tuple(guards), regressed if decided_by == "guards" else (),

@@ -118,6 +118,9 @@ def test_canary_records_its_paired_log_ratio(spec):
     assert_interval(v, d.mean(), s.var_mean, s.dof)
     # Not the before-after comparison of the treatment window with the baseline (240 / 240 effective samples).
     assert verdict.assessment_of(v.primary.judgement).n_eff_baseline is not None
+    # Nor its notes: the before-after checks' findings are not the canary's.
+    before_after = {n.kind for n in verdict.notes_of(v.primary.judgement)}
+    assert before_after and not before_after & {n.kind for n in v.notes}, (before_after, v.notes)
     result, js = stored(ev, v)
     assert js["method"].startswith("canary:") and js["n_eff_baseline"] is None
     # The text describes the canary's series: its memory and the paired series' effective samples.

@@ -53,7 +53,7 @@ from obsctl.baselining.measure.history import fit_history, history_step, placebo
 from obsctl.baselining.measure.raw import raw_query
 from obsctl.baselining.measure.stationarity import baseline_stationarity
 from obsctl.baselining.measure.tails import tails_line, tails_of
-from obsctl.baselining.measure.window import Measurement, read_answers, summarize_answers
+from obsctl.baselining.measure.window import Measurement, MeasureRequest, read_answers, summarize_answers
 from obsctl.baselining.store import Store
 from obsctl.baselining.text import present
 from obsctl.baselining.text.present_stationarity import stationarity_line
@@ -180,8 +180,8 @@ def snapshot(
     job_of = {pair: k for k, pair in enumerate(jobs)}
     # A selector shared by several signals (the same window and step) is judged once.
     legs = cov.LegCache()
-    reader = _Reader([(read_answers, (client, queries[i][0], start_at, end_at, step, f"{w.name}/{s.name}",
-                                      s.name in cfg.fresh_on_change, legs)) for i, (w, s) in ((i, pairs[i]) for i in jobs)])
+    reader = _Reader([(read_answers, (client, MeasureRequest(queries[i][0], start_at, end_at, step, cfg.min_samples, f"{w.name}/{s.name}",
+                                                             s.name in cfg.fresh_on_change), legs)) for i, (w, s) in ((i, pairs[i]) for i in jobs)])
     try:
         for i, (wc, sig) in enumerate(pairs, start=1):
             query, why = queries[i - 1]

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from obsctl.baselining.measure.window import Measurement, measure
+from obsctl.baselining.measure.window import Measurement, MeasureRequest, measure
 from obsctl.baselining.statistics import comparison
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory, pooled_memory
 from obsctl.promapi import PrometheusClient
@@ -310,8 +310,8 @@ def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, e
     from obsctl.baselining.decide.sides import columns, memory_of
 
     step = window_step(baseline.window.step_seconds, start, end)
-    m = measurement or measure(client, baseline.query, start, end, step, min_samples,
-                               what=f"{baseline.workload_class}/{baseline.signal} (drift)", on_change=on_change)
+    m = measurement or measure(client, MeasureRequest(baseline.query, start, end, step, min_samples,
+                                                      what=f"{baseline.workload_class}/{baseline.signal} (drift)", on_change=on_change))
     level = review_confidence(confidence, reviews)
     common = dict(baseline_id=baseline.id, workload_class=baseline.workload_class, signal=baseline.signal, start=start, end=end,
                   confidence=level, reviews=max(1, int(reviews)), population=m.population, samples=len(m.samples))

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from obsctl.baselining.measure.coverage import LegCache
-from obsctl.baselining.measure.window import Measurement, measure
+from obsctl.baselining.measure.window import Measurement, MeasureRequest, measure
 from obsctl.baselining.practice import targets as target_rules
 from obsctl.baselining.practice.drift import HISTORY_SECONDS as DRIFT_HISTORY_SECONDS
 from obsctl.baselining.practice.movement import Movement, movement, window_step
@@ -484,8 +484,8 @@ def _measure(client: PrometheusClient, spec: Spec, b: Baseline, start: dt.dateti
     if start >= end:
         return None
     cfg = spec.verification
-    return measure(client, b.query, start, end, window_step(b.window.step_seconds, start, end), cfg.min_samples,
-                   what=f"{b.workload_class}/{b.signal} (review)", on_change=b.signal in cfg.fresh_on_change, cache=cache)
+    return measure(client, MeasureRequest(b.query, start, end, window_step(b.window.step_seconds, start, end), cfg.min_samples,
+                                          what=f"{b.workload_class}/{b.signal} (review)", on_change=b.signal in cfg.fresh_on_change), cache)
 
 
 # --- targets ---------------------------------------------------------------------------------

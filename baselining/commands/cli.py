@@ -94,11 +94,12 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     1 when nothing was stored, 2 bad spec or flag, 3 Prometheus unreachable.
     """
     _prefetch_statistics()
-    from obsctl.baselining.snapshot import snapshot
+    from obsctl.baselining.snapshot import SnapshotRequest, snapshot
 
     spec = load(spec_path)
-    report = snapshot(spec, _client(spec), _store(spec), list(classes) or None, list(signals) or None, window,
-                      parse_instant(end, "--end"), progress=progress, allow_partial=allow_partial, from_raw=from_raw)
+    request = SnapshotRequest(list(classes) or None, list(signals) or None, window, parse_instant(end, "--end"),
+                              allow_partial=allow_partial, from_raw=from_raw)
+    report = snapshot(spec, _client(spec), _store(spec), request, progress=progress)
     refused = [{"workload_class": o.workload_class, "signal": o.signal, "reason": o.reason} for o in report.outcomes if o.status == "refused"]
     if output == "json":
         emit_json({"stored": len(report.stored), "refused": refused, "outcomes": [o.as_dict() for o in report.outcomes]})

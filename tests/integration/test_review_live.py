@@ -31,7 +31,7 @@ import yaml
 from click.testing import CliRunner
 
 from obsctl.baselining.practice import targets as target_rules
-from obsctl.baselining.snapshot import snapshot
+from obsctl.baselining.snapshot import SnapshotRequest, snapshot
 from obsctl.baselining.store import Store
 from obsctl.cli import cli
 from obsctl.promapi import PrometheusClient
@@ -155,7 +155,7 @@ def _seed(spec, fleet: Fleet) -> None:
     client, store = PrometheusClient.from_spec(spec), Store(spec.store_path())
     for classes, signals, end in ((["chat"], None, -3), (["embed"], None, -8), (["rank"], ["util"], -3), (["batch"], None, -11),
                                   (["vision"], None, -6)):
-        report = snapshot(spec, client, store, classes, signals, "1d", _at(fleet, end))
+        report = snapshot(spec, client, store, SnapshotRequest(classes, signals, "1d", _at(fleet, end)))
         assert len(report.stored) == len(signals or ["tps", "util"]), [o.reason for o in report.outcomes]
     embed = store.current_baseline("embed", "tps", samples=False)
     for t in spec.targets:

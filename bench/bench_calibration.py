@@ -137,7 +137,7 @@ def design_plan(phi: float, effect: float, base_hours: float, looks: int) -> pla
     n_eff = full_grid_n_eff(model, steps, STEP)
     sigma = MU * SD
     base = Side(MU, sigma**2 / n_eff, model.dof, steps, n_eff, steps * STEP, sigma, "history", sigma)
-    return planner.plan(model, base, STEP, effect, CONFIDENCE, MARGIN, base_hours * 3600, power=0.9)
+    return planner.plan(model, base, STEP, planner.PlanRequest(effect, CONFIDENCE, MARGIN, base_hours * 3600, power=0.9))
 
 
 def no_change_cell(phi: float, reps: int, seed: int) -> tuple[Tally, float]:

@@ -71,12 +71,15 @@ GPUS_PER_NODE = 8
 END = 1_796_083_200
 HISTORY_DAYS = 1
 
+# The local servers (support.servers) are test and demo tooling under tests/, not in the package.
+sys.path.insert(0, str(ROOT / "tests"))
+
 from obsctl.baselining.measure import coverage as cov  # noqa: E402
 from obsctl.baselining.snapshot import SnapshotRequest, snapshot  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.promapi import PrometheusClient  # noqa: E402
 from obsctl.spec import load_spec  # noqa: E402
-from obsctl.stack import Prometheus, free_port  # noqa: E402
+from support.servers import Prometheus, free_port  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The logging proxy and the plain reference of the store/verify benchmark (requests of up to 120 s each).

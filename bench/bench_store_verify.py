@@ -54,6 +54,9 @@ TOKENS = "bench_tokens_per_second"
 CLI_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 QUALITY = "bench_quality_ratio"
 
+# The local servers (support.servers) are test and demo tooling under tests/, not in the package.
+sys.path.insert(0, str(ROOT / "tests"))
+
 from obsctl.atomicio import atomic_write_yaml
 from obsctl.baselining.initiative import Start, start_initiative
 from obsctl.baselining.snapshot import SnapshotRequest, snapshot
@@ -61,7 +64,7 @@ from obsctl.baselining.store import Store
 from obsctl.promapi import PrometheusClient
 from obsctl.records import Initiative, VerificationResult, Window
 from obsctl.spec import load_spec
-from obsctl.stack import Prometheus, create_blocks_from_openmetrics
+from support.servers import Prometheus, create_blocks_from_openmetrics
 
 
 def backfill(work: Path, data: Path, t0: int, end: int, split: int) -> None:

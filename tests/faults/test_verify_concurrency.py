@@ -26,10 +26,10 @@ import yaml
 from click.testing import CliRunner
 
 from obsctl.baselining.commands.cli import verify
-from obsctl.stack import free_port
 from support.faultkit import seed_store, tree_digest, write_fault_spec
 from support.history import LATENCY, METRIC, QUALITY
 from support.polling import wait_until
+from support.servers import free_port
 
 #: Six guard signals of the steady class (quality and saturation categories), sorted by name.
 GUARDS = [

@@ -172,7 +172,7 @@ class Prometheus:
             "--storage.tsdb.retention.time=36500d",
             "--query.lookback-delta=5m",
         ]
-        from obsctl.stack import state_problem
+        from support.servers import state_problem
 
         problem = state_problem(argv)
         if problem:
@@ -181,7 +181,7 @@ class Prometheus:
         self._log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.workdir)
         from obsctl.errors import ObsctlError
-        from obsctl.stack import wait_ready
+        from support.servers import wait_ready
 
         try:  # a deadline on progress: a start-up slowed down by a busy machine is waited for
             wait_ready(f"{self.url}/-/ready", timeout, self.proc)

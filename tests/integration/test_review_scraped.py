@@ -32,8 +32,8 @@ from click.testing import CliRunner
 from obsctl.baselining.measure.window import MeasureRequest, measure
 from obsctl.cli import cli
 from obsctl.promapi import PrometheusClient
-from obsctl.stack import Prometheus
 from support.prometheus import scraped
+from support.servers import Prometheus
 
 GAUGE = "vllm:avg_generation_throughput_toks_per_s"
 MODEL = "facebook/opt-125m"

@@ -37,9 +37,9 @@ import yaml
 from obsctl.baselining.store import Store
 from obsctl.baselining.verify import VERDICT_EXIT_CODES
 from obsctl.records import Initiative, Statistics, VerificationResult, Window
-from obsctl.stack import Prometheus, Pushgateway, free_port
 from support import rollouts as R
 from support.prometheus import Served, scraped, served_history
+from support.servers import Prometheus, Pushgateway, free_port
 from support.store_records import T0, make_baseline
 
 ROLLOUTS = R.CRD_DIR.parents[2] / "deploy" / "rollouts"

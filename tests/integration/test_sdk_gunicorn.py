@@ -18,8 +18,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from obsctl.stack import ManagedProcess, free_port, wait_ready
 from support.polling import wait_until
+from support.servers import ManagedProcess, free_port, wait_ready
 
 HERE = Path(__file__).resolve().parent
 LABELS = {"model": "tiny", "workload": "mp-web"}

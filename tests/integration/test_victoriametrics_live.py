@@ -22,8 +22,8 @@ import yaml
 from click.testing import CliRunner
 
 from obsctl.cli import cli
-from obsctl.stack import Alertmanager
 from support.polling import wait_until
+from support.servers import Alertmanager
 from support.victoriametrics import PrometheusShard, VictoriaMetrics, VMAlert
 
 pytestmark = pytest.mark.skipif(shutil.which("victoria-metrics") is None or shutil.which("vmalert") is None,

@@ -162,7 +162,7 @@ def test_requests_running_while_in_flight(wl):
 def test_serve_exposes_the_registry(wl):
     import requests
 
-    from obsctl.stack import free_port
+    from support.servers import free_port
 
     port = free_port()
     wl.count_samples(3)

@@ -187,10 +187,10 @@ def period_loads(spec: Spec, client, wc: WorkloadClass, periods: list[tuple[str,
     with DaemonPool(max_workers=min(LOAD_CONCURRENCY, len(calls)), thread_name_prefix="obsctl-load") as pool:
         got = list(pool.map(fetch, calls))
     answers: list[dict] = [{} for _ in plans]
-    for (i, key, _), value in zip(calls, got):
+    for (i, key, _), value in zip(calls, got, strict=True):
         answers[i][key] = value
     out = []
-    for (name, *_), found in zip(plans, answers):
+    for (name, *_), found in zip(plans, answers, strict=True):
         failed = next((v for v in found.values() if isinstance(v, Exception)), None)
         if failed is not None:
             out.append(demand.PeriodLoad(name, None, None, None, note=f"{name}: load context not read ({failed})"))

@@ -159,12 +159,12 @@ class Fleet:
             family = metric[: -len("_total")] if kind == "counter" else metric
             out.append(f"# TYPE {family} {kind}\n")
             block = values[metric](len(self.gpu_rows))
-            for (labels, _), row in zip(self.gpu_rows, block.tolist()):
-                out.append("".join(f"{metric}{{{labels}}} {v:g} {t}\n" for v, t in zip(row, stamps)))
+            for (labels, _), row in zip(self.gpu_rows, block.tolist(), strict=True):
+                out.append("".join(f"{metric}{{{labels}}} {v:g} {t}\n" for v, t in zip(row, stamps, strict=True)))
         out.append("# TYPE obsctl_tokens counter\n")
         tokens = ((base + k) * 1000.0 * STEP + 1e9).tolist()
         for labels, _ in self.pod_rows:
-            out.append("".join(f"obsctl_tokens_total{{{labels}}} {v:g} {t}\n" for v, t in zip(tokens, stamps)))
+            out.append("".join(f"obsctl_tokens_total{{{labels}}} {v:g} {t}\n" for v, t in zip(tokens, stamps, strict=True)))
         return "".join(out) + "# EOF\n"
 
 

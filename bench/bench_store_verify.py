@@ -89,7 +89,7 @@ def backfill(work: Path, data: Path, t0: int, end: int, split: int) -> None:
                 out.write(f"# TYPE {metric} gauge\n")
                 for name, label, values in series:
                     if name == metric:
-                        out.writelines(f"{label} {v:.6f} {t}\n" for t, v in zip(stamps[keep].tolist(), values[keep].tolist()))
+                        out.writelines(f"{label} {v:.6f} {t}\n" for t, v in zip(stamps[keep].tolist(), values[keep].tolist(), strict=True))
             out.write("# EOF\n")
         create_blocks_from_openmetrics(path, data)
         path.unlink()

@@ -238,7 +238,7 @@ def baseline_promote(spec_path, initiative_id, output, lesson="", effort="", ove
     else:
         if initiative.promote_override:
             click.echo(f"override: promoted without every guard judged: {initiative.promote_override}")
-        for role, new in zip(["primary", *["guard"] * (len(stored) - 1)], stored):
+        for role, new in zip(["primary", *["guard"] * (len(stored) - 1)], stored, strict=True):
             click.echo(f"promoted {role}: {new.workload_class}/{new.signal} baseline is now {new.id} "
                        f"(mean {_num(new.stats.mean)} {new.unit}, from initiative {initiative.id})")
 

@@ -94,11 +94,11 @@ class Fleet:
                 if name != metric:
                     continue
                 text = ",".join(f'{k}="{v}"' for k, v in labels)
-                lines += [f"{metric}{{{text}}} {v:.6f} {t}" for t, v in zip(self.times, values) if np.isfinite(v)]
+                lines += [f"{metric}{{{text}}} {v:.6f} {t}" for t, v in zip(self.times, values, strict=True) if np.isfinite(v)]
         for metric, labels, values in ((IDLE, 'workload_class="chat"', self.idle), (COST, 'workload_class="chat"', self.cost),
                                        (UNATTRIBUTED, "", self.unattributed)):
             lines.append(f"# TYPE {metric.replace(':', '_')} gauge")
-            lines += [f"{metric}{{{labels}}} {v:.6f} {t}" for t, v in zip(self.times, values)]
+            lines += [f"{metric}{{{labels}}} {v:.6f} {t}" for t, v in zip(self.times, values, strict=True)]
         lines.append("# EOF")
         return "\n".join(lines) + "\n"
 

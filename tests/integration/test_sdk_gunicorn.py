@@ -61,7 +61,7 @@ def test_workers_sum_and_dead_worker_gauges_leave(gunicorn):
     with ThreadPoolExecutor(4) as pool:
         for round_ in range(20):  # concurrent slow requests make the second worker accept too
             ns = [round_ * 4 + i + 1 for i in range(4)]
-            for n, resp in zip(ns, pool.map(lambda n: requests.get(f"{app}/work", params={"n": n, "sleep": 0.1}, timeout=10), ns)):
+            for n, resp in zip(ns, pool.map(lambda n: requests.get(f"{app}/work", params={"n": n, "sleep": 0.1}, timeout=10), ns), strict=True):
                 assert resp.status_code == 200
                 sent[int(resp.text)] += 1
                 tokens += n

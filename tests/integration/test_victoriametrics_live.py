@@ -121,7 +121,7 @@ def fleet(tmp_path):
         vm = VictoriaMetrics(tmp_path / "vm").start()
         started.append(vm)
         replicas = [CounterTarget("r1"), CounterTarget("r2")]
-        for cluster, replica in zip(("a", "b"), replicas):
+        for cluster, replica in zip(("a", "b"), replicas, strict=True):
             started.append(PrometheusShard(tmp_path / f"prom-{cluster}", scrape_targets={"workload": [replica.address]},
                                            scrape_interval="1s", external_labels={"cluster": cluster},
                                            remote_write=f"{vm.url}/api/v1/write").start())

@@ -108,7 +108,7 @@ def test_step_context_times_and_counts():
     clock = SteppedClock()
     wl = Workload("embed", labels={"model": "m1"}, clock=clock)
     took = (0.25, 0.125, 0.0625)  # binary fractions: their sums are exact in any order
-    for samples, seconds in zip((8, 8, 5), took):
+    for samples, seconds in zip((8, 8, 5), took, strict=True):
         with wl.step(tokens=samples * 16) as scope:
             clock.advance(seconds)
             scope.samples = samples

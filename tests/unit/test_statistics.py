@@ -5,6 +5,7 @@ published tables)."""
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import group_sequential as sequential
 import numpy as np
@@ -183,8 +184,8 @@ def test_boundary_near_one_look_never_falls_below_it():
     t_mins = [0.99999, 0.9999, 0.999, 0.995, 0.99, 0.985, 0.95, 0.9, 0.66, 0.45]
     cs = [anytime.boundary(t, 0.05) for t in t_mins]
     assert cs[0] == pytest.approx(sps.norm.ppf(0.975), abs=1e-3)
-    assert all(b >= a - 1e-9 for a, b in zip(cs, cs[1:])) and cs[0] >= sps.norm.ppf(0.975) - 1e-9
-    assert all(anytime.crossing(c, math.log(1 / t)) >= 2 * sps.norm.sf(c) for c, t in zip(cs, t_mins))
+    assert all(b >= a - 1e-9 for a, b in pairwise(cs)) and cs[0] >= sps.norm.ppf(0.975) - 1e-9
+    assert all(anytime.crossing(c, math.log(1 / t)) >= 2 * sps.norm.sf(c) for c, t in zip(cs, t_mins, strict=True))
 
 
 def test_crossing_at_no_span_is_one_look():

@@ -32,7 +32,7 @@ from obsctl.baselining.designs import mix as mixing
 from obsctl.baselining.designs import run as designs
 from obsctl.baselining.designs.branch import Gathered, Plan, Query, Setting, with_labels
 from obsctl.baselining.measure import transition as transitions
-from obsctl.baselining.measure.window import Measurement, measure, population_of
+from obsctl.baselining.measure.window import Measurement, MeasureRequest, measure, population_of
 from obsctl.baselining.statistics.comparison import LookContext
 from obsctl.baselining.store import Store
 from obsctl.baselining.workers import DaemonPool
@@ -187,10 +187,10 @@ def period_loads(spec: Spec, client, wc: WorkloadClass, periods: list[tuple[str,
     with DaemonPool(max_workers=min(LOAD_CONCURRENCY, len(calls)), thread_name_prefix="obsctl-load") as pool:
         got = list(pool.map(fetch, calls))
     answers: list[dict] = [{} for _ in plans]
-    for (i, key, _), value in zip(calls, got):
+    for (i, key, _), value in zip(calls, got, strict=True):
         answers[i][key] = value
     out = []
-    for (name, *_), found in zip(plans, answers):
+    for (name, *_), found in zip(plans, answers, strict=True):
         failed = next((v for v in found.values() if isinstance(v, Exception)), None)
         if failed is not None:
             out.append(demand.PeriodLoad(name, None, None, None, note=f"{name}: load context not read ({failed})"))
@@ -273,9 +273,9 @@ def measure_primary(spec: Spec, client: PrometheusClient, initiative: Initiative
     Raises:
         PrometheusUnavailable, UsageError: as :func:`obsctl.baselining.measure.window.measure`.
     """
-    return measure(client, designs.window_query(spec, initiative, baseline), start_at, end_at, step, spec.verification.min_samples,
-                   what=f"{initiative.workload_class}/{initiative.primary_signal}",
-                   on_change=baseline.signal in spec.verification.fresh_on_change)
+    return measure(client, MeasureRequest(designs.window_query(spec, initiative, baseline), start_at, end_at, step, spec.verification.min_samples,
+                                          what=f"{initiative.workload_class}/{initiative.primary_signal}",
+                                          on_change=baseline.signal in spec.verification.fresh_on_change))
 
 
 def measure_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, start_at: dt.datetime, end_at: dt.datetime,
@@ -286,8 +286,8 @@ def measure_guard(spec: Spec, client: PrometheusClient, baseline: Baseline, star
         PrometheusUnavailable: as :func:`obsctl.baselining.measure.window.measure`.
     """
     cfg = spec.verification
-    return measure(client, baseline.query, start_at, end_at, step, cfg.min_samples, what=f"{baseline.workload_class}/{baseline.signal} (guard)",
-                   on_change=baseline.signal in cfg.fresh_on_change)
+    return measure(client, MeasureRequest(baseline.query, start_at, end_at, step, cfg.min_samples, what=f"{baseline.workload_class}/{baseline.signal} (guard)",
+                                          on_change=baseline.signal in cfg.fresh_on_change))
 
 
 def measure_before_start(spec: Spec, client: PrometheusClient, initiative: Initiative, baseline: Baseline, step: float) -> Measurement:
@@ -299,8 +299,9 @@ def measure_before_start(spec: Spec, client: PrometheusClient, initiative: Initi
     """
     cfg = spec.verification
     start = initiative.started_at - dt.timedelta(seconds=verdict.before_start_span(initiative, baseline))
-    return measure(client, baseline.query, start, initiative.started_at, step, cfg.min_samples,
-                   what=f"{baseline.workload_class}/{baseline.signal} (before the start)", on_change=baseline.signal in cfg.fresh_on_change)
+    return measure(client, MeasureRequest(baseline.query, start, initiative.started_at, step, cfg.min_samples,
+                                          what=f"{baseline.workload_class}/{baseline.signal} (before the start)",
+                                          on_change=baseline.signal in cfg.fresh_on_change))
 
 
 def guard(req: Request, client: PrometheusClient, store: Store, baseline_id: str) -> GuardEvidence:
@@ -329,8 +330,8 @@ def control_group_baseline(spec: Spec, client, store, initiative, start_at: dt.d
     wc = spec.workload_class(initiative.workload_class)
     sig = spec.signal(initiative.primary_signal)
     v = initiative.variant
-    m = measure(client, spec.query_for(sig, with_labels(wc, **{v["label"]: v["control"]})), start_at, end_at, step, spec.verification.min_samples,
-                what=f"{wc.name}/{sig.name} (canary control group)")
+    m = measure(client, MeasureRequest(spec.query_for(sig, with_labels(wc, **{v["label"]: v["control"]})), start_at, end_at, step,
+                                       spec.verification.min_samples, what=f"{wc.name}/{sig.name} (canary control group)"))
     if m.stats is None or not m.samples:
         raise StoreError(f"initiative {initiative.id}: the canary's control group {v['label']}={v['control']} has no data in the window "
                          f"({m.no_data_reason(spec.verification.min_samples) or 'no samples'})")

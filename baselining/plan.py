@@ -132,8 +132,9 @@ def baseline_plan(spec: Spec, baseline: Baseline, effect: float) -> stats_planne
     if side.mean == 0 or not math.isfinite(side.var_mean):
         raise UsageError(f"baseline {baseline.id}: mean 0 or too short for its memory: a relative effect cannot be planned; re-snapshot it longer")
     cfg = spec.verification
-    plan = stats_planner.plan(memory, side, step, effect, cfg.confidence, cfg.min_effect_ratio, parse_duration(cfg.window, "verification.window"),
-                              power=cfg.power)
+    request = stats_planner.PlanRequest(effect, cfg.confidence, cfg.min_effect_ratio, parse_duration(cfg.window, "verification.window"),
+                                        power=cfg.power)
+    plan = stats_planner.plan(memory, side, step, request)
     return floored(plan, baseline)
 
 

@@ -136,7 +136,7 @@ def decode(arrays: dict[str, np.ndarray]) -> list[tuple[float, float]]:
         times = t0 + np.cumsum(arrays["gaps"].astype(np.float64)) * step
     else:
         times = arrays["times"]
-    return list(zip(times.tolist(), values.tolist()))
+    return list(zip(times.tolist(), values.tolist(), strict=True))
 
 
 def _long_samples(model: BaseModel, prefix: tuple = ()) -> tuple[list[tuple[tuple, list]], dict]:

@@ -53,7 +53,7 @@ from obsctl.baselining.measure.history import fit_history, history_step, placebo
 from obsctl.baselining.measure.raw import raw_query
 from obsctl.baselining.measure.stationarity import baseline_stationarity
 from obsctl.baselining.measure.tails import tails_line, tails_of
-from obsctl.baselining.measure.window import Measurement, read_answers, summarize_answers
+from obsctl.baselining.measure.window import Measurement, MeasureRequest, read_answers, summarize_answers
 from obsctl.baselining.store import Store
 from obsctl.baselining.text import present
 from obsctl.baselining.text.notes import tails_plain
@@ -117,18 +117,30 @@ class SnapshotReport:
         return [o for o in self.outcomes if o.status == "stored"]
 
 
-def snapshot(
-    spec: Spec,
-    client: PrometheusClient,
-    store: Store,
-    classes: list[str] | None = None,
-    signals: list[str] | None = None,
-    window: str | None = None,
-    end: dt.datetime | None = None,
-    progress: Callable[[str], None] = lambda _msg: None,
-    allow_partial: bool = False,
-    from_raw: bool = False,
-) -> SnapshotReport:
+@dataclass(frozen=True)
+class SnapshotRequest:
+    """What one :func:`snapshot` takes: the pairs, the window and what it accepts.
+
+    Attributes:
+        classes, signals: names to snapshot (default: all in the spec).
+        window: PromQL duration (default ``spec.verification.window``).
+        end: window end (default now); aligned down to a multiple of the step.
+        allow_partial: store a partial answer (``partial: true``, with its warnings).
+        from_raw: read catalogue signals from the raw series their source rule reads
+            (:func:`obsctl.baselining.measure.raw.raw_query`), for windows before the
+            rules were loaded; a signal that cannot be read raw is reported ``refused``.
+    """
+
+    classes: list[str] | None = None
+    signals: list[str] | None = None
+    window: str | None = None
+    end: dt.datetime | None = None
+    allow_partial: bool = False
+    from_raw: bool = False
+
+
+def snapshot(spec: Spec, client: PrometheusClient, store: Store, request: SnapshotRequest | None = None,
+             progress: Callable[[str], None] = lambda _msg: None) -> SnapshotReport:
     """Snapshot a baseline of every selected class x signal and store it as current.
 
     A pair with fewer samples than ``spec.verification.min_samples`` (no data at all
@@ -140,14 +152,10 @@ def snapshot(
     warnings; every verdict against it is at most INCONCLUSIVE.
 
     Args:
-        classes, signals: names to snapshot (default: all in the spec).
-        window: PromQL duration (default ``spec.verification.window``).
-        end: window end (default now); aligned down to a multiple of the step.
+        request: the pairs, the window, ``allow_partial`` and ``from_raw``
+            (:class:`SnapshotRequest`; None: every pair over the spec's window ending now).
         progress: called with one line per pair, e.g.
             ``[3/10] embed-online/tokens_per_second ... 240 samples``.
-        from_raw: read catalogue signals from the raw series their source rule reads
-            (:func:`obsctl.baselining.measure.raw.raw_query`), for windows before the
-            rules were loaded; a signal that cannot be read raw is reported ``refused``.
 
     Raises:
         SpecError: an unknown class or signal name.
@@ -156,6 +164,9 @@ def snapshot(
         PrometheusUnavailable: Prometheus unreachable or answering malformed data.
         StoreError: the store cannot be locked or written (checked before any query).
     """
+    request = request or SnapshotRequest()
+    classes, signals, window, end = request.classes, request.signals, request.window, request.end
+    allow_partial, from_raw = request.allow_partial, request.from_raw
     cfg = spec.verification
     step = parse_duration(cfg.step, "verification.step")
     length = parse_duration(window or cfg.window, "--window")
@@ -182,8 +193,9 @@ def snapshot(
     job_of = {pair: k for k, pair in enumerate(jobs)}
     # A selector shared by several signals (the same window and step) is judged once.
     legs = cov.LegCache()
-    reader = _Reader([(read_answers, (client, queries[i][0], start_at, end_at, step, f"{w.name}/{s.name}",
-                                      s.name in cfg.fresh_on_change, legs)) for i, (w, s) in ((i, pairs[i]) for i in jobs)])
+    storing = _Storing(store, created, history_step(history_seconds, step), parse_duration(cfg.window, "verification.window"))
+    reader = _Reader([(read_answers, (client, MeasureRequest(queries[i][0], start_at, end_at, step, cfg.min_samples, f"{w.name}/{s.name}",
+                                                             s.name in cfg.fresh_on_change), legs)) for i, (w, s) in ((i, pairs[i]) for i in jobs)])
     try:
         for i, (wc, sig) in enumerate(pairs, start=1):
             query, why = queries[i - 1]
@@ -210,8 +222,7 @@ def snapshot(
 
             cycles = knowledge.learn(_columns(reader.ask(_cycle_history, client, m.query, start_at, step)), m.columns or _columns(m.samples),
                                      cfg.min_effect_ratio, spec.comparison.timezone)
-            stored = _store_pair(store, wc, sig, m.query, m, created, history, history_step(history_seconds, step), step,
-                                 parse_duration(cfg.window, "verification.window"), cycles)
+            stored = _store_pair(storing, wc, sig, m, history, cycles)
             dropped = f" ({m.dropped} NaN/Inf dropped)" if m.dropped else ""
             progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {n} samples{dropped}, mean {m.stats.mean:.6g} {sig.unit}, "
                      f"{m.population.series_count} input series, {present.describe(m.coverage)}")
@@ -334,9 +345,25 @@ def _columns(points) -> tuple[np.ndarray, np.ndarray]:
     return (np.fromiter((t for t, _ in points), float, len(points)), np.fromiter((v for _, v in points), float, len(points)))
 
 
-def _store_pair(store: Store, wc, sig, query: str, m: Measurement, created: dt.datetime, history: list[tuple[float, float]],
-                hist_step: float, step: float, default_window: float, cycles: CycleKnowledge | None = None) -> Baseline:
-    """Fit the memory model and store one pair's baseline as current (returns it as stored)."""
+@dataclass(frozen=True)
+class _Storing:
+    """What every pair stored by one snapshot shares: the store, the creation instant,
+    the step of the history read before the window (s) and the spec's verification
+    window (s, the length the placebo checks judge)."""
+
+    store: Store
+    created: dt.datetime
+    history_step: float
+    default_window: float
+
+
+def _store_pair(storing: _Storing, wc, sig, m: Measurement, history: list[tuple[float, float]],
+                cycles: CycleKnowledge | None = None) -> Baseline:
+    """Fit the memory model and store one pair's baseline as current (returns it as stored):
+    ``m`` its window's measurement (its query and step are the baseline's), ``history``
+    the ``(unix s, value)`` points read before the window at ``storing.history_step``."""
+    store, created, hist_step, default_window = storing.store, storing.created, storing.history_step, storing.default_window
+    query, step = m.query, m.window.step_seconds
     # One BLAS thread for the fit: OpenBLAS splits its 43,200-element dot products over
     # every core and its threads then spin-wait, ~0.06 s of CPU per pair taken from
     # Prometheus on a small machine; the sums differ only in rounding order (~1e-16).

@@ -330,7 +330,7 @@ def record(store: Store, ev: evidence.Evidence, v: verdict.Verdict, save: bool) 
     initiative, result = ev.initiative, result_of(ev, v)
     # The look is logged before the verdict is shown: a verdict whose look is not in the log
     # would let looks escape the sequence's error guarantee (looks.py).
-    new_looks = looks.looks_of(initiative, result, ev.look, {g.signal: e.look for g, e in zip(v.guards, ev.guards)})
+    new_looks = looks.looks_of(initiative, result, ev.look, {g.signal: e.look for g, e in zip(v.guards, ev.guards, strict=True)})
     try:
         with store.locked():
             store.append_looks(new_looks)

@@ -137,7 +137,7 @@ def design_plan(phi: float, effect: float, base_hours: float, looks: int) -> pla
     n_eff = full_grid_n_eff(model, steps, STEP)
     sigma = MU * SD
     base = Side(MU, sigma**2 / n_eff, model.dof, steps, n_eff, steps * STEP, sigma, "history", sigma)
-    return planner.plan(model, base, STEP, effect, CONFIDENCE, MARGIN, base_hours * 3600, power=0.9)
+    return planner.plan(model, base, STEP, planner.PlanRequest(effect, CONFIDENCE, MARGIN, base_hours * 3600, power=0.9))
 
 
 def no_change_cell(phi: float, reps: int, seed: int) -> tuple[Tally, float]:
@@ -261,7 +261,7 @@ def group_sequential_window(phi: float, effect: float, looks: int = 12, power: f
         ses = [math.sqrt((1 + effect) ** 2 * (curve.var(s) + v_x)) for s in sizes]
         fractions = [ses[-1] ** 2 / se**2 for se in ses]
         crit = group_sequential.boundaries(fractions, 1 - CONFIDENCE)
-        crit = [c if curve.n_eff(s) >= planner.N_EFF_MIN else math.inf for c, s in zip(crit, sizes)]
+        crit = [c if curve.n_eff(s) >= planner.N_EFF_MIN else math.inf for c, s in zip(crit, sizes, strict=True)]
         ups, _ = group_sequential.crossing(fractions, crit, abs(effect) / ses[-1])
         return sum(ups) >= power
 
@@ -337,7 +337,7 @@ def aging_cell(phi: float, drift_per_day: float, gap_hours: float, reps: int, se
 
 def ar_sum(rng: np.random.Generator, phis: tuple[float, ...], weights: tuple[float, ...], n: int) -> np.ndarray:
     """A sum of independent stationary AR(1)s with variance shares ``weights`` (sum 1): unit variance, shape ``(n,)``."""
-    return sum(math.sqrt(w) * ar1(rng, phi, n) for phi, w in zip(phis, weights))
+    return sum(math.sqrt(w) * ar1(rng, phi, n) for phi, w in zip(phis, weights, strict=True))
 
 
 def fgn(rng: np.random.Generator, hurst: float, n: int) -> np.ndarray:
@@ -661,7 +661,7 @@ def run(scale: float = 1.0, out=sys.stdout, family_seed: int = 6100, pool: Execu
     print("| look schedule (null, phi=0.95, baseline 1 h) | reps | false IMPROVED, anytime boundary | false REGRESSED, anytime | "
           "false IMPROVED, fixed 95 % at every look | false REGRESSED, fixed |", file=out)
     print("|---|---|---|---|---|---|", file=out)
-    for (label, *_), peek in zip(schedules, peeks):
+    for (label, *_), peek in zip(schedules, peeks, strict=True):
         p = peek.result()
         a_i, a_r = p.rate("any IMPROVED"), p.rate("any REGRESSED")
         print(f"| {label} | {p.n} | {pct(a_i)} | {pct(a_r)} | {pct(p.rate('fixed IMPROVED'))} | {pct(p.rate('fixed REGRESSED'))} |", file=out, flush=True)

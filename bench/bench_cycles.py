@@ -113,7 +113,7 @@ def simulate(rng: np.random.Generator, fam: Family, change: float, effect: float
 
 
 def _pairs(t: np.ndarray, v: np.ndarray) -> list[tuple[float, float]]:
-    return list(zip(t.tolist(), v.tolist()))
+    return list(zip(t.tolist(), v.tolist(), strict=True))
 
 
 def _at(s: float) -> dt.datetime:
@@ -194,7 +194,7 @@ def run_family(spec: Spec, fam: Family, reps: int, seed: int, hours: tuple[int, 
     found = refused_p = 0
     for c in at:
         vs = replicate(rng, spec, fam, c, 0.10, looks)
-        found += any(v.verdict == "IMPROVED" for v, h in zip(vs, looks) if h <= 24)
+        found += any(v.verdict == "IMPROVED" for v, h in zip(vs, looks, strict=True) if h <= 24)
         refused_p += any(_refused(v) for v in vs)
         for v in vs:
             e = v.primary.estimate

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from obsctl.stack import free_port
 from support.exporter_flood import run_flood, start_exporter
+from support.servers import free_port
 
 GOAL_SCRAPE_SECONDS = 1.0
 GOAL_RSS_MIB = 20.0

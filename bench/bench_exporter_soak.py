@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from obsctl.stack import free_port  # noqa: E402
 from support.dcgm_standin import refused_url  # noqa: E402
+from support.servers import free_port  # noqa: E402
 
 FIXTURE = ROOT.parent / "shared" / "fixtures" / "dcgm" / "datadog-t4.txt"
 STANDIN_MODE = {"healthy": "ok", "html": "html", "garbage": "garbage", "http500": "error",

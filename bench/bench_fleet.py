@@ -71,12 +71,15 @@ GPUS_PER_NODE = 8
 END = 1_796_083_200
 HISTORY_DAYS = 1
 
+# The local servers (support.servers) are test and demo tooling under tests/, not in the package.
+sys.path.insert(0, str(ROOT / "tests"))
+
 from obsctl.baselining.measure import coverage as cov  # noqa: E402
-from obsctl.baselining.snapshot import snapshot  # noqa: E402
+from obsctl.baselining.snapshot import SnapshotRequest, snapshot  # noqa: E402
 from obsctl.baselining.store import Store  # noqa: E402
 from obsctl.promapi import PrometheusClient  # noqa: E402
 from obsctl.spec import load_spec  # noqa: E402
-from obsctl.stack import Prometheus, free_port  # noqa: E402
+from support.servers import Prometheus, free_port  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The logging proxy and the plain reference of the store/verify benchmark (requests of up to 120 s each).
@@ -156,12 +159,12 @@ class Fleet:
             family = metric[: -len("_total")] if kind == "counter" else metric
             out.append(f"# TYPE {family} {kind}\n")
             block = values[metric](len(self.gpu_rows))
-            for (labels, _), row in zip(self.gpu_rows, block.tolist()):
-                out.append("".join(f"{metric}{{{labels}}} {v:g} {t}\n" for v, t in zip(row, stamps)))
+            for (labels, _), row in zip(self.gpu_rows, block.tolist(), strict=True):
+                out.append("".join(f"{metric}{{{labels}}} {v:g} {t}\n" for v, t in zip(row, stamps, strict=True)))
         out.append("# TYPE obsctl_tokens counter\n")
         tokens = ((base + k) * 1000.0 * STEP + 1e9).tolist()
         for labels, _ in self.pod_rows:
-            out.append("".join(f"obsctl_tokens_total{{{labels}}} {v:g} {t}\n" for v, t in zip(tokens, stamps)))
+            out.append("".join(f"obsctl_tokens_total{{{labels}}} {v:g} {t}\n" for v, t in zip(tokens, stamps, strict=True)))
         return "".join(out) + "# EOF\n"
 
 
@@ -268,7 +271,7 @@ def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, for
     try:
         with formulation(form):
             spec = load_spec(write_spec(work / f"rec-{form}.yaml", proxy.url, work / f"rec-{form}", classes, window))
-            report = snapshot(spec, PrometheusClient.from_spec(spec), Store(work / f"rec-{form}"), end=at)
+            report = snapshot(spec, PrometheusClient.from_spec(spec), Store(work / f"rec-{form}"), SnapshotRequest(end=at))
     finally:
         proxy.close()
     stored = sum(o.status == "stored" for o in report.outcomes)
@@ -276,7 +279,7 @@ def bench_snapshot(work: Path, prom_url: str, classes: list[str], days: int, for
     with formulation(form):
         spec = load_spec(write_spec(work / f"run-{form}.yaml", prom_url, work / f"run-{form}", classes, window))
         began, cpu = time.perf_counter(), _cpu_seconds(prom_pid)
-        snapshot(spec, PrometheusClient.from_spec(spec), Store(work / f"run-{form}"), end=at)
+        snapshot(spec, PrometheusClient.from_spec(spec), Store(work / f"run-{form}"), SnapshotRequest(end=at))
         t_snap, cpu_snap = time.perf_counter() - began, _cpu_seconds(prom_pid) - cpu
     cpu = _cpu_seconds(prom_pid)
     t_raw = plain(prom_url, signal_paths)
@@ -375,7 +378,7 @@ def bench_review(work: Path, prom_url: str, classes: list[str], days: int, prom_
     spec_path.write_text(yaml.safe_dump(spec_doc, sort_keys=False))
     spec = load_spec(spec_path)
     began = time.perf_counter()
-    report = snapshot(spec, PrometheusClient.from_spec(spec), Store(work / "store"), end=dt.datetime.fromtimestamp(END - 7 * DAY, dt.UTC))
+    report = snapshot(spec, PrometheusClient.from_spec(spec), Store(work / "store"), SnapshotRequest(end=dt.datetime.fromtimestamp(END - 7 * DAY, dt.UTC)))
     t_baselines = time.perf_counter() - began
     as_of = dt.datetime.fromtimestamp(END, dt.UTC).isoformat().replace("+00:00", "Z")
     out = {"pairs": len(report.outcomes), "stored": len(report.stored), "baselines": t_baselines}

@@ -143,9 +143,9 @@ def replicate(rng, family: str, effect: float, specs) -> dict[str, list]:
     x[start:] *= 1 + effect
     t0 = T0.timestamp()
     t = t0 + STEP * np.arange(1, n + 1)
-    history = list(zip(t[:HISTORY_STEPS].tolist(), x[:HISTORY_STEPS].tolist()))
+    history = list(zip(t[:HISTORY_STEPS].tolist(), x[:HISTORY_STEPS].tolist(), strict=True))
     bt, bx = t[HISTORY_STEPS:start], x[HISTORY_STEPS:start]
-    base_samples = list(zip(bt.tolist(), bx.tolist()))
+    base_samples = list(zip(bt.tolist(), bx.tolist(), strict=True))
     memory = fit_history(history, STEP, STEP, base_samples, (bt, bx))
     checks = placebo_checks(history, STEP, memory, BASE_STEPS * STEP, WIN_STEPS * STEP)
     # snapshot-baseline's tail test and winsorised memory, as the spec asks: spiky unset, or true.
@@ -166,7 +166,7 @@ def replicate(rng, family: str, effect: float, specs) -> dict[str, list]:
             end = start + round(WIN_STEPS * frac)
             wt, wx = t[start:end], x[start:end]
             w_end = dt.datetime.fromtimestamp(t0 + end * STEP, dt.UTC)
-            m = Measurement("q", Window(start=b_end, end=w_end, step_seconds=STEP), list(zip(wt.tolist(), wx.tolist())),
+            m = Measurement("q", Window(start=b_end, end=w_end, step_seconds=STEP), list(zip(wt.tolist(), wx.tolist(), strict=True)),
                             Population(series_count=1), summarize(wx.tolist()), columns=(wt, wx))
             look = LookContext(k, WIN_STEPS * STEP, None, 0.95)
             setting = Setting(spec, i, b, m.samples, b_end.timestamp(), w_end.timestamp(), STEP, 0.95, spec.workload_classes[0])

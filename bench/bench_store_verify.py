@@ -54,14 +54,17 @@ TOKENS = "bench_tokens_per_second"
 CLI_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 QUALITY = "bench_quality_ratio"
 
+# The local servers (support.servers) are test and demo tooling under tests/, not in the package.
+sys.path.insert(0, str(ROOT / "tests"))
+
 from obsctl.atomicio import atomic_write_yaml
 from obsctl.baselining.initiative import Start, start_initiative
-from obsctl.baselining.snapshot import snapshot
+from obsctl.baselining.snapshot import SnapshotRequest, snapshot
 from obsctl.baselining.store import Store
 from obsctl.promapi import PrometheusClient
 from obsctl.records import Initiative, VerificationResult, Window
 from obsctl.spec import load_spec
-from obsctl.stack import Prometheus, create_blocks_from_openmetrics
+from support.servers import Prometheus, create_blocks_from_openmetrics
 
 
 def backfill(work: Path, data: Path, t0: int, end: int, split: int) -> None:
@@ -86,7 +89,7 @@ def backfill(work: Path, data: Path, t0: int, end: int, split: int) -> None:
                 out.write(f"# TYPE {metric} gauge\n")
                 for name, label, values in series:
                     if name == metric:
-                        out.writelines(f"{label} {v:.6f} {t}\n" for t, v in zip(stamps[keep].tolist(), values[keep].tolist()))
+                        out.writelines(f"{label} {v:.6f} {t}\n" for t, v in zip(stamps[keep].tolist(), values[keep].tolist(), strict=True))
             out.write("# EOF\n")
         create_blocks_from_openmetrics(path, data)
         path.unlink()
@@ -173,13 +176,13 @@ def bench_snapshot(work: Path, prom_url: str, proxy: RecordingProxy, end: int, d
     window = f"{days}d"
     at = dt.datetime.fromtimestamp(end, dt.UTC)
     rec_spec = load_spec(write_spec(work / "rec.yaml", proxy.url, work / "rec-store", window))
-    snapshot(rec_spec, PrometheusClient.from_spec(rec_spec), Store(work / "rec-store"), end=at)
+    snapshot(rec_spec, PrometheusClient.from_spec(rec_spec), Store(work / "rec-store"), SnapshotRequest(end=at))
     paths = proxy.take()
     runs: list[tuple[float, float]] = []
     for n in range(repeats):
         store = work / f"snap-store-{n}"
         spec = load_spec(write_spec(work / f"snap-{n}.yaml", prom_url, store, window))
-        t_obsctl = timed(lambda spec=spec, store=store: snapshot(spec, PrometheusClient.from_spec(spec), Store(store), end=at))
+        t_obsctl = timed(lambda spec=spec, store=store: snapshot(spec, PrometheusClient.from_spec(spec), Store(store), SnapshotRequest(end=at)))
         t_plain = plain(prom_url, paths)
         runs.append((t_obsctl, t_plain))
     t_obsctl = statistics.median(r[0] for r in runs)

@@ -149,13 +149,13 @@ def simulate(rng, fleet: Fleet, effect: float, start: float, end: float):
         vs = np.where(scrapes >= restart + fleet.down, vs - at_restart, vs)
         rate = prom_rate(scrapes, vs, evals, RANGE)
         total = total + np.nan_to_num(rate, nan=0.0)
-        raw.append((f'{{pod="r{r}"}}', list(zip(scrapes.tolist(), vs.tolist()))))
+        raw.append((f'{{pod="r{r}"}}', list(zip(scrapes.tolist(), vs.tolist(), strict=True))))
     return evals, total, raw
 
 
 def measurement(t: np.ndarray, v: np.ndarray, start: float, end: float) -> Measurement:
     at = lambda s: dt.datetime.fromtimestamp(s, dt.UTC)  # noqa: E731
-    return Measurement(QUERY, Window(start=at(start), end=at(end), step_seconds=STEP), list(zip(t.tolist(), v.tolist())),
+    return Measurement(QUERY, Window(start=at(start), end=at(end), step_seconds=STEP), list(zip(t.tolist(), v.tolist(), strict=True)),
                        Population(series_count=1), summarize(v.tolist()), columns=(t, v))
 
 
@@ -170,11 +170,11 @@ def replicate(spec: Spec, rng, fleet: Fleet, effect: float, history_hours: float
     b_mask = (t > CHANGE - 3600.0) & (t <= CHANGE)
     h_mask = t <= CHANGE - 3600.0
     bt, bv = t[b_mask], v[b_mask]
-    memory = fit_history(list(zip(t[h_mask].tolist(), v[h_mask].tolist())), STEP, STEP, list(zip(bt.tolist(), bv.tolist())), (bt, bv))
+    memory = fit_history(list(zip(t[h_mask].tolist(), v[h_mask].tolist(), strict=True)), STEP, STEP, list(zip(bt.tolist(), bv.tolist(), strict=True)), (bt, bv))
     b = Baseline(id="infer.tokens_per_second.20261103T110000Z", workload_class="infer", signal=SIGNAL, unit="tokens/s",
                  direction="higher_is_better", query=QUERY, window=Window(start=at(CHANGE - 3600.0), end=at(CHANGE), step_seconds=STEP),
                  population=Population(series_count=1), stats=summarize(bv.tolist()), created_at=at(CHANGE),
-                 samples=list(zip(bt.tolist(), bv.tolist())), memory=memory)
+                 samples=list(zip(bt.tolist(), bv.tolist(), strict=True)), memory=memory)
     i = Initiative(id="rollout-2026-11-03", name="rollout", lever="batch-size", workload_class="infer", primary_signal=SIGNAL,
                    baseline_id=b.id, started_at=at(CHANGE), design="before-after", planned_window_seconds=planned)
     assert raw_selectors(QUERY, RULES) == ['vllm:generation_tokens_total{model_name="m"}']

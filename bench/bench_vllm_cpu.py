@@ -57,9 +57,12 @@ import requests
 import yaml
 
 from obsctl.durations import parse_duration
-from obsctl.stack import ManagedProcess, Prometheus, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+# The local servers (support.servers) are test and demo tooling under tests/, not in the package.
+sys.path.insert(0, str(ROOT / "tests"))
+from support.servers import ManagedProcess, Prometheus, free_port  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "vllm_cpu"))
 
 import loadgen  # noqa: E402

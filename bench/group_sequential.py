@@ -195,7 +195,7 @@ def crossing(fractions: list[float], crit: list[float], drift: float, grid: int 
     points = grid
     density = grid = weights = None
     t_prev = 0.0
-    for t, c in zip(fractions, crit):
+    for t, c in zip(fractions, crit, strict=True):
         t = min(max(float(t), 1e-9), 1.0)
         if t <= t_prev + 1e-12:
             ups.append(0.0)

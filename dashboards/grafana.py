@@ -19,6 +19,7 @@ defaults. Where the schema and Grafana's own serialization disagree, the JSON fo
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import grafanalib.core as G
 from grafanalib._gen import DashboardEncoder
@@ -178,13 +179,23 @@ def annotation(name: str, expr: str, title: str, text: str, tag_keys: list[str],
             "titleFormat": title, "textFormat": text, "tagKeys": ",".join(tag_keys), "useValueForTime": True}
 
 
-def dashboard(title: str, uid: str, description: str, tags: list[str],
-              sections: list[tuple[str | None, list[tuple[object, int, int]]]],
+@dataclass(frozen=True)
+class Header:
+    """What Grafana lists a dashboard by: its ``title``, ``uid``, ``description`` and ``tags``."""
+
+    title: str
+    uid: str
+    description: str
+    tags: list[str]
+
+
+def dashboard(header: Header, sections: list[tuple[str | None, list[tuple[object, int, int]]]],
               variables: list[G.Template] | None = None, annotations: list[dict] | None = None,
               repeats: dict[str, str] | None = None, links: list[dict] | None = None) -> dict:
     """The dashboard as Grafana JSON (a dict), house style applied.
 
     Args:
+        header: the title, uid, description and tags (:class:`Header`).
         sections: ``[(row title or None, [(panel, width 1-24, height), ...]), ...]``.
         variables: extra template variables after ``datasource``.
         annotations: annotation queries (:func:`annotation`).
@@ -195,6 +206,7 @@ def dashboard(title: str, uid: str, description: str, tags: list[str],
     Raises:
         ValueError: a panel of a type outside :data:`MODERN_TYPES`.
     """
+    title, uid, description, tags = header.title, header.uid, header.description, header.tags
     datasource_var = G.Template(name="datasource", label="Data source", query="prometheus", type="datasource", default="")
     dash = G.Dashboard(
         title=title, uid=uid, description=description, tags=tags, panels=_layout(sections), timezone="utc",

@@ -36,7 +36,10 @@ import numpy as np
 import requests
 import yaml
 
-from obsctl.stack import Prometheus, Pushgateway
+# The local servers (support.servers) are test and demo tooling under tests/, not in the package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from support.servers import Prometheus, Pushgateway
 
 MODEL = "facebook/opt-125m"
 TOKENS = "vllm:avg_generation_throughput_toks_per_s"

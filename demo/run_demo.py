@@ -38,9 +38,12 @@ from pathlib import Path
 
 import yaml
 
-from obsctl.stack import Alertmanager, ManagedProcess, Prometheus, free_port, spawn, wait_ready
-
 ROOT = Path(__file__).resolve().parent.parent
+# The local servers (support.servers) are test and demo tooling under tests/, not in the package.
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.servers import Alertmanager, ManagedProcess, Prometheus, free_port, spawn, wait_ready
+
 OUT = ROOT / "demo-output"
 WINDOW = int(os.environ.get("OBSCTL_DEMO_WINDOW_SECONDS", "180"))
 RATE_WINDOW = 30  # seconds; the spec's rate()s use [30s]

@@ -44,7 +44,7 @@ def parse_duration(text: object, what: str = "duration") -> float:
     if not value or match is None:
         raise UsageError(f"{what}: {value!r} is not a Prometheus duration such as 500ms, 15s, 1h30m or 7d "
                          "(whole numbers, units y w d h m s ms in that order)")
-    seconds = sum(int(count) * size for count, (_, size) in zip(match.groups(), UNITS) if count is not None)
+    seconds = sum(int(count) * size for count, (_, size) in zip(match.groups(), UNITS, strict=True) if count is not None)
     if seconds <= 0:
         raise UsageError(f"{what}: {value!r} must be longer than zero")
     if seconds > MAX_DURATION_SECONDS:

@@ -323,7 +323,7 @@ def _pairs(values: list, what: str) -> list[tuple[float, float]]:
             if set(map(type, times)) <= {int, float} and set(map(type, texts)) == {str}:
                 seconds = list(map(float, times))
                 if math.isfinite(sum(seconds)):  # NaN/Inf in any time makes the sum non-finite
-                    return list(zip(seconds, map(float, texts)))
+                    return list(zip(seconds, map(float, texts), strict=True))
     except ValueError:  # a value string that is not a number
         pass
     return [_pair(v, f"{what}[{i}]") for i, v in enumerate(values)]

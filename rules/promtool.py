@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 
 from obsctl.errors import SpecError
+from obsctl.processes import PROMTOOL_BIN, require_binary, run_progressing
 from obsctl.spec import Spec
-from obsctl.stack import PROMTOOL_BIN, require_binary, run_progressing
 
 
 def promtool(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -18,7 +18,7 @@ def promtool(*args: str | Path, timeout: float = 120) -> subprocess.CompletedPro
 
     ``timeout`` is a deadline on progress: promtool is stopped after ``timeout`` seconds
     without using CPU, or at the latest after ten times that (a busy machine slows it, it
-    does not stop it) (:func:`obsctl.stack.run_progressing`).
+    does not stop it) (:func:`obsctl.processes.run_progressing`).
 
     Raises:
         ObsctlError: promtool is not installed.

@@ -10,7 +10,7 @@ process's environment plus ``--pythonpath`` prepended to PYTHONPATH, so a record
 taken from any copy of the code, e.g. a wheel of an earlier commit installed with
 ``pip install --no-deps --target DIR``:
 
-    PYTHONPATH=DIR .venv/bin/python scripts/cli_golden.py record golden.json
+    .venv/bin/python scripts/cli_golden.py record golden.json --pythonpath DIR
     .venv/bin/python scripts/cli_golden.py compare tests/golden_cli/golden.json
 """
 
@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parents[1] / "tests" / "golden_cli" / "harness.py"
+# The harness starts its Prometheus with the tests' local servers (support.servers, under tests/).
+sys.path.insert(0, str(HARNESS.parents[1]))
 
 
 def load_harness():

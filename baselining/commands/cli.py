@@ -104,11 +104,12 @@ def snapshot_baseline(spec_path, classes, signals, window, end, allow_partial, f
     1 when nothing was stored, 2 bad spec or flag, 3 Prometheus unreachable.
     """
     _prefetch_statistics()
-    from obsctl.baselining.snapshot import snapshot
+    from obsctl.baselining.snapshot import SnapshotRequest, snapshot
 
     spec = load(spec_path)
-    report = snapshot(spec, _client(spec), _store(spec), list(classes) or None, list(signals) or None, window,
-                      parse_instant(end, "--end"), progress=progress, allow_partial=allow_partial, from_raw=from_raw)
+    request = SnapshotRequest(list(classes) or None, list(signals) or None, window, parse_instant(end, "--end"),
+                              allow_partial=allow_partial, from_raw=from_raw)
+    report = snapshot(spec, _client(spec), _store(spec), request, progress=progress)
     refused = [{"workload_class": o.workload_class, "signal": o.signal, "reason": o.reason} for o in report.outcomes if o.status == "refused"]
     if output == "json":
         emit_json({"stored": len(report.stored), "refused": refused, "outcomes": [o.as_dict() for o in report.outcomes]})
@@ -250,7 +251,7 @@ def baseline_promote(spec_path, initiative_id, output, lesson="", effort="", ove
     else:
         if initiative.promote_override:
             click.echo(f"override: promoted without every guard judged: {initiative.promote_override}")
-        for role, new in zip(["primary", *["guard"] * (len(stored) - 1)], stored):
+        for role, new in zip(["primary", *["guard"] * (len(stored) - 1)], stored, strict=True):
             click.echo(f"promoted {role}: {new.workload_class}/{new.signal} baseline is now {new.id} "
                        f"(mean {_num(new.stats.mean)} {new.unit}, from initiative {initiative.id})")
 

@@ -65,8 +65,8 @@ def _log_ratio_plan(spec, baseline, control_baseline, effect: float) -> stats_pl
     # The planner reads relative variances (sd / mean): on a log series they are absolute, so mean 1.
     side = dataclasses.replace(side, mean=1.0)
     cfg = spec.verification
-    plan = stats_planner.plan(memory, side, step, effect, cfg.confidence, cfg.min_effect_ratio,
-                              parse_duration(cfg.window, "verification.window"), power=cfg.power)
+    plan = stats_planner.plan(memory, side, step, stats_planner.PlanRequest(effect, cfg.confidence, cfg.min_effect_ratio,
+                                                                            parse_duration(cfg.window, "verification.window"), power=cfg.power))
     return planner.floored(plan, baseline)
 
 
@@ -94,6 +94,7 @@ def design_plan(spec, baseline, effect: float, design: str, traffic_share: float
     # The planner reads the window's relative variance from side.sd and the baseline's from var_mean.
     side = dataclasses.replace(side, sd=side.sd * fw**0.5, var_mean=side.var_mean * fb)
     cfg = spec.verification
-    plan = stats_planner.plan(memory, side, baseline.window.step_seconds, effect, cfg.confidence, cfg.min_effect_ratio,
-                              parse_duration(cfg.window, "verification.window"), power=cfg.power)
+    plan = stats_planner.plan(memory, side, baseline.window.step_seconds,
+                              stats_planner.PlanRequest(effect, cfg.confidence, cfg.min_effect_ratio,
+                                                        parse_duration(cfg.window, "verification.window"), power=cfg.power))
     return planner.floored(plan, baseline)

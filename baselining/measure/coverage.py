@@ -299,7 +299,7 @@ def read_gaps(client: PrometheusClient, selectors: list[str], first: float, end:
             c = counts_from_changes(changes, np.array([seed[t] for t in sorted(seed)]), m)
             if (c < 0).any():
                 break  # ruled out by the recursion's assumptions (module doc): read the two-window form
-            gaps = {t: 1.0 for t, n in zip(times, c.tolist()) if n == 0}
+            gaps = {t: 1.0 for t, n in zip(times, c.tolist(), strict=True) if n == 0}
             if gaps:  # as Prometheus answers: no leg where nothing is a gap
                 legs.per_selector[i] = {"gap": gaps}
             if "real" in derive:
@@ -433,7 +433,7 @@ class Judgement:
     @property
     def fresh(self) -> set[float]:
         """Unix seconds of the fresh grid points (the samples statistics may use)."""
-        return {float(t) for t, ok in zip(self.grid.tolist(), self.mask.tolist()) if ok}
+        return {float(t) for t, ok in zip(self.grid.tolist(), self.mask.tolist(), strict=True) if ok}
 
 
 def lead(step: float) -> float:
@@ -700,7 +700,7 @@ def _holes(mask: np.ndarray, grid: np.ndarray, start: float, end: float, step: f
     n = int(mask.size)
     # Run edges of the unfresh points: +1 where a run begins, -1 just past where it ends.
     edges = np.diff(np.concatenate(([0], (~mask.astype(bool)).astype(np.int8), [0])))
-    runs = list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
+    runs = list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True))
     # Longest first, then earliest (a hole's start grows with its first index): only the
     # kept ones are built as records.
     runs.sort(key=lambda r: (r[0] - r[1], r[0]))
@@ -757,7 +757,7 @@ def time_batch_means_of(times: np.ndarray, values: np.ndarray, start: float, end
     index = np.clip(np.ceil((times - start) / width - 1e-9).astype(int) - 1, 0, batches - 1)
     sums = np.bincount(index, weights=values, minlength=batches)
     counts = np.bincount(index, minlength=batches)
-    return [float(s / c) for s, c in zip(sums, counts) if c > 0]
+    return [float(s / c) for s, c in zip(sums, counts, strict=True) if c > 0]
 
 
 # --- verdict cap --------------------------------------------------------------------------------

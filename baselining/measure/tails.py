@@ -48,7 +48,7 @@ def tails_of(history: list[tuple[float, float]], hist_step: float, step_seconds:
     if robust.choose(spiky, test, trim).robust:
         hist_w = robust.winsorize(past, trim) if past.size else past
         win_w = robust.winsorize(columns[1], trim)
-        memory = fit_history([(t, float(v)) for (t, _), v in zip(history, hist_w)], hist_step, step_seconds,
-                             [(t, float(v)) for (t, _), v in zip(samples, win_w)], (columns[0], win_w))
+        memory = fit_history([(t, float(v)) for (t, _), v in zip(history, hist_w, strict=True)], hist_step, step_seconds,
+                             [(t, float(v)) for (t, _), v in zip(samples, win_w, strict=True)], (columns[0], win_w))
     return Tails(heavy=test.heavy, outliers=test.outliers, samples=test.n, share=test.share, robust_sd=test.robust_sd, trim=trim,
                  memory=memory)

@@ -33,6 +33,7 @@ import datetime as dt
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Literal
 
 from obsctl.durations import format_duration
@@ -178,7 +179,7 @@ def detect_events(series: Iterable[tuple[str, Sequence[tuple[float, float]]]], c
     flags = [counter] * len(items) if isinstance(counter, bool) else list(counter)
     gone: list[Event] = []
     kept = 0
-    for (labels, points), is_counter in zip(items, flags):
+    for (labels, points), is_counter in zip(items, flags, strict=True):
         pts = [(t, v) for t, v in points if math.isfinite(v)]
         if not pts:
             continue
@@ -189,7 +190,7 @@ def detect_events(series: Iterable[tuple[str, Sequence[tuple[float, float]]]], c
             gone.append(Event(pts[-1][0], "disappeared", labels))
             kept -= 1
         if is_counter:
-            for (_, a), (t, b) in zip(pts, pts[1:]):
+            for (_, a), (t, b) in pairwise(pts):
                 if b < a and since < t <= until:
                     out.append(Event(t, "restart", labels))
     if kept > 0:  # every series gone is the signal stopping (NO_DATA says so), not a rollout

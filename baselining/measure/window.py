@@ -110,9 +110,31 @@ def population_of(client: PrometheusClient, query: str, start: dt.datetime, end:
     return Population(series_count=len(label_sets), label_sets=label_sets[:MAX_LABEL_SETS])
 
 
-def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float, min_samples: int,
-            what: str = "query", on_change: bool = False, cache: cov.LegCache | None = None) -> Measurement:
-    """Evaluate ``query`` at ``start + step, ..., end``, keep the points with fresh input
+@dataclass(frozen=True)
+class MeasureRequest:
+    """One signal over one window, as :func:`measure` asks it.
+
+    Attributes:
+        query: the signal's PromQL (one series).
+        start, end: the window (UTC); evaluated at ``start + step, ..., end``.
+        step_seconds: the evaluation step (s).
+        min_samples: fewer finite samples are NO DATA (spec ``verification.min_samples``).
+        what: names the signal in errors, e.g. ``chat/tokens_per_second (guard)``.
+        on_change: the signal is in ``verification.fresh_on_change`` (a sample is fresh
+            while its input does not change).
+    """
+
+    query: str
+    start: dt.datetime
+    end: dt.datetime
+    step_seconds: float
+    min_samples: int
+    what: str = "query"
+    on_change: bool = False
+
+
+def measure(client: PrometheusClient, req: MeasureRequest, cache: cov.LegCache | None = None) -> Measurement:
+    """Evaluate ``req.query`` at ``start + step, ..., end``, keep the points with fresh input
     (:func:`obsctl.baselining.measure.coverage.measure_coverage`; ``on_change``: the signal is in
     ``verification.fresh_on_change``) and summarize them, batch means over equal
     stretches of time (:func:`obsctl.baselining.measure.coverage.time_batch_means`).
@@ -127,7 +149,7 @@ def measure(client: PrometheusClient, query: str, start: dt.datetime, end: dt.da
     field is discarded (``stats`` None, ``reason`` says why), so it is never stored or
     judged.
     """
-    return summarize_answers(read_answers(client, query, start, end, step_seconds, what, on_change, cache), min_samples)
+    return summarize_answers(read_answers(client, req, cache), req.min_samples)
 
 
 @dataclass
@@ -146,8 +168,7 @@ class Answers:
     population: Population
 
 
-def read_answers(client: PrometheusClient, query: str, start: dt.datetime, end: dt.datetime, step_seconds: float,
-                 what: str = "query", on_change: bool = False, cache: cov.LegCache | None = None) -> Answers:
+def read_answers(client: PrometheusClient, req: MeasureRequest, cache: cov.LegCache | None = None) -> Answers:
     """The requests of :func:`measure`, in its order: the range query, the coverage
     queries (:func:`obsctl.baselining.measure.coverage.read_legs`; ``cache``: selectors
     read before for the same window and step are not asked again), the series query.
@@ -157,6 +178,7 @@ def read_answers(client: PrometheusClient, query: str, start: dt.datetime, end: 
     (:meth:`obsctl.promapi.PrometheusClient.query_range` with ``max_series=1``): a query that
     forgot its ``sum()`` is a UsageError naming the series it returns, read in bounded memory
     and time, for ``snapshot-baseline`` and ``verify`` alike."""
+    query, start, end, step_seconds, what, on_change = req.query, req.start, req.end, req.step_seconds, req.what, req.on_change
     try:  # a signal returns one series: reading stops where a second one would not fit
         result = client.query_range(query, start.timestamp() + step_seconds, end.timestamp(), step_seconds, max_series=1)
     except TooManySeries as exc:

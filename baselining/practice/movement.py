@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from obsctl.baselining.measure.window import Measurement, measure
+from obsctl.baselining.measure.window import Measurement, MeasureRequest, measure
 from obsctl.baselining.statistics import comparison
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory, pooled_memory
 from obsctl.promapi import PrometheusClient
@@ -282,19 +282,36 @@ def _longer(a: MemoryModel | None, b: MemoryModel | None) -> MemoryModel | None:
     return b if b.tau_seconds > a.tau_seconds else a
 
 
-def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, end: dt.datetime, *, min_effect: float,
-             confidence: float = 0.95, reviews: int = DEFAULT_REVIEWS, min_samples: int = 10, min_coverage: float = 0.9,
-             on_change: bool = False, measurement: Measurement | None = None, history_seconds: float = 0.0) -> Movement:
+@dataclass(frozen=True)
+class Criteria:
+    """What a movement test holds a window to (spec ``verification``, as ``verify``).
+
+    Attributes:
+        min_effect: the minimum effect (ratio, ``verification.min_effect_ratio``).
+        confidence: the level over the baseline's life (``verification.confidence``).
+        reviews: reviews of the baseline's life the error is spread over (>= 1).
+        min_samples: fewer finite samples in the window are NO DATA (``verification.min_samples``).
+        min_coverage: real-sample coverage below this caps the verdict (``verification.min_coverage_ratio``).
+        on_change: the signal is in ``verification.fresh_on_change``.
+    """
+
+    min_effect: float
+    confidence: float = 0.95
+    reviews: int = DEFAULT_REVIEWS
+    min_samples: int = 10
+    min_coverage: float = 0.9
+    on_change: bool = False
+
+
+def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, end: dt.datetime, criteria: Criteria, *,
+             measurement: Measurement | None = None, history_seconds: float = 0.0) -> Movement:
     """Whether the signal of ``baseline`` moved over ``(start, end]`` (module doc).
 
     Args:
         client: the Prometheus client.
         baseline: the stored baseline, with its samples (``Store.current_baseline``).
         start, end: the window (UTC); the step is :func:`window_step` of the baseline's.
-        min_effect: the minimum effect (ratio, spec ``verification.min_effect_ratio``).
-        confidence: the level over the baseline's life (spec ``verification.confidence``).
-        reviews: reviews of the baseline's life the error is spread over (>= 1).
-        min_samples, min_coverage, on_change: as ``verify`` (spec ``verification``).
+        criteria: the minimum effect, the level and the data the window must hold (:class:`Criteria`).
         measurement: the window already measured at :func:`window_step` (no request then).
         history_seconds: read this much of the signal before the baseline's end (one range
             query, :func:`obsctl.baselining.measure.history.read_history`; when Prometheus
@@ -309,9 +326,10 @@ def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, e
     from obsctl.baselining.decide.caps import cap_verdict
     from obsctl.baselining.decide.sides import columns, memory_of
 
+    min_effect, confidence, reviews, min_samples = criteria.min_effect, criteria.confidence, criteria.reviews, criteria.min_samples
     step = window_step(baseline.window.step_seconds, start, end)
-    m = measurement or measure(client, baseline.query, start, end, step, min_samples,
-                               what=f"{baseline.workload_class}/{baseline.signal} (drift)", on_change=on_change)
+    m = measurement or measure(client, MeasureRequest(baseline.query, start, end, step, min_samples,
+                                                      what=f"{baseline.workload_class}/{baseline.signal} (drift)", on_change=criteria.on_change))
     level = review_confidence(confidence, reviews)
     common = dict(baseline_id=baseline.id, workload_class=baseline.workload_class, signal=baseline.signal, start=start, end=end,
                   confidence=level, reviews=max(1, int(reviews)), population=m.population, samples=len(m.samples))
@@ -339,7 +357,7 @@ def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, e
                      step_at=dt.datetime.fromtimestamp(d.step.at, dt.UTC) if d.step is not None else None)
     else:
         j = judge_movement(*sides, step, memory_of(baseline), baseline.direction, min_effect, confidence, reviews)
-    verdict, reason = cap_verdict(j.verdict, j.reason, m, baseline, min_coverage)
+    verdict, reason = cap_verdict(j.verdict, j.reason, m, baseline, criteria.min_coverage)
     return Movement(verdict=verdict, moved=verdict in MOVED_VERDICTS, change=j.change, low=j.low, high=j.high,
                     baseline_mean=j.baseline_mean if j.baseline_mean is not None else baseline.stats.mean,
                     window_mean=j.window_mean if j.window_mean is not None else m.stats.mean, reason=reason, **common, **drift)

@@ -36,13 +36,13 @@ import datetime as dt
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from obsctl.baselining.measure.coverage import LegCache
-from obsctl.baselining.measure.window import Measurement, measure
+from obsctl.baselining.measure.window import Measurement, MeasureRequest, measure
 from obsctl.baselining.practice import targets as target_rules
 from obsctl.baselining.practice.drift import HISTORY_SECONDS as DRIFT_HISTORY_SECONDS
-from obsctl.baselining.practice.movement import Movement, movement, window_step
+from obsctl.baselining.practice.movement import Criteria, Movement, movement, window_step
 from obsctl.durations import format_duration, parse_duration
 from obsctl.formatting import format_number, format_percent
 from obsctl.promapi import PrometheusClient
@@ -50,6 +50,9 @@ from obsctl.records import Baseline, Initiative, Population
 from obsctl.rules import canonical as C
 from obsctl.spec import CADENCE_SECONDS, Spec, WorkloadClass, value_bound_error
 from obsctl.timeutil import align_down, rfc3339
+
+if TYPE_CHECKING:
+    from obsctl.baselining.store import Store
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
@@ -312,10 +315,10 @@ def review(spec: Spec, store, client: PrometheusClient, as_of: dt.datetime, clas
                 futures.append(pool.submit(_measure, client, spec, b, start, end, legs))
             return futures[k].result()
 
+        run = _Pass(spec, store, client, as_of, write_anchors, fleet)
         for n, wc in enumerate(chosen, start=1):
-            got = _review_class(spec, store, client, wc, cadences[wc.name], costs[wc.name], as_of, write_anchors, fleet,
-                                idle[wc.name], shares.get(wc.name, {}), fired.get(wc.name, []),
-                                lambda sig, name=wc.name: _read(plan, reads, measured, name, sig))
+            figures = _ClassFigures(cadences[wc.name], costs[wc.name], idle[wc.name], shares.get(wc.name, {}), fired.get(wc.name, []))
+            got = _review_class(run, wc, figures, lambda sig, name=wc.name: _read(plan, reads, measured, name, sig))
             findings += got
             progress(f"[{n}/{len(chosen)}] {wc.name} ... {len(got)} finding{'' if len(got) == 1 else 's'}")
     if not classes:
@@ -329,11 +332,39 @@ def _read(plan: dict, reads: list, measured: Callable, wc: str, sig: str) -> tup
     return (None, None) if k is None else (reads[k][0], measured(k))
 
 
-def _review_class(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass, cadence: str, cost: float | None,
-                  as_of: dt.datetime, write_anchors: bool, fleet: dict, idle: float | None, shares: dict[str, float], fired: list[str],
+@dataclass(frozen=True)
+class _Pass:
+    """What every class's review in one :func:`review` reads from: the spec, the store, the
+    Prometheus client, the instant reviewed, whether target anchors are written, and the
+    fleet's cost per token (``{class: (accelerator model, USD per 1M tokens)}``)."""
+
+    spec: Spec
+    store: Store
+    client: PrometheusClient
+    as_of: dt.datetime
+    write_anchors: bool
+    fleet: dict
+
+
+@dataclass(frozen=True)
+class _ClassFigures:
+    """The figures read for one class before its review: its cadence, its cost and idle
+    cost (USD/month, None: unknown), its saturation shares over its period
+    (``{state: share}``) and the regression alerts that fired in it."""
+
+    cadence: str
+    cost: float | None
+    idle: float | None
+    shares: dict[str, float]
+    fired: list[str]
+
+
+def _review_class(run: _Pass, wc: WorkloadClass, figures: _ClassFigures,
                   read: Callable[[str], tuple[Baseline | None, Measurement | None]]) -> list[Finding]:
     from obsctl.rules.signals import class_signals
 
+    spec, store, as_of = run.spec, run.store, run.as_of
+    cadence, cost, idle, shares, fired = figures.cadence, figures.cost, figures.idle, figures.shares, figures.fired
     period = CADENCE_SECONDS[cadence]
     out: list[Finding] = []
     if not wc.owner:
@@ -344,8 +375,8 @@ def _review_class(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass
     levels: dict[str, float | None] = {}
     for sig in class_signals(spec, wc):
         b, m = read(sig.name)
-        out += _review_signal(spec, client, wc, sig, period, as_of, bool(active), levels, b, m)
-    out += _review_targets(spec, store, client, wc, period, cost, as_of, write_anchors, levels, initiatives)
+        out += _review_signal(run, wc, sig, period, bool(active), levels, b, m)
+    out += _review_targets(run, wc, period, cost, levels, initiatives)
     out += _review_initiatives(spec, wc, initiatives, period, as_of)
     out += _regression_alerts(wc, fired, period, as_of)
     if not shares:
@@ -354,7 +385,7 @@ def _review_class(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass
                            f"(no {C.SATURATION_STATE} series): a throughput change may only be demand",
                            f"give {wc.name} a source or a queue/latency signal and regenerate the rules (obsctl rules generate)",
                            wc.owner, {"period_seconds": period}))
-    opportunity = _opportunity(spec, wc, cadence, cost, fleet, idle, shares)
+    opportunity = _opportunity(spec, wc, cadence, cost, run.fleet, idle, shares)
     if opportunity is not None:
         out.append(opportunity)
     return out
@@ -393,10 +424,11 @@ def _regression_alerts(wc: WorkloadClass, fired: list[str], period: float, as_of
                     wc.owner, {"alerts": fired, "start": rfc3339(start), "end": rfc3339(as_of)})]
 
 
-def _review_signal(spec: Spec, client: PrometheusClient, wc: WorkloadClass, sig, period: float, as_of: dt.datetime,
-                   initiative_active: bool, levels: dict, b: Baseline | None, m: Measurement | None) -> list[Finding]:
+def _review_signal(run: _Pass, wc: WorkloadClass, sig, period: float, initiative_active: bool, levels: dict,
+                   b: Baseline | None, m: Measurement | None) -> list[Finding]:
     """One signal's findings from its current baseline ``b`` and the measurement ``m`` of
     its window (:func:`movement_window`; None when that is empty)."""
+    spec, client, as_of = run.spec, run.client, run.as_of
     cfg = spec.verification
     name = f"{wc.name}/{sig.name}"
     if b is None:
@@ -430,9 +462,9 @@ def _review_signal(spec: Spec, client: PrometheusClient, wc: WorkloadClass, sig,
                         f"take a new baseline (obsctl snapshot-baseline --class {wc.name} --signal {sig.name}); the old one no longer describes this workload",
                         wc.owner, {**evidence, "changes": changed, "baseline_series": b.population.series_count,
                                    "window_series": m.population.series_count})]
-    mv = movement(client, b, start, end, min_effect=cfg.min_effect_ratio, confidence=cfg.confidence,
-                  reviews=reviews_per_life(spec, period), min_samples=cfg.min_samples, min_coverage=cfg.min_coverage_ratio,
-                  on_change=sig.name in cfg.fresh_on_change, measurement=m, history_seconds=DRIFT_HISTORY_SECONDS)
+    criteria = Criteria(min_effect=cfg.min_effect_ratio, confidence=cfg.confidence, reviews=reviews_per_life(spec, period),
+                        min_samples=cfg.min_samples, min_coverage=cfg.min_coverage_ratio, on_change=sig.name in cfg.fresh_on_change)
+    mv = movement(client, b, start, end, criteria, measurement=m, history_seconds=DRIFT_HISTORY_SECONDS)
     if mv.verdict == "NO_DATA":
         return [Finding("data_missing", wc.name, sig.name, "warning", None, f"{name}: no usable data over the last period ({mv.reason})",
                         f"check that {wc.name}'s {sig.name} series are scraped and fresh", wc.owner, {**evidence, **mv.as_dict()})]
@@ -484,8 +516,8 @@ def _measure(client: PrometheusClient, spec: Spec, b: Baseline, start: dt.dateti
     if start >= end:
         return None
     cfg = spec.verification
-    return measure(client, b.query, start, end, window_step(b.window.step_seconds, start, end), cfg.min_samples,
-                   what=f"{b.workload_class}/{b.signal} (review)", on_change=b.signal in cfg.fresh_on_change, cache=cache)
+    return measure(client, MeasureRequest(b.query, start, end, window_step(b.window.step_seconds, start, end), cfg.min_samples,
+                                          what=f"{b.workload_class}/{b.signal} (review)", on_change=b.signal in cfg.fresh_on_change), cache)
 
 
 # --- targets ---------------------------------------------------------------------------------
@@ -555,8 +587,9 @@ def progress_phrase(st: target_rules.TargetState, unit: str) -> str:
             f"target {format_number(st.value)})")
 
 
-def _review_targets(spec: Spec, store, client: PrometheusClient, wc: WorkloadClass, period: float, cost: float | None,
-                    as_of: dt.datetime, write_anchors: bool, levels: dict, initiatives: list[Initiative]) -> list[Finding]:
+def _review_targets(run: _Pass, wc: WorkloadClass, period: float, cost: float | None, levels: dict,
+                    initiatives: list[Initiative]) -> list[Finding]:
+    spec, store, as_of = run.spec, run.store, run.as_of
     out = []
     band = spec.review
     for t in spec.targets:
@@ -565,7 +598,7 @@ def _review_targets(spec: Spec, store, client: PrometheusClient, wc: WorkloadCla
         sig = spec.signal(t.signal)
         name = f"{wc.name}/{t.signal}"
         owner = t.owner or wc.owner
-        record = target_rules.anchor(store, t, as_of, write=write_anchors)
+        record = target_rules.anchor(store, t, as_of, write=run.write_anchors)
         base = store.current_baseline(wc.name, t.signal, samples=False)
         current = levels.get(t.signal)
         st = target_rules.state(t, sig, record, current, base.stats.mean if base else None, as_of)

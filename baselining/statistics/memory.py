@@ -321,7 +321,7 @@ def pooled_memory(sides: list[tuple[np.ndarray, np.ndarray]], step_seconds: floa
         if not gammas:
             return None
         length = min(g.size for g in gammas)
-        gamma = sum(w * g[:length] for w, g in zip(weights, gammas)) / n_total
+        gamma = sum(w * g[:length] for w, g in zip(weights, gammas, strict=True)) / n_total
         if not gamma[0] > 0:
             return None
         r = gamma / gamma[0]

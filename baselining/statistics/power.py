@@ -163,21 +163,40 @@ def _equal_lengths(curve: _Curve, margin: float, z: float, c: float, confidence:
     return steps
 
 
-def plan(memory: MemoryModel, baseline: Side, step_seconds: float, effect: float, confidence: float, margin: float,
-         default_window_seconds: float, power: float = 0.9, max_seconds: float = MAX_PLAN_SECONDS) -> Plan:
-    """Window lengths for ``effect`` and for NO_CHANGE, and the smallest detectable effect.
+@dataclass(frozen=True)
+class PlanRequest:
+    """What :func:`plan` is asked to plan for.
+
+    Attributes:
+        effect: expected relative change (+0.05 = +5 %; its sign does not matter).
+        confidence: two-sided level over all looks (spec ``verification.confidence``).
+        margin: the minimum effect, ``verification.min_effect_ratio`` (NO_CHANGE within it).
+        default_window_seconds: the spec's default window (s; for the smallest effect).
+        power: target power (default 0.9, ``verification.power``).
+        max_seconds: the longest window searched (s).
+    """
+
+    effect: float
+    confidence: float
+    margin: float
+    default_window_seconds: float
+    power: float = 0.9
+    max_seconds: float = MAX_PLAN_SECONDS
+
+
+def plan(memory: MemoryModel, baseline: Side, step_seconds: float, request: PlanRequest) -> Plan:
+    """Window lengths for ``request.effect`` and for NO_CHANGE, and the smallest detectable effect.
 
     Args:
         memory: the baseline's memory model; baseline: its side estimate (mean, v_x).
         step_seconds: the verification step (s).
-        effect: expected relative change (+0.05 = +5 %; its sign does not matter).
-        confidence: two-sided level over all looks; margin: ``min_effect_ratio``.
-        default_window_seconds: the spec's default window (for the smallest effect).
-        power: target power (default 0.9).
+        request: the effect, level, margin, default window and power (:class:`PlanRequest`).
 
     Raises:
         ValueError: baseline mean 0 or effect 0.
     """
+    effect, confidence, margin, power = request.effect, request.confidence, request.margin, request.power
+    default_window_seconds, max_seconds = request.default_window_seconds, request.max_seconds
     if baseline.mean == 0:
         raise ValueError("the baseline mean is 0: a relative effect has no scale")
     if effect == 0:

@@ -196,7 +196,7 @@ def _clock_event_reasons(call: Call, h: Any, st: FieldCache, out: Out) -> None:
             raise
         st.event_reasons_fn = "nvmlDeviceGetCurrentClocksThrottleReasons"
         mask = call(st.event_reasons_fn, h)
-    out += [pair[1] if mask & bit else pair[0] for pair, bit in zip(st.labels.reason_samples, REASON_BITS)]
+    out += [pair[1] if mask & bit else pair[0] for pair, bit in zip(st.labels.reason_samples, REASON_BITS, strict=True)]
 
 
 def _ecc(call: Call, h: Any, st: FieldCache, out: Out) -> None:
@@ -244,7 +244,7 @@ def _nvlink(call: Call, h: Any, st: FieldCache, out: Out) -> None:
         return
     states = call.each_uint("nvmlDeviceGetNvLinkState", h, st.nvlinks)  # all read, then published
     pairs = st.labels.link_samples
-    out += [pairs[link][1] if up else pairs[link][0] for link, up in zip(st.nvlinks, states)]
+    out += [pairs[link][1] if up else pairs[link][0] for link, up in zip(st.nvlinks, states, strict=True)]
 
 
 #: The member of nvmlValue_t that holds a field value, by its valueType (nvml.h nvmlValueType_t).
@@ -261,7 +261,7 @@ def _nvlink_errors(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     wanted = st.nvlink_errors
     values = call.field_values(h, tuple(NVML_FI_NVLINK_ERROR_TOTALS[k] for k in wanted))
     labels, found, keep = st.labels.nvlink_errors, [], []
-    for k, v in zip(wanted, values):
+    for k, v in zip(wanted, values, strict=True):
         code = v.nvmlReturn
         if code == 0:
             n = float(getattr(v.value, _VALUE_MEMBER[v.valueType]))
@@ -280,7 +280,7 @@ def _pcie_throughput(call: Call, h: Any, st: FieldCache, out: Out) -> None:
     # Blocks ~20 ms per direction on real drivers: only read when enabled (pcie_throughput=True).
     values = call.each("nvmlDeviceGetPcieThroughput", h, (0, 1))  # NVML_PCIE_UTIL_TX_BYTES, _RX_BYTES
     out += [_new(Sample, ("obsctl_gpu_pcie_throughput_bytes_per_second", labels, float(v) * KIB, None, None, None))
-            for labels, v in zip(st.labels.pcie, values)]
+            for labels, v in zip(st.labels.pcie, values, strict=True)]
 
 
 #: (key, reader) in scrape order; keys name the NOT_SUPPORTED cache entries.

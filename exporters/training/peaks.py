@@ -41,7 +41,7 @@ T = 1e12
 
 def _p(fp32: float, tf32: float | None, bf16: float | None, fp16: float | None, fp8: float | None) -> dict[str, float]:
     # Arguments in dense TFLOP/s; None: no such path on this GPU.
-    values = dict(zip(DTYPES, (fp32, tf32, bf16, fp16, fp8)))
+    values = dict(zip(DTYPES, (fp32, tf32, bf16, fp16, fp8), strict=True))
     return {dtype: tflops * T for dtype, tflops in values.items() if tflops is not None}
 
 

@@ -16,9 +16,9 @@ import yaml
 from click.testing import CliRunner
 
 from obsctl.baselining.commands.cli import snapshot_baseline, verify
-from obsctl.stack import free_port
 from support.faultkit import seed_store, tree_digest, write_fault_spec
 from support.faultproxy import HUGE_BYTES
+from support.servers import free_port
 
 API = r"/api/v1/(query_range|query|series)"
 # (mode, exit code, regex the one error line must match after "obsctl: error: ")

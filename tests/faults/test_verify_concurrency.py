@@ -26,10 +26,10 @@ import yaml
 from click.testing import CliRunner
 
 from obsctl.baselining.commands.cli import verify
-from obsctl.stack import free_port
 from support.faultkit import seed_store, tree_digest, write_fault_spec
 from support.history import LATENCY, METRIC, QUALITY
 from support.polling import wait_until
+from support.servers import free_port
 
 #: Six guard signals of the steady class (quality and saturation categories), sorted by name.
 GUARDS = [
@@ -244,7 +244,7 @@ def test_six_guards_match_the_sequential_evaluation(proxy, gspec, store, history
     # The first look of each guard's sequence, as verify judged it.
     look = LookContext(1, planned, None, spec.verification.confidence)
     expected = [judge_guard(spec, b, measure_guard(spec, client, b, start, end, w["step_seconds"]), look, len(chosen))[0] for b in chosen]
-    for g, e in zip(got["guards"], expected):
+    for g, e in zip(got["guards"], expected, strict=True):
         assert (g["signal"], g["verdict"], g["baseline_id"]) == (e.signal, e.verdict, e.baseline_id)
         assert g["window_mean"] == pytest.approx(e.window_mean, rel=1e-12, abs=0)
         assert (g["change_ratio"] is None) == (e.change_ratio is None)

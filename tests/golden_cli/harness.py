@@ -69,6 +69,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 # Fixed history: 2025-11-03T00:00:00Z (a Monday) for four days at one sample a minute.
@@ -118,7 +119,7 @@ def history() -> dict[str, dict[str, dict[int, float]]]:
     errors: dict[str, dict[int, float]] = {}
     for cls in CLASSES:
         noise, err_noise = _ar1(rng, n, sd[cls]), _ar1(rng, n, 0.0005)
-        for ts, e, ee in zip(stamps, noise, err_noise):
+        for ts, e, ee in zip(stamps, noise, err_noise, strict=True):
             if cls == "rerank" and ts > START:
                 continue  # the series vanish at the change
             base = level[cls] * (1.2 if cls == "chat" and ts > START else 1.0)
@@ -172,7 +173,7 @@ class Prometheus:
             "--storage.tsdb.retention.time=36500d",
             "--query.lookback-delta=5m",
         ]
-        from obsctl.stack import state_problem
+        from support.servers import state_problem
 
         problem = state_problem(argv)
         if problem:
@@ -181,7 +182,7 @@ class Prometheus:
         self._log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.workdir)
         from obsctl.errors import ObsctlError
-        from obsctl.stack import wait_ready
+        from support.servers import wait_ready
 
         try:  # a deadline on progress: a start-up slowed down by a busy machine is waited for
             wait_ready(f"{self.url}/-/ready", timeout, self.proc)
@@ -557,7 +558,7 @@ def round_floats(text: str, digits: int = FLOAT_DIGITS) -> str:
 
 def _json_output(case: dict) -> bool:
     argv = case.get("argv") or []
-    return any(a == "--output" and b == "json" for a, b in zip(argv, argv[1:]))
+    return any(a == "--output" and b == "json" for a, b in pairwise(argv))
 
 
 def comparable(case: dict) -> dict:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from obsctl.stack import Prometheus, Pushgateway
 from support.polling import wait_until
 from support.prometheus import scraped
+from support.servers import Prometheus, Pushgateway
 
 SCRIPT = Path(__file__).resolve().parent / "batch_job_script.py"
 GROUP = 'job="qa-eval",instance="ci-runner"'
@@ -93,7 +93,7 @@ def test_batch_job_values_stay_are_replaced_and_dated(stack):
 
 def test_refused_and_unreachable_pushes_are_one_readable_line(tmp_path, caplog):
     from obsctl.exporters.training.batch import BatchJob, PushError
-    from obsctl.stack import free_port
+    from support.servers import free_port
 
     gateway = Pushgateway(tmp_path / "pgw").start()
     try:
@@ -126,7 +126,7 @@ def test_url_credentials_reach_a_gateway_that_requires_basic_auth(tmp_path):
     import yaml
 
     from obsctl.exporters.training.batch import BatchJob, PushError
-    from obsctl.stack import free_port, spawn
+    from support.servers import free_port, spawn
 
     port = free_port()
     web = tmp_path / "web.yml"

@@ -52,7 +52,7 @@ class History:
                 e[k] = 0.8 * e[k - 1] + shocks[k]
             weekend = np.isin(((t - 345_600) // DAY) % 7, (5, 6))  # 1970-01-05 was a Monday
             y = 1000.0 * np.where(weekend, 0.9, 1.0) * np.where(t > self.t_c, 1 + GAIN[cls], 1.0) * np.exp(e)
-            self.series[cls] = dict(zip(t.tolist(), np.round(y, 6).tolist()))
+            self.series[cls] = dict(zip(t.tolist(), np.round(y, 6).tolist(), strict=True))
         self.url = ""
 
     def iso(self, ts: float) -> str:

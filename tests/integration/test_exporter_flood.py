@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from obsctl.stack import free_port
 from support.exporter_flood import run_flood, start_exporter
+from support.servers import free_port
 
 NOFILE = 256
 FLOOD_SECONDS = 10.0

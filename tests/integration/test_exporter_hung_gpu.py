@@ -16,8 +16,8 @@ from pathlib import Path
 import requests
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 
-from obsctl.stack import free_port, wait_ready
 from support import stubnvml
+from support.servers import free_port, wait_ready
 
 HUNG = 3
 PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"

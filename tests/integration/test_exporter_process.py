@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from obsctl.stack import Prometheus, free_port, require_binary, wait_ready
+from obsctl.processes import require_binary
 from support.prometheus import scraped
+from support.servers import Prometheus, free_port, wait_ready
 
 
 def exporter_argv() -> list[str]:

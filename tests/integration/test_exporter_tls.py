@@ -34,11 +34,11 @@ import bcrypt
 import pytest
 import requests
 
-from obsctl.stack import Prometheus, free_port
 from support.dcgm_standin import DcgmStandIn
 from support.openssl_certs import Pki, issue, make_pki
 from support.polling import wait_until
 from support.prometheus import scraped
+from support.servers import Prometheus, free_port
 
 PASSWORD = "hunter2-s3cret-pw"
 HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()

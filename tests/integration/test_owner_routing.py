@@ -24,9 +24,9 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from obsctl.baselining.store import Store
 from obsctl.rules.routes import ROUTES_FILE, UNOWNED
-from obsctl.stack import Alertmanager, Prometheus, free_port
 from support.polling import wait_until
 from support.rules_fixtures import baseline
+from support.servers import Alertmanager, Prometheus, free_port
 from support.webhook import WebhookReceiver
 
 OWNER_A, OWNER_B = 'team "a"\\x', "team-b"

@@ -26,9 +26,9 @@ from obsctl.dashboards import inference, loop_overview
 from obsctl.records import Initiative
 from obsctl.rules.loop_series import INITIATIVE_EVENT, REVIEW_INITIATIVE_DUE
 from obsctl.spec import load_spec
-from obsctl.stack import Prometheus, Pushgateway, free_port
 from support import ledger_store as L
 from support.prometheus import Served, scraped
+from support.servers import Prometheus, Pushgateway, free_port
 from support.store_records import T0
 
 

@@ -31,7 +31,7 @@ import yaml
 from click.testing import CliRunner
 
 from obsctl.baselining.practice import targets as target_rules
-from obsctl.baselining.snapshot import snapshot
+from obsctl.baselining.snapshot import SnapshotRequest, snapshot
 from obsctl.baselining.store import Store
 from obsctl.cli import cli
 from obsctl.promapi import PrometheusClient
@@ -94,11 +94,11 @@ class Fleet:
                 if name != metric:
                     continue
                 text = ",".join(f'{k}="{v}"' for k, v in labels)
-                lines += [f"{metric}{{{text}}} {v:.6f} {t}" for t, v in zip(self.times, values) if np.isfinite(v)]
+                lines += [f"{metric}{{{text}}} {v:.6f} {t}" for t, v in zip(self.times, values, strict=True) if np.isfinite(v)]
         for metric, labels, values in ((IDLE, 'workload_class="chat"', self.idle), (COST, 'workload_class="chat"', self.cost),
                                        (UNATTRIBUTED, "", self.unattributed)):
             lines.append(f"# TYPE {metric.replace(':', '_')} gauge")
-            lines += [f"{metric}{{{labels}}} {v:.6f} {t}" for t, v in zip(self.times, values)]
+            lines += [f"{metric}{{{labels}}} {v:.6f} {t}" for t, v in zip(self.times, values, strict=True)]
         lines.append("# EOF")
         return "\n".join(lines) + "\n"
 
@@ -155,7 +155,7 @@ def _seed(spec, fleet: Fleet) -> None:
     client, store = PrometheusClient.from_spec(spec), Store(spec.store_path())
     for classes, signals, end in ((["chat"], None, -3), (["embed"], None, -8), (["rank"], ["util"], -3), (["batch"], None, -11),
                                   (["vision"], None, -6)):
-        report = snapshot(spec, client, store, classes, signals, "1d", _at(fleet, end))
+        report = snapshot(spec, client, store, SnapshotRequest(classes, signals, "1d", _at(fleet, end)))
         assert len(report.stored) == len(signals or ["tps", "util"]), [o.reason for o in report.outcomes]
     embed = store.current_baseline("embed", "tps", samples=False)
     for t in spec.targets:

@@ -29,11 +29,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from obsctl.baselining.measure.window import measure
+from obsctl.baselining.measure.window import MeasureRequest, measure
 from obsctl.cli import cli
 from obsctl.promapi import PrometheusClient
-from obsctl.stack import Prometheus
 from support.prometheus import scraped
+from support.servers import Prometheus
 
 GAUGE = "vllm:avg_generation_throughput_toks_per_s"
 MODEL = "facebook/opt-125m"
@@ -127,7 +127,7 @@ def test_a_window_ending_between_steps_is_clipped_at_its_end(stack):
     prom, _, ready = stack
     end = _utc(ready - 0.4)  # between two scrapes; the next scrape is stored already
     start = end - dt.timedelta(seconds=20.6)
-    m = measure(PrometheusClient(prom.url), f'sum({GAUGE}{{job="vllm",model_name="{MODEL}"}})', start, end, 1.0, 10)
+    m = measure(PrometheusClient(prom.url), MeasureRequest(f'sum({GAUGE}{{job="vllm",model_name="{MODEL}"}})', start, end, 1.0, 10))
     c = m.coverage
     assert c.grid_points == 20  # whole steps of the 20.6 s window; a 21st point would lie past the end
     assert c.last_real_sample is not None and c.last_real_sample <= end

@@ -37,9 +37,9 @@ import yaml
 from obsctl.baselining.store import Store
 from obsctl.baselining.verify import VERDICT_EXIT_CODES
 from obsctl.records import Initiative, Statistics, VerificationResult, Window
-from obsctl.stack import Prometheus, Pushgateway, free_port
 from support import rollouts as R
 from support.prometheus import Served, scraped, served_history
+from support.servers import Prometheus, Pushgateway, free_port
 from support.store_records import T0, make_baseline
 
 ROLLOUTS = R.CRD_DIR.parents[2] / "deploy" / "rollouts"
@@ -71,7 +71,7 @@ class History:
         for cls, gain in GAIN.items():
             for track, g in (("stable", 0.0), ("canary", gain)):
                 y = 500.0 * cyc * np.exp(_ar1(rng, stamps.size)) * np.where(after, 1 + g, 1.0)
-                self.series[(cls, track)] = dict(zip(stamps.tolist(), np.round(y, 6).tolist()))
+                self.series[(cls, track)] = dict(zip(stamps.tolist(), np.round(y, 6).tolist(), strict=True))
 
     def iso(self, ts: float) -> str:
         return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -21,9 +21,9 @@ import yaml
 
 from obsctl.baselining.store import Store
 from obsctl.exporters.sdk import Workload
-from obsctl.stack import Alertmanager, Prometheus, free_port, spawn, wait_ready
 from support.polling import wait_until
 from support.prometheus import unix_seconds
+from support.servers import Alertmanager, Prometheus, free_port, spawn, wait_ready
 from support.workload_spec import BASELINE_TOKENS_PER_SECOND, baseline, spec_dict
 
 QUEUE_WAIT_SECONDS = 0.3

@@ -18,8 +18,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from obsctl.stack import ManagedProcess, free_port, wait_ready
 from support.polling import wait_until
+from support.servers import ManagedProcess, free_port, wait_ready
 
 HERE = Path(__file__).resolve().parent
 LABELS = {"model": "tiny", "workload": "mp-web"}
@@ -61,7 +61,7 @@ def test_workers_sum_and_dead_worker_gauges_leave(gunicorn):
     with ThreadPoolExecutor(4) as pool:
         for round_ in range(20):  # concurrent slow requests make the second worker accept too
             ns = [round_ * 4 + i + 1 for i in range(4)]
-            for n, resp in zip(ns, pool.map(lambda n: requests.get(f"{app}/work", params={"n": n, "sleep": 0.1}, timeout=10), ns)):
+            for n, resp in zip(ns, pool.map(lambda n: requests.get(f"{app}/work", params={"n": n, "sleep": 0.1}, timeout=10), ns), strict=True):
                 assert resp.status_code == 200
                 sent[int(resp.text)] += 1
                 tokens += n

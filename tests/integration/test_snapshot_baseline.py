@@ -14,7 +14,7 @@ from obsctl.baselining.commands.cli import snapshot_baseline
 from obsctl.baselining.store import Store
 from obsctl.errors import PrometheusUnavailable, UsageError
 from obsctl.promapi import PrometheusClient
-from obsctl.stack import free_port
+from support.servers import free_port
 
 
 def run(cmd, args):

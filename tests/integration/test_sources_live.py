@@ -42,8 +42,8 @@ from obsctl.rules.render import dump_rule_file
 from obsctl.rules.signals import signal_groups
 from obsctl.rules.sources import source_groups
 from obsctl.spec import load_spec
-from obsctl.stack import Prometheus
 from support.prometheus import Served, chain_depth, scraped, settle
+from support.servers import Prometheus
 
 K = 0.25  # per second: a cumulative series with dump value v rises at K * v per second
 WINDOW = "4s"

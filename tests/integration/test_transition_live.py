@@ -39,7 +39,7 @@ def _history() -> str:
             if pod == "chat-1":
                 counter = np.where(times >= RESTART, counter - counter[times < RESTART][-1], counter)  # 0 at the restart's sample
             labels = f'namespace="llm-chat",pod="{pod}",model_name="m"'
-            lines += [f"{name}_total{{{labels}}} {v:.0f} {t}" for t, v in zip(times.tolist(), counter.tolist())]
+            lines += [f"{name}_total{{{labels}}} {v:.0f} {t}" for t, v in zip(times.tolist(), counter.tolist(), strict=True)]
     return "\n".join(lines + ["# EOF", ""])
 
 

@@ -22,8 +22,8 @@ import yaml
 from click.testing import CliRunner
 
 from obsctl.cli import cli
-from obsctl.stack import Alertmanager
 from support.polling import wait_until
+from support.servers import Alertmanager
 from support.victoriametrics import PrometheusShard, VictoriaMetrics, VMAlert
 
 pytestmark = pytest.mark.skipif(shutil.which("victoria-metrics") is None or shutil.which("vmalert") is None,
@@ -121,7 +121,7 @@ def fleet(tmp_path):
         vm = VictoriaMetrics(tmp_path / "vm").start()
         started.append(vm)
         replicas = [CounterTarget("r1"), CounterTarget("r2")]
-        for cluster, replica in zip(("a", "b"), replicas):
+        for cluster, replica in zip(("a", "b"), replicas, strict=True):
             started.append(PrometheusShard(tmp_path / f"prom-{cluster}", scrape_targets={"workload": [replica.address]},
                                            scrape_interval="1s", external_labels={"cluster": cluster},
                                            remote_write=f"{vm.url}/api/v1/write").start())

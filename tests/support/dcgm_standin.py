@@ -30,7 +30,7 @@ import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from obsctl.stack import free_port
+from support.servers import free_port
 
 MODES = ("ok", "html", "html_as_text", "garbage", "error", "huge", "huge_chunked", "slow", "trickle")
 _LINE = b'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-x"} 1\n' * 1000  # 44 KB of valid-looking text

@@ -88,20 +88,20 @@ def build_history(now: float) -> History:
     stamps = [t0 + i * STEP for i in range(n)]
     history = History(t0=t0)
     steady_noise, noisy_noise, vanishing_noise = _ar1(rng, n), _ar1(rng, n), _ar1(rng, n)
-    history.values["steady"] = {ts: round(float((1000.0 if ts <= t0 + HOUR else 1300.0) + e), 6) for ts, e in zip(stamps, steady_noise)}
-    history.values["noisy"] = {ts: round(float(1000.0 + e), 6) for ts, e in zip(stamps, noisy_noise)}
-    history.values["vanishing"] = {ts: round(float(800.0 + e), 6) for ts, e in zip(stamps, vanishing_noise) if ts <= t0 + HOUR}
+    history.values["steady"] = {ts: round(float((1000.0 if ts <= t0 + HOUR else 1300.0) + e), 6) for ts, e in zip(stamps, steady_noise, strict=True)}
+    history.values["noisy"] = {ts: round(float(1000.0 + e), 6) for ts, e in zip(stamps, noisy_noise, strict=True)}
+    history.values["vanishing"] = {ts: round(float(800.0 + e), 6) for ts, e in zip(stamps, vanishing_noise, strict=True) if ts <= t0 + HOUR}
     # Guard series from their own generator, so the series above stay as they were.
     g = np.random.default_rng(20260106)
     after = [ts > t0 + HOUR for ts in stamps]
     degrading_noise = _ar1(g, n)
-    history.values["degrading"] = {ts: round(float((1300.0 if a else 1000.0) + e), 6) for ts, a, e in zip(stamps, after, degrading_noise)}
+    history.values["degrading"] = {ts: round(float((1300.0 if a else 1000.0) + e), 6) for ts, a, e in zip(stamps, after, degrading_noise, strict=True)}
     history.guards[QUALITY] = {
         "steady": {ts: 1.0 for ts in stamps},
-        "degrading": {ts: round(float((0.855 if a else 0.95) + e), 6) for ts, a, e in zip(stamps, after, _ar1(g, n, sd=0.002))},
+        "degrading": {ts: round(float((0.855 if a else 0.95) + e), 6) for ts, a, e in zip(stamps, after, _ar1(g, n, sd=0.002), strict=True)},
     }
-    history.guards[LATENCY] = {cls: {ts: round(float(0.2 + e), 6) for ts, e in zip(stamps, _ar1(g, n, sd=0.001))} for cls in ("steady", "degrading")}
-    history.guards[UTILIZATION] = {"steady": {ts: round(float(0.6 + e), 6) for ts, e in zip(stamps, _ar1(g, n, sd=0.01)) if ts <= t0 + HOUR // 2}}
+    history.guards[LATENCY] = {cls: {ts: round(float(0.2 + e), 6) for ts, e in zip(stamps, _ar1(g, n, sd=0.001), strict=True)} for cls in ("steady", "degrading")}
+    history.guards[UTILIZATION] = {"steady": {ts: round(float(0.6 + e), 6) for ts, e in zip(stamps, _ar1(g, n, sd=0.01), strict=True) if ts <= t0 + HOUR // 2}}
     _prepend(history, np.random.default_rng(20260108))
     return history
 
@@ -119,7 +119,7 @@ def _prepend(history: History, rng: np.random.Generator) -> None:
         sd = 0.0 if constant else float(np.std(list(series.values())[:HOUR // STEP])) * math.sqrt(1 - 0.8**2)
         level = float(np.mean(list(series.values())[:HOUR // STEP])) if not constant else first
         noise = _ar1(rng, n, sd=sd) if sd > 0 else np.zeros(n)
-        before = {ts: round(float(level + e), 6) for ts, e in zip(stamps, noise)}
+        before = {ts: round(float(level + e), 6) for ts, e in zip(stamps, noise, strict=True)}
         series.update(before)
 
 

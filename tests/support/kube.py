@@ -17,7 +17,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-from obsctl.stack import run_progressing
+from obsctl.processes import run_progressing
 
 CRD_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "crds"
 #: Kubernetes version the core objects are validated against (kubernetes-validate bundles its schemas).

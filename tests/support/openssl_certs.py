@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from obsctl.stack import run_progressing
+from obsctl.processes import run_progressing
 
 #: The DNS name of the fault tests' server certificate (not resolvable; sent as SNI).
 SERVER_NAME = "prometheus.obsctl.test"

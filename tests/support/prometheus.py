@@ -36,8 +36,8 @@ from pathlib import Path
 import requests
 import yaml
 
-from obsctl.stack import Prometheus, create_blocks_from_openmetrics
 from support.polling import wait_until
+from support.servers import Prometheus, create_blocks_from_openmetrics
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from obsctl.stack import ManagedProcess, Prometheus, _LoopbackServer, free_port, require_binary, spawn_ready
+from obsctl.processes import require_binary
+from support.servers import ManagedProcess, Prometheus, _LoopbackServer, free_port, spawn_ready
 
 
 @dataclass

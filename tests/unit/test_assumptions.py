@@ -44,7 +44,7 @@ def test_ljung_box_matches_the_direct_formula():
     z[pos] = d
     pairs = [sum(1 for i in pos if i + k in set(pos)) for k in range(1, 4)]
     r = [float(z[k:] @ z[:-k]) / float(d @ d) for k in range(1, 4)]
-    q = n * (n + 2) * sum(rk * rk / c for rk, c in zip(r, pairs))
+    q = n * (n + 2) * sum(rk * rk / c for rk, c in zip(r, pairs, strict=True))
     assert A.ljung_box(pos, e, 3) == pytest.approx(q, rel=1e-12)
 
 

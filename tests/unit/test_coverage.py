@@ -147,7 +147,7 @@ def test_time_batches_equal_count_batches_without_holes_and_skip_empty_stretches
     rng = np.random.default_rng(3)
     grid = START + 15 * np.arange(1, 241)
     values = rng.normal(100, 5, grid.size)
-    samples = list(zip(grid.tolist(), values.tolist()))
+    samples = list(zip(grid.tolist(), values.tolist(), strict=True))
     by_count = [float(np.mean(values[j * 24:(j + 1) * 24])) for j in range(10)]
     assert cov.time_batch_means(samples, START, START + HOUR, 10) == pytest.approx(by_count, rel=1e-12)
     holed = [(t, v) for t, v in samples if not START + 720 < t <= START + 1080]  # batch 2 empty, batch 3 half

@@ -14,8 +14,8 @@ from obsctl.exporters.app import Exporter
 from obsctl.exporters.gpu.collector import GpuCollector
 from obsctl.exporters.gpu.dcgm import DcgmSource
 from obsctl.exporters.gpu.errors import GpuSourceError
-from obsctl.stack import free_port
 from support.dcgm_standin import DcgmStandIn
+from support.servers import free_port
 
 FakeDcgm = DcgmStandIn  # the shared fault-injecting stand-in (tests/support/dcgm_standin.py)
 

@@ -18,7 +18,7 @@ import tracemalloc
 
 import pytest
 
-from obsctl.baselining.measure.window import read_answers
+from obsctl.baselining.measure.window import MeasureRequest, read_answers
 from obsctl.errors import UsageError
 from obsctl.httpconfig import HTTPClientConfig, session_for
 from obsctl.promapi import POINT_BYTES, SERIES_OVERHEAD_BYTES, PrometheusClient, TooManySeries, _SeriesCounter, series_in
@@ -39,7 +39,7 @@ def test_a_query_without_sum_is_named_and_read_in_bounded_memory(raw_server, con
     tracemalloc.start()
     try:
         with pytest.raises(UsageError) as err:
-            read_answers(client(srv.url), query, START, END, STEP, what="chat/tokens_per_second")
+            read_answers(client(srv.url), MeasureRequest(query, START, END, STEP, 10, what="chat/tokens_per_second"))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -150,7 +150,7 @@ def _noisy_baseline():
     ts = [end.timestamp() - 15 * k for k in range(480)][::-1]
     values = list(1000 * (1 + 0.3 * rng.standard_normal(480)))
     b = make_baseline(cls=CLASS, sig=SIGNAL, mean=float(np.mean(values)), created=end)
-    return b.model_copy(update={"samples": list(zip(ts, values)), "window": Window(start=end - dt.timedelta(hours=2), end=end, step_seconds=15),
+    return b.model_copy(update={"samples": list(zip(ts, values, strict=True)), "window": Window(start=end - dt.timedelta(hours=2), end=end, step_seconds=15),
                                 "stats": b.stats.model_copy(update={"sample_count": 480})})
 
 

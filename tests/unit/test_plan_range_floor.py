@@ -41,7 +41,7 @@ def _baseline(query: str) -> Baseline:
     white = Memory(step_seconds=STEP, coefficients=[], rho=[1.0], variance=1.0, mean=1000.0, samples=240, span_seconds=3585.0)
     return Baseline(id="a.t.x", workload_class="a", signal="t", unit="1", direction="higher_is_better", query=query,
                     window=Window(start=start, end=end, step_seconds=STEP), population=Population(series_count=1),
-                    stats=summarize(v.tolist(), 10), created_at=end, samples=list(zip(t.tolist(), v.tolist())), memory=white)
+                    stats=summarize(v.tolist(), 10), created_at=end, samples=list(zip(t.tolist(), v.tolist(), strict=True)), memory=white)
 
 
 def _shortest_steps_ar1(phi: float) -> int:

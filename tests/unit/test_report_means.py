@@ -35,14 +35,14 @@ def _record():
     tb, tw = T0 + STEP * np.arange(1, base.size + 1), T0 + 7200 + STEP * np.arange(1, win.size + 1)
     baseline = Baseline(id="a.t.x", workload_class="a", signal="t", unit="tokens/s", direction="higher_is_better", query="sum(x)",
                         window=_window(T0, base.size), population=Population(series_count=1), stats=summarize(base.tolist(), 10),
-                        created_at=dt.datetime.fromtimestamp(T0 + 3700, UTC), samples=list(zip(tb.tolist(), base.tolist())))
+                        created_at=dt.datetime.fromtimestamp(T0 + 3700, UTC), samples=list(zip(tb.tolist(), base.tolist(), strict=True)))
     # As verify stores it: the comparison's sides are the means of every kept sample.
     b_all, w_all = float(base.mean()), float(win.mean())
     result = VerificationResult(verdict="IMPROVED", primary_verdict="IMPROVED", baseline_id=baseline.id, signal="t",
                                 window=_window(T0 + 7200, win.size), baseline_mean=b_all, window_mean=w_all,
                                 change_ratio=w_all / b_all - 1, ci_low=0.1, ci_high=0.3, confidence=0.95,
                                 window_stats=summarize(win.tolist(), 10), verified_at=dt.datetime.fromtimestamp(T0 + 9000, UTC),
-                                samples=list(zip(tw.tolist(), win.tolist())))
+                                samples=list(zip(tw.tolist(), win.tolist(), strict=True)))
     initiative = Initiative(id="i-1", name="i", lever="batch-size", workload_class="a", primary_signal="t", baseline_id=baseline.id,
                             started_at=dt.datetime.fromtimestamp(T0 + 7200, UTC))
     return initiative, baseline, result, (b_all, w_all)

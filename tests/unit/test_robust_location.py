@@ -156,18 +156,18 @@ def baseline_with(x: np.ndarray, tails: Tails | None) -> Baseline:
     return Baseline(id="c.s.20261102T020000Z", workload_class="c", signal="s", unit="1", direction="higher_is_better", query="q",
                     window=Window(start=t0, end=t0 + dt.timedelta(seconds=x.size * STEP), step_seconds=STEP),
                     population=Population(series_count=1), stats=summarize(x.tolist()), created_at=t0,
-                    samples=list(zip(t.tolist(), x.tolist())), memory=Memory(**data), tails=tails)
+                    samples=list(zip(t.tolist(), x.tolist(), strict=True)), memory=Memory(**data), tails=tails)
 
 
 def test_location_for_names_every_choice(tmp_path):
     rng = np.random.default_rng(3)
     x = spiky_series(rng, 480)
     t = STEP * np.arange(1, x.size + 1)
-    history = list(zip((t - x.size * STEP).tolist(), spiky_series(rng, 480).tolist()))
-    tails = tails_of(history, STEP, STEP, list(zip(t.tolist(), x.tolist())), (t, x), None)
+    history = list(zip((t - x.size * STEP).tolist(), spiky_series(rng, 480).tolist(), strict=True))
+    tails = tails_of(history, STEP, STEP, list(zip(t.tolist(), x.tolist(), strict=True)), (t, x), None)
     assert tails.heavy and tails.memory is not None  # the snapshot fitted the winsorised memory
     clean = 100 + rng.standard_normal(480)
-    assert tails_of(history[:0], STEP, STEP, list(zip(t.tolist(), clean.tolist())), None, None).memory is None
+    assert tails_of(history[:0], STEP, STEP, list(zip(t.tolist(), clean.tolist(), strict=True)), None, None).memory is None
     b = baseline_with(x, tails)
     loc, memory = location_for(spec_of(tmp_path, None), b, None)
     assert loc.robust and "heavy-tailed" in loc.text() and memory.variance == tails.memory.variance
@@ -194,13 +194,13 @@ def test_the_verdict_says_which_location_it_judged(tmp_path):
     rng = np.random.default_rng(5)
     x = spiky_series(rng, 960)
     t = STEP * np.arange(1, x.size + 1)
-    history = list(zip((t - 2 * x.size * STEP).tolist(), spiky_series(rng, 960).tolist()))
-    tails = tails_of(history, STEP, STEP, list(zip(t[:480].tolist(), x[:480].tolist())), (t[:480], x[:480]), None)
+    history = list(zip((t - 2 * x.size * STEP).tolist(), spiky_series(rng, 960).tolist(), strict=True))
+    tails = tails_of(history, STEP, STEP, list(zip(t[:480].tolist(), x[:480].tolist(), strict=True)), (t[:480], x[:480]), None)
     b = baseline_with(x[:480], tails)
     wt = b.window.end.timestamp() + STEP * np.arange(1, 481)
     wx = x[480:] * 1.1
     m = Measurement("q", Window(start=b.window.end, end=b.window.end + dt.timedelta(hours=2), step_seconds=STEP),
-                    list(zip(wt.tolist(), wx.tolist())), Population(series_count=1), summarize(wx.tolist()), columns=(wt, wx))
+                    list(zip(wt.tolist(), wx.tolist(), strict=True)), Population(series_count=1), summarize(wx.tolist()), columns=(wt, wx))
     spec = spec_of(tmp_path, None)
     v, _, est, j = verdict.judge_signal(spec, b, m, LookContext(1, 7200.0, None, 0.95))
     assert j.location.startswith("location: 10 % trimmed mean (cut from each tail), because the baseline is heavy-tailed")

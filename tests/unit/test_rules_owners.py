@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from obsctl.dashboards import loop_overview
+from obsctl.processes import require_binary
 from obsctl.rules import generate as gen
 from obsctl.rules.canonical import TTFT_P95
 from obsctl.rules.loop_series import CLASS_INFO, CLASS_SIGNAL_INFO
 from obsctl.rules.routes import UNOWNED, merged_config, route_tree, routes_file
-from obsctl.stack import require_binary
 from support.promtool import evaluate
 from support.rules_fixtures import SPEC, TRICKY, write_spec
 

@@ -108,7 +108,7 @@ def test_step_context_times_and_counts():
     clock = SteppedClock()
     wl = Workload("embed", labels={"model": "m1"}, clock=clock)
     took = (0.25, 0.125, 0.0625)  # binary fractions: their sums are exact in any order
-    for samples, seconds in zip((8, 8, 5), took):
+    for samples, seconds in zip((8, 8, 5), took, strict=True):
         with wl.step(tokens=samples * 16) as scope:
             clock.advance(seconds)
             scope.samples = samples
@@ -162,7 +162,7 @@ def test_requests_running_while_in_flight(wl):
 def test_serve_exposes_the_registry(wl):
     import requests
 
-    from obsctl.stack import free_port
+    from support.servers import free_port
 
     port = free_port()
     wl.count_samples(3)

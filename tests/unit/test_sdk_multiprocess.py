@@ -146,7 +146,7 @@ def test_wsgi_and_asgi_apps_answer_the_aggregate(tmp_path):
 def test_serve_in_multiprocess_mode_serves_the_aggregate(tmp_path):
     import requests
 
-    from obsctl.stack import free_port
+    from support.servers import free_port
 
     directory = prepare_multiprocess_dir(tmp_path / "mp")
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}

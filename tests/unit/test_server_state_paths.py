@@ -1,5 +1,5 @@
 """Every server a test or the demo starts keeps its state in the folder it is given: the
-start commands of obsctl.stack's Prometheus, Alertmanager and Pushgateway and of the tests'
+start commands of support.servers' Prometheus, Alertmanager and Pushgateway and of the tests'
 VictoriaMetrics and vmalert (captured, not run) set their state paths inside the test's
 folder, and ``spawn`` refuses a server command that would fall back to its package's
 default (Debian's Pushgateway: /var/lib/prometheus/pushgateway.data, the host's)."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from obsctl import stack
 from obsctl.errors import ObsctlError
+from support import servers
 from support import victoriametrics as vm
 
 
@@ -24,9 +24,9 @@ def captured(monkeypatch):
         calls.append(list(argv))
         return None
 
-    monkeypatch.setattr(stack, "spawn_ready", fake)
+    monkeypatch.setattr(servers, "spawn_ready", fake)
     monkeypatch.setattr(vm, "spawn_ready", fake)
-    monkeypatch.setattr(stack, "require_binary", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(servers, "require_binary", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(vm, "require_binary", lambda name: f"/usr/bin/{name}")
     return calls
 
@@ -37,20 +37,20 @@ def flag(argv: list[str], name: str) -> str:
 
 
 def test_every_server_start_sets_its_state_path_inside_the_tests_folder(captured, tmp_path) -> None:
-    stack.Prometheus(tmp_path / "prom").start()
-    stack.Alertmanager(tmp_path / "am").start()
-    stack.Pushgateway(tmp_path / "pg").start()
+    servers.Prometheus(tmp_path / "prom").start()
+    servers.Alertmanager(tmp_path / "am").start()
+    servers.Pushgateway(tmp_path / "pg").start()
     vm.VictoriaMetrics(tmp_path / "vm").start()
     vm.VMAlert(tmp_path / "vmalert", [], datasource="http://x", remote_write="http://x", alertmanager="http://x").start()
-    servers = {Path(argv[0]).name: argv for argv in captured}
-    assert set(servers) == {"prometheus", "prometheus-alertmanager", "prometheus-pushgateway", "victoria-metrics", "vmalert"}
-    paths = {name: flag(argv, f) for name, argv in servers.items() for f in stack.STATE_FLAGS[name]
+    started = {Path(argv[0]).name: argv for argv in captured}
+    assert set(started) == {"prometheus", "prometheus-alertmanager", "prometheus-pushgateway", "victoria-metrics", "vmalert"}
+    paths = {name: flag(argv, f) for name, argv in started.items() for f in servers.STATE_FLAGS[name]
              if f != "--cluster.listen-address"}
     assert set(paths) == {"prometheus", "prometheus-alertmanager", "prometheus-pushgateway", "victoria-metrics"}
     for name, path in paths.items():
         assert Path(path).is_relative_to(tmp_path), (name, path)
-    assert flag(servers["prometheus-alertmanager"], "--cluster.listen-address") == ""
-    assert all(stack.state_problem(argv) == "" for argv in captured)
+    assert flag(started["prometheus-alertmanager"], "--cluster.listen-address") == ""
+    assert all(servers.state_problem(argv) == "" for argv in captured)
 
 
 @pytest.mark.parametrize(("argv", "missing"), [
@@ -63,12 +63,12 @@ def test_every_server_start_sets_its_state_path_inside_the_tests_folder(captured
 ])
 def test_spawn_refuses_a_server_without_its_state_path(tmp_path, argv, missing) -> None:
     with pytest.raises(ObsctlError, match="would keep state outside its folder") as err:
-        stack.spawn("server", argv, tmp_path)
+        servers.spawn("server", argv, tmp_path)
     assert missing in str(err.value)
     assert not (tmp_path / "server.log").exists()  # nothing was started
 
 
 def test_other_programs_and_vmalert_need_no_state_flag() -> None:
-    assert stack.state_problem(["promtool", "check", "rules", "x"]) == ""
-    assert stack.state_problem(["vmalert", "-rule=x"]) == ""
-    assert stack.state_problem(["/usr/bin/python3", "-m", "obsctl.exporters.main"]) == ""
+    assert servers.state_problem(["promtool", "check", "rules", "x"]) == ""
+    assert servers.state_problem(["vmalert", "-rule=x"]) == ""
+    assert servers.state_problem(["/usr/bin/python3", "-m", "obsctl.exporters.main"]) == ""

@@ -53,7 +53,7 @@ def test_range_decoder_equals_validating_path_on_prometheus_values():
     texts = [_go_float(float(v)) for v in values] + ["NaN", "-Inf", "Inf", "1e3", "1E-5", "0.1e+2", "12"]
     times = [1_700_000_000 + 15 * i for i in range(len(texts))]
     times[5], times[9], times[11] = 1_700_000_075.5, 1_700_000_135.123, 1_700_000_165.001
-    raw = _answer(zip(times, texts), extra=',"warnings":["remote store failed"],"infos":["PromQL info: x"]')
+    raw = _answer(zip(times, texts, strict=True), extra=',"warnings":["remote store failed"],"infos":["PromQL info: x"]')
     fast = promapi._fast_range_body(raw)
     assert fast is not None
     assert fast["warnings"] == ["remote store failed"] and fast["infos"] == ["PromQL info: x"]
@@ -119,7 +119,7 @@ def test_fit_history_columns_equal_the_lists_fit_memory_had():
         x[i] = 0.9 * x[i - 1] + rng.normal()
     t = 1_700_000_000 + 60.0 * np.arange(x.size)
     keep = rng.random(x.size) > 0.05  # 5 % holes
-    samples = list(zip(t[keep].tolist(), (1000 + x[keep]).tolist()))
+    samples = list(zip(t[keep].tolist(), (1000 + x[keep]).tolist(), strict=True))
     history, window = samples[:1500], samples[1500:]
     assert len(history) >= MIN_HISTORY_SAMPLES
     for hist, step in ((history, 60.0), ([], 60.0), (history[::2], 120.0)):
@@ -202,7 +202,7 @@ def _samples_with_holes(n=5000, seed=5):
     rng = np.random.default_rng(seed)
     t = 1_700_000_000 + 60.0 * np.arange(n)
     keep = rng.random(n) > 0.03
-    return list(zip(t[keep].tolist(), rng.normal(1000, 20, n)[keep].tolist()))
+    return list(zip(t[keep].tolist(), rng.normal(1000, 20, n)[keep].tolist(), strict=True))
 
 
 def test_columns_give_the_batch_means_memory_and_sidecar_the_tuples_give():
@@ -245,7 +245,7 @@ def test_summarize_answers_columns_are_the_samples():
     m = summarize_answers(answers, 10)
     assert m.dropped > 0 and m.stale > 0
     times, values = m.columns
-    assert list(zip(times.tolist(), values.tolist())) == m.samples
+    assert list(zip(times.tolist(), values.tolist(), strict=True)) == m.samples
     assert m.stats.batch_means == coverage.time_batch_means(m.samples, t0, end.timestamp(), 10)
 
 

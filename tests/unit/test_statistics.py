@@ -5,6 +5,7 @@ published tables)."""
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import group_sequential as sequential
 import numpy as np
@@ -145,7 +146,7 @@ def test_planner_matches_the_normal_formula_at_the_sequence_boundary():
     # d / sqrt(s^2 (1/n + 1/240)) (1 + d)^-1 = c + z_.9, c the boundary of every look.
     model = MemoryModel(15.0, (), (1.0,), 25.0, 100.0, 10**6, 1e9, "history", 1e6)
     base = Side(100.0, 25.0 / 240, 1e6, 240, 240.0, 3600.0, 5.0, "history", 5.0)
-    p = planner.plan(model, base, 15.0, 0.02, 0.95, 0.01, 3600.0, power=0.9)
+    p = planner.plan(model, base, 15.0, planner.PlanRequest(0.02, 0.95, 0.01, 3600.0, power=0.9))
     c = anytime.boundary(5 / (5 + 240), 0.05)
     assert p.boundary_z == pytest.approx(c, rel=1e-12)
     k = (c + sps.norm.ppf(0.9)) * 1.02 / 0.02
@@ -159,7 +160,7 @@ def test_equal_lengths_no_change_uses_the_boundary_of_a_baseline_that_long():
     # boundary that a baseline of n fixes (t_min = (s^2/n) / (s^2/n + s^2/5) = 5 / (5 + n)).
     model = MemoryModel(15.0, (), (1.0,), 25.0, 100.0, 10**6, 1e9, "history", 1e6)
     base = Side(100.0, 25.0 / 240, 1e6, 240, 240.0, 3600.0, 5.0, "history", 5.0)
-    p = planner.plan(model, base, 15.0, 0.02, 0.95, 0.01, 3600.0, power=0.9)
+    p = planner.plan(model, base, 15.0, planner.PlanRequest(0.02, 0.95, 0.01, 3600.0, power=0.9))
     z = sps.norm.ppf(0.95)
     ok = lambda n: 0.01 / math.sqrt(2 * 0.05**2 / n) >= anytime.boundary(5 / (5 + n), 0.05) + z
     n = round(p.no_change_equal_seconds / 15.0)
@@ -183,8 +184,8 @@ def test_boundary_near_one_look_never_falls_below_it():
     t_mins = [0.99999, 0.9999, 0.999, 0.995, 0.99, 0.985, 0.95, 0.9, 0.66, 0.45]
     cs = [anytime.boundary(t, 0.05) for t in t_mins]
     assert cs[0] == pytest.approx(sps.norm.ppf(0.975), abs=1e-3)
-    assert all(b >= a - 1e-9 for a, b in zip(cs, cs[1:])) and cs[0] >= sps.norm.ppf(0.975) - 1e-9
-    assert all(anytime.crossing(c, math.log(1 / t)) >= 2 * sps.norm.sf(c) for c, t in zip(cs, t_mins))
+    assert all(b >= a - 1e-9 for a, b in pairwise(cs)) and cs[0] >= sps.norm.ppf(0.975) - 1e-9
+    assert all(anytime.crossing(c, math.log(1 / t)) >= 2 * sps.norm.sf(c) for c, t in zip(cs, t_mins, strict=True))
 
 
 def test_crossing_at_no_span_is_one_look():

@@ -18,7 +18,7 @@ from obsctl.errors import StoreError
 from support.store_records import make_baseline, make_initiative
 
 BOMB = "".join(f"{c}: &{c} [{','.join(['*' + p] * 9) if p else ','.join(['lol'] * 9)}]\n"
-               for p, c in zip(["", "a", "b", "c", "d", "e", "f", "g", "h"], "abcdefghi"))
+               for p, c in zip(["", "a", "b", "c", "d", "e", "f", "g", "h"], "abcdefghi", strict=True))
 
 
 def _saved(tmp_path):

@@ -39,7 +39,7 @@ def month_samples(seed: int = 1, holes: bool = True) -> list[tuple[float, float]
     if holes:
         keep[1000:1300] = False
         keep[40000:40010] = False
-    return list(zip(times[keep].tolist(), values[keep].tolist()))
+    return list(zip(times[keep].tolist(), values[keep].tolist(), strict=True))
 
 
 def baseline_of(samples, cls="c", sig="s", created=T0) -> Baseline:

@@ -16,7 +16,7 @@ import pytest
 
 from obsctl.errors import UsageError
 from obsctl.exporters.webconfig import load_web_config
-from obsctl.stack import require_binary
+from obsctl.processes import require_binary
 from support.openssl_certs import Pki, make_pki
 
 HASH = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()

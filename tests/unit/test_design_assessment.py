@@ -155,7 +155,7 @@ def test_seasonal_records_the_paired_series_and_the_baselines_memory(spec):
     b = baseline(spec, "tokens_per_joule", T0, START, tb, vb)
     ev = evidence(spec, "seasonal", b, measurement(b.query, START, END, tw, w))
     v = verdict.decide(ev)
-    same_hour = dict(zip(tb.tolist(), vb.tolist()))
+    same_hour = dict(zip(tb.tolist(), vb.tolist(), strict=True))
     d = np.log(w) - np.log([same_hour[t - 86400.0] for t in tw.tolist()])
     # The memory of the baseline around its cycle (the design's documented memory input), fitted as history.
     ht, hv = seasonal.deseasonalized(tb * 1000.0, vb, "day")

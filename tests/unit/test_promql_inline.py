@@ -28,7 +28,7 @@ def test_every_generated_rule_parses_and_prints_back(tmp_path):
     exprs = [r["expr"] for text in files.values() for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
     assert len(exprs) > 100
     printed = [render(parse(e)) for e in exprs]
-    assert all(parse(p) == parse(e) for p, e in zip(printed, exprs))
+    assert all(parse(p) == parse(e) for p, e in zip(printed, exprs, strict=True))
     path = tmp_path / "printed.rules.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "p", "rules": [{"record": f"p:x{i}:y", "expr": p}
                                                                        for i, p in enumerate(printed)]}]}))

@@ -25,5 +25,5 @@ def test_a_halved_variance_is_judged_not_refused():
     res = bench.cell(bench.VARIANCE[0], 20, seed=8202, effects=(0.0, bench.EFFECT), placebo=False)
     null, alt = res[0.0], res[bench.EFFECT]
     assert null.counts.get("assumption", 0) <= 5 and alt.counts.get("assumption", 0) <= 5  # 84 % refused before; 11 % now (docs)
-    assert alt.counts.get("any IMPROVED", 0) >= 12  # +10 % found in most windows
+    assert alt.counts.get("any IMPROVED", 0) >= 9  # +10 % found in about half the windows or more (the later-part check costs some)
     assert null.counts.get("any IMPROVED", 0) + null.counts.get("any REGRESSED", 0) <= 2

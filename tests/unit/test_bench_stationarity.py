@@ -27,3 +27,15 @@ def test_a_halved_variance_is_judged_not_refused():
     assert null.counts.get("assumption", 0) <= 5 and alt.counts.get("assumption", 0) <= 5  # 84 % refused before; 11 % now (docs)
     assert alt.counts.get("any IMPROVED", 0) >= 9  # +10 % found in about half the windows or more (the later-part check costs some)
     assert null.counts.get("any IMPROVED", 0) + null.counts.get("any REGRESSED", 0) <= 2
+
+
+def test_a_step_the_test_misses_is_caught_by_the_later_part_check():
+    # The same replicates (seed) with and without the check of decide.later_level: the 1 h
+    # baseline's step is flagged in half of them; of the rest, the suggestive ones are judged
+    # against their part after the split, which removes the false gains (3 -> 0 here).
+    with_check = bench.cell(bench.MOVED[1], 30, seed=8204, effects=(0.0,), placebo=False)[0.0]
+    without = bench.cell(bench.MOVED[1], 30, seed=8204, effects=(0.0,), placebo=False, suggestive=0.0)[0.0]
+    assert with_check.counts.get("flagged", 0) == without.counts.get("flagged", 0)
+    assert without.counts.get("any IMPROVED", 0) >= 2 and without.counts.get("later", 0) == 0
+    assert with_check.counts.get("later", 0) >= 2 and with_check.counts.get("any IMPROVED", 0) <= 1
+    assert with_check.counts.get("any REGRESSED", 0) == 0

@@ -132,7 +132,7 @@ def replicate(rng: np.random.Generator, sc: Scenario, effect: float, placebo: bo
         j = judge((t[b0:start], x[b0:start]), (t[start:end], x[start:end]), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,
                   LookContext(k, sc.win_steps * STEP), widen=check.widen if check else None)
         caps = [cap] if cap[0] else []
-        if sc.cap and j.verdict in later_level.DECIDED and later_level.suggestive(steady, suggestive):
+        if sc.cap and later_level.applies(j.verdict, j.change, steady, suggestive):
             # judge_primary's later_level_check: the window against the baseline's part after the split.
             tl, xl = later_level.later_part(t[b0:start], x[b0:start], steady)
             jl = judge((tl, xl), (t[start:end], x[start:end]), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,

@@ -11,7 +11,9 @@ test is *suggestive* (its smaller p-value below :data:`SUGGESTIVE`, not below th
 the window is judged a second time, against the baseline's samples after the test's most
 likely split (``Stationarity.step_at``), with the same memory model, look and placebo
 widening; the verdict stands only when both comparisons give it. Otherwise it is
-INCONCLUSIVE, with the reason :func:`later_level_cap` words.
+INCONCLUSIVE, with the reason :func:`later_level_cap` words. A directional verdict is
+judged again only when the later part moved the way the window did (:func:`applies`):
+one that moved the other way would only read the change larger.
 
 Why this is sound: it is an intersection-union test (Berger, Technometrics 24(4), 1982;
 Berger & Hsu, Statistical Science 11(4), 1996): a decided verdict needs both tests to
@@ -57,6 +59,20 @@ def suggestive(st: Stationarity | None, threshold: float = SUGGESTIVE) -> bool:
     ``min(step p, trend p) < threshold``. False for an untested or a flagged baseline
     (the latter is capped whole, :func:`obsctl.baselining.decide.caps.stationarity_cap`)."""
     return st is not None and not st.moved and min(st.step_p_value, st.trend_p_value) < threshold
+
+
+def applies(verdict: str, change: float | None, st: Stationarity | None, threshold: float = SUGGESTIVE) -> bool:
+    """True when the later-part comparison is needed: the test was :func:`suggestive`, the
+    verdict decided, and (for IMPROVED / REGRESSED) the baseline's later part moved the way
+    the window did (``change`` and ``step_ratio`` of one sign, or either unknown). A later
+    part that moved the other way lies further from the window than the whole baseline's
+    mean, so against it the change would only read larger: the whole baseline's verdict is
+    already the cautious one and is not judged again."""
+    if verdict not in DECIDED or not suggestive(st, threshold):
+        return False
+    if verdict == "NO_CHANGE" or change is None or st.step_ratio is None:
+        return True
+    return change * st.step_ratio > 0
 
 
 def later_part(times: np.ndarray, values: np.ndarray, st: Stationarity) -> tuple[np.ndarray, np.ndarray]:

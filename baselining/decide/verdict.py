@@ -327,7 +327,8 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
     verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look, side=side)
     reason = _window_reason(m, cfg.min_samples, verdict, reason)
     caps = caps_for(m, baseline, cfg.min_coverage_ratio) + ([aged_cap] if aged_cap[0] else [])
-    later = later_level_check(spec, baseline, m, look, verdict) if designs.design_of(ev.initiative.design).own_baseline else (None, "")
+    later = (later_level_check(spec, baseline, m, look, verdict, estimate.change if estimate else None)
+             if designs.design_of(ev.initiative.design).own_baseline else (None, ""))
     if later[0]:
         caps.append(later)
     if ev.transition is not None and ev.transition.too_short:  # the window after the change's transition is too short to judge
@@ -351,14 +352,15 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
 
 
 def later_level_check(spec: Spec, baseline: Baseline, m, look: comparison.LookContext | None,
-                      verdict: VerdictName) -> tuple[VerdictName | None, str]:
+                      verdict: VerdictName, change: float | None) -> tuple[VerdictName | None, str]:
     """The cap of :mod:`obsctl.baselining.decide.later_level`: when the baseline's stationarity
-    test was suggestive and the window's verdict decided, the window judged again against the
+    test was suggestive and the window's verdict (its estimate ``change``) decided
+    (:func:`obsctl.baselining.decide.later_level.applies`), the window judged again against the
     baseline's samples from the test's split on (:func:`judge_signal`, same look and memory);
     INCONCLUSIVE when the two disagree. ``(None, "")`` otherwise, and for a baseline loaded
     without its samples (``evidence.gather`` loads them when the test was suggestive)."""
     st = baseline.stationarity
-    if verdict not in later_level.DECIDED or not later_level.suggestive(st) or len(baseline.samples) < 2:
+    if not later_level.applies(verdict, change, st) or len(baseline.samples) < 2:
         return None, ""
     t, v = later_level.later_part(*columns(baseline.samples), st)
     part = baseline.model_copy(update={"samples": list(zip(t.tolist(), v.tolist()))})

@@ -49,7 +49,7 @@ from obsctl.timeutil import rfc3339
 #: suggestive: the window is judged against the baseline's later part too. Calibrated in
 #: bench/bench_stationarity.py: false IMPROVED after a step or a ramp inside the baseline
 #: against the power lost on steady baselines.
-SUGGESTIVE = 0.25
+SUGGESTIVE = 0.5
 
 DECIDED = ("IMPROVED", "REGRESSED", "NO_CHANGE")
 

@@ -20,8 +20,8 @@ def record(step_p: float, trend_p: float, moved: bool = False, step_ratio: float
 
 @pytest.mark.parametrize("verdict, change, st, expected", [
     ("IMPROVED", 0.04, record(0.1, 0.3), True),             # suggestive, moved up, the window read up: judged again
-    ("IMPROVED", 0.04, record(0.3, 0.24), True),            # the trend's p-value is the smaller one
-    ("IMPROVED", 0.04, record(0.3, 0.6), False),            # not suggestive
+    ("IMPROVED", 0.04, record(0.7, 0.2), True),             # the trend's p-value is the smaller one
+    ("IMPROVED", 0.04, record(0.6, 0.7), False),            # not suggestive
     ("IMPROVED", 0.04, record(0.01, 0.3, moved=True), False),  # flagged: the whole verdict is capped instead
     ("IMPROVED", 0.04, None, False),                        # untested
     ("INCONCLUSIVE", 0.04, record(0.1, 0.3), False),        # nothing decided

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from obsctl.baselining import looks
-from obsctl.baselining.decide import verdict
+from obsctl.baselining.decide import later_level, verdict
 from obsctl.baselining.decide.sides import side_for
 from obsctl.baselining.designs import demand
 from obsctl.baselining.designs import mix as mixing
@@ -413,6 +413,8 @@ def gather(req: Request, client: PrometheusClient, store: Store, pending: Pendin
         # A design with the baseline's side and cycle fit stored at start needs no samples.
         needs_samples = side is None or design.needs_samples or initiative.baseline_cycle is None
         baseline = store.baseline(initiative.baseline_id, samples=needs_samples)
+        if not needs_samples and design.own_baseline and later_level.suggestive(baseline.stationarity):
+            baseline = store.baseline(initiative.baseline_id, samples=True)  # judged against its later part too (decide.later_level)
     if baseline is None:  # a canary started without a baseline: its control group's window stands in
         baseline = control_group_baseline(spec, client, store, initiative, req.start, req.end, req.step)
     m = pending.measured.result() if pending.measured is not None else measure_primary(spec, client, initiative, baseline, req.start,

@@ -45,6 +45,7 @@ from types import SimpleNamespace
 import numpy as np
 from bench_calibration import CONFIDENCE, HISTORY_STEPS, MARGIN, MU, PER_HOUR, SD, STEP, Tally, _Now, _one_blas_thread, ar1, pct
 
+from obsctl.baselining.decide import later_level
 from obsctl.baselining.decide.caps import apply_caps, stationarity_cap
 from obsctl.baselining.measure.stationarity import baseline_stationarity
 from obsctl.baselining.statistics import placebo as placebo_mod
@@ -100,8 +101,10 @@ VARIANCE = (
 EFFECT = 0.10
 
 
-def replicate(rng: np.random.Generator, sc: Scenario, effect: float, placebo: bool = True) -> dict:
-    """One replicate: the verdict at each look (capped), the intervals, the stationarity test."""
+def replicate(rng: np.random.Generator, sc: Scenario, effect: float, placebo: bool = True,
+              suggestive: float = later_level.SUGGESTIVE) -> dict:
+    """One replicate: the verdict at each look (capped: a moved baseline, and a suggestive one
+    whose later part disagrees, ``suggestive`` the threshold), the intervals, the stationarity test."""
     b0 = HISTORY_STEPS
     start = b0 + sc.base_steps
     n = start + sc.win_steps
@@ -122,15 +125,24 @@ def replicate(rng: np.random.Generator, sc: Scenario, effect: float, placebo: bo
     if placebo and memory.source == "history":
         checks = [c for c in (placebo_mod.placebo_check(t[:b0], x[:b0], STEP, memory, sc.base_steps * STEP, w)
                               for w in placebo_mod.window_lengths(sc.win_steps * STEP)) if c is not None]
-    looks = []
+    looks, later_capped = [], False
     for k, frac in enumerate(LOOK_FRACTIONS, 1):
         end = start + round(sc.win_steps * frac)
         check = placebo_mod.for_window(checks, (end - start) * STEP)
         j = judge((t[b0:start], x[b0:start]), (t[start:end], x[start:end]), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,
                   LookContext(k, sc.win_steps * STEP), widen=check.widen if check else None)
-        verdict, reason = apply_caps(j.verdict, j.reason, [cap] if cap[0] else [])
+        caps = [cap] if cap[0] else []
+        if sc.cap and later_level.applies(j.verdict, j.change, steady, suggestive):
+            # judge_primary's later_level_check: the window against the baseline's part after the split.
+            tl, xl = later_level.later_part(t[b0:start], x[b0:start], steady)
+            jl = judge((tl, xl), (t[start:end], x[start:end]), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,
+                       LookContext(k, sc.win_steps * STEP), widen=check.widen if check else None)
+            later = later_level.later_level_cap(j.verdict, jl.verdict, jl.change, jl.low, jl.high, steady, tl.size)
+            caps += [later] if later[0] else []
+            later_capped |= later[0] is not None
+        verdict, reason = apply_caps(j.verdict, j.reason, caps)
         looks.append((verdict, reason, j.low, j.high, j.verdict))
-    return {"looks": looks, "moved": bool(steady and steady.moved), "kind": steady.kind if steady else "",
+    return {"looks": looks, "moved": bool(steady and steady.moved), "kind": steady.kind if steady else "", "later": later_capped,
             "step_at": steady.step_at.timestamp() - t[b0] if steady else math.nan}
 
 
@@ -140,7 +152,8 @@ def _utc(seconds: float):
     return dt.datetime.fromtimestamp(float(seconds) + 1.7e9, tz=dt.UTC)
 
 
-def cell(sc: Scenario, reps: int, seed: int, effects: tuple[float, ...], placebo: bool = True) -> dict[float, Tally]:
+def cell(sc: Scenario, reps: int, seed: int, effects: tuple[float, ...], placebo: bool = True,
+         suggestive: float = later_level.SUGGESTIVE) -> dict[float, Tally]:
     """``reps`` replicates per effect; counts as bench_calibration's families plus ``flagged``
     (the stationarity test said the baseline moved), ``assumption`` (INCONCLUSIVE
     "assumption failed" at some look) and ``capped`` (the cap made a look INCONCLUSIVE)."""
@@ -148,8 +161,9 @@ def cell(sc: Scenario, reps: int, seed: int, effects: tuple[float, ...], placebo
     out = {e: Tally() for e in effects}
     for _ in range(reps):
         for effect, tally in out.items():
-            r = replicate(rng, sc, effect, placebo)
+            r = replicate(rng, sc, effect, placebo, suggestive)
             tally.n += 1
+            tally.add("later", r["later"])
             tally.add("flagged", r["moved"])
             tally.add(f"kind {r['kind']}", r["moved"])
             seen = raw = refused = False
@@ -169,8 +183,9 @@ def cell(sc: Scenario, reps: int, seed: int, effects: tuple[float, ...], placebo
     return out
 
 
-def _cell_at(group: str, index: int, reps: int, seed: int, effects: tuple[float, ...]) -> dict[float, Tally]:
-    return cell((MOVED if group == "moved" else VARIANCE)[index], reps, seed, effects)
+def _cell_at(group: str, index: int, reps: int, seed: int, effects: tuple[float, ...],
+             suggestive: float = later_level.SUGGESTIVE) -> dict[float, Tally]:
+    return cell((MOVED if group == "moved" else VARIANCE)[index], reps, seed, effects, suggestive=suggestive)
 
 
 def coverage(res: dict[float, Tally]) -> tuple[float, float, float]:
@@ -179,10 +194,13 @@ def coverage(res: dict[float, Tally]) -> tuple[float, float, float]:
     return min(rates, key=lambda r: r[1]) if rates else (math.nan, math.nan, math.nan)
 
 
-def run(reps: int, seed: int, pool=None, out=sys.stdout, groups: tuple[str, ...] = ("moved", "variance")) -> list[tuple[str, bool]]:
-    """Both tables (``groups``: which); returns ``[(goal, passed)]``."""
+def run(reps: int, seed: int, pool=None, out=sys.stdout, groups: tuple[str, ...] = ("moved", "variance"),
+        suggestive: float = later_level.SUGGESTIVE) -> list[tuple[str, bool]]:
+    """Both tables (``groups``: which; ``suggestive``: the later-part check's threshold,
+    :data:`obsctl.baselining.decide.later_level.SUGGESTIVE`, 0: off); returns ``[(goal, passed)]``."""
     pool = pool or _Now()
-    moved = [pool.submit(_cell_at, "moved", i, reps, seed + i, (0.0,)) for i in range(len(MOVED))] if "moved" in groups else []
+    moved = ([pool.submit(_cell_at, "moved", i, reps, seed + i, (0.0,) if sc.shape is not None else (0.0, EFFECT), suggestive)
+              for i, sc in enumerate(MOVED)] if "moved" in groups else [])
     variance = ([pool.submit(_cell_at, "variance", i, reps, seed + 100 + i, (0.0, EFFECT)) for i in range(len(VARIANCE))]
                 if "variance" in groups else [])
     goals: list[tuple[str, bool]] = []
@@ -196,15 +214,18 @@ def run(reps: int, seed: int, pool=None, out=sys.stdout, groups: tuple[str, ...]
 
 
 def _moved_table(moved, goals, out) -> None:
-    print("| baseline (AR(1) phi 0.95, 5 % sd; no change at the start) | reps | baseline flagged as moved | "
-          "false IMPROVED (any look) | false REGRESSED (any look) | INCONCLUSIVE at the last look | without the cap: false IMPROVED / REGRESSED |",
-          file=out)
-    print("|---|---|---|---|---|---|---|", file=out)
+    print("| baseline (AR(1) phi 0.95, 5 % sd; no change at the start) | reps | baseline flagged as moved | capped by the later-part check | "
+          "false IMPROVED (any look) | false REGRESSED (any look) | INCONCLUSIVE at the last look | without the caps: false IMPROVED / REGRESSED | "
+          "+10 %: IMPROVED at some look (without the caps) |", file=out)
+    print("|---|---|---|---|---|---|---|---|---|", file=out)
     for sc, fut in zip(MOVED, moved):
-        null = fut.result()[0.0]
+        res = fut.result()
+        null, alt = res[0.0], res.get(EFFECT)
         fi, fr = null.rate("any IMPROVED"), null.rate("any REGRESSED")
-        print(f"| {sc.name} | {null.n} | {pct(null.rate('flagged'))} | {pct(fi)} | {pct(fr)} | {pct(null.rate('last INCONCLUSIVE'))} | "
-              f"{pct(null.rate('uncapped IMPROVED'))} / {pct(null.rate('uncapped REGRESSED'))} |", file=out, flush=True)
+        power = f"{pct(alt.rate('any IMPROVED'))} ({pct(alt.rate('uncapped IMPROVED'))})" if alt is not None else "n/a"
+        print(f"| {sc.name} | {null.n} | {pct(null.rate('flagged'))} | {pct(null.rate('later'))} | {pct(fi)} | {pct(fr)} | "
+              f"{pct(null.rate('last INCONCLUSIVE'))} | {pct(null.rate('uncapped IMPROVED'))} / {pct(null.rate('uncapped REGRESSED'))} | "
+              f"{power} |", file=out, flush=True)
         if sc.cap:
             goals.append((f"{sc.name}: false IMPROVED <= 5 %", fi[2] <= 0.05))
             goals.append((f"{sc.name}: false REGRESSED <= 5 %", fr[2] <= 0.05))
@@ -236,10 +257,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=8100, help="first seed (the families' seeds follow it)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes the cells run in")
     parser.add_argument("--only", choices=("moved", "variance"), default=None, help="one table only")
+    parser.add_argument("--suggestive", type=float, default=later_level.SUGGESTIVE,
+                        help="the later-part check's threshold on the stationarity test's smaller p-value (0: off)")
     args = parser.parse_args()
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max(1, args.workers), initializer=_one_blas_thread) as pool:
-        goals = run(args.reps, args.seed, pool, groups=(args.only,) if args.only else ("moved", "variance"))
+        goals = run(args.reps, args.seed, pool, groups=(args.only,) if args.only else ("moved", "variance"), suggestive=args.suggestive)
     print(f"\n{time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0 if all(ok for _, ok in goals) else 1
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from obsctl.baselining.decide import later_level
 from obsctl.baselining.decide.caps import apply_caps, cap_verdict, caps_for, missing_guard_caps, stationarity_cap
 from obsctl.baselining.decide.location import location_for
 from obsctl.baselining.decide.sides import columns, memory_of
@@ -264,7 +265,7 @@ def overall_verdict(primary: VerdictName, primary_reason: str, guards: list[Guar
 #: What decided a verdict or tempered it: the statistics, a cap (coverage, partial answer,
 #: partial baseline), the aged baseline's period before the start, the design's effect, a
 #: confound the design cannot remove, the guards.
-ReasonKind = Literal["statistics", "window", "cap", "aged", "baseline-moved", "design", "confound", "guards", "open-guards"]
+ReasonKind = Literal["statistics", "window", "cap", "aged", "baseline-moved", "baseline-later-level", "design", "confound", "guards", "open-guards"]
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,8 @@ class PrimaryVerdict:
         estimate: the recorded effect (the design's, or the before-after one); None without one.
         judgement: the statistics behind the before-after comparison (look, memory, sides).
         design: what the comparison design said, with its context.
-        caps: the caps that applied (kind ``cap``, ``aged``, or ``baseline-moved``: the baseline moved inside its window), in the order they were applied.
+        caps: the caps that applied (kind ``cap``, ``aged``, ``baseline-moved``: the baseline moved inside its window, or
+            ``baseline-later-level``: its test was suggestive and the window against its later part disagreed), in the order they were applied.
         decided_by: ``statistics`` (the before-after comparison) or ``design`` (the design's
             own verdict: its effect, or ``confound`` when a confound made it INCONCLUSIVE).
         note: the aged baseline's note (what was compared instead), or "".
@@ -382,6 +384,10 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
     verdict, reason, estimate, judgement = judge_signal(spec, baseline, m, look, side=side)
     reason = _window_reason(m, cfg.min_samples, verdict, reason)
     caps = caps_for(m, baseline, cfg.min_coverage_ratio) + ([aged_cap] if aged_cap[0] else [])
+    later = (later_level_check(spec, baseline, m, look, verdict, estimate.change if estimate else None)
+             if designs.design_of(ev.initiative.design).own_baseline else (None, ""))
+    if later[0]:
+        caps.append(later)
     if ev.transition is not None and ev.transition.too_short:  # the window after the change's transition is too short to judge
         caps.append(("INCONCLUSIVE", ev.transition.text()))
     verdict, reason = apply_caps(verdict, reason, caps)
@@ -395,10 +401,28 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
     if note:
         reason = f"{reason}; {note}"
     moved = stationarity_cap(baseline)
-    typed = tuple(Reason("aged" if (v, r) == aged_cap else "baseline-moved" if (v, r) == moved
+    typed = tuple(Reason("aged" if (v, r) == aged_cap else "baseline-moved" if (v, r) == moved else "baseline-later-level" if (v, r) == later
                          else "window" if ev.transition is not None and r == ev.transition.text() else "cap", r)
                   for v, r in caps)
     return PrimaryVerdict(verdict, reason, design.as_estimate(estimate), judgement, design, typed, decided_by, note)
+
+
+def later_level_check(spec: Spec, baseline: Baseline, m, look: comparison.LookContext | None,
+                      verdict: VerdictName, change: float | None) -> tuple[VerdictName | None, str]:
+    """The cap of :mod:`obsctl.baselining.decide.later_level`: when the baseline's stationarity
+    test was suggestive and the window's verdict (its estimate ``change``) decided
+    (:func:`obsctl.baselining.decide.later_level.applies`), the window judged again against the
+    baseline's samples from the test's split on (:func:`judge_signal`, same look and memory);
+    INCONCLUSIVE when the two disagree. ``(None, "")`` otherwise, and for a baseline loaded
+    without its samples (``evidence.gather`` loads them when the test was suggestive)."""
+    st = baseline.stationarity
+    if not later_level.applies(verdict, change, st) or len(baseline.samples) < 2:
+        return None, ""
+    t, v = later_level.later_part(*columns(baseline.samples), st)
+    part = baseline.model_copy(update={"samples": list(zip(t.tolist(), v.tolist()))})
+    later_verdict, _, est, _ = judge_signal(spec, part, m, look)
+    return later_level.later_level_cap(verdict, later_verdict, est.change if est else None, est.low if est else None,
+                                       est.high if est else None, st, int(t.size), later_level.later_remedy(baseline))
 
 
 @dataclass(frozen=True)

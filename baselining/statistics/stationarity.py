@@ -48,7 +48,9 @@ step test somewhat liberal); the memory model was fitted on history before the b
 step inside it partly as memory, and the test loses power (it errs towards "stationary").
 What the tests miss: a step in the first or last :data:`TRIM` of the window (too few
 samples on one side to locate it), a cycle (the cycle detector's concern), a change of
-variance alone. Calibration: bench/bench_stationarity.py, docs/verification.md
+variance alone; and a moved baseline whose halves happen to look alike (a suggestive
+p-value is followed up at verify: :mod:`obsctl.baselining.decide.later_level`).
+Calibration: bench/bench_stationarity.py, docs/verification.md
 ("Baselines that moved inside their window").
 """
 

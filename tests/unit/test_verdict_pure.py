@@ -240,3 +240,33 @@ def test_a_baseline_that_moved_inside_its_window_caps_the_verdict(spec):
     replaced, cap, _ = verdict.before_start(spec, evidence(spec, "before-after", b, w).initiative,
                                             b.model_copy(update={"stationarity": moved}), w)
     assert replaced.stationarity is None and cap == (None, "")
+
+
+def test_a_suggestive_baseline_is_judged_against_its_later_part_too(spec):
+    # A +8 % step at the middle of the baseline that its test did not flag (p = 0.1): the whole
+    # baseline's mean sits 4 % below the level it ended at, so a window at that level reads a
+    # gain; against the part after the split it reads none, and the verdict is withheld.
+    from obsctl.records import Stationarity
+
+    rng = np.random.default_rng(2411)
+    tb, tw = grid(START - dt.timedelta(hours=1), START), grid(START, END)
+    split = START - dt.timedelta(minutes=30)
+    vb = noisy(rng, 100.0, tb.size) * np.where(tb >= split.timestamp(), 1.08, 1.0)
+    b = baseline(spec, SIGNAL, START - dt.timedelta(hours=1), START, tb, vb)
+    w = measurement(b.query, START, END, tw, noisy(rng, 108.0, tw.size))
+    st = Stationarity(step_p_value=0.1, trend_p_value=0.3, moved=False, kind="", step_at=split, step_ratio=0.08, trend_ratio=0.05,
+                      level=0.05, simulations=999, samples=tb.size, block_seconds=STEP)
+    whole = verdict.decide(evidence(spec, "before-after", b, w))
+    assert whole.verdict == "IMPROVED" and whole.primary.estimate.change == pytest.approx(
+        w.stats.mean / vb.mean() - 1, rel=1e-9)  # +4 %, well outside the 1 % noise's interval
+    v = verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": st}), w))
+    assert v.verdict == "INCONCLUSIVE" and [c.kind for c in v.primary.caps] == ["baseline-later-level"]
+    later = vb[tb >= split.timestamp()]
+    assert f"from {split.strftime('%Y-%m-%dT%H:%M:%SZ')} on ({later.size} samples" in v.reason
+    assert "not IMPROVED" in v.reason and "--window 30m15s" in v.reason and "the statistics alone said IMPROVED" in v.reason
+    # Not suggestive (p above the threshold): the whole baseline alone decides.
+    calm = st.model_copy(update={"step_p_value": 0.6, "trend_p_value": 0.7})
+    assert verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": calm}), w)).verdict == "IMPROVED"
+    # A real +10 % is shown against both: the verdict stands.
+    big = measurement(b.query, START, END, tw, noisy(rng, 118.8, tw.size))
+    assert verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": st}), big)).verdict == "IMPROVED"

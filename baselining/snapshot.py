@@ -126,8 +126,8 @@ class SnapshotRequest:
         window: PromQL duration (default ``spec.verification.window``).
         end: window end (default now); aligned down to a multiple of the step.
         allow_partial: store a partial answer (``partial: true``, with its warnings).
-        from_raw: read catalogue signals from the raw series their source rule reads
-            (:func:`obsctl.baselining.measure.raw.raw_query`), for windows before the
+        from_raw: read catalogue signals from the raw series under every level of the
+            rules that record them (:func:`obsctl.baselining.measure.raw.raw_query`), for windows before the
             rules were loaded; a signal that cannot be read raw is reported ``refused``.
     """
 
@@ -210,7 +210,7 @@ def snapshot(spec: Spec, client: PrometheusClient, store: Store, request: Snapsh
             status, reason = refusal(m, cfg.min_samples, cfg.min_coverage_ratio, allow_partial)
             if status == "no_data" and sig.catalogue is not None and not from_raw:
                 reason += ("; a catalogue signal reads the recorded series, which start when the rules were loaded: "
-                           "--from-raw reads the source's raw series for earlier windows")
+                           "--from-raw reads the raw series under the rules for earlier windows")
             if status:
                 progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {'NO DATA' if status == 'no_data' else 'REFUSED'} ({reason})")
                 report.outcomes.append(SnapshotOutcome(wc.name, sig.name, status, n, reason=reason, **notes))

@@ -419,7 +419,7 @@ def later_level_check(spec: Spec, baseline: Baseline, m, look: comparison.LookCo
     if not later_level.applies(verdict, change, st) or len(baseline.samples) < 2:
         return None, ""
     t, v = later_level.later_part(*columns(baseline.samples), st)
-    part = baseline.model_copy(update={"samples": list(zip(t.tolist(), v.tolist()))})
+    part = baseline.model_copy(update={"samples": list(zip(t.tolist(), v.tolist(), strict=True))})
     later_verdict, _, est, _ = judge_signal(spec, part, m, look)
     return later_level.later_level_cap(verdict, later_verdict, est.change if est else None, est.low if est else None,
                                        est.high if est else None, st, int(t.size), later_level.later_remedy(baseline))

@@ -86,7 +86,7 @@ def test_the_bench_replicate_is_what_decide_says(tmp_path):
         b = Baseline(id="infer.x.bench", workload_class="infer", signal="x", unit="1", direction="higher_is_better",
                      query="sum(x{job=\"infer\"})", window=Window(start=utc(tb[0] - bench.STEP), end=utc(tb[-1]), step_seconds=bench.STEP),
                      population=Population(series_count=1), stats=summarize(vb.tolist()), created_at=utc(tb[-1]),
-                     samples=list(zip(tb.tolist(), vb.tolist())), memory=stored,
+                     samples=list(zip(tb.tolist(), vb.tolist(), strict=True)), memory=stored,
                      stationarity=baseline_stationarity((tb, vb), bench.STEP, stored))
         i = Initiative(id="bench-2026-11-03", name="bench", lever="batch-size", workload_class="infer", primary_signal="x",
                        baseline_id=b.id, started_at=utc(tb[-1]), design="before-after")
@@ -94,7 +94,7 @@ def test_the_bench_replicate_is_what_decide_says(tmp_path):
             end = start + round(sc.win_steps * frac)
             tw, vw = t[start:end], x[start:end]
             m = Measurement(b.query, Window(start=utc(tb[-1]), end=utc(tw[-1]), step_seconds=bench.STEP),
-                            list(zip(tw.tolist(), vw.tolist())), Population(series_count=1), summarize(vw.tolist()), columns=(tw, vw))
+                            list(zip(tw.tolist(), vw.tolist(), strict=True)), Population(series_count=1), summarize(vw.tolist()), columns=(tw, vw))
             setting = Setting(spec, i, b, m.samples, tb[-1], tw[-1], bench.STEP, 0.95, spec.workload_class("infer"))
             loads = tuple(demand.period_load(name, None, [None]) for name in ("baseline", "window"))
             ev = Evidence(spec, i, b, m, None, None, LookContext(k, sc.win_steps * bench.STEP, None, 0.95), "", setting, Gathered({}, loads))

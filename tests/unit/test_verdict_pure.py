@@ -62,7 +62,7 @@ def grid(start: dt.datetime, end: dt.datetime) -> np.ndarray:
 
 
 def pairs(t: np.ndarray, v: np.ndarray) -> list[tuple[float, float]]:
-    return list(zip(t.tolist(), v.tolist()))
+    return list(zip(t.tolist(), v.tolist(), strict=True))
 
 
 def measurement(query: str, start: dt.datetime, end: dt.datetime, t: np.ndarray, v: np.ndarray) -> Measurement:
@@ -118,7 +118,7 @@ def test_seasonal_from_arrays(spec):
     w = noisy(rng, 110.0, tw.size) * cycle(tw)
     b = baseline(spec, SIGNAL, T0, START, tb, vb)
     v = verdict.decide(evidence(spec, "seasonal", b, measurement(b.query, START, END, tw, w)))
-    same_hour = dict(zip(tb.tolist(), vb.tolist()))
+    same_hour = dict(zip(tb.tolist(), vb.tolist(), strict=True))
     expected = np.expm1(np.mean(np.log(w) - np.log([same_hour[t - 86400.0] for t in tw.tolist()])))
     assert v.primary.estimate.change == pytest.approx(expected, rel=1e-9)
     assert v.primary.design.context["effect"]["cycles"] == 1

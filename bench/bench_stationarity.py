@@ -48,7 +48,7 @@ from bench_calibration import CONFIDENCE, HISTORY_STEPS, MARGIN, MU, PER_HOUR, S
 from obsctl.baselining.decide.caps import apply_caps, stationarity_cap
 from obsctl.baselining.measure.stationarity import baseline_stationarity
 from obsctl.baselining.statistics import placebo as placebo_mod
-from obsctl.baselining.statistics.comparison import LookContext, judge
+from obsctl.baselining.statistics.comparison import Criterion, LookContext, judge
 from obsctl.baselining.statistics.memory import fit_memory
 from obsctl.records import Memory
 
@@ -126,7 +126,7 @@ def replicate(rng: np.random.Generator, sc: Scenario, effect: float, placebo: bo
     for k, frac in enumerate(LOOK_FRACTIONS, 1):
         end = start + round(sc.win_steps * frac)
         check = placebo_mod.for_window(checks, (end - start) * STEP)
-        j = judge((t[b0:start], x[b0:start]), (t[start:end], x[start:end]), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,
+        j = judge((t[b0:start], x[b0:start]), (t[start:end], x[start:end]), STEP, memory, Criterion(CONFIDENCE, "higher_is_better", MARGIN),
                   LookContext(k, sc.win_steps * STEP), widen=check.widen if check else None)
         verdict, reason = apply_caps(j.verdict, j.reason, [cap] if cap[0] else [])
         looks.append((verdict, reason, j.low, j.high, j.verdict))

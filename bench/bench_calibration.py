@@ -42,7 +42,7 @@ import os
 import sys
 import time
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 import group_sequential
@@ -53,7 +53,7 @@ from scipy import stats as sps
 from obsctl.baselining.decide.verdict import holm
 from obsctl.baselining.statistics import placebo as placebo_mod
 from obsctl.baselining.statistics import power as planner
-from obsctl.baselining.statistics.comparison import LookContext, judge
+from obsctl.baselining.statistics.comparison import Criterion, LookContext, judge
 from obsctl.baselining.statistics.decision import Estimate, decide
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
@@ -63,6 +63,7 @@ STEP = 15.0
 MU, SD = 100.0, 0.05
 HISTORY_STEPS = 3 * 86400 // 15
 CONFIDENCE, MARGIN, GUARD_MARGIN = 0.95, 0.02, 0.05
+CRITERION = Criterion(CONFIDENCE, "higher_is_better", MARGIN)  # what every scenario judges at
 PER_HOUR = 240
 
 
@@ -115,7 +116,7 @@ def fixed_cell(phi: float, hours: float, reps: int, seed: int) -> dict[float, Ta
         b0 = HISTORY_STEPS
         base = (t[b0:b0 + steps], x[b0:b0 + steps])
         for effect, tally in out.items():
-            j = judge(base, (t[b0 + steps:], x[b0 + steps:] * (1 + effect)), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN, LookContext())
+            j = judge(base, (t[b0 + steps:], x[b0 + steps:] * (1 + effect)), STEP, memory, CRITERION, LookContext())
             tally.n += 1
             tally.add(j.verdict)
             tally.add("too_short", "too short" in j.reason)
@@ -149,7 +150,7 @@ def no_change_cell(phi: float, reps: int, seed: int) -> tuple[Tally, float]:
     for _ in range(reps):
         t, x, memory = series(rng, phi, steps, steps)
         b0 = HISTORY_STEPS
-        j = judge((t[b0:b0 + steps], x[b0:b0 + steps]), (t[b0 + steps:], x[b0 + steps:]), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,
+        j = judge((t[b0:b0 + steps], x[b0:b0 + steps]), (t[b0 + steps:], x[b0 + steps:]), STEP, memory, CRITERION,
                   LookContext())
         tally.n += 1
         tally.add(j.verdict)
@@ -178,7 +179,7 @@ def sequential_cell(phi: float, effect: float, looks: int, reps: int, seed: int,
         final = "INCONCLUSIVE"
         for k in range(1, looks + 1):
             end = w0 + max(2, round(total * k / looks))
-            j = judge(base, (t[w0:end], x[w0:end] * (1 + effect)), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,
+            j = judge(base, (t[w0:end], x[w0:end] * (1 + effect)), STEP, memory, CRITERION,
                       LookContext(k, plan.window_seconds))
             final = j.verdict
             if j.verdict in ("IMPROVED", "REGRESSED"):
@@ -213,7 +214,7 @@ def peeking_cell(phi: float, every_minutes: float, hours: float, reps: int, seed
         for k, end in enumerate(range(w0 + every, w0 + total + 1, every), 1):
             window = (t[w0:end], x[w0:end])
             if seq == "none":
-                v = judge(base, window, STEP, memory, CONFIDENCE, "higher_is_better", MARGIN, LookContext(k, 3600.0)).verdict
+                v = judge(base, window, STEP, memory, CRITERION, LookContext(k, 3600.0)).verdict
                 seq = v if v in ("IMPROVED", "REGRESSED") else seq
             if fixed == "none":
                 v = fixed_level_verdict(base, window, memory)
@@ -237,9 +238,9 @@ def shopping_cell(phi: float, reps: int, seed: int) -> Tally:
         hours = [(t[b0 + h * PER_HOUR:b0 + (h + 1) * PER_HOUR], x[b0 + h * PER_HOUR:b0 + (h + 1) * PER_HOUR]) for h in range(6)]
         window = (t[b0 + 6 * PER_HOUR:], x[b0 + 6 * PER_HOUR:])
         lowest = min(range(6), key=lambda h: hours[h][1].mean())
-        naive = judge(hours[lowest], window, STEP, memory, CONFIDENCE, "higher_is_better", MARGIN).verdict  # fixed level, across the gap
+        naive = judge(hours[lowest], window, STEP, memory, CRITERION).verdict  # fixed level, across the gap
         used = hours[5]  # an aged choice is replaced by the hour before the start
-        verdict = judge(used if lowest < 5 else hours[lowest], window, STEP, memory, CONFIDENCE, "higher_is_better", MARGIN, LookContext()).verdict
+        verdict = judge(used if lowest < 5 else hours[lowest], window, STEP, memory, CRITERION, LookContext()).verdict
         tally.n += 1
         tally.add(f"naive {naive}")
         tally.add(f"verify {verdict}")
@@ -285,8 +286,8 @@ def guards_cell(phi: float, guards: int, reps: int, seed: int) -> Tally:
             base, window = (t[b0:b0 + steps], x[b0:b0 + steps]), (t[b0 + steps:], x[b0 + steps:])
 
             def at(level, base=base, window=window, memory=memory):
-                j = judge(base, window, STEP, memory, CONFIDENCE, "higher_is_better", MARGIN, LookContext(), guard_tolerance=GUARD_MARGIN,
-                          guard_alpha=level)
+                guard = replace(CRITERION, guard_tolerance=GUARD_MARGIN, guard_alpha=level)
+                j = judge(base, window, STEP, memory, guard, LookContext())
                 return SimpleNamespace(verdict=j.verdict, assessment=SimpleNamespace(p_worse=j.p_worse))
 
             results.append(at(alpha / guards))
@@ -317,8 +318,8 @@ def aging_cell(phi: float, drift_per_day: float, gap_hours: float, reps: int, se
         base = (t[b0:b0 + steps], x[b0:b0 + steps])
         start = b0 + steps + gap
         window = (t[start:], x[start:])
-        j = judge(base, window, STEP, memory, CONFIDENCE, "higher_is_better", MARGIN)  # one fixed-level look: the confound
-        before = judge((t[start - steps:start], x[start - steps:start]), window, STEP, memory, CONFIDENCE, "higher_is_better", MARGIN, LookContext())
+        j = judge(base, window, STEP, memory, CRITERION)  # one fixed-level look: the confound
+        before = judge((t[start - steps:start], x[start - steps:start]), window, STEP, memory, CRITERION, LookContext())
         tally.n += 1
         tally.add(f"without {j.verdict}")
         tally.add(f"with {before.verdict}")
@@ -494,7 +495,7 @@ def family_cell(family: Family, reps: int, seed: int, check: bool = True, effect
                 for k, frac in enumerate(LOOK_FRACTIONS, 1):
                     end = start + round(family.win_steps * frac)
                     check = placebo_mod.for_window(checks, (end - start) * STEP)
-                    j = judge(base, (t[start:end], x[start:end]), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,
+                    j = judge(base, (t[start:end], x[start:end]), STEP, memory, CRITERION,
                               LookContext(k, family.win_steps * STEP), widen=check.widen if check else None)
                     tally.add("widened", bool(check and check.widen) and k == len(LOOK_FRACTIONS))
                     fired |= (any(note.startswith("assumption check") or "noisier than the baseline" in note for note in j.notes)

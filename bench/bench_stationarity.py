@@ -49,7 +49,7 @@ from obsctl.baselining.decide import later_level
 from obsctl.baselining.decide.caps import apply_caps, stationarity_cap
 from obsctl.baselining.measure.stationarity import baseline_stationarity
 from obsctl.baselining.statistics import placebo as placebo_mod
-from obsctl.baselining.statistics.comparison import LookContext, judge
+from obsctl.baselining.statistics.comparison import Criterion, LookContext, judge
 from obsctl.baselining.statistics.memory import fit_memory
 from obsctl.records import Memory
 
@@ -129,13 +129,13 @@ def replicate(rng: np.random.Generator, sc: Scenario, effect: float, placebo: bo
     for k, frac in enumerate(LOOK_FRACTIONS, 1):
         end = start + round(sc.win_steps * frac)
         check = placebo_mod.for_window(checks, (end - start) * STEP)
-        j = judge((t[b0:start], x[b0:start]), (t[start:end], x[start:end]), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,
+        j = judge((t[b0:start], x[b0:start]), (t[start:end], x[start:end]), STEP, memory, Criterion(CONFIDENCE, "higher_is_better", MARGIN),
                   LookContext(k, sc.win_steps * STEP), widen=check.widen if check else None)
         caps = [cap] if cap[0] else []
         if sc.cap and later_level.applies(j.verdict, j.change, steady, suggestive):
             # judge_primary's later_level_check: the window against the baseline's part after the split.
             tl, xl = later_level.later_part(t[b0:start], x[b0:start], steady)
-            jl = judge((tl, xl), (t[start:end], x[start:end]), STEP, memory, CONFIDENCE, "higher_is_better", MARGIN,
+            jl = judge((tl, xl), (t[start:end], x[start:end]), STEP, memory, Criterion(CONFIDENCE, "higher_is_better", MARGIN),
                        LookContext(k, sc.win_steps * STEP), widen=check.widen if check else None)
             later = later_level.later_level_cap(j.verdict, jl.verdict, jl.change, jl.low, jl.high, steady, tl.size)
             caps += [later] if later[0] else []

@@ -77,8 +77,8 @@ def judge_signal(spec: Spec, baseline: Baseline, m, look: comparison.LookContext
     level = look.confidence if look is not None and look.confidence else cfg.confidence
     span = (m.window.end - m.window.start).total_seconds()
     check = placebo.for_window([placebo.Placebo(**c.model_dump()) for c in baseline.placebo], span)
-    j = comparison.judge(base, columns(m.samples), step, memory, level, baseline.direction,
-                         cfg.min_effect_ratio, look, guard_tolerance, guard_alpha, widen=check.widen if check else None,
+    criterion = comparison.Criterion(level, baseline.direction, cfg.min_effect_ratio, guard_tolerance, guard_alpha)
+    j = comparison.judge(base, columns(m.samples), step, memory, criterion, look, widen=check.widen if check else None,
                          location=location if location.robust or location.why else None)  # the default mean is not named
     j.placebo = placebo_text(check, (baseline.window.end - baseline.window.start).total_seconds(), span)
     j.extra_findings.append(placebo_finding(check, (baseline.window.end - baseline.window.start).total_seconds(), span, j.placebo))

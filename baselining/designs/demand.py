@@ -177,10 +177,10 @@ def assess(before: PeriodLoad, after: PeriodLoad, category: str, signal: str, fo
     if follows_demand:
         flags = (before.capacity_bound, after.capacity_bound)
         if False in flags:
-            free = " and the ".join(p.name for p, f in zip((before, after), flags) if f is False)
+            free = " and the ".join(p.name for p, f in zip((before, after), flags, strict=True) if f is False)
             bound, reason = True, _bound_reason(signal, category, free, change)
         elif None in flags:
-            unknown = ", ".join(p.name for p, f in zip((before, after), flags) if f is None)
+            unknown = ", ".join(p.name for p, f in zip((before, after), flags, strict=True) if f is None)
             what = "throughput" if category == "throughput" else signal
             reason = f"saturation state unknown in {unknown}: {what} may measure demand"
         else:

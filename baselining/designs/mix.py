@@ -55,7 +55,7 @@ class MixDecomposition:
 
     def line(self) -> str:
         """``mix by model: a 50 % -> 70 %, b 50 % -> 30 %; change +13.3 % = mix +13.3 % x rate +0.0 % (mix explains 100 %)``."""
-        moves = ", ".join(f"{s} {b:.0%} -> {a:.0%}" for s, b, a in zip(self.segments, self.share_before, self.share_after))
+        moves = ", ".join(f"{s} {b:.0%} -> {a:.0%}" for s, b, a in zip(self.segments, self.share_before, self.share_after, strict=True))
         return (f"mix by {self.dimension}: {moves}; change {self.total_change * 100:+.1f} % = mix {self.mix_change * 100:+.1f} % "
                 f"x rate {self.rate_change * 100:+.1f} % (mix explains {self.mix_share:.0%})")
 

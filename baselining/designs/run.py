@@ -227,7 +227,7 @@ def period_of(spec: Spec, wc: WorkloadClass, name: str, inputs: dict[str, list[t
     for key, got in inputs.items():
         if got:
             ms, v = align.as_arrays(got)
-            values[key] = dict(zip(ms.tolist(), v.tolist()))
+            values[key] = dict(zip(ms.tolist(), v.tolist(), strict=True))
             grid_ms = ms if grid_ms is None else np.union1d(grid_ms, ms)
     states: list = []
     if grid_ms is not None:

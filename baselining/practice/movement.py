@@ -225,7 +225,7 @@ def judge_movement(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.nda
     level = review_confidence(confidence, reviews)
     if block <= step_seconds:
         model = memory or fit_memory(wt, wv, step_seconds)
-        return comparison.judge((bt, bv), (wt, wv), step_seconds, model, level, direction, min_effect)
+        return comparison.judge((bt, bv), (wt, wv), step_seconds, model, comparison.Criterion(level, direction, min_effect))
     bt, bv = block_means(bt, bv, block, step_seconds)
     wt, wv = block_means(wt, wv, block, step_seconds)
     model = _longer(fit_memory(wt, wv, block), pooled_memory([(bt, bv), (wt, wv)], block))
@@ -233,7 +233,7 @@ def judge_movement(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.nda
     if model is not None and bv.size >= 2:
         predicted = comparison.baseline_side(bt, bv, block, model).side.var_mean
         widen = placebo_widening(wt, wv, span, predicted)
-    return comparison.judge((bt, bv), (wt, wv), block, model, level, direction, min_effect, widen=widen)
+    return comparison.judge((bt, bv), (wt, wv), block, model, comparison.Criterion(level, direction, min_effect), widen=widen)
 
 
 def placebo_widening(times: np.ndarray, means: np.ndarray, span_seconds: float, predicted: float) -> tuple[float, float] | None:

@@ -47,13 +47,36 @@ class LookContext:
         min_fraction: the sequence's ``t_min``, fixed at its first look; None: from the
             baseline's side (:func:`min_fraction_of`).
         confidence: the sequence's two-sided level over all looks, fixed at its first
-            look; None: the ``confidence`` :func:`judge` is given.
+            look; None: the :class:`Criterion`'s ``confidence`` :func:`judge` is given.
     """
 
     number: int = 1
     planned_seconds: float | None = None
     min_fraction: float | None = None
     confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """What decides a change: the level, the better direction and the margin it is judged
+    at (:func:`.decision.decide`), and for a guard its non-inferiority margin and share of
+    the family's error.
+
+    Attributes:
+        confidence: two-sided level over all looks (spec ``verification.confidence``).
+        direction: ``higher_is_better`` | ``lower_is_better``.
+        min_effect: the margin ``d`` (ratio).
+        guard_tolerance: judge as a guard with this non-inferiority margin (ratio); None:
+            not a guard.
+        guard_alpha: the guard's two-sided level (its Bonferroni share), default
+            ``1 - confidence``; used only with ``guard_tolerance``.
+    """
+
+    confidence: float
+    direction: str
+    min_effect: float
+    guard_tolerance: float | None = None
+    guard_alpha: float | None = None
 
 
 @dataclass
@@ -136,8 +159,7 @@ def baseline_side(times, values, step_seconds: float, memory: MemoryModel) -> Ba
 
 
 def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[np.ndarray, np.ndarray], step_seconds: float,
-          memory: MemoryModel | None, confidence: float, direction: str, min_effect: float,
-          look: LookContext | None = None, guard_tolerance: float | None = None, guard_alpha: float | None = None,
+          memory: MemoryModel | None, criterion: Criterion, look: LookContext | None = None,
           widen: tuple[float, float] | None = None, location: robust.Location | None = None) -> Judgement:
     """The verdict of ``window`` against ``baseline``.
 
@@ -148,13 +170,10 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
             samples.
         step_seconds: the grid step (s).
         memory: the baseline's memory model (None: estimated from the two sides).
-        confidence: two-sided level over all looks (spec ``verification.confidence``).
-        direction: ``higher_is_better`` | ``lower_is_better``.
-        min_effect: the margin ``d`` (ratio).
+        criterion: what decides (:class:`Criterion`: level, direction, margin, guard).
         look: the look on the change's sequence (:mod:`.anytime`: the boundary of every
-            look); None: a one-off comparison at ``confidence`` that nobody looks at again.
-        guard_tolerance: judge as a guard with this non-inferiority margin (ratio).
-        guard_alpha: the guard's two-sided level (its Bonferroni share), default ``1 - confidence``.
+            look); None: a one-off comparison at ``criterion.confidence`` that nobody looks
+            at again.
         widen: ``(factor >= 1, dof)`` from a calibration that found the model's variance
             too small (:mod:`.placebo`'s comparisons in the baseline's history, or the
             movement test's placebo periods): both sides' variances of the
@@ -166,6 +185,8 @@ def judge(baseline: tuple[np.ndarray, np.ndarray] | BaselineSide, window: tuple[
     stored = baseline if isinstance(baseline, BaselineSide) else None
     if stored is not None and (memory is None or not math.isclose(stored.step_seconds, step_seconds)):
         raise ValueError("a precomputed baseline side needs its memory model and the step it was computed at")
+    confidence, direction, min_effect = criterion.confidence, criterion.direction, criterion.min_effect
+    guard_tolerance, guard_alpha = criterion.guard_tolerance, criterion.guard_alpha
     trimmed = robust.Trimmed.of(location, stored is not None)  # the mean: every step below an identity
     if stored is None:
         tx, x = (np.asarray(a, dtype=float) for a in baseline)

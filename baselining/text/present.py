@@ -271,7 +271,7 @@ def report_lines(result) -> list[str]:
     m = ctx.get("mix")
     if m:
         lines += ["", f"| {markdown_text(m['dimension'])} | share before | share after |", "|---|---|---|",
-                  *[f"| {markdown_text(str(s))} | {b:.0%} | {a:.0%} |" for s, b, a in zip(m["segments"], m["share_before"], m["share_after"])],
+                  *[f"| {markdown_text(str(s))} | {b:.0%} | {a:.0%} |" for s, b, a in zip(m["segments"], m["share_before"], m["share_after"], strict=True)],
                   "", (f"Rate/mix decomposition: change {m['total_change'] * 100:+.1f} % = mix {m['mix_change'] * 100:+.1f} % "
                   f"x rate {m['rate_change'] * 100:+.1f} % (the mix explains {m['mix_share']:.0%}).")]
     return [*lines, ""]

@@ -70,17 +70,17 @@ class History:
         for cls in ("cyc-null", "cyc-gain", "treated", "ctrl"):
             level = 800.0 if cls == "ctrl" else 1000.0
             y = level * cyc * np.exp(_ar1(rng, self.stamps.size)) * np.where(after, 1 + GAIN.get(cls, 0.0), 1.0)
-            self.series[(cls, None)] = dict(zip(self.stamps.tolist(), np.round(y, 6).tolist()))
+            self.series[(cls, None)] = dict(zip(self.stamps.tolist(), np.round(y, 6).tolist(), strict=True))
         for track, gain in (("stable", 0.0), ("canary", CANARY_GAIN)):
             y = 500.0 * cyc * np.exp(_ar1(rng, self.stamps.size)) * np.where(after, 1 + gain, 1.0)
-            self.series[("canary", track)] = dict(zip(self.stamps.tolist(), np.round(y, 6).tolist()))
+            self.series[("canary", track)] = dict(zip(self.stamps.tolist(), np.round(y, 6).tolist(), strict=True))
         # Demand and mix classes: the last 3 hours only, no cycle.
         self.recent = self.stamps[self.stamps > self.end - 3 * HOUR]
         n, late = self.recent.size, self.recent > self.t_c
         demand = np.where(late, 120.0, 100.0)  # offered load, requests/s: +20 % at t_c
         self.extra: dict[tuple[str, tuple[tuple[str, str], ...]], dict[int, float]] = {}
         put = lambda name, labels, y: self.extra.__setitem__((name, tuple(sorted(labels.items()))),
-                                                             dict(zip(self.recent.tolist(), np.round(y, 6).tolist())))
+                                                             dict(zip(self.recent.tolist(), np.round(y, 6).tolist(), strict=True)))
         # unsat: serves everything that arrives (tokens/s = 10 x demand), CPU half busy, no queue.
         put(METRIC, {"job": "designs", "workload": "unsat"}, 10 * demand * np.exp(_ar1(rng, n)))
         put("workload_class:obsctl_requests_offered:rate5m", {"workload_class": "unsat"}, demand)

@@ -14,11 +14,12 @@ from scipy import signal as spsignal
 from scipy import stats
 
 from obsctl.baselining.statistics import assumptions as A
-from obsctl.baselining.statistics.comparison import LookContext, judge
+from obsctl.baselining.statistics.comparison import Criterion, LookContext, judge
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 
 STEP = 15.0
+CRITERION = Criterion(0.95, "higher_is_better", 0.02)  # a +-2 % margin at 95 %, higher is better
 
 
 def ar1(rng, phi, n, start=None):
@@ -145,7 +146,7 @@ def test_judge_reports_the_check():
     base = (t[17280:17280 + 240], 100 + z[17280:17280 + 240])
     # The window after the change: phi 0.98 at the same spread.
     w = ar1(rng, 0.98, 160, start=z[17280 + 239])
-    short = judge(base, (t[17520:17680], 100 + w), STEP, model, 0.95, "higher_is_better", 0.02, LookContext())
+    short = judge(base, (t[17520:17680], 100 + w), STEP, model, CRITERION, LookContext())
     assert short.verdict == "INCONCLUSIVE" and short.reason.startswith("assumption failed") and "p = " in short.reason
     # 2 h: enough samples to fit the window's memory, but fewer than 20 of its own fitted
     # lengths (phi 0.98: tau = 99 steps, about 25 min; fitted on 2 h, less): a lower bound, no verdict.
@@ -153,12 +154,12 @@ def test_judge_reports_the_check():
     t_w = t[17520] + np.arange(480) * STEP
     own = fit_memory(t_w, 100 + w, STEP, source="windows")
     assert 480 * STEP < 20 * own.tau_seconds
-    two = judge(base, (t_w, 100 + w), STEP, model, 0.95, "higher_is_better", 0.02, LookContext())
+    two = judge(base, (t_w, 100 + w), STEP, model, CRITERION, LookContext())
     assert two.verdict == "INCONCLUSIVE" and "a lower bound until the window spans 20 of it" in two.reason
     # 20 h spans more than 20 of it: judged, the check named in the notes.
     w = ar1(rng, 0.98, 4800, start=z[17280 + 239])
     t_w = t[17520] + np.arange(4800) * STEP
-    long = judge(base, (t_w, 100 + w), STEP, model, 0.95, "higher_is_better", 0.02, LookContext())
+    long = judge(base, (t_w, 100 + w), STEP, model, CRITERION, LookContext())
     assert not long.reason.startswith("assumption failed") and any(n.startswith("assumption check") for n in long.notes)
-    same = judge(base, (t_w, 100 + ar1(rng, 0.90, 4800)), STEP, model, 0.95, "higher_is_better", 0.02, LookContext())
+    same = judge(base, (t_w, 100 + ar1(rng, 0.90, 4800)), STEP, model, CRITERION, LookContext())
     assert not any("assumption" in n for n in same.notes)

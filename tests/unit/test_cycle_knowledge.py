@@ -76,7 +76,7 @@ def test_the_profile_design_divides_a_known_weekly_cycle_out():
     tw = np.arange(fri + 3600 + 60, fri + 3600 + 24 * 3600 + 30, 60.0)
     weekend = np.isin(((tw - MONDAY) // DAY) % 7, (5, 6))
     vb, vw = np.full(tb.size, 100.0), 110.0 * np.where(weekend, 0.9, 1.0)
-    e = profile.effect(list(zip(tb, vb)), list(zip(tw, vw)), k, 0.95)
+    e = profile.effect(list(zip(tb, vb, strict=True)), list(zip(tw, vw, strict=True)), k, 0.95)
     assert e.ratio == pytest.approx(0.10, abs=1e-6)
     # The before-after ratio the cycle would have given instead:
     assert vw.mean() / vb.mean() - 1 < 0.07

@@ -43,7 +43,7 @@ def test_pure_demand_rise_on_cost_per_token_is_inconclusive_naming_the_demand_ch
     noise = lambda n: np.exp(rng.normal(0, 0.01, n))  # noqa: E731
     tokens_b, tokens_w = 10 * 100.0 * noise(tb.size), 10 * 146.0 * noise(tw.size)  # demand 100 -> 146 req/s
     cost_b, cost_w = _cost_per_million(tokens_b), _cost_per_million(tokens_w)
-    e = before_after.effect(list(zip(tb, cost_b)), list(zip(tw, cost_w)), 0.95)
+    e = before_after.effect(list(zip(tb, cost_b, strict=True)), list(zip(tw, cost_w, strict=True)), 0.95)
     assert e.ratio == pytest.approx(1 / 1.46 - 1, abs=0.003)  # -31.5 %: what the interval alone calls IMPROVED
     before, after = _periods(tb.size, 100.0, 146.0, queue=False)
     load = demand.assess(before, after, "cost", "usd_per_million_tokens", follows_demand=True)
@@ -63,7 +63,7 @@ def test_efficiency_change_under_saturation_is_still_decided():
     tb, tw = _grid(T0, 3600), _grid(T0 + 3600, 3600)
     cost_b = _cost_per_million(1000.0 * np.exp(rng.normal(0, 0.01, tb.size)))
     cost_w = _cost_per_million(1100.0 * np.exp(rng.normal(0, 0.01, tw.size)))
-    e = before_after.effect(list(zip(tb, cost_b)), list(zip(tw, cost_w)), 0.95)
+    e = before_after.effect(list(zip(tb, cost_b, strict=True)), list(zip(tw, cost_w, strict=True)), 0.95)
     assert e.ratio == pytest.approx(1 / 1.1 - 1, abs=0.003)
     before, after = _periods(tb.size, 150.0, 150.0, queue=True)
     load = demand.assess(before, after, "cost", "usd_per_million_tokens", follows_demand=True)
@@ -130,14 +130,14 @@ def test_closed_loop_vllm_capacity_gain_is_judged_as_capacity_not_demand():
     tb, tw = _grid(T0, 3600), _grid(T0 + 3600, 3600)
     tokens_b = 100.0 * np.exp(rng.normal(0, 0.01, tb.size))
     tokens_w = 148.6 * np.exp(rng.normal(0, 0.01, tw.size))
-    e = before_after.effect(list(zip(tb, tokens_b)), list(zip(tw, tokens_w)), 0.95)
+    e = before_after.effect(list(zip(tb, tokens_b, strict=True)), list(zip(tw, tokens_w, strict=True)), 0.95)
     spec = SimpleNamespace(saturation=SimpleNamespace(classes={}, **{f: None for f in (
         "busy_ratio", "idle_ratio", "queue_depth", "queue_wait_seconds", "rejected_per_second", "cpu_cores")}))
     wc = WorkloadClass(name="chat", kind="inference", source="vllm", selector={"job": "vllm", "model_name": "tiny-llama"})
 
     def period(name, times, offered):
         waiting = rng.integers(4, 9, times.size).astype(float)
-        inputs = {"engine_busy": [(int(t), 1.0) for t in times], "waiting": list(zip(times.tolist(), waiting))}
+        inputs = {"engine_busy": [(int(t), 1.0) for t in times], "waiting": list(zip(times.tolist(), waiting, strict=True))}
         return run.period_of(spec, wc, name, inputs, [(int(t), offered) for t in times])
 
     before, after = period("baseline", tb, 2.5), period("window", tw, 2.5 * 1.484)

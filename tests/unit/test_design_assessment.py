@@ -88,8 +88,8 @@ def test_before_after_records_the_comparison_it_judged(spec):
     w = noisy(rng, 110.0, tw.size)
     ev = evidence(spec, "before-after", b, measurement(b.query, START, END, tw, w))
     v = verdict.decide(ev)
-    j = comparison.judge((tb, np.array([x for _, x in b.samples])), (tw, w), STEP, memory_of(b), 0.95, "higher_is_better",
-                         spec.verification.min_effect_ratio, LOOK)
+    criterion = comparison.Criterion(0.95, "higher_is_better", spec.verification.min_effect_ratio)
+    j = comparison.judge((tb, np.array([x for _, x in b.samples])), (tw, w), STEP, memory_of(b), criterion, LOOK)
     # The verdict adds the placebo line of the baseline's history (none here) to the comparison's figures.
     assert v.primary.assessment.model_dump(exclude={"placebo"}) == Assessment(**j.details()).model_dump(exclude={"placebo"})
     assert v.primary.assessment.placebo.startswith("not checked")

@@ -39,7 +39,7 @@ def _ar1(rng, n, sd, phi=0.8):
 
 
 def _s(t, y):
-    return list(zip(t.tolist(), y.tolist()))
+    return list(zip(t.tolist(), y.tolist(), strict=True))
 
 
 def test_canary_point_is_geometric_mean_of_instant_ratios():
@@ -91,7 +91,7 @@ def test_seasonal_compares_the_same_hour_a_day_earlier():
     b = 1000 * profile(tb) * np.exp(_ar1(rng, tb.size, 0.03))
     w = 1000 * profile(tw) * np.exp(_ar1(rng, tw.size, 0.03))
     e = seasonal.effect(_s(tb, b), _s(tw, w), "day", 0.95)
-    lookup = dict(zip(tb.tolist(), b.tolist()))
+    lookup = dict(zip(tb.tolist(), b.tolist(), strict=True))
     ref = np.array([lookup[t - 86400] for t in tw.tolist()])
     assert e.ratio == pytest.approx(np.exp(np.mean(np.log(w) - np.log(ref))) - 1, rel=1e-9)
     assert e.context["cycles"] == 1 and e.context["matched_share"] == 1.0
@@ -224,7 +224,7 @@ def _baseline(rng, hours=2):
     start, end = (dt.datetime.fromtimestamp(x, dt.UTC) for x in (T0, T0 + hours * 3600))
     return Baseline(id="a.t.x", workload_class="a", signal="t", unit="1", direction="higher_is_better", query="sum(x)",
                     window=Window(start=start, end=end, step_seconds=STEP), population=Population(series_count=1),
-                    stats=stats.summarize(v.tolist(), 10), created_at=end, samples=list(zip(t.tolist(), v.tolist())))
+                    stats=stats.summarize(v.tolist(), 10), created_at=end, samples=list(zip(t.tolist(), v.tolist(), strict=True)))
 
 
 def test_planner_accounts_for_the_design():

@@ -16,7 +16,7 @@ import pytest
 
 from obsctl.baselining.decide import verdict
 from obsctl.baselining.statistics import placebo
-from obsctl.baselining.statistics.comparison import LookContext, judge
+from obsctl.baselining.statistics.comparison import Criterion, LookContext, judge
 from obsctl.baselining.statistics.memory import fit_memory
 from obsctl.baselining.text import notes as N
 from obsctl.baselining.text.present import note_lines, statistics_line, statistics_plain
@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_assumptions import STEP, _checked  # noqa: E402  (the seeded AR(1) windows of the checks' own tests)
 
 #: What a diagnostic says and plain words never do: a p-value, a statistic, a test's name, a level.
+CRITERION = Criterion(0.95, "higher_is_better", 0.02)  # a +-2 % margin at 95 %, higher is better
+
 DIAGNOSTIC = re.compile(r"\bp\s*=|p-value|Yule|Walker|Ljung|Box|score|chi|\bF\b|\bdof\b|level 0\.|statistic|innovation|"
                         r"kurtosis|autocorrelation|prewhiten|variance ratio", re.IGNORECASE)
 
@@ -80,7 +82,7 @@ def test_the_verdict_types_the_judgements_notes_with_the_placebo_and_location():
     model = fit_memory(t, 100 + hist, STEP)
     base = (t[-480:], 100 + hist[-480:])
     y = 100 + 1.5 * rng.standard_normal(960)  # noisier: rescaled, its own scale
-    j = judge(base, (t[-1] + STEP + np.arange(960) * STEP, y), STEP, model, 0.95, "higher_is_better", 0.02, LookContext())
+    j = judge(base, (t[-1] + STEP + np.arange(960) * STEP, y), STEP, model, CRITERION, LookContext())
     j.extra_findings.append(verdict.placebo_finding(None, 7200, 14400, verdict.placebo_text(None, 7200, 14400)))
     typed = verdict.notes_of(j)
     assert [n.kind for n in typed] == ["variance-noisier", "scale-own", "placebo-unchecked"]
@@ -222,7 +224,7 @@ def test_a_refused_window_gets_a_plain_reason_and_keeps_the_diagnostic_as_a_note
     model = fit_memory(t[:17280 + 240], 100 + z[:17280 + 240], STEP)
     base = (t[17280:17280 + 240], 100 + z[17280:17280 + 240])
     w = ar1(rng, 0.98, 160, start=z[17280 + 239])  # the memory changed; 160 samples cannot fit the window's own
-    j = judge(base, (t[17520:17680], 100 + w), STEP, model, 0.95, "higher_is_better", 0.02, LookContext())
+    j = judge(base, (t[17520:17680], 100 + w), STEP, model, CRITERION, LookContext())
     full = j.reason
     assert j.failure is not None and j.failure.kind == "assumption-short" and full.startswith("assumption failed") and "p = " in full
     verdict.plain_failure(j)
@@ -231,7 +233,7 @@ def test_a_refused_window_gets_a_plain_reason_and_keeps_the_diagnostic_as_a_note
     verdict.plain_failure(j)  # once only
     assert j.notes.count(full) == 1
     w = ar1(rng, 0.98, 480, start=z[17280 + 239])  # 2 h: fits its own memory, but spans fewer than 20 of it
-    long = judge(base, (t[17520] + np.arange(480) * STEP, 100 + w), STEP, model, 0.95, "higher_is_better", 0.02, LookContext())
+    long = judge(base, (t[17520] + np.arange(480) * STEP, 100 + w), STEP, model, CRITERION, LookContext())
     assert long.failure.kind == "assumption-memory-long" and long.failure.value > 480 * STEP
     assert "no verdict until the window is at least" in verdict.plain_failure(long).reason
 

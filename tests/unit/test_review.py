@@ -228,7 +228,7 @@ def test_judge_movement_widens_by_the_placebo_periods():
     loader.loader.exec_module(bench_drift)
     family = bench_drift.FAMILIES["multi-scale (phi 0.5, 0.95, 0.995)"]
     t = np.arange(1440 * 8) * 60.0
-    level = movement.review_confidence(0.95, 8)
+    criterion = movement.comparison.Criterion(movement.review_confidence(0.95, 8), "higher_is_better", 0.02)
     for seed in range(40):
         x = bench_drift.path(np.random.default_rng(seed), family, t.size)
         base, win = (t[:1440], x[:1440]), (t[1440:], x[1440:])
@@ -236,12 +236,12 @@ def test_judge_movement_widens_by_the_placebo_periods():
         wt, wv = movement.block_means(*win, 3600, 60)
         model = movement._longer(movement.fit_memory(wt, wv, 3600), movement.pooled_memory([(bt, bv), (wt, wv)], 3600))
         widen = movement.placebo_widening(wt, wv, 86400.0, movement.comparison.baseline_side(bt, bv, 3600, model).side.var_mean)
-        plain = movement.comparison.judge((bt, bv), (wt, wv), 3600, model, level, "higher_is_better", 0.02)
+        plain = movement.comparison.judge((bt, bv), (wt, wv), 3600, model, criterion)
         if widen is not None and plain.low is not None:
             break
     else:
         pytest.fail("no seed widened")
-    explicit = movement.comparison.judge((bt, bv), (wt, wv), 3600, model, level, "higher_is_better", 0.02, widen=widen)
+    explicit = movement.comparison.judge((bt, bv), (wt, wv), 3600, model, criterion, widen=widen)
     got = movement.judge_movement(base, win, 60, None, "higher_is_better", 0.02)
     assert (got.low, got.high) == (explicit.low, explicit.high)
     assert got.high - got.low > plain.high - plain.low

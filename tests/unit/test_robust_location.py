@@ -16,7 +16,7 @@ from obsctl.baselining.decide import verdict
 from obsctl.baselining.decide.location import location_for
 from obsctl.baselining.measure.tails import tails_of
 from obsctl.baselining.statistics import robust
-from obsctl.baselining.statistics.comparison import LookContext, judge
+from obsctl.baselining.statistics.comparison import Criterion, LookContext, judge
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 from obsctl.errors import SpecError
@@ -118,7 +118,7 @@ def test_seeded_calibration_trimmed_finds_what_the_mean_cannot():
             win_memory = fit_memory(t[:hist + base], np.r_[robust.winsorize(x[:hist]), robust.winsorize(x[hist:hist + base])], STEP)
             look = LookContext(1, win * STEP)
             for arm, memory, loc in (("mean", raw_memory, None), ("trimmed", win_memory, trimmed)):
-                j = judge(b, w, STEP, memory, 0.95, "higher_is_better", 0.02, look, location=loc)
+                j = judge(b, w, STEP, memory, Criterion(0.95, "higher_is_better", 0.02), look, location=loc)
                 if effect:
                     found[arm] += j.verdict == "IMPROVED"
                     if arm == "trimmed" and j.low is not None:

@@ -21,7 +21,7 @@ from obsctl.baselining.decide import caps
 from obsctl.baselining.measure.stationarity import baseline_stationarity
 from obsctl.baselining.statistics import assumptions as A
 from obsctl.baselining.statistics import stationarity as S
-from obsctl.baselining.statistics.comparison import LookContext, judge
+from obsctl.baselining.statistics.comparison import Criterion, LookContext, judge
 from obsctl.baselining.statistics.lrv import side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel
 from obsctl.records import Baseline, Memory, Population, Statistics, Window
@@ -206,5 +206,5 @@ def test_a_quieter_window_with_unchanged_memory_is_judged():
 
     m = fit_memory(t[:n_hist + 480], hist, STEP)
     w = 110 * (1 + 0.05 * math.sqrt(0.5) * ar1(rng, phi, 480))  # +10 %, variance halved
-    j = judge((t[n_hist:n_hist + 480], hist[n_hist:]), (t[n_hist + 480:], w), STEP, m, 0.95, "higher_is_better", 0.02, LookContext())
+    j = judge((t[n_hist:n_hist + 480], hist[n_hist:]), (t[n_hist + 480:], w), STEP, m, Criterion(0.95, "higher_is_better", 0.02), LookContext())
     assert j.verdict == "IMPROVED" and j.low <= 0.10 <= j.high

@@ -15,7 +15,7 @@ from scipy import stats as sps
 
 from obsctl.baselining.statistics import anytime
 from obsctl.baselining.statistics import power as planner
-from obsctl.baselining.statistics.comparison import LookContext, judge
+from obsctl.baselining.statistics.comparison import Criterion, LookContext, judge
 from obsctl.baselining.statistics.lrv import Side, full_grid_n_eff, side_estimate
 from obsctl.baselining.statistics.memory import (
     MemoryModel,
@@ -29,6 +29,8 @@ from obsctl.baselining.statistics.ratio import (
     estimate_ratio,
     fieller,
 )
+
+CRITERION = Criterion(0.95, "higher_is_better", 0.02)  # a +-2 % margin at 95 %, higher is better
 
 
 def ar1_model(phi: float, variance: float = 1.0, step: float = 15.0, dof: float = 1e6) -> MemoryModel:
@@ -173,7 +175,7 @@ def test_window_too_short_names_the_memory_and_a_length():
     model = ar1_model(0.995, variance=25.0)
     t = np.arange(480) * 15.0
     x = 100 + 5 * ar1(rng, 0.995, 480)
-    j = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, 0.95, "higher_is_better", 0.02)
+    j = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, CRITERION)
     assert j.verdict == "INCONCLUSIVE" and j.low is None
     assert "memory is about 1h40m" in j.reason and "independent samples, fewer than 5" in j.reason and "at least" in j.reason
 
@@ -232,8 +234,8 @@ def test_a_look_reports_its_boundary_and_level():
     model = ar1_model(0.5, variance=25.0)
     t = np.arange(960) * 15.0
     x = 100 + 5 * ar1(rng, 0.5, 960)
-    j1 = judge((t[:240], x[:240]), (t[240:300], x[240:300]), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(1, 3600.0 * 3))
-    j2 = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, 0.95, "higher_is_better", 0.02,
+    j1 = judge((t[:240], x[:240]), (t[240:300], x[240:300]), 15.0, model, CRITERION, LookContext(1, 3600.0 * 3))
+    j2 = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, CRITERION,
                LookContext(2, 3600.0 * 3, j1.min_fraction, 0.95))
     sx = side_estimate(t[:240], x[:240], 15.0, model)
     t_min = sx.var_mean / (sx.var_mean + sx.sd**2 / 5)
@@ -241,7 +243,7 @@ def test_a_look_reports_its_boundary_and_level():
     assert j1.boundary == j2.boundary == pytest.approx(anytime.boundary(t_min, 0.05)) and j1.boundary > sps.norm.ppf(0.975)
     assert j1.confidence == pytest.approx(1 - 2 * sps.norm.sf(j1.boundary), rel=1e-12)
     # A later edit of the spec's level does not move the sequence's: the look context's wins.
-    j3 = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, 0.80, "higher_is_better", 0.02, LookContext(3, None, j1.min_fraction, 0.95))
+    j3 = judge((t[:240], x[:240]), (t[240:], x[240:]), 15.0, model, Criterion(0.80, "higher_is_better", 0.02), LookContext(3, None, j1.min_fraction, 0.95))
     assert j3.boundary == pytest.approx(j2.boundary)
 
 
@@ -272,15 +274,14 @@ def test_a_guard_carries_its_anytime_p_value_of_being_worse():
     t = np.arange(960) * 15.0
     x = 100 + ar1(rng, 0.5, 960)
     y = x[480:] * 0.9975
-    j = judge((t[:480], x[:480]), (t[480:], y), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(1, 7200.0), guard_tolerance=0.05,
-              guard_alpha=0.05)
+    guard = Criterion(0.95, "higher_is_better", 0.02, guard_tolerance=0.05, guard_alpha=0.05)
+    j = judge((t[:480], x[:480]), (t[480:], y), 15.0, model, guard, LookContext(1, 7200.0))
     sx, sy = side_estimate(t[:480], x[:480], 15.0, model), side_estimate(t[480:], y, 15.0, model)
     r = sy.mean / sx.mean
     z = (1 - r) / (math.sqrt(sy.var_mean + r * r * sx.var_mean) / sx.mean)
     assert j.p_worse == pytest.approx(anytime.crossing(z, math.log(1 / j.min_fraction)), rel=1e-9)
     assert 0 < j.p_worse < 1
-    better = judge((t[:480], x[:480]), (t[480:], x[480:] * 1.03), 15.0, model, 0.95, "higher_is_better", 0.02, LookContext(1, 7200.0),
-                   guard_tolerance=0.05, guard_alpha=0.05)
+    better = judge((t[:480], x[:480]), (t[480:], x[480:] * 1.03), 15.0, model, guard, LookContext(1, 7200.0))
     assert better.p_worse == 1.0
 
 
@@ -295,10 +296,10 @@ def test_no_verdict_without_an_honest_memory():
     tau = 3 * 15.0  # (1 + phi) / (1 - phi) steps
     enough = MemoryModel(15.0, (0.5,), (1.0, 0.5), 1.0, 100.0, 1000, 20 * tau, "history", 1e6)
     short = MemoryModel(15.0, (0.5,), (1.0, 0.5), 1.0, 100.0, 100, 19 * tau, "history", 1e6)
-    assert judge(base, window, 15.0, enough, 0.95, "higher_is_better", 0.02, LookContext()).verdict == "IMPROVED"
-    j = judge(base, window, 15.0, short, 0.95, "higher_is_better", 0.02, LookContext())
+    assert judge(base, window, 15.0, enough, CRITERION, LookContext()).verdict == "IMPROVED"
+    j = judge(base, window, 15.0, short, CRITERION, LookContext())
     assert j.verdict == "INCONCLUSIVE" and j.low is None
     assert "fitted on 14m15s of history, fewer than 20 of its own lengths" in j.reason and "at least 15m of history" in j.reason
-    none = judge(base, window, 15.0, None, 0.95, "higher_is_better", 0.02, LookContext())
+    none = judge(base, window, 15.0, None, CRITERION, LookContext())
     assert none.verdict == "INCONCLUSIVE" and none.reason.startswith("no history before the baseline to fit the signal's memory")
-    assert judge(base, window, 15.0, short, 0.95, "higher_is_better", 0.02).verdict == "IMPROVED"
+    assert judge(base, window, 15.0, short, CRITERION).verdict == "IMPROVED"

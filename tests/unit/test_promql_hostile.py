@@ -85,3 +85,36 @@ def test_a_longer_flat_expression_is_a_syntax_error_not_a_recursion_error():
         parse(query)
     with pytest.raises(PromQLSyntaxError):
         inline(query, [])
+
+
+def test_a_class_selector_with_a_keyword_cased_label_and_a_hostile_value_inlines_to_it(tmp_path):
+    import subprocess
+
+    import yaml
+
+    from obsctl.baselining.measure.raw import raw_query
+    from support.rules_fixtures import write_spec
+
+    hostile = 'a"}\\ or vector(1) # \n{$selector}\u202e'
+    spec = write_spec(tmp_path, {
+        "prometheus": {"url": "http://127.0.0.1:9"}, "store": "store",
+        "workload_classes": [{"name": "chat", "kind": "inference", "source": "vllm", "selector": {"Group": hostile}}],
+        "signals": [{"name": "tps", "catalogue": "tokens_per_second"}, {"name": "ok", "catalogue": "requests_per_second"}]})
+    (chat,) = spec.workload_classes
+    queries = [raw_query(spec, chat, s)[0] for s in spec.signals]
+    for query in queries:
+        selectors = [m for m in _selectors(parse(query)) if m.label.lower() == "group"]
+        assert selectors and all(m.label == "Group" and m.text == hostile for m in selectors), query
+    path = tmp_path / "q.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "q", "rules": [{"record": f"q{i}", "expr": q} for i, q in enumerate(queries)]}]}))
+    check = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _selectors(node):
+    from obsctl.rules.promql_ast import Selector, _children
+
+    if isinstance(node, Selector):
+        yield from node.matchers
+    for child in _children(node):
+        yield from _selectors(child)

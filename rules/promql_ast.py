@@ -228,6 +228,8 @@ class _Parser:
         while self.peek()[1] in self._LEVELS[level] and self.peek()[0] in ("op", "ident"):
             op = self.take()
             is_bool = self.accept("bool")
+            if is_bool and op not in _COMPARISONS:
+                raise PromQLSyntaxError(f"bool applies to a comparison only, not to {op!r}")
             matching = group = None
             if self.peek()[1] in ("on", "ignoring"):
                 kind = self.take()
@@ -280,8 +282,8 @@ class _Parser:
                     node = Subquery(node, rng, step)
                 else:
                     self.take("]")
-                    if not isinstance(node, Selector) or node.range:
-                        raise PromQLSyntaxError(f"a range [{rng}] needs a vector selector before it")
+                    if not isinstance(node, Selector) or node.range or node.offset or node.at:
+                        raise PromQLSyntaxError(f"a range [{rng}] needs a vector selector before it (and before its offset or @)")
                     node.range = rng
             elif self.peek()[1] == "offset":
                 self.take()

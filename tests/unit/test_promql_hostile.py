@@ -73,6 +73,13 @@ def test_a_deeply_nested_expression_is_a_syntax_error(query):
         parse(query)
 
 
+@pytest.mark.parametrize("query", ["x offset 1h [5m]", "x @ 100 [5m]", "a and bool b", "a + bool b", "a or bool b"])
+def test_what_prometheus_rejects_is_rejected(query):
+    # promtool check rules rejects each: a range after a modifier, bool on a non-comparison
+    with pytest.raises(PromQLSyntaxError):
+        parse(query)
+
+
 def test_a_long_flat_expression_parses_up_to_the_depth_bound():
     query = " + ".join(f'x{{l="{i}"}}' for i in range(MAX_DEPTH))
     assert render(parse(query)) == query

@@ -142,7 +142,8 @@ _ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7
 def string_value(literal: str) -> str:
     """The value of a PromQL string literal (Go escapes, as Prometheus' lexer takes them:
     ``\\a \\b \\f \\n \\r \\t \\v \\\\``, the literal's own quote, ``\\xHH``,
-    ``\\uHHHH``, ``\\UHHHHHHHH``, three octal digits; a backtick string is raw).
+    ``\\uHHHH``, ``\\UHHHHHHHH``; ``\\xHH`` and three octal digits are one byte each, so
+    ``"\\xc3\\xa9"`` is ``é``; a backtick string is raw).
 
     Raises:
         PromQLSyntaxError: an escape Prometheus rejects (``\\q``, ``\\x4``, ``\\"`` in a
@@ -151,23 +152,29 @@ def string_value(literal: str) -> str:
     if literal.startswith("`"):
         return literal[1:-1]
     quote_char, body = literal[:1], literal[1:-1]
-
-    def one(m: re.Match[str]) -> str:
+    out, at = bytearray(), 0
+    for m in _ESCAPE.finditer(body):
+        out += body[at:m.start()].encode()
+        at = m.end()
         text, char = m.group(0), m.group(1)
         if char is not None:
-            if char in _SIMPLE_ESCAPES:
-                return _SIMPLE_ESCAPES[char]
-            if char == quote_char:
-                return char
-            raise PromQLSyntaxError(f"unknown escape sequence {text!r} in the string {literal!r}")
-        if len(text) == 1:
+            if char not in _SIMPLE_ESCAPES and char != quote_char:
+                raise PromQLSyntaxError(f"unknown escape sequence {text!r} in the string {literal!r}")
+            out += _SIMPLE_ESCAPES.get(char, char).encode()
+        elif len(text) == 1:
             raise PromQLSyntaxError(f"the string {literal!r} ends in a backslash")
-        code = int(text[1:], 8) if text[1] in "01234567" else int(text[2:], 16)
-        if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF or (text[1] in "01234567" and code > 0xFF):
-            raise PromQLSyntaxError(f"the escape {text!r} in the string {literal!r} is not a character")
-        return chr(code)
-
-    return _ESCAPE.sub(one, body)
+        elif text[1] in "01234567" or text[1] == "x":  # one byte, as in Go: "\xc3\xa9" is é
+            code = int(text[1:], 8) if text[1] != "x" else int(text[2:], 16)
+            if code > 0xFF:
+                raise PromQLSyntaxError(f"the escape {text!r} in the string {literal!r} is not a byte")
+            out.append(code)
+        else:
+            code = int(text[2:], 16)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise PromQLSyntaxError(f"the escape {text!r} in the string {literal!r} is not a character")
+            out += chr(code).encode()
+    out += body[at:].encode()
+    return out.decode(errors="replace")  # bytes that are not UTF-8: U+FFFD, as Prometheus shows them
 
 
 def quote(value: str) -> str:

@@ -40,6 +40,7 @@ def test_a_pushed_matcher_keeps_its_label_case():
     (r'"a\"b"', 'a"b'),
     (r"'a\'b'", "a'b"),
     (r'"\x41\u00e9\U0001F600\101"', "Aé😀A"),
+    (r'"\xc3\xa9\303\251"', "éé"),  # byte escapes, as Go reads them: the UTF-8 of é
     (r'"\a\b\f\n\r\t\v\\"', "\a\b\f\n\r\t\v\\"),
     ("`a\\q\"`", 'a\\q"'),
 ])

@@ -192,6 +192,14 @@ def _interval_note(method: str) -> str:
     return "(Fieller interval from the long-run variance under the signal's memory; docs/verification.md)"
 
 
+def _guard_label(signal: str) -> str:
+    """``Guard `name```; a name from a record that a code span cannot hold as it is (a
+    backtick, a line break, anything but a signal name's characters) as escaped text."""
+    if re.fullmatch(r"[A-Za-z0-9_.:-]+", signal):
+        return f"Guard `{signal}`"
+    return f"Guard {markdown_text(signal)}"
+
+
 def _statistics_lines(result: VerificationResult) -> list[str]:
     """The "Statistics" section: method, memory, effective samples, look and boundary, planned window."""
     a = result.assessment
@@ -205,7 +213,7 @@ def _statistics_lines(result: VerificationResult) -> list[str]:
     if a.placebo and not any(n.kind.startswith("placebo-") for n in typed):
         lines.append(f"- Placebo: {markdown_text(a.placebo)}")
     if typed:  # each note in plain words, then its diagnostic (verify shows the latter with --verbose)
-        lines += [f"- {'Guard `' + n.subject + '` note' if n.subject else 'Note'}: {markdown_text(n.plain)}. "
+        lines += [f"- {_guard_label(n.subject) + ' note' if n.subject else 'Note'}: {markdown_text(n.plain)}. "
                   f"Diagnostic: {markdown_text(n.detail)}" for n in typed]
     else:  # an older record: its notes in full only
         lines += [f"- Note: {markdown_text(n)}" for n in a.notes]

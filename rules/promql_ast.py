@@ -13,12 +13,12 @@ are not kept).
 String literals and matcher values keep their text as written (``"a\\"b"``), so printing
 never re-escapes them; :func:`string_value` decodes one.
 
-Errors: :class:`PromQLSyntaxError` (a ``ValueError``) names the position and what was found.
+Errors: :class:`PromQLSyntaxError` (a ``ValueError``) names the position and what was found;
+an escape Prometheus' lexer rejects and a tree deeper than :data:`MAX_DEPTH` are syntax errors too.
 """
 
 from __future__ import annotations
 
-import ast as _pyast
 import re
 from dataclasses import dataclass, field
 
@@ -38,6 +38,11 @@ _TOKEN = re.compile(r"""
   | (?P<ident>[A-Za-z_:][A-Za-z0-9_:]*)
   | (?P<op>==|!=|<=|>=|=~|!~|[-+*/%^<>=,(){}\[\]:@])
 """, re.VERBOSE)
+
+
+#: The deepest tree :func:`parse` returns (levels of nodes; ``a + b + c`` is 3 deep): printing,
+#: rewriting and inlining recurse once a level, within Python's default recursion limit.
+MAX_DEPTH = 200
 
 
 class PromQLSyntaxError(ValueError):
@@ -130,14 +135,46 @@ class Paren:
 Node = Num | Str | Selector | Subquery | Call | Aggregate | Binary | Unary | Paren
 
 
+_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\"}
+_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{3}|(.)|$)", re.DOTALL)
+
+
 def string_value(literal: str) -> str:
-    """The value of a PromQL string literal (Go escapes; a backtick string is raw)."""
+    """The value of a PromQL string literal (Go escapes, as Prometheus' lexer takes them:
+    ``\\a \\b \\f \\n \\r \\t \\v \\\\``, the literal's own quote, ``\\xHH``,
+    ``\\uHHHH``, ``\\UHHHHHHHH``; ``\\xHH`` and three octal digits are one byte each, so
+    ``"\\xc3\\xa9"`` is ``é``; a backtick string is raw).
+
+    Raises:
+        PromQLSyntaxError: an escape Prometheus rejects (``\\q``, ``\\x4``, ``\\"`` in a
+            single-quoted string) or a code point that is not one.
+    """
     if literal.startswith("`"):
         return literal[1:-1]
-    body = literal[1:-1]
-    if literal.startswith("'"):
-        body = body.replace('"', '\\"').replace("\\'", "'")
-    return _pyast.literal_eval('"' + body + '"')
+    quote_char, body = literal[:1], literal[1:-1]
+    out, at = bytearray(), 0
+    for m in _ESCAPE.finditer(body):
+        out += body[at:m.start()].encode()
+        at = m.end()
+        text, char = m.group(0), m.group(1)
+        if char is not None:
+            if char not in _SIMPLE_ESCAPES and char != quote_char:
+                raise PromQLSyntaxError(f"unknown escape sequence {text!r} in the string {literal!r}")
+            out += _SIMPLE_ESCAPES.get(char, char).encode()
+        elif len(text) == 1:
+            raise PromQLSyntaxError(f"the string {literal!r} ends in a backslash")
+        elif text[1] in "01234567" or text[1] == "x":  # one byte, as in Go: "\xc3\xa9" is é
+            code = int(text[1:], 8) if text[1] != "x" else int(text[2:], 16)
+            if code > 0xFF:
+                raise PromQLSyntaxError(f"the escape {text!r} in the string {literal!r} is not a byte")
+            out.append(code)
+        else:
+            code = int(text[2:], 16)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise PromQLSyntaxError(f"the escape {text!r} in the string {literal!r} is not a character")
+            out += chr(code).encode()
+    out += body[at:].encode()
+    return out.decode(errors="replace")  # bytes that are not UTF-8: U+FFFD, as Prometheus shows them
 
 
 def quote(value: str) -> str:
@@ -150,6 +187,7 @@ def quote(value: str) -> str:
 class _Parser:
     def __init__(self, text: str):
         self.tokens: list[tuple[str, str, int]] = []
+        self.raw: list[str] = []  # each token as written: a label name keeps its case
         at = 0
         while at < len(text):
             m = _TOKEN.match(text, at)
@@ -160,6 +198,7 @@ class _Parser:
                 if m.lastgroup == "ident" and value.lower() in _KEYWORDS:
                     value = value.lower()  # PromQL's keywords and aggregations are case-insensitive
                 self.tokens.append(("op" if m.lastgroup == "colon" else m.lastgroup or "", value, at))
+                self.raw.append(m.group(0))
             at = m.end()
         self.i = 0
 
@@ -173,6 +212,12 @@ class _Parser:
             raise PromQLSyntaxError(f"expected {value or kind} at position {pos}, found {tv or 'the end'!r}")
         self.i += 1
         return tv
+
+    def label(self) -> str:
+        """A label name as written (``Group`` is a label, not the keyword ``group``)."""
+        raw = self.raw[self.i] if self.i < len(self.raw) else ""
+        self.take(kind="ident")
+        return raw
 
     def accept(self, value: str) -> bool:
         if self.peek()[1] == value and self.peek()[0] in ("op", "ident"):
@@ -190,6 +235,8 @@ class _Parser:
         while self.peek()[1] in self._LEVELS[level] and self.peek()[0] in ("op", "ident"):
             op = self.take()
             is_bool = self.accept("bool")
+            if is_bool and op not in _COMPARISONS:
+                raise PromQLSyntaxError(f"bool applies to a comparison only, not to {op!r}")
             matching = group = None
             if self.peek()[1] in ("on", "ignoring"):
                 kind = self.take()
@@ -224,7 +271,7 @@ class _Parser:
         self.take("(")
         out = []
         while self.peek()[1] != ")":
-            out.append(self.take(kind="ident"))
+            out.append(self.label())
             if not self.accept(","):
                 break
         self.take(")")
@@ -242,8 +289,8 @@ class _Parser:
                     node = Subquery(node, rng, step)
                 else:
                     self.take("]")
-                    if not isinstance(node, Selector) or node.range:
-                        raise PromQLSyntaxError(f"a range [{rng}] needs a vector selector before it")
+                    if not isinstance(node, Selector) or node.range or node.offset or node.at:
+                        raise PromQLSyntaxError(f"a range [{rng}] needs a vector selector before it (and before its offset or @)")
                     node.range = rng
             elif self.peek()[1] == "offset":
                 self.take()
@@ -274,6 +321,7 @@ class _Parser:
         if kind == "num":
             return Num(self.take())
         if kind == "str":
+            string_value(value)  # an escape Prometheus rejects is a syntax error here too
             return Str(self.take())
         if value == "(" and kind == "op":
             self.take()
@@ -321,11 +369,13 @@ class _Parser:
         self.take("{")
         out = []
         while self.peek()[1] != "}":
-            label = self.take(kind="ident")
+            label = self.label()
             op = self.take()
             if op not in ("=", "!=", "=~", "!~"):
                 raise PromQLSyntaxError(f"expected a matcher operator after {label}, found {op!r}")
-            out.append(Matcher(label, op, self.take(kind="str")))
+            value = self.take(kind="str")
+            string_value(value)
+            out.append(Matcher(label, op, value))
             if not self.accept(","):
                 break
         self.take("}")
@@ -339,11 +389,38 @@ def parse(text: str) -> Node:
         PromQLSyntaxError: not PromQL this parser reads (module doc).
     """
     parser = _Parser(text)
-    node = parser.expr()
+    try:
+        node = parser.expr()
+    except RecursionError:
+        raise PromQLSyntaxError("the expression is nested too deeply to read") from None
+    if _depth(node) > MAX_DEPTH:
+        raise PromQLSyntaxError(f"the expression is nested too deeply to read (more than {MAX_DEPTH} levels)")
     if parser.peek()[0] != "eof":
         _, value, pos = parser.peek()
         raise PromQLSyntaxError(f"unexpected {value!r} at position {pos}")
     return node
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, (Paren, Unary, Subquery)):
+        return [node.expr]
+    if isinstance(node, Call):
+        return list(node.args)
+    if isinstance(node, Aggregate):
+        return [node.expr] + ([node.param] if node.param is not None else [])
+    if isinstance(node, Binary):
+        return [node.lhs, node.rhs]
+    return []
+
+
+def _depth(root: Node) -> int:
+    """Levels of nodes under and including ``root`` (counted without recursing)."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in _children(node))
+    return deepest
 
 
 def _labels(kind: str, labels: tuple[str, ...]) -> str:

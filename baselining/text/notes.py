@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from obsctl.durations import format_duration
+from obsctl.escape import terminal_text
 from obsctl.records import Note, Tails
 
 
@@ -113,15 +114,16 @@ def note_lines(notes: list[Note], verbose: bool = False, skip: frozenset[str] | 
     ``location:`` for the location judged, :func:`label`; ``guard <signal>: note: <plain>``
     for a guard's), each followed by ``  diagnostic: <detail>`` when ``verbose``. A note
     whose detail is in ``skip`` (already shown) is left out, and so, unless ``verbose``, is
-    one whose plain words are the verdict's reason (:data:`REASONS`)."""
+    one whose plain words are the verdict's reason (:data:`REASONS`). The texts come from a
+    record file: each is shown as one terminal field (:func:`obsctl.escape.terminal_text`)."""
     lines = []
     for n in notes:
         if n.detail in skip or n.kind in REASONS and not verbose:
             continue
-        who = f"guard {n.subject}: " if n.subject else ""
-        lines.append(f"{who}{label(n.kind)}: {n.plain}")
+        who = f"guard {terminal_text(n.subject)}: " if n.subject else ""
+        lines.append(f"{who}{label(n.kind)}: {terminal_text(n.plain)}")
         if verbose:
-            lines.append(f"  diagnostic: {n.detail}")
+            lines.append(f"  diagnostic: {terminal_text(n.detail)}")
     return lines
 
 

@@ -13,7 +13,7 @@ from obsctl.baselining.designs import WORDING, Wording
 from obsctl.baselining.statistics import power as stats_planner
 from obsctl.baselining.text.notes import note_lines as typed_note_lines
 from obsctl.durations import format_duration
-from obsctl.escape import markdown_text
+from obsctl.escape import markdown_text, terminal_text
 from obsctl.formatting import format_confidence, format_number, format_percent
 from obsctl.records import Coverage, GuardResult, Population, VerificationResult
 from obsctl.timeutil import rfc3339
@@ -82,9 +82,9 @@ def note_lines(result: VerificationResult, verbose: bool = True) -> list[str]:
     shown = set(context_lines(result.design_context))
     if result.notes or any(g.notes for g in result.guards):
         return typed_note_lines([*result.notes, *(n for g in result.guards for n in g.notes)], verbose, shown)
-    lines = [f"note: {n}" for n in (result.assessment.notes if result.assessment else []) if n and n not in shown]
+    lines = [f"note: {terminal_text(n)}" for n in (result.assessment.notes if result.assessment else []) if n and n not in shown]
     for g in result.guards:
-        lines += [f"guard {g.signal}: note: {n}" for n in (g.assessment.notes if g.assessment else []) if n]
+        lines += [f"guard {terminal_text(g.signal)}: note: {terminal_text(n)}" for n in (g.assessment.notes if g.assessment else []) if n]
     return lines
 
 

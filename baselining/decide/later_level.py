@@ -101,11 +101,17 @@ def later_level_cap(verdict: str, later_verdict: str, later_change: float | None
         if later_low is not None and later_high is not None:
             said += f" ({format_percent(later_low)} .. {format_percent(later_high)})"
     return "INCONCLUSIVE", (
-        f"the baseline may have moved inside its window (its test did not flag it at level {st.level:g}, but step test p = "
-        f"{st.step_p_value:.2g}, trend test p = {st.trend_p_value:.2g}, the smaller below {SUGGESTIVE:g}), and against its part from "
-        f"{rfc3339(st.step_at)} on "
+        f"the baseline may have moved inside its window, and against its part from {rfc3339(st.step_at)} on "
         f"({samples} samples, {format_percent(st.step_ratio)} from the part before) the window reads {said}, not {verdict}: "
         f"the change is not shown against the level the baseline ended at" + (f"; to judge against that level, {remedy_text}" if remedy_text else ""))
+
+
+def later_detail(st: Stationarity) -> str:
+    """The test behind a later-level cap, in full (the cap's reason is plain words): its
+    p-values, its level and the threshold that made it suggestive."""
+    return (f"its stationarity test did not flag the baseline at level {st.level:g}, but step test p = {st.step_p_value:.2g}, "
+            f"trend test p = {st.trend_p_value:.2g}, the smaller below {SUGGESTIVE:g}: the window was judged again against the part "
+            f"after the most likely split ({rfc3339(st.step_at)})")
 
 
 def later_remedy(baseline: Baseline) -> str:

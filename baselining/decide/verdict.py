@@ -481,5 +481,7 @@ def decide(ev: Evidence) -> Verdict:
     notes = (notes_of(primary.judgement) if not own else []) + ([note_of("level", ev.level_note)] if ev.level_note else [])
     if any(c.kind == "baseline-moved" for c in primary.caps):
         notes = moved_notes(baseline) + notes
+    if any(c.kind == "baseline-later-level" for c in primary.caps) and baseline.stationarity is not None:
+        notes = [note_of("baseline-later-level", f"baseline {baseline.id}: {later_level.later_detail(baseline.stationarity)}")] + notes
     return Verdict(overall, reason, decided_by, primary, baseline, tuple(guards), regressed if decided_by == "guards" else (),
                    open_ if decided_by == "open-guards" else (), tuple(notes))

@@ -59,7 +59,7 @@ def _memory_long(need: float | None) -> str:
 
 #: Kinds whose plain words are the verdict's reason (a window check refused): the default
 #: output shows them on the verdict line, not again as a note.
-REASONS = frozenset({"assumption-short", "assumption-memory-long", "assumption-few", "baseline-moved"})
+REASONS = frozenset({"assumption-short", "assumption-memory-long", "assumption-few", "baseline-moved", "baseline-later-level"})
 
 #: The plain words of each kind of note, from the finding's one figure (or None).
 PLAIN: dict[str, Callable[[float | None], str]] = {
@@ -67,6 +67,9 @@ PLAIN: dict[str, Callable[[float | None], str]] = {
     "assumption-memory-long": _memory_long,
     "baseline-moved": lambda _: ("the baseline moved inside its own window: every verdict against it is INCONCLUSIVE until a "
                                  "steady period is re-snapshot (the reason gives the command)"),
+    "baseline-later-level": lambda _: ("the baseline may have moved inside its own window, and the window against the part "
+                                       "after the likely move does not give the same verdict: INCONCLUSIVE (the reason gives "
+                                       "the command for a baseline of that part)"),
     "assumption-few": lambda _: ("the change made the signal's swings last longer, and the window holds too few independent "
                                  "stretches of them: no verdict yet; verify again with a longer window"),
     "variance-noisier": _noisier,

@@ -128,6 +128,9 @@ KINDS = {  # one note of each kind the verdict makes, with a diagnostic as the s
     "baseline-moved": "baseline a.tokens.1: stationarity: MOVED inside the window: a step of +8.1 % at 2026-01-05T03:00:00Z (step "
                       "test p = 0.0001, trend test p = 0.2; level 0.05 (each at half) under the signal's memory, 999 simulations)",
     "assumption-few": "assumption failed: ... (p = 1e-5; level 0.001): the window holds about 3.2 independent samples",
+    "baseline-later-level": "baseline a.tokens.1: its stationarity test did not flag the baseline at level 0.05, but step test p = "
+                            "0.2, trend test p = 0.4, the smaller below 0.5: the window was judged again against the part after "
+                            "the most likely split (2026-01-05T03:00:00Z)",
     "memory-kept": "assumption check: the window's memory differs from the baseline's (Yule-Walker score S = 11.0 on 1 lag(s) of "
                    "359 prewhitened innovations (scale-free), p = 7.9e-93; level 0.001): the baseline's model gives the wider "
                    "interval and was kept",

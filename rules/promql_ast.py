@@ -234,18 +234,24 @@ class _Parser:
         lhs = self.expr(level + 1)
         while self.peek()[1] in self._LEVELS[level] and self.peek()[0] in ("op", "ident"):
             op = self.take()
-            is_bool = self.accept("bool")
-            if is_bool and op not in _COMPARISONS:
-                raise PromQLSyntaxError(f"bool applies to a comparison only, not to {op!r}")
-            matching = group = None
-            if self.peek()[1] in ("on", "ignoring"):
-                kind = self.take()
-                matching = (kind, self.labels())
-            if self.peek()[1] in ("group_left", "group_right"):
-                kind = self.take()
-                group = (kind, self.labels() if self.peek()[1] == "(" else ())
+            is_bool, matching, group = self.modifiers(op)
             lhs = Binary(op, lhs, self.expr(level + 1), is_bool, matching, group)
         return lhs
+
+    def modifiers(self, op: str) -> tuple[bool, tuple | None, tuple | None]:
+        """A binary operator's ``bool`` (comparisons only), ``on``/``ignoring`` and
+        ``group_left``/``group_right`` modifiers, read after ``op``."""
+        is_bool = self.accept("bool")
+        if is_bool and op not in _COMPARISONS:
+            raise PromQLSyntaxError(f"bool applies to a comparison only, not to {op!r}")
+        matching = group = None
+        if self.peek()[1] in ("on", "ignoring"):
+            kind = self.take()
+            matching = (kind, self.labels())
+        if self.peek()[1] in ("group_left", "group_right"):
+            kind = self.take()
+            group = (kind, self.labels() if self.peek()[1] == "(" else ())
+        return is_bool, matching, group
 
     def unary(self) -> Node:
         if self.peek()[1] in ("+", "-") and self.peek()[0] == "op":
@@ -256,14 +262,7 @@ class _Parser:
         base = self.postfix()
         if self.peek()[1] == "^":
             self.take()
-            is_bool = self.accept("bool")
-            matching = group = None
-            if self.peek()[1] in ("on", "ignoring"):
-                kind = self.take()
-                matching = (kind, self.labels())
-            if self.peek()[1] in ("group_left", "group_right"):
-                kind = self.take()
-                group = (kind, self.labels() if self.peek()[1] == "(" else ())
+            is_bool, matching, group = self.modifiers("^")
             return Binary("^", base, self.unary(), is_bool, matching, group)
         return base
 

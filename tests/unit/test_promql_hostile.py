@@ -74,7 +74,7 @@ def test_a_deeply_nested_expression_is_a_syntax_error(query):
         parse(query)
 
 
-@pytest.mark.parametrize("query", ["x offset 1h [5m]", "x @ 100 [5m]", "a and bool b", "a + bool b", "a or bool b"])
+@pytest.mark.parametrize("query", ["x offset 1h [5m]", "x @ 100 [5m]", "a and bool b", "a + bool b", "a or bool b", "a ^ bool b"])
 def test_what_prometheus_rejects_is_rejected(query):
     # promtool check rules rejects each: a range after a modifier, bool on a non-comparison
     with pytest.raises(PromQLSyntaxError):

@@ -11,6 +11,7 @@ import math
 
 from obsctl.baselining.designs import WORDING, Wording
 from obsctl.baselining.statistics import power as stats_planner
+from obsctl.baselining.statistics.memory import MIN_MEMORIES
 from obsctl.baselining.text.notes import note_lines as typed_note_lines
 from obsctl.durations import format_duration
 from obsctl.escape import markdown_text, terminal_text
@@ -282,6 +283,9 @@ def plan_lines(plan: stats_planner.Plan, label: str) -> list[str]:
     dur = format_duration
     src = "from the windows only: a lower bound" if plan.memory_source == "windows" else "from history"
     lines = [f"{label}: memory {dur(plan.tau_seconds)} ({src}); a window can decide from {dur(plan.min_window_seconds) if plan.min_window_seconds else 'n/a'}"]
+    if plan.memory_source == "windows":  # verify's honest-memory rule refuses every look against such a baseline
+        lines.append(f"no verdict can rest on a memory fitted on the baseline alone: re-snapshot the baseline with at least "
+                     f"{dur(MIN_MEMORIES * plan.tau_seconds)} of history before it (verification.memory_history) before the change")
     if plan.window_seconds:
         lines.append(f"detect {plan.effect:+.1%} with {plan.power:.0%} power at {plan.confidence:.0%} confidence "
                      f"(any number of looks, boundary z = {plan.boundary_z:.2f}): "

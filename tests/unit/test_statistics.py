@@ -303,3 +303,20 @@ def test_no_verdict_without_an_honest_memory():
     none = judge(base, window, 15.0, None, CRITERION, LookContext())
     assert none.verdict == "INCONCLUSIVE" and none.reason.startswith("no history before the baseline to fit the signal's memory")
     assert judge(base, window, 15.0, short, CRITERION).verdict == "IMPROVED"
+
+
+def test_plan_text_says_a_memory_from_the_baseline_alone_cannot_carry_a_verdict():
+    from dataclasses import replace
+
+    from obsctl.baselining.statistics.memory import MIN_MEMORIES
+    from obsctl.baselining.text.present import plan_lines
+    from obsctl.durations import format_duration
+
+    model = MemoryModel(15.0, (), (1.0,), 25.0, 100.0, 10**6, 1e9, "history", 1e6)
+    base = Side(100.0, 25.0 / 240, 1e6, 240, 240.0, 3600.0, 5.0, "history", 5.0)
+    p = planner.plan(model, base, 15.0, planner.PlanRequest(0.02, 0.95, 0.01, 3600.0, power=0.9))
+    assert not any("re-snapshot the baseline with at least" in line for line in plan_lines(p, "c/s"))
+    alone = plan_lines(replace(p, memory_source="windows", tau_seconds=24.0), "c/s")
+    need = format_duration(MIN_MEMORIES * 24.0)
+    assert alone[1] == (f"no verdict can rest on a memory fitted on the baseline alone: re-snapshot the baseline with at least {need} "
+                        "of history before it (verification.memory_history) before the change")

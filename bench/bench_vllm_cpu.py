@@ -12,8 +12,9 @@ What runs (every process on 127.0.0.1, stopped on exit, also on Ctrl-C):
   ``obsctl rules generate`` writes from the run's spec (class ``tiny-chat``, source
   ``vllm``);
 - a closed-loop load generator (``bench/vllm_cpu/loadgen.py``): ``--concurrency`` streamed
-  requests in flight, each for exactly ``--max-tokens`` tokens; it counts the ground truth
-  from each response's ``usage``.
+  requests in flight, each for exactly ``--max-tokens`` tokens, or, with ``--length-spread
+  S``, a length drawn uniformly from ``--max-tokens`` times ``[1 - S, 1 + S]``; it counts the
+  ground truth from each response's ``usage``.
 
 The loop, with the ``obsctl`` CLI as a user runs it:
 
@@ -207,7 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate-window", default="30s", help="rate range of the generation signal (default 30s)")
     ap.add_argument("--primary", choices=("generation", "catalogue"), default="generation")
     ap.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
-    ap.add_argument("--max-tokens", type=int, default=64, help="tokens per request (default 64)")
+    ap.add_argument("--max-tokens", type=int, default=64, help="tokens per request, the mean with --length-spread (default 64)")
+    ap.add_argument("--length-spread", type=float, default=0.0,
+                    help="relative half-width of the uniform request-length distribution, in [0, 1) "
+                         "(default 0: every request --max-tokens long)")
     ap.add_argument("--before", type=int, default=4, help="--max-num-seqs of the baseline (default 4)")
     ap.add_argument("--after", type=int, default=8, help="--max-num-seqs after the change (default 8)")
     ap.add_argument("--scrape-interval", default="5s")
@@ -250,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(lambda: [s.stop(grace=10) for s in servers])
         server = start_vllm(vllm, model_dir, vllm_port, args.before, out, servers, args.start_timeout)
         lg = loadgen.LoadGenerator(f"http://127.0.0.1:{vllm_port}", MODEL, tiny_model.prompt(), args.concurrency,
-                                   args.max_tokens).start()
+                                   args.max_tokens, args.length_spread).start()
         stack.callback(lg.stop)
 
         # 1. Baseline: the window after the rate window has filled with this server's state.

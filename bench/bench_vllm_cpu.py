@@ -48,6 +48,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -219,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench-output" / "vllm-cpu")
     ap.add_argument("--json", type=Path, help="write the result here as JSON")
     args = ap.parse_args(argv)
+    # A SIGTERM (a CI runner's timeout, `kill`) unwinds like Ctrl-C: every server started here is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     window = parse_duration(args.window)
     step = parse_duration(args.step)

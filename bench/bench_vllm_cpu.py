@@ -48,7 +48,7 @@ import datetime as dt
 import json
 import os
 import shutil
-import signal
+import signal as signals
 import subprocess
 import sys
 import time
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the result here as JSON")
     args = ap.parse_args(argv)
     # A SIGTERM (a CI runner's timeout, `kill`) unwinds like Ctrl-C: every server started here is stopped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signals.signal(signals.SIGTERM, lambda *_: sys.exit(143))
 
     window = parse_duration(args.window)
     step = parse_duration(args.step)

@@ -19,7 +19,8 @@ What runs (every process on 127.0.0.1, stopped on exit, also on Ctrl-C):
 The loop, with the ``obsctl`` CLI as a user runs it:
 
   1. vLLM with ``--max-num-seqs`` ``--before`` (default 4); after the signal's rate window
-     has filled, ``obsctl snapshot-baseline --window W``; rules regenerated and reloaded;
+     has filled and ``--history`` more (the history the snapshot fits the signal's memory
+     on), ``obsctl snapshot-baseline --window W``; rules regenerated and reloaded;
   2. vLLM restarted with ``--max-num-seqs`` ``--after`` (default 8): more requests per engine
      step at the same offered load; ``obsctl initiative start --started-at`` the moment the
      new server is ready plus the signal's rate window (so the verification window holds
@@ -215,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
                          "(default 0: every request --max-tokens long)")
     ap.add_argument("--before", type=int, default=4, help="--max-num-seqs of the baseline (default 4)")
     ap.add_argument("--after", type=int, default=8, help="--max-num-seqs after the change (default 8)")
+    ap.add_argument("--history", default="10m",
+                    help="how long the first server runs before the baseline window opens: the history the snapshot fits "
+                         "the signal's memory on (verification.memory_history reads it; without it the memory comes from the "
+                         "baseline alone and every verdict is INCONCLUSIVE); default 10m")
     ap.add_argument("--scrape-interval", default="5s")
     ap.add_argument("--start-timeout", type=float, default=1200.0, help="seconds a vLLM start may take (default 1200)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-output" / "vllm-cpu")
@@ -260,8 +265,9 @@ def main(argv: list[str] | None = None) -> int:
                                    args.max_tokens, args.length_spread).start()
         stack.callback(lg.stop)
 
-        # 1. Baseline: the window after the rate window has filled with this server's state.
-        base_start = time.time() + settle
+        # 1. Baseline: the window after the rate window has filled with this server's state and
+        # --history has passed (the history the snapshot fits the memory on).
+        base_start = time.time() + settle + parse_duration(args.history)
         base_end = (base_start + window) // step * step + step
         sleep_until(base_end + 2 * scrape, "baseline window", lg)
         obsctl("snapshot-baseline", "--spec", str(spec_path), "--class", CLASS, "--window", args.window, "--end", utc(base_end))

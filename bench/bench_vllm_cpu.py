@@ -12,13 +12,15 @@ What runs (every process on 127.0.0.1, stopped on exit, also on Ctrl-C):
   ``obsctl rules generate`` writes from the run's spec (class ``tiny-chat``, source
   ``vllm``);
 - a closed-loop load generator (``bench/vllm_cpu/loadgen.py``): ``--concurrency`` streamed
-  requests in flight, each for exactly ``--max-tokens`` tokens; it counts the ground truth
-  from each response's ``usage``.
+  requests in flight, each for exactly ``--max-tokens`` tokens, or, with ``--length-spread
+  S``, a length drawn uniformly from ``--max-tokens`` times ``[1 - S, 1 + S]``; it counts the
+  ground truth from each response's ``usage``.
 
 The loop, with the ``obsctl`` CLI as a user runs it:
 
   1. vLLM with ``--max-num-seqs`` ``--before`` (default 4); after the signal's rate window
-     has filled, ``obsctl snapshot-baseline --window W``; rules regenerated and reloaded;
+     has filled and ``--history`` more (the history the snapshot fits the signal's memory
+     on), ``obsctl snapshot-baseline --window W``; rules regenerated and reloaded;
   2. vLLM restarted with ``--max-num-seqs`` ``--after`` (default 8): more requests per engine
      step at the same offered load; ``obsctl initiative start --started-at`` the moment the
      new server is ready plus the signal's rate window (so the verification window holds
@@ -47,6 +49,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import signal as signals
 import subprocess
 import sys
 import time
@@ -207,14 +210,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate-window", default="30s", help="rate range of the generation signal (default 30s)")
     ap.add_argument("--primary", choices=("generation", "catalogue"), default="generation")
     ap.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
-    ap.add_argument("--max-tokens", type=int, default=64, help="tokens per request (default 64)")
+    ap.add_argument("--max-tokens", type=int, default=64, help="tokens per request, the mean with --length-spread (default 64)")
+    ap.add_argument("--length-spread", type=float, default=0.0,
+                    help="relative half-width of the uniform request-length distribution, in [0, 1) "
+                         "(default 0: every request --max-tokens long)")
     ap.add_argument("--before", type=int, default=4, help="--max-num-seqs of the baseline (default 4)")
     ap.add_argument("--after", type=int, default=8, help="--max-num-seqs after the change (default 8)")
+    ap.add_argument("--history", default="10m",
+                    help="how long the first server runs before the baseline window opens: the history the snapshot fits "
+                         "the signal's memory on (verification.memory_history reads it; without it the memory comes from the "
+                         "baseline alone and every verdict is INCONCLUSIVE); default 10m")
     ap.add_argument("--scrape-interval", default="5s")
     ap.add_argument("--start-timeout", type=float, default=1200.0, help="seconds a vLLM start may take (default 1200)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-output" / "vllm-cpu")
     ap.add_argument("--json", type=Path, help="write the result here as JSON")
     args = ap.parse_args(argv)
+    # A SIGTERM (a CI runner's timeout, `kill`) unwinds like Ctrl-C: every server started here is stopped.
+    signals.signal(signals.SIGTERM, lambda *_: sys.exit(143))
 
     window = parse_duration(args.window)
     step = parse_duration(args.step)
@@ -250,11 +262,12 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(lambda: [s.stop(grace=10) for s in servers])
         server = start_vllm(vllm, model_dir, vllm_port, args.before, out, servers, args.start_timeout)
         lg = loadgen.LoadGenerator(f"http://127.0.0.1:{vllm_port}", MODEL, tiny_model.prompt(), args.concurrency,
-                                   args.max_tokens).start()
+                                   args.max_tokens, args.length_spread).start()
         stack.callback(lg.stop)
 
-        # 1. Baseline: the window after the rate window has filled with this server's state.
-        base_start = time.time() + settle
+        # 1. Baseline: the window after the rate window has filled with this server's state and
+        # --history has passed (the history the snapshot fits the memory on).
+        base_start = time.time() + settle + parse_duration(args.history)
         base_end = (base_start + window) // step * step + step
         sleep_until(base_end + 2 * scrape, "baseline window", lg)
         obsctl("snapshot-baseline", "--spec", str(spec_path), "--class", CLASS, "--window", args.window, "--end", utc(base_end))

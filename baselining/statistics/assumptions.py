@@ -60,10 +60,14 @@ What a failed check does (:func:`check_window`), each check at :data:`LEVEL`:
   variance of the mean is the larger of the two models' (a window's own fit underestimates
   memory longer than a fraction of itself, so the baseline's model is kept when it gives
   the wider interval); the note names the check and its p-value;
-- the same in a shorter window (fewer samples, fewer than ``MIN_MEMORIES`` of its own
-  memory: that memory is a lower bound, as for a baseline without history), or one with
-  fewer than ``N_EFF_MIN`` effective samples under its own memory: INCONCLUSIVE,
-  "assumption failed: ..." naming the check, its p-value and the window needed.
+- the same in a window spanning fewer than ``MIN_MEMORIES`` of its own memory (that memory
+  is then a lower bound, as for a baseline without history) but at least
+  :data:`.batch_means.MIN_SPAN_MEMORIES`: the window's variance of the mean from
+  :data:`.batch_means.BATCHES` batch means (:mod:`.batch_means`; no memory model needed,
+  ``B - 1`` dof), or the baseline model's when that is wider; noted;
+- the same in a shorter window (fewer samples, fewer than ``MIN_SPAN_MEMORIES`` of its own
+  memory), or one with fewer than ``N_EFF_MIN`` effective samples under its own memory:
+  INCONCLUSIVE, "assumption failed: ..." naming the check, its p-value and the window needed.
 
 A false alarm only widens the interval (or, in windows under :data:`MIN_REFIT_SAMPLES`
 samples, makes the verdict INCONCLUSIVE); how often each fires on the calibration's
@@ -89,6 +93,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from obsctl.baselining.statistics import batch_means
 from obsctl.baselining.statistics import distributions as special
 from obsctl.baselining.statistics.lrv import Side, side_estimate
 from obsctl.baselining.statistics.memory import MIN_MEMORIES, MemoryModel, fit_memory, grid_index, quadratic_forms, scale_dof
@@ -394,6 +399,29 @@ def _failed(result: WindowCheck, kind: str, value: float | None, reason: str) ->
     return replace(result, reason=reason, failure=Finding(kind, reason, value))
 
 
+def _batched(result: WindowCheck, t: np.ndarray, y: np.ndarray, step_seconds: float, own: MemoryModel, span: float,
+             why: str) -> WindowCheck:
+    """A window whose own memory is too long against it to be fitted: judged from its batch
+    means (:mod:`.batch_means`) when it spans :data:`.batch_means.MIN_SPAN_MEMORIES` of that
+    memory, the wider of that and the baseline model's; else refused with the window it needs."""
+    need = batch_means.MIN_SPAN_MEMORIES * own.tau_seconds
+    batched = batch_means.batch_side(t, y, step_seconds) if span >= need else None
+    if batched is None:
+        return _failed(result, "assumption-memory-long", need,
+                       f"assumption failed: {why}: fitted on the window, its memory is at least "
+                       f"{format_duration(own.tau_seconds)} (integrated autocorrelation time), a lower bound; the window's mean "
+                       f"is judged from {batch_means.BATCHES} batch means once the window spans "
+                       f"{batch_means.MIN_SPAN_MEMORIES:.0f} of it; use a window of at least {format_duration(need)}")
+    text = (f"assumption check: {why}: fitted on the window, its memory is at least {format_duration(own.tau_seconds)} "
+            f"(integrated autocorrelation time), fewer than {MIN_MEMORIES:.0f} of it in the window to fit it")
+    if not batched.var_mean > result.side.var_mean:
+        return replace(result, findings=(*result.findings, Finding("memory-kept", f"{text}: the baseline's model gives the "
+                                                                                  f"wider interval and was kept")))
+    return replace(result, side=batched, memory=own, findings=(*result.findings, Finding(
+        "memory-batches", f"{text}: the window's mean was judged from {batch_means.BATCHES} batch means "
+                          f"({batched.dof:.0f} dof, {batched.n_eff:.1f} effective samples)", float(batch_means.BATCHES))))
+
+
 def check_window(times, values, step_seconds: float, memory: MemoryModel, side: Side, level: float = LEVEL) -> WindowCheck:
     """Check that the baseline's memory and scale describe the window, and what to judge it with.
 
@@ -463,10 +491,7 @@ def check_window(times, values, step_seconds: float, memory: MemoryModel, side: 
                        f"a longer window")
     span = float(t[-1] - t[0]) + step_seconds
     if span < MIN_MEMORIES * own.tau_seconds:
-        return _failed(result, "assumption-memory-long", MIN_MEMORIES * own.tau_seconds,
-                       f"assumption failed: {why} ({what}; level {level:g}): fitted on the window, its memory is at least "
-                       f"{format_duration(own.tau_seconds)} (integrated autocorrelation time), a lower bound until the window spans "
-                       f"{MIN_MEMORIES:.0f} of it; use a window of at least {format_duration(MIN_MEMORIES * own.tau_seconds)}")
+        return _batched(result, t, y, step_seconds, own, span, f"{why} ({what}; level {level:g})")
     own_side = side_estimate(t, y, step_seconds, own, history_scale=False)
     text = f"assumption check: {why} ({what}; level {level:g})"
     if not own_side.var_mean <= result.side.var_mean:  # NaN: too short under its own memory

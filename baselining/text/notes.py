@@ -76,6 +76,10 @@ PLAIN: dict[str, Callable[[float | None], str]] = {
     "variance-quieter": lambda _: ("the window is steadier than the baseline: it was judged at the baseline's spread, never a "
                                    "narrower one, so the verdict errs on the safe side; nothing to do"),
     "memory-own": _own_memory,
+    "memory-batches": lambda batches: (f"the change altered how long the signal's swings last, too long against the window to "
+                                       f"measure: the window was judged from the spread of its {batches or 0:.0f} equal parts' "
+                                       "means, which needs no model of the swings and gives a wider interval; a longer window "
+                                       "narrows it"),
     "memory-kept": lambda _: ("the change may have altered how long the signal's swings last; the baseline's model gives the "
                               "wider interval and was kept, so the verdict errs on the safe side; nothing to do"),
     "scale-own": lambda _: ("the window's spread differs from the baseline's history: the window's own spread sets its "

@@ -3,9 +3,17 @@ ground truth it counts.
 
 ``concurrency`` client threads each send one streamed completion request at a time, back to
 back (a fixed number of requests in flight: the offered load does not depend on the
-server's speed). Each request asks for exactly ``max_tokens`` tokens (``ignore_eos``, a vLLM
-sampling parameter) and ``stream_options.include_usage``, so the last chunk carries the
-server's ``usage`` (``prompt_tokens``, ``completion_tokens``).
+server's speed). Each request asks for exactly its length in tokens (``max_tokens`` with
+``ignore_eos``, a vLLM sampling parameter) and ``stream_options.include_usage``, so the last
+chunk carries the server's ``usage`` (``prompt_tokens``, ``completion_tokens``).
+
+Lengths: ``max_tokens`` for every request when ``spread`` is 0; otherwise each request's
+length is drawn uniformly from the integers in ``[max_tokens (1 - spread), max_tokens (1 +
+spread)]`` by a per-client seeded generator (the same sequence on every run). Equal lengths
+keep requests that started together in step: after a restart, the first batch starts at once,
+finishes at once and hands its slots to the next batch together, so throughput pulses with
+the request's duration for as long as the batches stay aligned. Real traffic's lengths vary
+and drift out of step; a spread reproduces that.
 
 Ground truth: a finished request's ``usage.completion_tokens`` are spread evenly over the
 time from its first streamed token to its end (the tokens were generated in that span, one
@@ -18,6 +26,7 @@ server restarting, a connection refused) counts no tokens and is retried after
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -47,17 +56,26 @@ class LoadGenerator:
         model: the served model name.
         prompt: the prompt text of every request.
         concurrency: requests in flight.
-        max_tokens: tokens generated per request (exactly: ``ignore_eos``).
+        max_tokens: mean tokens generated per request (exactly, per request: ``ignore_eos``).
+        spread: relative half-width of the uniform length distribution, in ``[0, 1)`` (module doc).
+        seed: seeds the clients' length generators.
+
+    Raises:
+        ValueError: ``spread`` outside ``[0, 1)`` or ``max_tokens`` below 1.
     """
 
-    def __init__(self, url: str, model: str, prompt: str, concurrency: int, max_tokens: int) -> None:
+    def __init__(self, url: str, model: str, prompt: str, concurrency: int, max_tokens: int,
+                 spread: float = 0.0, seed: int = 0) -> None:
+        if not 0.0 <= spread < 1.0 or max_tokens < 1:
+            raise ValueError(f"need max_tokens >= 1 and 0 <= spread < 1, got {max_tokens} and {spread}")
         self.url, self.model, self.prompt = url.rstrip("/"), model, prompt
-        self.concurrency, self.max_tokens = concurrency, max_tokens
+        self.concurrency, self.max_tokens, self.spread, self.seed = concurrency, max_tokens, spread, seed
         self.completions: list[Completion] = []
         self.failures = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._client, name=f"client-{i}", daemon=True) for i in range(concurrency)]
+        self._threads = [threading.Thread(target=self._client, args=(i,), name=f"client-{i}", daemon=True)
+                         for i in range(concurrency)]
 
     def start(self) -> LoadGenerator:
         for t in self._threads:
@@ -70,11 +88,20 @@ class LoadGenerator:
         for t in self._threads:
             t.join()
 
-    def _client(self) -> None:
+    def lengths(self, client: int):
+        """The request lengths (tokens) client number ``client`` sends, in order (endless)."""
+        rng = random.Random(f"{self.seed}-{client}")
+        low = max(1, round(self.max_tokens * (1.0 - self.spread)))
+        high = round(self.max_tokens * (1.0 + self.spread))
+        while True:
+            yield rng.randint(low, high)
+
+    def _client(self, client: int) -> None:
         session = requests.Session()
-        body = {"model": self.model, "prompt": self.prompt, "max_tokens": self.max_tokens, "ignore_eos": True,
-                "temperature": 1.0, "stream": True, "stream_options": {"include_usage": True}}
+        lengths = self.lengths(client)
         while not self._stop.is_set():
+            body = {"model": self.model, "prompt": self.prompt, "max_tokens": next(lengths), "ignore_eos": True,
+                    "temperature": 1.0, "stream": True, "stream_options": {"include_usage": True}}
             try:
                 done = self._one(session, body)
             except (requests.RequestException, ValueError, KeyError):

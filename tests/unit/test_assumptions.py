@@ -155,7 +155,7 @@ def test_judge_reports_the_check():
     own = fit_memory(t_w, 100 + w, STEP, source="windows")
     assert 480 * STEP < 20 * own.tau_seconds
     two = judge(base, (t_w, 100 + w), STEP, model, CRITERION, LookContext())
-    assert two.verdict == "INCONCLUSIVE" and "a lower bound until the window spans 20 of it" in two.reason
+    assert two.verdict == "INCONCLUSIVE" and "once the window spans 15 of it; use a window of at least" in two.reason
     # 20 h spans more than 20 of it: judged, the check named in the notes.
     w = ar1(rng, 0.98, 4800, start=z[17280 + 239])
     t_w = t[17520] + np.arange(4800) * STEP

@@ -56,3 +56,27 @@ def test_the_model_folder_is_a_small_llama_with_a_tokenizer(tmp_path):
     ids = tok(tiny_model.prompt(16))["input_ids"]
     assert len(ids) == 16 and tok.unk_token_id not in ids
     assert tok.decode(ids) == tiny_model.prompt(16)
+
+
+def _first(gen, n: int) -> list[int]:
+    return [next(gen) for _ in range(n)]
+
+
+def test_request_lengths_fixed_without_spread():
+    lg = loadgen.LoadGenerator("http://127.0.0.1:1", "m", "p", concurrency=2, max_tokens=64)
+    assert _first(lg.lengths(0), 50) == [64] * 50
+
+
+def test_request_lengths_spread_uniform_within_bounds_and_seeded():
+    lg = loadgen.LoadGenerator("http://127.0.0.1:1", "m", "p", concurrency=2, max_tokens=64, spread=0.5, seed=3)
+    got = _first(lg.lengths(0), 4000)
+    assert min(got) == 32 and max(got) == 96
+    # The mean of the uniform integers on [32, 96] is 64; its standard error over 4000 draws is about 0.3.
+    assert abs(sum(got) / len(got) - 64) < 1.5
+    assert _first(lg.lengths(0), 20) == got[:20]
+    assert _first(lg.lengths(1), 20) != got[:20]
+
+
+def test_request_lengths_spread_rejected_outside_unit_interval():
+    with pytest.raises(ValueError, match="spread"):
+        loadgen.LoadGenerator("http://127.0.0.1:1", "m", "p", concurrency=1, max_tokens=64, spread=1.0)

@@ -136,6 +136,10 @@ KINDS = {  # one note of each kind the verdict makes, with a diagnostic as the s
                    "interval and was kept",
     "memory-own": "assumption check: ... (Ljung-Box Q = 88.1 on 20 lags of 400 prewhitened innovations, p = 1e-10; level 0.001): "
                   "the window is judged under its own memory",
+    "memory-batches": "assumption check: the window's memory differs from the baseline's (Yule-Walker score S = 33.1 on 6 lag(s) "
+                      "of 609 prewhitened innovations (scale-free), p = 9.9e-06; level 0.001): fitted on the window, its memory is "
+                      "at least 1m10s (integrated autocorrelation time), fewer than 20 of it in the window to fit it: the window's "
+                      "mean was judged from 4 batch means (3 dof, 8.6 effective samples)",
     "variance-noisier": "the window's innovations are noisier than the baseline model's (innovation variance ratio 1.69 (window / "
                         "model, 950 dof), p = 2e-09): the model's variance at the window's scale was used",
     "variance-quieter": "the window is quieter than the baseline model (innovation variance ratio 0.56, p = 1e-12) and as predictable "

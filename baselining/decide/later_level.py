@@ -21,7 +21,9 @@ both comparisons give it. Otherwise it is INCONCLUSIVE, with the reason
   memory model. After a ramp the part after a split is itself a ramp, its mean about a
   quarter of the ramp below the level it ended at, so a window at that level still read
   a gain against it; the line's end is that level, unbiased under a ramp, at the price of
-  a larger variance (about four times the whole baseline mean's).
+  a larger variance (about four times the whole baseline mean's). After a step the line's
+  end lies beyond the later level (by a quarter of a step at the middle), on the side
+  that only withholds more.
 
 A directional verdict is judged again only when the baseline moved the way the window did
 (:func:`applies`: the split's ``step_ratio``, or the line's ``trend_ratio``, of the

@@ -60,7 +60,7 @@ def test_the_cap_only_where_the_two_disagree():
 @pytest.mark.parametrize("step_p, trend_p, line, expected", [
     (0.1, 0.3, True, "part"),   # the step the likelier move: the part after the split
     (0.3, 0.1, True, "line"),   # the trend the likelier: the line's end
-    (0.2, 0.2, True, "line"),   # a tie: the line (unbiased after a step too, only wider)
+    (0.2, 0.2, True, "line"),   # a tie: the line (after a step its end lies beyond the later level: the cautious side)
     (0.3, 0.1, False, "part"),  # the line's end off (the bench's --no-line-end)
 ])
 def test_reference(step_p, trend_p, line, expected):

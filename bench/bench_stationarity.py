@@ -233,7 +233,7 @@ def run(reps: int, seed: int, pool=None, out=sys.stdout, groups: tuple[str, ...]
 
 
 def _moved_table(moved, goals, out) -> None:
-    print("| baseline (AR(1) phi 0.95, 5 % sd; no change at the start) | reps | baseline flagged as moved | capped by the later-part check | "
+    print("| baseline (AR(1) phi 0.95, 5 % sd; no change at the start) | reps | baseline flagged as moved | capped by the later-level check | "
           "false IMPROVED (any look) | of which on a baseline neither flagged nor suggestive | false REGRESSED (any look) | "
           "INCONCLUSIVE at the last look | without the caps: false IMPROVED / REGRESSED | +10 %: IMPROVED at some look (without the caps) |",
           file=out)

@@ -9,7 +9,10 @@ stored on the baseline), then three cumulative looks (1/3, 2/3 and all of the wi
 through :func:`obsctl.baselining.statistics.comparison.judge` with the window checks of
 statistics/assumptions.py, capped as :func:`obsctl.baselining.decide.verdict.judge_primary`
 caps (:func:`obsctl.baselining.decide.caps.apply_caps` of
-:func:`obsctl.baselining.decide.caps.stationarity_cap`).
+:func:`obsctl.baselining.decide.caps.stationarity_cap`, and the later-level check of
+:mod:`obsctl.baselining.decide.later_level`: a suggestive baseline's window judged again
+against the baseline's part after the split, or its least-squares line's end when the
+trend is the likelier move).
 
 Signal: AR(1), phi 0.95, 5 % sd, mean 100, 15 s step (bench/bench_calibration.py's).
 
@@ -28,7 +31,9 @@ families coverage >= 92 % at every look with >= 200 intervals, no INCONCLUSIVE
 "assumption failed" for a variance change alone, and the power at +10 % reported.
 
 Run: ``.venv/bin/python bench/bench_stationarity.py`` (``--reps 100`` for a quick look;
-seeds are fixed per family, ``--seed`` moves them all).
+seeds are fixed per family, ``--seed`` moves them all; ``--family I`` runs moved families
+by index; ``--no-line-end`` and ``--suggestive 0`` the check without the line's end and
+without any later-level comparison, on the same seeds).
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from obsctl.baselining.decide import later_level
 from obsctl.baselining.decide.caps import apply_caps, stationarity_cap
 from obsctl.baselining.measure.stationarity import baseline_stationarity
 from obsctl.baselining.statistics import placebo as placebo_mod
-from obsctl.baselining.statistics.comparison import Criterion, LookContext, judge
+from obsctl.baselining.statistics.comparison import BaselineSide, Criterion, LookContext, judge
 from obsctl.baselining.statistics.memory import fit_memory
 from obsctl.records import Memory
 
@@ -102,9 +107,11 @@ EFFECT = 0.10
 
 
 def replicate(rng: np.random.Generator, sc: Scenario, effect: float, placebo: bool = True,
-              suggestive: float = later_level.SUGGESTIVE) -> dict:
+              suggestive: float = later_level.SUGGESTIVE, line: bool = True) -> dict:
     """One replicate: the verdict at each look (capped: a moved baseline, and a suggestive one
-    whose later part disagrees, ``suggestive`` the threshold), the intervals, the stationarity test."""
+    whose window disagrees against the level the baseline ended at, ``suggestive`` the
+    threshold; ``line``: that level is the least-squares line's end when the trend test is
+    the likelier move, else always the later part), the intervals, the stationarity test."""
     b0 = HISTORY_STEPS
     start = b0 + sc.base_steps
     n = start + sc.win_steps
@@ -126,23 +133,29 @@ def replicate(rng: np.random.Generator, sc: Scenario, effect: float, placebo: bo
         checks = [c for c in (placebo_mod.placebo_check(t[:b0], x[:b0], STEP, memory, sc.base_steps * STEP, w)
                               for w in placebo_mod.window_lengths(sc.win_steps * STEP)) if c is not None]
     looks, later_capped = [], False
+    tb, xb = t[b0:start], x[b0:start]
+    use_line = sc.cap and steady is not None and later_level.reference(steady, line) == "line"
+    end_side = BaselineSide(later_level.line_end(tb, xb, STEP, memory), False, STEP) if use_line else None
     for k, frac in enumerate(LOOK_FRACTIONS, 1):
         end = start + round(sc.win_steps * frac)
         check = placebo_mod.for_window(checks, (end - start) * STEP)
         j = judge((t[b0:start], x[b0:start]), (t[start:end], x[start:end]), STEP, memory, Criterion(CONFIDENCE, "higher_is_better", MARGIN),
                   LookContext(k, sc.win_steps * STEP), widen=check.widen if check else None)
         caps = [cap] if cap[0] else []
-        if sc.cap and later_level.applies(j.verdict, j.change, steady, suggestive):
-            # judge_primary's later_level_check: the window against the baseline's part after the split.
-            tl, xl = later_level.later_part(t[b0:start], x[b0:start], steady)
-            jl = judge((tl, xl), (t[start:end], x[start:end]), STEP, memory, Criterion(CONFIDENCE, "higher_is_better", MARGIN),
-                       LookContext(k, sc.win_steps * STEP), widen=check.widen if check else None)
-            later = later_level.later_level_cap(j.verdict, jl.verdict, jl.change, jl.low, jl.high, steady, tl.size)
+        if sc.cap and later_level.applies(j.verdict, j.change, steady, suggestive, line):
+            # judge_primary's later_level_check: the window against the level the baseline ended at
+            # (its least-squares line's end, or its part after the split).
+            tl, xl = later_level.later_part(tb, xb, steady) if end_side is None else (tb, xb)
+            jl = judge((tl, xl) if end_side is None else end_side, (t[start:end], x[start:end]), STEP, memory,
+                       Criterion(CONFIDENCE, "higher_is_better", MARGIN), LookContext(k, sc.win_steps * STEP),
+                       widen=check.widen if check else None)
+            later = later_level.later_level_cap(j.verdict, jl.verdict, (jl.change, jl.low, jl.high), steady, tl.size, line=end_side is not None)
             caps += [later] if later[0] else []
             later_capped |= later[0] is not None
         verdict, reason = apply_caps(j.verdict, j.reason, caps)
         looks.append((verdict, reason, j.low, j.high, j.verdict))
     return {"looks": looks, "moved": bool(steady and steady.moved), "kind": steady.kind if steady else "", "later": later_capped,
+            "suggestive": later_level.suggestive(steady, suggestive),
             "step_at": steady.step_at.timestamp() - t[b0] if steady else math.nan}
 
 
@@ -153,15 +166,17 @@ def _utc(seconds: float):
 
 
 def cell(sc: Scenario, reps: int, seed: int, effects: tuple[float, ...], placebo: bool = True,
-         suggestive: float = later_level.SUGGESTIVE) -> dict[float, Tally]:
+         suggestive: float = later_level.SUGGESTIVE, line: bool = True) -> dict[float, Tally]:
     """``reps`` replicates per effect; counts as bench_calibration's families plus ``flagged``
     (the stationarity test said the baseline moved), ``assumption`` (INCONCLUSIVE
-    "assumption failed" at some look) and ``capped`` (the cap made a look INCONCLUSIVE)."""
+    "assumption failed" at some look), ``later`` (the later-level check made a look
+    INCONCLUSIVE) and ``quiet IMPROVED`` (an IMPROVED at some look on a baseline whose test
+    was neither flagged nor suggestive: one no check of the baseline could withhold)."""
     rng = np.random.default_rng(seed)
     out = {e: Tally() for e in effects}
     for _ in range(reps):
         for effect, tally in out.items():
-            r = replicate(rng, sc, effect, placebo, suggestive)
+            r = replicate(rng, sc, effect, placebo, suggestive, line)
             tally.n += 1
             tally.add("later", r["later"])
             tally.add("flagged", r["moved"])
@@ -170,6 +185,7 @@ def cell(sc: Scenario, reps: int, seed: int, effects: tuple[float, ...], placebo
             for k, (verdict, reason, low, high, uncapped) in enumerate(r["looks"], 1):
                 if verdict in ("IMPROVED", "REGRESSED") and not seen:
                     tally.add(f"any {verdict}")
+                    tally.add(f"quiet {verdict}", not r["moved"] and not r["suggestive"])
                     seen = True
                 if uncapped in ("IMPROVED", "REGRESSED") and not raw:  # the same replicate without the cap: the contrast
                     tally.add(f"uncapped {uncapped}")
@@ -184,8 +200,8 @@ def cell(sc: Scenario, reps: int, seed: int, effects: tuple[float, ...], placebo
 
 
 def _cell_at(group: str, index: int, reps: int, seed: int, effects: tuple[float, ...],
-             suggestive: float = later_level.SUGGESTIVE) -> dict[float, Tally]:
-    return cell((MOVED if group == "moved" else VARIANCE)[index], reps, seed, effects, suggestive=suggestive)
+             suggestive: float = later_level.SUGGESTIVE, line: bool = True) -> dict[float, Tally]:
+    return cell((MOVED if group == "moved" else VARIANCE)[index], reps, seed, effects, suggestive=suggestive, line=line)
 
 
 def coverage(res: dict[float, Tally]) -> tuple[float, float, float]:
@@ -195,13 +211,16 @@ def coverage(res: dict[float, Tally]) -> tuple[float, float, float]:
 
 
 def run(reps: int, seed: int, pool=None, out=sys.stdout, groups: tuple[str, ...] = ("moved", "variance"),
-        suggestive: float = later_level.SUGGESTIVE) -> list[tuple[str, bool]]:
-    """Both tables (``groups``: which; ``suggestive``: the later-part check's threshold,
-    :data:`obsctl.baselining.decide.later_level.SUGGESTIVE`, 0: off); returns ``[(goal, passed)]``."""
+        suggestive: float = later_level.SUGGESTIVE, line: bool = True, only: tuple[int, ...] | None = None) -> list[tuple[str, bool]]:
+    """Both tables (``groups``: which; ``suggestive``: the later-level check's threshold,
+    :data:`obsctl.baselining.decide.later_level.SUGGESTIVE`, 0: off; ``line``: compare with
+    the line's end after a likelier trend; ``only``: the moved families by index);
+    returns ``[(goal, passed)]``."""
     pool = pool or _Now()
-    moved = ([pool.submit(_cell_at, "moved", i, reps, seed + i, (0.0,) if sc.shape is not None else (0.0, EFFECT), suggestive)
-              for i, sc in enumerate(MOVED)] if "moved" in groups else [])
-    variance = ([pool.submit(_cell_at, "variance", i, reps, seed + 100 + i, (0.0, EFFECT)) for i in range(len(VARIANCE))]
+    picked = [(i, sc) for i, sc in enumerate(MOVED) if only is None or i in only]
+    moved = ([(sc, pool.submit(_cell_at, "moved", i, reps, seed + i, (0.0,) if sc.shape is not None else (0.0, EFFECT), suggestive, line))
+              for i, sc in picked] if "moved" in groups else [])
+    variance = ([pool.submit(_cell_at, "variance", i, reps, seed + 100 + i, (0.0, EFFECT), suggestive, line) for i in range(len(VARIANCE))]
                 if "variance" in groups else [])
     goals: list[tuple[str, bool]] = []
     if moved:
@@ -214,16 +233,18 @@ def run(reps: int, seed: int, pool=None, out=sys.stdout, groups: tuple[str, ...]
 
 
 def _moved_table(moved, goals, out) -> None:
-    print("| baseline (AR(1) phi 0.95, 5 % sd; no change at the start) | reps | baseline flagged as moved | capped by the later-part check | "
-          "false IMPROVED (any look) | false REGRESSED (any look) | INCONCLUSIVE at the last look | without the caps: false IMPROVED / REGRESSED | "
-          "+10 %: IMPROVED at some look (without the caps) |", file=out)
-    print("|---|---|---|---|---|---|---|---|---|", file=out)
-    for sc, fut in zip(MOVED, moved, strict=False):  # moved is empty when its group is not run
+    print("| baseline (AR(1) phi 0.95, 5 % sd; no change at the start) | reps | baseline flagged as moved | capped by the later-level check | "
+          "false IMPROVED (any look) | of which on a baseline neither flagged nor suggestive | false REGRESSED (any look) | "
+          "INCONCLUSIVE at the last look | without the caps: false IMPROVED / REGRESSED | +10 %: IMPROVED at some look (without the caps) |",
+          file=out)
+    print("|---|---|---|---|---|---|---|---|---|---|", file=out)
+    for sc, fut in moved:
         res = fut.result()
         null, alt = res[0.0], res.get(EFFECT)
         fi, fr = null.rate("any IMPROVED"), null.rate("any REGRESSED")
         power = f"{pct(alt.rate('any IMPROVED'))} ({pct(alt.rate('uncapped IMPROVED'))})" if alt is not None else "n/a"
-        print(f"| {sc.name} | {null.n} | {pct(null.rate('flagged'))} | {pct(null.rate('later'))} | {pct(fi)} | {pct(fr)} | "
+        print(f"| {sc.name} | {null.n} | {pct(null.rate('flagged'))} | {pct(null.rate('later'))} | {pct(fi)} | "
+              f"{null.counts.get('quiet IMPROVED', 0)} of {null.counts.get('any IMPROVED', 0)} | {pct(fr)} | "
               f"{pct(null.rate('last INCONCLUSIVE'))} | {pct(null.rate('uncapped IMPROVED'))} / {pct(null.rate('uncapped REGRESSED'))} | "
               f"{power} |", file=out, flush=True)
         if sc.cap:
@@ -258,11 +279,17 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes the cells run in")
     parser.add_argument("--only", choices=("moved", "variance"), default=None, help="one table only")
     parser.add_argument("--suggestive", type=float, default=later_level.SUGGESTIVE,
-                        help="the later-part check's threshold on the stationarity test's smaller p-value (0: off)")
+                        help="the later-level check's threshold on the stationarity test's smaller p-value (0: off)")
+    parser.add_argument("--no-line-end", action="store_true",
+                        help="judge a suggestive baseline's window against its part after the split only, never against its "
+                             "least-squares line's end (the check as it was before the line's end)")
+    parser.add_argument("--family", type=int, action="append", default=None,
+                        help=f"a moved family by index (0-{len(MOVED) - 1}, the table's order; repeatable; default: all)")
     args = parser.parse_args()
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max(1, args.workers), initializer=_one_blas_thread) as pool:
-        goals = run(args.reps, args.seed, pool, groups=(args.only,) if args.only else ("moved", "variance"), suggestive=args.suggestive)
+        goals = run(args.reps, args.seed, pool, groups=(args.only,) if args.only else ("moved", "variance"), suggestive=args.suggestive,
+                    line=not args.no_line_end, only=tuple(args.family) if args.family else None)
     print(f"\n{time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0 if all(ok for _, ok in goals) else 1
 

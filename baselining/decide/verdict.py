@@ -25,6 +25,7 @@ decided are kept as data on the :class:`Verdict` (:class:`Reason`), never read b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -412,17 +413,43 @@ def later_level_check(spec: Spec, baseline: Baseline, m, look: comparison.LookCo
     """The cap of :mod:`obsctl.baselining.decide.later_level`: when the baseline's stationarity
     test was suggestive and the window's verdict (its estimate ``change``) decided
     (:func:`obsctl.baselining.decide.later_level.applies`), the window judged again against the
-    baseline's samples from the test's split on (:func:`judge_signal`, same look and memory);
-    INCONCLUSIVE when the two disagree. ``(None, "")`` otherwise, and for a baseline loaded
-    without its samples (``evidence.gather`` loads them when the test was suggestive)."""
+    level the baseline ended at (:func:`judge_signal`, same look and memory): the baseline's
+    samples from the test's split on, or, when the trend test was the likelier move, the end
+    of the baseline's least-squares line as a precomputed side
+    (:func:`obsctl.baselining.decide.later_level.line_end`; the later part where there is no
+    memory model or the location is a trimmed mean); INCONCLUSIVE when the two disagree.
+    ``(None, "")`` otherwise, and for a baseline loaded without its samples
+    (``evidence.gather`` loads them when the test was suggestive)."""
     st = baseline.stationarity
-    if not later_level.applies(verdict, change, st) or len(baseline.samples) < 2:
+    if not later_level.applies(verdict, change, st) or len(baseline.samples) < 3:
         return None, ""
-    t, v = later_level.later_part(*columns(baseline.samples), st)
-    part = baseline.model_copy(update={"samples": list(zip(t.tolist(), v.tolist(), strict=True))})
-    later_verdict, _, est, _ = judge_signal(spec, part, m, look)
-    return later_level.later_level_cap(verdict, later_verdict, est.change if est else None, est.low if est else None,
-                                       est.high if est else None, st, int(t.size), later_level.later_remedy(baseline))
+    tb, vb = columns(baseline.samples)
+    line = later_reference(spec, baseline) == "line"
+    if line:
+        step = m.window.step_seconds
+        end = later_level.line_end(tb, vb, step, memory_of(baseline))
+        side = BaselineSide(baseline_id=baseline.id, step_seconds=step, constant=False, **dataclasses.asdict(end))
+        later_verdict, _, est, _ = judge_signal(spec, baseline, m, look, side=side)
+        size = int(tb.size)
+    else:
+        t, v = later_level.later_part(tb, vb, st)
+        part = baseline.model_copy(update={"samples": list(zip(t.tolist(), v.tolist(), strict=True))})
+        later_verdict, _, est, _ = judge_signal(spec, part, m, look)
+        size = int(t.size)
+    later = (est.change, est.low, est.high) if est else (None, None, None)
+    return later_level.later_level_cap(verdict, later_verdict, later, st, size, later_level.later_remedy(baseline, line), line=line)
+
+
+def later_reference(spec: Spec, baseline: Baseline) -> str:
+    """What :func:`later_level_check` judges a suggestive baseline's window against:
+    :func:`obsctl.baselining.decide.later_level.reference`, except ``"part"`` where the
+    line's end has no variance to carry (no memory model) or the location judged is a
+    trimmed mean (a line's end is a mean's)."""
+    if baseline.stationarity is None:
+        return "part"
+    location, memory = location_for(spec, baseline, memory_of(baseline))
+    usable = memory is not None and not location.robust
+    return later_level.reference(baseline.stationarity) if usable else "part"
 
 
 @dataclass(frozen=True)
@@ -482,6 +509,7 @@ def decide(ev: Evidence) -> Verdict:
     if any(c.kind == "baseline-moved" for c in primary.caps):
         notes = moved_notes(baseline) + notes
     if any(c.kind == "baseline-later-level" for c in primary.caps) and baseline.stationarity is not None:
-        notes = [note_of("baseline-later-level", f"baseline {baseline.id}: {later_level.later_detail(baseline.stationarity)}")] + notes
+        line = later_reference(ev.spec, baseline) == "line"
+        notes = [note_of("baseline-later-level", f"baseline {baseline.id}: {later_level.later_detail(baseline.stationarity, line)}")] + notes
     return Verdict(overall, reason, decided_by, primary, baseline, tuple(guards), regressed if decided_by == "guards" else (),
                    open_ if decided_by == "open-guards" else (), tuple(notes))

@@ -67,9 +67,9 @@ PLAIN: dict[str, Callable[[float | None], str]] = {
     "assumption-memory-long": _memory_long,
     "baseline-moved": lambda _: ("the baseline moved inside its own window: every verdict against it is INCONCLUSIVE until a "
                                  "steady period is re-snapshot (the reason gives the command)"),
-    "baseline-later-level": lambda _: ("the baseline may have moved inside its own window, and the window against the part "
-                                       "after the likely move does not give the same verdict: INCONCLUSIVE (the reason gives "
-                                       "the command for a baseline of that part)"),
+    "baseline-later-level": lambda _: ("the baseline may have moved inside its own window, and the window against the level "
+                                       "it ended at (its part after the likely step, or the end of its trend line) does not give "
+                                       "the same verdict: INCONCLUSIVE (the reason says what to re-snapshot)"),
     "assumption-few": lambda _: ("the change made the signal's swings last longer, and the window holds too few independent "
                                  "stretches of them: no verdict yet; verify again with a longer window"),
     "variance-noisier": _noisier,

@@ -6,6 +6,7 @@ wide margin and one the rule without the change would miss."""
 from __future__ import annotations
 
 import bench_stationarity as bench
+import pytest
 
 
 def test_a_step_inside_the_baseline_is_flagged_and_caps_the_verdict():
@@ -41,11 +42,28 @@ def test_a_step_the_test_misses_is_caught_by_the_later_part_check():
     assert with_check.counts.get("any REGRESSED", 0) == 0
 
 
-def test_the_bench_replicate_is_what_decide_says(tmp_path):
+def test_a_ramp_the_later_part_lets_through_is_caught_by_the_lines_end():
+    # Two replicates of the 2 h ramp (the seeds, of the first 400, where the two ways differ):
+    # its test was suggestive with the trend the likelier move, and the window at the level the
+    # ramp reached read a gain against the part after the split (a ramp itself, its mean below
+    # that level); against the line's end it does not, and every look is withheld.
+    import numpy as np
+
+    for seed in (206, 307):
+        part = bench.replicate(np.random.default_rng(seed), bench.MOVED[2], 0.0, placebo=False, line=False)
+        line = bench.replicate(np.random.default_rng(seed), bench.MOVED[2], 0.0, placebo=False)
+        assert "IMPROVED" in [look[0] for look in part["looks"]], seed
+        assert line["later"] and [look[0] for look in line["looks"]] == ["INCONCLUSIVE"] * 3, seed
+
+
+@pytest.mark.parametrize("family, seeds, withheld", [
+    (1, (0, 8, 32), 2),  # a 1 h step the test did not flag: two the later part withholds, one it lets through
+    (2, (206, 307), 2),  # a 2 h ramp, the trend the likelier move: both withheld against the line's end
+])
+def test_the_bench_replicate_is_what_decide_says(tmp_path, family, seeds, withheld):
     # The bench mirrors decide.verdict.judge_primary's caps on arrays; here the same replicates
-    # (seeds of a 1 h step the test did not flag: two the later-part check withholds, one it
-    # lets through) go through decide itself, on Evidence built from the same arrays with the
-    # snapshot's own memory fit and stationarity test: the verdict at every look is the bench's.
+    # go through decide itself, on Evidence built from the same arrays with the snapshot's own
+    # memory fit and stationarity test: the verdict at every look is the bench's.
     import datetime as dt
 
     import numpy as np
@@ -69,10 +87,10 @@ def test_the_bench_replicate_is_what_decide_says(tmp_path):
         "signals": [{"name": "x", "category": "utilization", "query": "sum(x{$selector})", "unit": "1", "direction": "higher_is_better"}],
     }))
     spec = load_spec(path)
-    sc = bench.MOVED[1]
+    sc = bench.MOVED[family]
     utc = lambda s: dt.datetime.fromtimestamp(float(s), tz=dt.UTC)  # noqa: E731
     later_seen, kinds = 0, []
-    for seed in (0, 8, 32):
+    for seed in seeds:
         r = bench.replicate(np.random.default_rng(seed), sc, 0.0, placebo=False)
         later_seen += r["later"]
         b0 = bench.HISTORY_STEPS
@@ -101,5 +119,5 @@ def test_the_bench_replicate_is_what_decide_says(tmp_path):
             primary = verdict.decide(ev).primary
             assert primary.verdict == r["looks"][k - 1][0], (seed, k)
             kinds += [c.kind for c in primary.caps]
-    assert later_seen == 2  # the check fired in two of them (a test of nothing would pass with none)
-    assert kinds.count("baseline-later-level") >= 2 and "baseline-moved" not in kinds
+    assert later_seen == withheld  # the check fired (a test of nothing would pass with none)
+    assert kinds.count("baseline-later-level") >= withheld and "baseline-moved" not in kinds

@@ -270,3 +270,36 @@ def test_a_suggestive_baseline_is_judged_against_its_later_part_too(spec):
     # A real +10 % is shown against both: the verdict stands.
     big = measurement(b.query, START, END, tw, noisy(rng, 118.8, tw.size))
     assert verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": st}), big)).verdict == "IMPROVED"
+
+
+def test_a_suggestive_ramp_is_judged_against_the_level_its_line_reached(spec):
+    # A +16 % ramp over the baseline that its test did not flag, the trend the likelier move
+    # (p = 0.1 against the step's 0.3), the window at the level the ramp reached. The part after
+    # the middle split is itself a ramp, its mean 4 % below that level: against it the window
+    # still read a gain. Against the line's end (its variance under the memory model) it reads
+    # none, and the verdict is withheld, with the trend named and the trend's remedy.
+    from obsctl.records import Stationarity
+
+    rng = np.random.default_rng(2412)
+    tb, tw = grid(START - dt.timedelta(hours=1), START), grid(START, END)
+    noise = noisy(rng, 100.0, tb.size)
+    vb = noise * (1 + 0.16 * (tb - tb[0]) / (tb[-1] - tb[0]))
+    b = baseline(spec, SIGNAL, START - dt.timedelta(hours=1), START, tb, vb).model_copy(update={"memory": white_memory(noise)})
+    w = measurement(b.query, START, END, tw, noisy(rng, 116.0, tw.size))
+    split = START - dt.timedelta(minutes=30)
+    st = Stationarity(step_p_value=0.3, trend_p_value=0.1, moved=False, kind="", step_at=split, step_ratio=0.08, trend_ratio=0.16,
+                      level=0.05, simulations=999, samples=tb.size, block_seconds=STEP)
+    later = vb[tb >= split.timestamp()]
+    assert w.stats.mean / later.mean() - 1 > 0.03  # the later part alone would let a +3.5 % gain through
+    v = verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": st}), w))
+    assert v.verdict == "INCONCLUSIVE" and [c.kind for c in v.primary.caps] == ["baseline-later-level"]
+    assert f"against the level its straight-line trend reached at its end (+16.0 % over the window, fitted on {tb.size} samples)" in v.reason
+    assert "not IMPROVED" in v.reason and "re-snapshot a shorter window in which the signal is steady" in v.reason
+    note = next(n for n in v.notes if n.kind == "baseline-later-level")
+    assert "trend test p = 0.1" in note.detail and "least-squares line reaches at its end" in note.detail
+    # A real +10 % on top of the level the ramp reached is shown against the line's end too.
+    big = measurement(b.query, START, END, tw, noisy(rng, 127.6, tw.size))
+    assert verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": st}), big)).verdict == "IMPROVED"
+    # The step the likelier move: judged against the later part as before (which lets this ramp through).
+    stepwise = st.model_copy(update={"step_p_value": 0.05, "trend_p_value": 0.3})
+    assert verdict.decide(evidence(spec, "before-after", b.model_copy(update={"stationarity": stepwise}), w)).verdict == "IMPROVED"

@@ -3,8 +3,10 @@ all the reviews of a baseline's life, detection of a step, under daily and weekl
 
 Each replicate is one baseline's life, through the same function ``review`` calls
 (:func:`obsctl.baselining.practice.drift.judge_drift`, with the memory fitted as
-``snapshot-baseline`` fits it: on the history plus the baseline window, and the history up
-to the baseline's end for the cycle):
+``snapshot-baseline`` fits it: on the history plus the baseline window; for the cycle, what
+``review`` reads before each review's period: up to ``drift.HISTORY_SECONDS`` of the series
+that Prometheus holds, the baseline and the earlier periods included, at the history
+query's step):
 
 - 60 s grid, mean 100, a 1-day baseline after ``history`` days, then ``REVIEWS`` (8)
   reviews of one cadence period each (7 days; 30 days for the monthly class, read at the
@@ -39,7 +41,8 @@ import numpy as np
 from scipy import signal as spsignal
 from scipy import stats as sps
 
-from obsctl.baselining.practice.drift import Rule, judge_drift, known_cycle
+from obsctl.baselining.measure.history import history_step
+from obsctl.baselining.practice.drift import HISTORY_SECONDS, Rule, judge_drift
 from obsctl.baselining.practice.movement import MAX_POINTS
 from obsctl.baselining.statistics.memory import fit_memory
 
@@ -101,6 +104,15 @@ class Cell:
         return float(ci.low), float(ci.high)
 
 
+def before(t: np.ndarray, x: np.ndarray, lo: int) -> tuple[np.ndarray, np.ndarray]:
+    """What ``review`` reads for the cycle before the sample ``lo`` where its period starts:
+    ``drift.HISTORY_SECONDS`` back, as far as the series goes, at the history query's step."""
+    every = int(round(history_step(HISTORY_SECONDS, STEP) / STEP))
+    start = max(0, lo - int(HISTORY_SECONDS / STEP))
+    start += (lo - start) % every
+    return t[start:lo:every], x[start:lo:every]
+
+
 def life(rng: np.random.Generator, family: tuple, age_days: int, step: float, cycle: str = "none", history_days: int = 3,
          cadence_days: int = 7) -> list[str]:
     """The verdicts of the ``REVIEWS`` reviews of one baseline's life (a step of ``step``
@@ -114,8 +126,6 @@ def life(rng: np.random.Generator, family: tuple, age_days: int, step: float, cy
         at = first + 2 * period + int(rng.integers(0, period))
         x[at:] *= 1 + step
     memory = fit_memory(t[:history + BASELINE], x[:history + BASELINE], STEP)
-    past = (t[:history + BASELINE], x[:history + BASELINE])
-    adjustment = known_cycle(past, MIN_EFFECT)
     base = (t[history:history + BASELINE], x[history:history + BASELINE])
     every = max(1, math.ceil(period / MAX_POINTS))
     rule = Rule("higher_is_better", MIN_EFFECT, CONFIDENCE, REVIEWS)
@@ -125,7 +135,7 @@ def life(rng: np.random.Generator, family: tuple, age_days: int, step: float, cy
             out.append("")
             continue
         lo, hi = first + k * period, first + (k + 1) * period
-        j = judge_drift(base, (t[lo:hi:every], x[lo:hi:every]), STEP * every, memory, rule, history=past, adjustment=adjustment)
+        j = judge_drift(base, (t[lo:hi:every], x[lo:hi:every]), STEP * every, memory, rule, history=before(t, x, lo))
         out.append(j.judgement.verdict)
     return out
 

@@ -41,8 +41,8 @@ import numpy as np
 from scipy import signal as spsignal
 from scipy import stats as sps
 
-from obsctl.baselining.measure.history import history_step
-from obsctl.baselining.practice.drift import HISTORY_SECONDS, Rule, judge_drift
+from obsctl.baselining.measure import history as prom_history
+from obsctl.baselining.practice.drift import HISTORY_SECONDS, Rule, fit_profile, history_step, judge_drift, known_cycle
 from obsctl.baselining.practice.movement import MAX_POINTS
 from obsctl.baselining.statistics.memory import fit_memory
 
@@ -107,7 +107,7 @@ class Cell:
 def before(t: np.ndarray, x: np.ndarray, lo: int) -> tuple[np.ndarray, np.ndarray]:
     """What ``review`` reads for the cycle before the sample ``lo`` where its period starts:
     ``drift.HISTORY_SECONDS`` back, as far as the series goes, at the history query's step."""
-    every = int(round(history_step(HISTORY_SECONDS, STEP) / STEP))
+    every = int(round(prom_history.history_step(HISTORY_SECONDS, STEP) / STEP))
     start = max(0, lo - int(HISTORY_SECONDS / STEP))
     start += (lo - start) % every
     return t[start:lo:every], x[start:lo:every]
@@ -160,7 +160,8 @@ def table(scale: float = 1.0, seed: int = 20260601, only: str | None = None) -> 
     """Every cell. Without a cycle (3 days of history): null x {age 0, 3 d} and +-10 %
     steps for each noise family. Under the cycles (16 days of history), AR(1) noise: null
     (age 0, 3 d) and a -10 % step, and the multi-scale null under the weekly cycle. Monthly cadence: null and a +15 % step, without a
-    cycle and under the weekly one. ``only``: ``plain``, ``cycles`` or ``monthly``."""
+    cycle and under the weekly one. ``only``: ``plain``, ``cycles``, ``short-history`` or
+    ``monthly`` (``history-step`` is :func:`history_steps`)."""
     weekly_null, step_lives, monthly_null = (max(10, round(k * scale)) for k in (800, 200, 200))
     cells = []
     if only in (None, "plain"):
@@ -209,12 +210,57 @@ def render(cells: list[Cell]) -> str:
     return "\n".join(lines)
 
 
+def history_steps(scale: float = 1.0, seed: int = 20260701) -> str:
+    """The level step set aside in the history a review reads (``drift.history_step``):
+    21 days at the history query's 120 s step, every noise family and cycle; null
+    histories (how often a step is set aside) and a -10 % step at a uniform time in the
+    last week (how often it is set aside, its time and size, and the hour-of-week
+    profile's error against the one the same noise gives without the step)."""
+    rng = np.random.default_rng(seed)
+    lives = max(10, round(300 * scale))
+    n = 21 * DAY
+    lines = ["| history | family | cycle | histories | step set aside | Wilson 95 % | time error (median) | size (median) | "
+             "profile error, plain / set aside (mean abs, log) |", "|---|---|---|---|---|---|---|---|---|"]
+    for family in FAMILIES:
+        for cycle in CYCLES:
+            for step in (0.0, -0.10):
+                hits, when, size, plain, kept = 0, [], [], [], []
+                for _ in range(lives):
+                    t = int(rng.integers(0, 7)) * 86400.0 + np.arange(n) * STEP
+                    clean = path(rng, FAMILIES[family], n) * cycle_factor(t, cycle)
+                    at = n - WEEK + int(rng.integers(0, WEEK))
+                    x = clean.copy()
+                    x[at:] *= 1 + step
+                    t2, x2 = t[::2], x[::2]
+                    found = history_step(t2, np.log(x2), 2 * STEP)
+                    adjusted = known_cycle((t2, x2), MIN_EFFECT)
+                    hits += found is not None
+                    if found is not None and step:
+                        when.append(abs(found.at - t[at]) / 3600)
+                        size.append(found.change)
+                    if step and cycle != "none":
+                        truth = fit_profile((t2, clean[::2]), "week")
+                        plain.append(np.abs(fit_profile((t2, x2), "week") - truth).mean())
+                        profile = adjusted.profile if adjusted.cycle == "week" and adjusted.profile is not None else fit_profile((t2, x2), "week")
+                        kept.append(np.abs(profile - truth).mean())
+                ci = sps.binomtest(hits, lives).proportion_ci(0.95, method="wilson")
+                what = "null" if not step else f"{step * 100:+.0f} % step in the last week"
+                lines.append(f"| {what} | {family} | {cycle} | {lives} | {hits / lives * 100:.1f} % | {ci.low * 100:.1f} .. {ci.high * 100:.1f} % | "
+                             + (f"{np.median(when):.1f} h | {np.median(size) * 100:+.1f} % | " if when else "- | - | ")
+                             + (f"{np.mean(plain):.4f} / {np.mean(kept):.4f} |" if plain else "- |"))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full replicate counts")
-    parser.add_argument("--only", choices=("plain", "cycles", "short-history", "monthly"), help="run one group of cells")
+    parser.add_argument("--only", choices=("plain", "cycles", "short-history", "monthly", "history-step"), help="run one group of cells")
     args = parser.parse_args(argv)
     began = time.perf_counter()
+    if args.only == "history-step":
+        print(history_steps(args.scale))
+        print(f"\n{time.perf_counter() - began:.0f} s")
+        return 0
     cells = table(args.scale, only=args.only)
     print(render(cells))
     print(f"\n{sum(c.lives for c in cells)} lives in {time.perf_counter() - began:.0f} s")

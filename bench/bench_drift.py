@@ -153,7 +153,9 @@ def run_cell(family: str, age_days: int, step: float, lives: int, seed: int, cyc
             same += verdicts[2] == want
         else:
             hits += any(v in ("IMPROVED", "REGRESSED") for v in verdicts)
-    return Cell(family, cycle, history_days, cadence_days, age_days, step, lives, hits, time.perf_counter() - began, same)
+    cell = Cell(family, cycle, history_days, cadence_days, age_days, step, lives, hits, time.perf_counter() - began, same)
+    print("\n".join(render([cell]).splitlines()[2:]) + f" ({cell.seconds:.0f} s)", file=sys.stderr, flush=True)  # progress
+    return cell
 
 
 def table(scale: float = 1.0, seed: int = 20260601, only: str | None = None) -> list[Cell]:

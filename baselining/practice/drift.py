@@ -89,7 +89,8 @@ class HistoryStep:
     Attributes:
         at: the first hour after the step (unix s).
         change: the step's size as a ratio (-0.10: the later part 10 % lower).
-        p_value: the CUSUM's Kolmogorov p-value.
+        p_value: the CUSUM's Kolmogorov p-value around the profile fitted with the step
+            (nominal: the step's place was chosen on the same data).
     """
 
     at: float

@@ -3,8 +3,10 @@ all the reviews of a baseline's life, detection of a step, under daily and weekl
 
 Each replicate is one baseline's life, through the same function ``review`` calls
 (:func:`obsctl.baselining.practice.drift.judge_drift`, with the memory fitted as
-``snapshot-baseline`` fits it: on the history plus the baseline window, and the history up
-to the baseline's end for the cycle):
+``snapshot-baseline`` fits it: on the history plus the baseline window; for the cycle, what
+``review`` reads before each review's period: up to ``drift.HISTORY_SECONDS`` of the series
+that Prometheus holds, the baseline and the earlier periods included, at the history
+query's step):
 
 - 60 s grid, mean 100, a 1-day baseline after ``history`` days, then ``REVIEWS`` (8)
   reviews of one cadence period each (7 days; 30 days for the monthly class, read at the
@@ -39,7 +41,8 @@ import numpy as np
 from scipy import signal as spsignal
 from scipy import stats as sps
 
-from obsctl.baselining.practice.drift import Rule, judge_drift, known_cycle
+from obsctl.baselining.measure import history as prom_history
+from obsctl.baselining.practice.drift import HISTORY_SECONDS, Rule, fit_profile, history_step, judge_drift, known_cycle
 from obsctl.baselining.practice.movement import MAX_POINTS
 from obsctl.baselining.statistics.memory import fit_memory
 
@@ -101,6 +104,15 @@ class Cell:
         return float(ci.low), float(ci.high)
 
 
+def before(t: np.ndarray, x: np.ndarray, lo: int) -> tuple[np.ndarray, np.ndarray]:
+    """What ``review`` reads for the cycle before the sample ``lo`` where its period starts:
+    ``drift.HISTORY_SECONDS`` back, as far as the series goes, at the history query's step."""
+    every = int(round(prom_history.history_step(HISTORY_SECONDS, STEP) / STEP))
+    start = max(0, lo - int(HISTORY_SECONDS / STEP))
+    start += (lo - start) % every
+    return t[start:lo:every], x[start:lo:every]
+
+
 def life(rng: np.random.Generator, family: tuple, age_days: int, step: float, cycle: str = "none", history_days: int = 3,
          cadence_days: int = 7) -> list[str]:
     """The verdicts of the ``REVIEWS`` reviews of one baseline's life (a step of ``step``
@@ -114,8 +126,6 @@ def life(rng: np.random.Generator, family: tuple, age_days: int, step: float, cy
         at = first + 2 * period + int(rng.integers(0, period))
         x[at:] *= 1 + step
     memory = fit_memory(t[:history + BASELINE], x[:history + BASELINE], STEP)
-    past = (t[:history + BASELINE], x[:history + BASELINE])
-    adjustment = known_cycle(past, MIN_EFFECT)
     base = (t[history:history + BASELINE], x[history:history + BASELINE])
     every = max(1, math.ceil(period / MAX_POINTS))
     rule = Rule("higher_is_better", MIN_EFFECT, CONFIDENCE, REVIEWS)
@@ -125,7 +135,7 @@ def life(rng: np.random.Generator, family: tuple, age_days: int, step: float, cy
             out.append("")
             continue
         lo, hi = first + k * period, first + (k + 1) * period
-        j = judge_drift(base, (t[lo:hi:every], x[lo:hi:every]), STEP * every, memory, rule, history=past, adjustment=adjustment)
+        j = judge_drift(base, (t[lo:hi:every], x[lo:hi:every]), STEP * every, memory, rule, history=before(t, x, lo))
         out.append(j.judgement.verdict)
     return out
 
@@ -143,14 +153,17 @@ def run_cell(family: str, age_days: int, step: float, lives: int, seed: int, cyc
             same += verdicts[2] == want
         else:
             hits += any(v in ("IMPROVED", "REGRESSED") for v in verdicts)
-    return Cell(family, cycle, history_days, cadence_days, age_days, step, lives, hits, time.perf_counter() - began, same)
+    cell = Cell(family, cycle, history_days, cadence_days, age_days, step, lives, hits, time.perf_counter() - began, same)
+    print("\n".join(render([cell]).splitlines()[2:]) + f" ({cell.seconds:.0f} s)", file=sys.stderr, flush=True)  # progress
+    return cell
 
 
 def table(scale: float = 1.0, seed: int = 20260601, only: str | None = None) -> list[Cell]:
     """Every cell. Without a cycle (3 days of history): null x {age 0, 3 d} and +-10 %
     steps for each noise family. Under the cycles (16 days of history), AR(1) noise: null
     (age 0, 3 d) and a -10 % step, and the multi-scale null under the weekly cycle. Monthly cadence: null and a +15 % step, without a
-    cycle and under the weekly one. ``only``: ``plain``, ``cycles`` or ``monthly``."""
+    cycle and under the weekly one. ``only``: ``plain``, ``cycles``, ``short-history`` or
+    ``monthly`` (``history-step`` is :func:`history_steps`)."""
     weekly_null, step_lives, monthly_null = (max(10, round(k * scale)) for k in (800, 200, 200))
     cells = []
     if only in (None, "plain"):
@@ -199,12 +212,57 @@ def render(cells: list[Cell]) -> str:
     return "\n".join(lines)
 
 
+def history_steps(scale: float = 1.0, seed: int = 20260701) -> str:
+    """The level step set aside in the history a review reads (``drift.history_step``):
+    21 days at the history query's 120 s step, every noise family and cycle; null
+    histories (how often a step is set aside) and a -10 % step at a uniform time in the
+    last week (how often it is set aside, its time and size, and the hour-of-week
+    profile's error against the one the same noise gives without the step)."""
+    rng = np.random.default_rng(seed)
+    lives = max(10, round(300 * scale))
+    n = 21 * DAY
+    lines = ["| history | family | cycle | histories | step set aside | Wilson 95 % | time error (median) | size (median) | "
+             "profile error, plain / set aside (mean abs, log) |", "|---|---|---|---|---|---|---|---|---|"]
+    for family in FAMILIES:
+        for cycle in CYCLES:
+            for step in (0.0, -0.10):
+                hits, when, size, plain, kept = 0, [], [], [], []
+                for _ in range(lives):
+                    t = int(rng.integers(0, 7)) * 86400.0 + np.arange(n) * STEP
+                    clean = path(rng, FAMILIES[family], n) * cycle_factor(t, cycle)
+                    at = n - WEEK + int(rng.integers(0, WEEK))
+                    x = clean.copy()
+                    x[at:] *= 1 + step
+                    t2, x2 = t[::2], x[::2]
+                    found = history_step(t2, np.log(x2), 2 * STEP)
+                    adjusted = known_cycle((t2, x2), MIN_EFFECT)
+                    hits += found is not None
+                    if found is not None and step:
+                        when.append(abs(found.at - t[at]) / 3600)
+                        size.append(found.change)
+                    if step and cycle != "none":
+                        truth = fit_profile((t2, clean[::2]), "week")
+                        plain.append(np.abs(fit_profile((t2, x2), "week") - truth).mean())
+                        profile = adjusted.profile if adjusted.cycle == "week" and adjusted.profile is not None else fit_profile((t2, x2), "week")
+                        kept.append(np.abs(profile - truth).mean())
+                ci = sps.binomtest(hits, lives).proportion_ci(0.95, method="wilson")
+                what = "null" if not step else f"{step * 100:+.0f} % step in the last week"
+                lines.append(f"| {what} | {family} | {cycle} | {lives} | {hits / lives * 100:.1f} % | {ci.low * 100:.1f} .. {ci.high * 100:.1f} % | "
+                             + (f"{np.median(when):.1f} h | {np.median(size) * 100:+.1f} % | " if when else "- | - | ")
+                             + (f"{np.mean(plain):.4f} / {np.mean(kept):.4f} |" if plain else "- |"))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full replicate counts")
-    parser.add_argument("--only", choices=("plain", "cycles", "short-history", "monthly"), help="run one group of cells")
+    parser.add_argument("--only", choices=("plain", "cycles", "short-history", "monthly", "history-step"), help="run one group of cells")
     args = parser.parse_args(argv)
     began = time.perf_counter()
+    if args.only == "history-step":
+        print(history_steps(args.scale))
+        print(f"\n{time.perf_counter() - began:.0f} s")
+        return 0
     cells = table(args.scale, only=args.only)
     print(render(cells))
     print(f"\n{sum(c.lives for c in cells)} lives in {time.perf_counter() - began:.0f} s")

@@ -6,13 +6,22 @@ they are would compare a week that holds a weekend with a baseline taken on a Tu
 and would read a step half-way through a month as noise (its placebo periods spread).
 Three parts:
 
-1. **Which cycle** (:func:`known_cycle`). The history before the baseline's end (the
-   state the baseline documents; where retention has dropped it, the history before the
-   review period, whose level may have moved but whose cycle's shape is what counts) is tested for a weekly cycle (when it spans two weeks)
-   and a daily cycle (when it spans two days) with the harmonic Wald test of
+1. **Which cycle** (:func:`known_cycle`). The history before the review period, as far
+   back as :data:`HISTORY_SECONDS` and Prometheus' retention allow (the days before the
+   baseline, the baseline and the earlier review periods: a baseline two weekly reviews
+   old with three days of history before it already shows 17 days; its level may have
+   moved, but the cycle's shape is what counts), is tested for a weekly cycle (when it
+   spans two weeks) and a daily cycle (when it spans two days) with the harmonic Wald test of
    :mod:`obsctl.baselining.designs.cycle` (its level ``ALPHA`` and relevance
    ``MIN_AMPLITUDE_SHARE`` of the minimum effect). History shorter than two weeks cannot
-   rule a weekly cycle out; the finding says so.
+   rule a weekly cycle out; the finding says so. A level step inside that history (a
+   drift an earlier review saw, or one in the period a later review judges again) would
+   be read into the profile's shape, so on two weeks or more it is set aside first
+   (:func:`history_step`): a step of the hourly means around their hour-of-week means,
+   found by the CUSUM below at level :data:`HISTORY_STEP_ALPHA`, its time and size
+   fitted by least squares together with the profile; the part after it is shifted back
+   by the step's size before the cycle is tested and its profile fitted, and the note
+   says so.
 2. **Like with like** (:func:`fit_profile`, :func:`deseasonalise`). Under a known cycle of
    period ``P`` the profile is the mean of the log signal in each hour of the period
    (hour of day, or hour of week) over that history, centred to mean 0 over the period;
@@ -44,8 +53,9 @@ daily cycles, a step inside a monthly period), table in docs/verification.md.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -54,6 +64,7 @@ from obsctl.baselining.practice.movement import _subgrid, block_means, block_sec
 from obsctl.baselining.statistics import comparison
 from obsctl.baselining.statistics.memory import MemoryModel, fit_memory
 from obsctl.durations import format_duration
+from obsctl.timeutil import rfc3339
 
 #: Cycle name -> period (s).
 PERIODS: dict[str, float] = {"day": 86400.0, "week": 7 * 86400.0}
@@ -61,12 +72,35 @@ PERIODS: dict[str, float] = {"day": 86400.0, "week": 7 * 86400.0}
 PHASE_SECONDS = 3600.0
 #: Whole periods of history a cycle needs to be tested (and its profile fitted).
 MIN_PERIODS = 2
-#: History ``obsctl review`` reads for the cycle (s): two whole weeks and a margin.
+#: History ``obsctl review`` reads for the cycle, before the review period (s): two whole weeks and a margin.
 HISTORY_SECONDS = 21 * 86400.0
+#: Level of the CUSUM that sets a level step in the history aside before the cycle is fitted.
+HISTORY_STEP_ALPHA = 0.001
 #: Fewest blocks on each side of a step the CUSUM considers.
 MIN_SEGMENT_BLOCKS = 6
 #: Shortest later part judged without a known (or ruled out) weekly cycle (s).
 UNKNOWN_CYCLE_MIN_LATER = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class HistoryStep:
+    """A level step in the history, set aside before the cycle was fitted.
+
+    Attributes:
+        at: the first hour after the step (unix s).
+        change: the step's size as a ratio (-0.10: the later part 10 % lower).
+        p_value: the CUSUM's Kolmogorov p-value around the profile fitted with the step
+            (nominal: the step's place was chosen on the same data).
+    """
+
+    at: float
+    change: float
+    p_value: float
+
+    def describe(self) -> str:
+        """One readable clause."""
+        at = rfc3339(dt.datetime.fromtimestamp(self.at, dt.UTC))
+        return f"a level step of {self.change:+.1%} at {at} in the history was set aside before the cycle was fitted (p = {self.p_value:.2g})"
 
 
 @dataclass(frozen=True)
@@ -78,13 +112,18 @@ class CycleAdjustment:
             profile, None when they were compared as they are.
         weekly_known: the history could tell a weekly cycle (it spans two weeks).
         history_seconds: the history's span (s).
-        note: one readable line (the cycle adjusted for, or why none).
+        note: one readable line (the cycle adjusted for, or why none; a step set aside).
+        profile: the log profile of ``cycle`` (:func:`fit_profile`'s shape) fitted on the
+            history with its level step set aside; None without a cycle (or when built by hand).
+        history_step: the level step set aside in the history (:func:`history_step`), or None.
     """
 
     cycle: str | None
     weekly_known: bool
     history_seconds: float
     note: str
+    profile: np.ndarray | None = field(default=None, compare=False, repr=False)
+    history_step: HistoryStep | None = None
 
     def as_dict(self) -> dict:
         """JSON-ready fields."""
@@ -138,24 +177,30 @@ def known_cycle(history: tuple[np.ndarray, np.ndarray] | None, min_effect: float
     """The cycle the history shows (module doc, part 1).
 
     Args:
-        history: ``(unix s, values)`` ending at the baseline's end (the baseline included), or None.
+        history: ``(unix s, values)`` of the signal before the review period (as far back
+            as :data:`HISTORY_SECONDS`), or None.
         min_effect: the spec's minimum effect (ratio): a cycle smaller than
             ``cycle.MIN_AMPLITUDE_SHARE`` of it is not adjusted for.
 
     Returns:
         :class:`CycleAdjustment`; ``cycle`` is ``week`` when a weekly cycle is found (its
-        hour-of-week profile holds the daily one too), else ``day``, else None.
+        hour-of-week profile holds the daily one too), else ``day``, else None; its
+        ``profile`` is fitted on the history with a level step set aside (:func:`history_step`).
     """
     if history is None:
-        return CycleAdjustment(None, False, 0.0, "no history before the baseline was read: cycles unknown")
+        return CycleAdjustment(None, False, 0.0, "no history before the review period was read: cycles unknown")
     t, v = _positive(*history)
     step = float(np.median(np.diff(t))) if t.size >= 2 else 0.0
     span = float(t[-1] - t[0] + step) if t.size else 0.0
     weekly_known = span >= MIN_PERIODS * PERIODS["week"] - 1e-6
     if span < MIN_PERIODS * PERIODS["day"] - 1e-6 or t.size < 96:
-        return CycleAdjustment(None, False, span, f"{format_duration(span)} of history before the baseline, under two days: "
+        return CycleAdjustment(None, False, span, f"{format_duration(span)} of history before the review period, under two days: "
                                "daily and weekly cycles unknown, the sides are compared as they are")
     y = np.log(v)
+    moved = history_step(t, y, step) if weekly_known else None
+    if moved is not None:
+        y = y - math.log1p(moved.change) * (t >= moved.at)
+    aside = f"; {moved.describe()}" if moved is not None else ""
     relevant = cycles.MIN_AMPLITUDE_SHARE * min_effect
     tested = [("week", (PERIODS["day"],))] if weekly_known else []
     tested.append(("day", ()))
@@ -163,31 +208,95 @@ def known_cycle(history: tuple[np.ndarray, np.ndarray] | None, min_effect: float
         p, amplitude, _ = cycles.harmonic_test(t, y, PERIODS[name], nuisance, step)
         if p < cycles.ALPHA and amplitude >= relevant:
             return CycleAdjustment(name, weekly_known, span, f"compared like with like under the {'weekly' if name == 'week' else 'daily'} "
-                                   f"cycle found in {format_duration(span)} of history (+-{amplitude:.1%}, p = {p:.2g})")
+                                   f"cycle found in {format_duration(span)} of history before the review period "
+                                   f"(+-{amplitude:.1%}, p = {p:.2g}){aside}", _log_profile(t, y, name), moved)
     if weekly_known:
-        return CycleAdjustment(None, True, span, f"no daily or weekly cycle past +-{relevant:.1%} in {format_duration(span)} of history")
-    return CycleAdjustment(None, False, span, f"no daily cycle past +-{relevant:.1%} in {format_duration(span)} of history; "
-                           "a weekly cycle cannot be ruled out with less than two weeks")
+        return CycleAdjustment(None, True, span, f"no daily or weekly cycle past +-{relevant:.1%} in {format_duration(span)} of history "
+                               f"before the review period{aside}", None, moved)
+    return CycleAdjustment(None, False, span, f"no daily cycle past +-{relevant:.1%} in {format_duration(span)} of history before the "
+                           "review period; a weekly cycle cannot be ruled out with less than two weeks")
 
 
 def _phase(times: np.ndarray, period: float) -> np.ndarray:
     return np.floor(np.mod(np.asarray(times, float), period) / PHASE_SECONDS).astype(np.int64)
 
 
-def fit_profile(history: tuple[np.ndarray, np.ndarray], cycle: str) -> np.ndarray:
-    """The log profile of ``cycle`` (module doc, part 2): shape ``(period / 1 h,)``, mean 0
-    over the positions the history holds, 0 at positions it does not hold (UTC hours)."""
+def _log_profile(t: np.ndarray, y: np.ndarray, cycle: str) -> np.ndarray:
     period = PERIODS[cycle]
-    t, v = _positive(*history)
     size = int(round(period / PHASE_SECONDS))
     pos = _phase(t, period)
     counts = np.bincount(pos, minlength=size)
-    sums = np.bincount(pos, weights=np.log(v), minlength=size)
+    sums = np.bincount(pos, weights=y, minlength=size)
     held = counts > 0
     profile = np.zeros(size)
     profile[held] = sums[held] / counts[held]
     profile[held] -= profile[held].mean()
     return profile
+
+
+def fit_profile(history: tuple[np.ndarray, np.ndarray], cycle: str) -> np.ndarray:
+    """The log profile of ``cycle`` (module doc, part 2): shape ``(period / 1 h,)``, mean 0
+    over the positions the history holds, 0 at positions it does not hold (UTC hours).
+    The history is taken as it is (:func:`known_cycle` sets a level step aside first)."""
+    t, v = _positive(*history)
+    return _log_profile(t, np.log(v), cycle)
+
+
+def history_step(t: np.ndarray, y: np.ndarray, step_seconds: float, cycle: str = "week") -> HistoryStep | None:
+    """The largest level step in a log history around its cycle's profile (module doc, part 1).
+
+    The history's hourly means (UTC hours holding at least half their samples) are fitted
+    by least squares on one indicator per hour of the ``cycle`` and a step's (every hour
+    at least ``MIN_SEGMENT_BLOCKS`` from either end tried as the step's first): fitted
+    around the plain hour-of-cycle means instead, the step would miss the part that the
+    hours after it absorbed into their means. The step counts when :func:`step_inside`
+    rejects at :data:`HISTORY_STEP_ALPHA` on the hourly means minus the profile fitted
+    with it (the step's place was chosen on the same data: a liberal test, whose false
+    steps are of the noise's size and barely move the profile).
+
+    Args:
+        t, y: sample times (unix s) and log values, shapes ``(n,)``, on a ``step_seconds`` grid.
+        cycle: the profile's period name (:data:`PERIODS`).
+
+    Returns:
+        :class:`HistoryStep`, or None when the CUSUM does not reject (or the history holds
+        fewer than ``2 x MIN_SEGMENT_BLOCKS`` hours).
+    """
+    hour = np.floor(np.asarray(t, float) / PHASE_SECONDS).astype(np.int64)
+    held, index = np.unique(hour, return_inverse=True)
+    counts = np.bincount(index)
+    keep = counts >= 0.5 * max(1.0, round(PHASE_SECONDS / step_seconds))
+    times = held[keep] * PHASE_SECONDS
+    means = (np.bincount(index, weights=y) / counts)[keep]
+    n = means.size
+    if n < 2 * MIN_SEGMENT_BLOCKS:
+        return None
+    _, position = np.unique(_phase(times, PERIODS[cycle]), return_inverse=True)
+    per = np.bincount(position)
+    resid = means - (np.bincount(position, weights=means) / per)[position]
+    # Least squares of the step jointly with the profile, for every candidate start k: the
+    # step's indicator d minus its mean in each hour of the cycle, against the residuals r
+    # (r sums to 0 in each hour of the cycle): sum(d~ r) = the sum of r from k on, and
+    # sum(d~^2) = sum over the hours p of a_p (1 - a_p / n_p), a_p of the n_p means of
+    # hour p falling from k on.
+    starts = np.arange(MIN_SEGMENT_BLOCKS, n - MIN_SEGMENT_BLOCKS + 1)
+    onehot = np.zeros((n, per.size))
+    onehot[np.arange(n), position] = 1.0
+    a = per - np.cumsum(onehot, axis=0)[starts - 1]
+    num = np.cumsum(resid[::-1])[::-1][starts]
+    den = (a * (1.0 - a / per)).sum(axis=1)
+    if not np.any(den > 1e-12):
+        return None
+    best = int(np.argmax(np.where(den > 1e-12, num * num / np.maximum(den, 1e-12), -np.inf)))
+    shift = float(num[best] / den[best])
+    # The CUSUM on the means around the profile fitted with that step set aside (the
+    # profile fitted as it is would hold part of the step and hide it).
+    later = np.arange(n) >= starts[best]
+    profile = np.bincount(position, weights=means - shift * later) / per
+    got = step_inside(times, means - profile[position], PHASE_SECONDS)
+    if got is None or got[2] >= HISTORY_STEP_ALPHA:
+        return None
+    return HistoryStep(float(times[starts[best]]), math.expm1(shift), got[2])
 
 
 def deseasonalise(times: np.ndarray, values: np.ndarray, profile: np.ndarray, cycle: str) -> np.ndarray:
@@ -249,8 +358,9 @@ def judge_drift(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.ndarra
         step_seconds: the window's grid step (s), a whole multiple of the baseline's.
         memory: the baseline's memory model (as :func:`~obsctl.baselining.practice.movement.judge_movement`).
         rule: direction, minimum effect, confidence and reviews (:class:`Rule`).
-        history: ``(unix s, values)`` of the signal up to the baseline's end (the
-            baseline included), for the cycle; None: cycles unknown.
+        history: ``(unix s, values)`` of the signal before the review period (as far back
+            as :data:`HISTORY_SECONDS`: the baseline and the earlier periods included when
+            Prometheus still holds them), for the cycle; None: cycles unknown.
         adjustment: the cycle already found by :func:`known_cycle` (saves refitting).
 
     Returns:
@@ -260,8 +370,10 @@ def judge_drift(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.ndarra
     wt, wv = (np.asarray(a, dtype=float) for a in window)
     if adjustment is None:
         adjustment = known_cycle(history, rule.min_effect)
-    if adjustment.cycle is not None and history is not None:
+    profile = adjustment.profile
+    if adjustment.cycle is not None and profile is None and history is not None:
         profile = fit_profile(history, adjustment.cycle)
+    if adjustment.cycle is not None and profile is not None:
         bv = deseasonalise(bt, bv, profile, adjustment.cycle)
         wv = deseasonalise(wt, wv, profile, adjustment.cycle)
     judge = lambda w, reviews: judge_movement((bt, bv), w, step_seconds, memory, rule.direction, rule.min_effect,  # noqa: E731

@@ -313,11 +313,10 @@ def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, e
         start, end: the window (UTC); the step is :func:`window_step` of the baseline's.
         criteria: the minimum effect, the level and the data the window must hold (:class:`Criteria`).
         measurement: the window already measured at :func:`window_step` (no request then).
-        history_seconds: read this much of the signal before the baseline's end (one range
-            query, :func:`obsctl.baselining.measure.history.read_history`; when Prometheus
-            holds less than half of it, the same span before ``start`` if that holds more)
-            and judge under the cycle it shows, with the step search (:mod:`.drift`); 0:
-            the plain test.
+        history_seconds: read this much of the signal before ``start`` (one range query,
+            :func:`obsctl.baselining.measure.history.read_history`, as far back as
+            Prometheus holds: the baseline and the earlier periods included) and judge
+            under the cycle it shows, with the step search (:mod:`.drift`); 0: the plain test.
 
     Raises:
         PrometheusUnavailable: Prometheus cannot answer.
@@ -343,13 +342,9 @@ def movement(client: PrometheusClient, baseline: Baseline, start: dt.datetime, e
         from obsctl.baselining.measure.history import read_history
         from obsctl.baselining.practice.drift import Rule, judge_drift
 
-        past = read_history(client, baseline.query, baseline.window.end, baseline.window.step_seconds, history_seconds)
-        if not past or past[-1][0] - past[0][0] < history_seconds / 2:
-            # Retention dropped the history before the baseline: the shape of a cycle is
-            # read from the history before the window instead (drift module doc).
-            recent = read_history(client, baseline.query, start, baseline.window.step_seconds, history_seconds)
-            if recent and (not past or recent[-1][0] - recent[0][0] > past[-1][0] - past[0][0]):
-                past = recent
+        # The cycle is read from all the history before the window that Prometheus still
+        # holds: the days before the baseline, the baseline and the earlier periods (drift module doc).
+        past = read_history(client, baseline.query, start, baseline.window.step_seconds, history_seconds)
         d = judge_drift(*sides, step, memory_of(baseline), Rule(baseline.direction, min_effect, confidence, reviews),
                         history=columns(past) if past else None)
         j = d.judgement

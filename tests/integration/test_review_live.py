@@ -233,6 +233,11 @@ def test_review_reports_each_planted_condition_and_nothing_else(planted):
     assert all(f["usd_per_month"] is None for f in doc["findings"][2:])
     drift = by[("baseline_drifted", "embed", "tps")]["evidence"]
     assert drift["change_ratio"] == pytest.approx(-0.15, abs=0.02) and drift["ci_high"] < 0
+    # The cycle is read from what Prometheus holds before the review period (13 days of
+    # series, the period the last 7): 6 days, the baseline included; a weekly cycle cannot
+    # be known from them and the finding says so.
+    assert drift["cycle_history_seconds"] == pytest.approx(6 * DAY, abs=3600)
+    assert drift["weekly_cycle_known"] is False and "before the review period" in drift["cycle_note"]
     assert by[("target_impossible", "vision", "util")]["severity"] == "critical"
     assert by[("target_unrealistic", "batch", "tps")]["evidence"]["required_per_quarter"] > 0.30
     assert by[("population_changed", "vision", "tps")]["evidence"]["changes"] == ["replicas 2 -> 3"]

@@ -375,6 +375,8 @@ def _store_pair(storing: _Storing, wc, sig, m: Measurement, history: list[tuple[
         tails = tails_of(history, hist_step, step, m.samples, m.columns, sig.spiky)
         # Did the baseline itself move inside its window (a step, a trend)? (statistics.stationarity)
         steady = baseline_stationarity(m.columns if m.columns is not None else m.samples, step, memory)
+        # The profile design's memory: the same fit with the known cycle divided out (designs.knowledge).
+        cycles = with_cycle_memory(cycles, history, hist_step, step, m.columns if m.columns is not None else _columns(m.samples))
     baseline = Baseline(
         id=f"{wc.name}.{sig.name}.{created.strftime('%Y%m%dT%H%M%SZ')}",
         workload_class=wc.name, signal=sig.name, unit=sig.unit, direction=sig.direction, query=query,
@@ -387,6 +389,26 @@ def _store_pair(storing: _Storing, wc, sig, m: Measurement, history: list[tuple[
     # without pydantic's per-pair re-validation (~8 ms per 43,200 pairs).
     baseline = baseline.model_copy(update={"samples": m.samples})
     return store.save_baseline(baseline, make_current=True, columns=m.columns)
+
+
+def with_cycle_memory(cycles: CycleKnowledge | None, history: list[tuple[float, float]], hist_step: float, step: float,
+                      baseline: tuple[np.ndarray, np.ndarray]) -> CycleKnowledge | None:
+    """``cycles`` with its ``memory``: :func:`fit_history` on the history read before the
+    window (``(unix s, value)`` at ``hist_step``) and the baseline window's ``(seconds,
+    values)`` (at ``step``), each divided by the profile
+    (:func:`obsctl.baselining.designs.knowledge.divide_out`). ``cycles`` unchanged without a
+    profile; its memory None without enough history (a model fitted to the baseline window
+    alone is the lower bound the profile design already falls back to)."""
+    from obsctl.baselining.designs import knowledge
+
+    if not knowledge.present(cycles):
+        return cycles
+    th, vh = _columns(history)
+    tb = np.asarray(baseline[0], float)
+    past, window = knowledge.divide_out(cycles, th, vh), knowledge.divide_out(cycles, tb, baseline[1])
+    memory = fit_history(list(zip(th.tolist(), past.tolist(), strict=True)), hist_step, step,
+                         list(zip(tb.tolist(), window.tolist(), strict=True)), (tb, window))
+    return cycles.model_copy(update={"memory": memory if memory is not None and memory.source == "history" else None})
 
 
 def refusal(m: Measurement, min_samples: int, min_coverage_ratio: float, allow_partial: bool = False) -> tuple[str, str]:

@@ -3,7 +3,8 @@
 Each replicate simulates a signal with a known truth, builds the records ``snapshot-baseline``
 and ``initiative start`` would have stored (the baseline with its memory model from the 3 days
 before it, :func:`obsctl.baselining.measure.history.fit_history`, and its cycle knowledge from
-the history Prometheus holds, :func:`obsctl.baselining.designs.knowledge.learn`; the design by
+the history Prometheus holds, :func:`obsctl.baselining.designs.knowledge.learn`, with the memory
+model of the series with that profile divided out, :func:`obsctl.baselining.snapshot.with_cycle_memory`; the design by
 :func:`obsctl.baselining.designs.run.choose` with no flag, as the CLI's default), then judges
 cumulative looks from the change with :func:`obsctl.baselining.decide.verdict.decide` on
 :class:`~obsctl.baselining.evidence.Evidence` built from the arrays (the function ``verify``
@@ -49,6 +50,7 @@ from obsctl.baselining.designs.branch import Gathered, Setting
 from obsctl.baselining.evidence import Evidence
 from obsctl.baselining.measure.history import fit_history
 from obsctl.baselining.measure.window import Measurement
+from obsctl.baselining.snapshot import with_cycle_memory
 from obsctl.baselining.statistics.comparison import LookContext
 from obsctl.baselining.statistics.summary import summarize
 from obsctl.records import Baseline, Initiative, Population, Window
@@ -129,6 +131,7 @@ def replicate(rng, spec: Spec, fam: Family, change: float, effect: float, looks:
     memory = fit_history(_pairs(t[mem], v[mem]), STEP, STEP, _pairs(tb, vb), (tb, vb))
     hist = (t <= change - 3600) & (np.mod(t, HIST_STEP) == 0)
     cycles = knowledge.learn((t[hist], v[hist]), (tb, vb), spec.verification.min_effect_ratio) if fam.knowledge else None
+    cycles = with_cycle_memory(cycles, _pairs(t[mem], v[mem]), STEP, STEP, (tb, vb))  # as snapshot-baseline stores it
     b = Baseline(id=f"infer.{SIGNAL}.{_at(change).strftime('%Y%m%dT%H%M%SZ')}", workload_class="infer", signal=SIGNAL, unit="1",
                  direction="higher_is_better", query="sum(x{job=\"infer\"})",
                  window=Window(start=_at(change - 3600), end=_at(change), step_seconds=STEP), population=Population(series_count=1),

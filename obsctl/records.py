@@ -201,7 +201,10 @@ class CycleKnowledge(_Record):
     ``profile_counts`` the effective cycles behind each hour (0: never seen) and
     ``profile_variance`` (``profile_dof``) the residual variance of one clock hour's mean log
     around the profile; ``baseline_spread``: the profile's half range
-    over the baseline's own hours (a baseline that mixes phases of a known cycle)."""
+    over the baseline's own hours (a baseline that mixes phases of a known cycle);
+    ``memory``: the signal's memory model fitted to the memory history and the baseline
+    window with the profile divided out (the profile design's; None without a profile or
+    without enough history)."""
 
     daily: CycleState = "unknown"
     weekly: CycleState = "unknown"
@@ -217,6 +220,7 @@ class CycleKnowledge(_Record):
     profile_variance: float | None = Field(None, ge=0, allow_inf_nan=False)
     profile_dof: float | None = Field(None, gt=0, allow_inf_nan=False)
     baseline_spread: float | None = Field(None, ge=0, allow_inf_nan=False)
+    memory: Memory | None = None
 
 
 class PlaceboCheck(_Record):

@@ -393,7 +393,8 @@ def judge_primary(ev: Evidence, baseline: Baseline, aged_cap: tuple[VerdictName 
         caps.append(("INCONCLUSIVE", ev.transition.text()))
     verdict, reason = apply_caps(verdict, reason, caps)
     sig = next((x for x in spec.signals if x.name == baseline.signal), None)
-    at = Look.at(look, judgement.min_fraction if judgement is not None else None, cfg.confidence)  # the sequence's boundary
+    own = designs.min_fraction(ev.setting)  # a design judging another series than before-after's (profile) has its own t_min
+    at = Look.at(look, own if own is not None else judgement.min_fraction if judgement is not None else None, cfg.confidence)
     design = designs.primary(ev.setting, ev.gathered, sig.category if sig else "unknown", baseline.direction, at)
     decided_by: ReasonKind = "statistics"
     if design.verdict and verdict != "NO_DATA":

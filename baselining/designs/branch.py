@@ -104,6 +104,8 @@ class Look:
 
         Without a ``t_min`` (a first look whose comparison stopped before its boundary: no
         data, both sides constant, a broken assumption) the interval is at the sequence's level.
+        A design with its own information time (``Design.min_fraction``) passes it as
+        ``judged_min_fraction``; the first look records it and later looks keep it.
         """
         over_all = look.confidence or confidence
         t_min = look.min_fraction or judged_min_fraction
@@ -221,6 +223,10 @@ class Design:
             (:func:`obsctl.baselining.designs.assessment.of`).
         check_start: ``check_start(spec, baseline)``: ``initiative start`` refuses a baseline the
             design cannot run from (raises UsageError); None: any baseline.
+        min_fraction: ``min_fraction(setting) -> t_min | None``: the information time of the
+            design's own comparison (:func:`obsctl.baselining.statistics.anytime.min_fraction`)
+            when it differs from the before-after comparison's (the profile design judges the
+            series with the cycle divided out); None: the before-after comparison's.
     """
 
     name: str
@@ -238,3 +244,4 @@ class Design:
     needs_baseline: bool = True
     method: str = ""
     check_start: Callable[..., None] | None = None
+    min_fraction: Callable[[Setting], float | None] | None = None

@@ -166,9 +166,16 @@ def two_period_log(d_before: Series, d_after: Series, history: Series | None = N
                        _source(model), {"baseline": b.n_eff, "window": a.n_eff})
 
 
-def ratio_of_means_log(before: Series, after: Series, history: Series | None = None) -> LogEstimate:
-    """``log(mean_after / mean_before)`` of two positive series with its delta-method variance and Welch dof."""
-    (step_b, step_a), model = _periods_memory(before, after, history)
+def ratio_of_means_log(before: Series, after: Series, history: Series | None = None, model=None) -> LogEstimate:
+    """``log(mean_after / mean_before)`` of two positive series with its delta-method variance and Welch dof.
+
+    ``model``: a memory model fitted elsewhere (a :class:`~obsctl.baselining.statistics.memory.MemoryModel`
+    of the same series, e.g. the profile design's, fitted at snapshot); None: from ``history``
+    or pooled over the two periods."""
+    if model is None:
+        (step_b, step_a), model = _periods_memory(before, after, history)
+    else:
+        step_b, step_a = estimator.step_of(before[0]), estimator.step_of(after[0])
     b = estimator.side(before[0], before[1], step_b, model)
     a = estimator.side(after[0], after[1], step_a, model)
     rb, ra = b.var_mean / b.mean**2, a.var_mean / a.mean**2

@@ -18,7 +18,12 @@ itself), so the design of a change is chosen before its window is seen:
    averaged over the cycles the history holds, with the pooled variance of one cycle's
    hourly mean around it (what the profile design's interval adds for the profile's own
    error). The profile design (:mod:`.profile`) divides it out of both periods.
-3. **Phases** (:func:`phase_check`). When a cycle is ``unknown`` and the window holds
+3. **Memory** (:func:`divide_out`). The signal's memory model for the profile design is
+   fitted, at snapshot, to the memory history and the baseline window with the profile
+   divided out (``CycleKnowledge.memory``): fitted to the raw history the cycle reads as
+   long memory, and fitted to the compared periods alone (a one-hour baseline and a
+   one-hour first look) it is a lower bound that makes the interval too narrow.
+4. **Phases** (:func:`phase_check`). When a cycle is ``unknown`` and the window holds
    phases the baseline does not (its share of weekend instants differs from the
    baseline's by more than :data:`PHASE_SHARE_TOLERANCE`; more than that share of it lies
    :data:`DAILY_TOLERANCE_HOURS` or more from every baseline hour), any difference may
@@ -186,6 +191,21 @@ def learn(history: tuple[np.ndarray, np.ndarray], baseline: tuple[np.ndarray, np
     return CycleKnowledge(**out)
 
 
+def divide_out(k: CycleKnowledge, seconds: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values / exp(p_h)``: each sample divided by the profile at its local hour (the
+    profile design's series; what the snapshot fits the cycle's memory model to, step 3 of
+    the module doc). Hours the history never saw keep their value.
+
+    Raises:
+        ValueError: ``k`` holds no profile (:func:`present`).
+    """
+    if not present(k):
+        raise ValueError("no cycle profile to divide out")
+    t, v = np.asarray(seconds, float), np.asarray(values, float)
+    prof = np.asarray(k.profile, float)
+    return v * np.exp(-prof[hour_bins(t, k.profile_cycle, k.timezone)])
+
+
 def present(k: CycleKnowledge | None) -> bool:
     """Whether the knowledge holds a cycle and its profile (the profile design can run)."""
     return k is not None and k.profile_cycle is not None and bool(k.profile)
@@ -267,7 +287,7 @@ def _at(seconds: float) -> str:
 def phase_check(k: CycleKnowledge | None, baseline_seconds: np.ndarray, window_seconds: np.ndarray, window_start: float,
                 baseline_end: float) -> CycleCheck | None:
     """A refusal (``CycleCheck`` with ``refusal="cycle-unknown"``) when a cycle is unknown and
-    the window holds phases the baseline does not (module doc, step 3); None otherwise."""
+    the window holds phases the baseline does not (module doc, step 4); None otherwise."""
     if k is None:
         return None
     ph = unmatched(k, baseline_seconds, window_seconds)

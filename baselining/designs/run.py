@@ -212,6 +212,13 @@ class Outcome:
         return Estimate(self.change_ratio, self.ci_low, self.ci_high, level, baseline_mean=base, window_mean=win)
 
 
+def min_fraction(ctx: Setting) -> float | None:
+    """The design's own ``t_min`` for the look's boundary (``Design.min_fraction``), or None:
+    the before-after comparison's stands."""
+    own = BY_NAME[ctx.initiative.design].min_fraction
+    return own(ctx) if own is not None else None
+
+
 def window_query(spec: Spec, initiative, baseline) -> str:
     """The PromQL ``verify`` measures the window with: the baseline's, or for a canary the
     treatment group's (the class's signal with the variant label added to the selector)."""

@@ -170,3 +170,61 @@ def test_seeded_calibration_through_decide(spec):
     known = [bench.replicate(rng, spec, bench.FAMILIES["friday-known"], c, 0.10, looks) for c in starts]
     assert all(vs[0].primary.design.design == "profile" for vs in known)
     assert sum(any(v.verdict == "IMPROVED" for v in vs[:2]) for vs in known) >= 4
+
+
+def _ar_daily(days: float, end: float, seed: int, step: float = 60.0, phi: float = 0.81, sigma: float = 0.05, daily: float = 0.15):
+    """``days`` before ``end`` at ``step``: 100 x (1 + daily sin) x exp(AR(1)), ``phi`` per step, marginal sd ``sigma``."""
+    from scipy import signal as spsignal
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(end - days * DAY + step, end + step / 2, step)
+    e = rng.normal(0.0, sigma * np.sqrt(1 - phi**2), t.size)
+    e[0] = rng.normal(0.0, sigma)
+    noise = spsignal.lfilter([1.0], [1.0, -phi], e)
+    return t, 100 * (1 + daily * np.sin(2 * np.pi * (t - 6 * 3600) / DAY)) * np.exp(noise)
+
+
+def test_the_profile_designs_memory_is_fitted_with_the_cycle_divided_out():
+    """Fitted to the raw history, a +-15 % daily cycle reads as long memory; with the profile
+    divided out the memory is the noise's: AR(1) with phi = 0.81 per 60 s step has the
+    integrated autocorrelation time (1 + phi) / (1 - phi) steps = 572 s."""
+    from obsctl.baselining.measure.history import fit_history
+    from obsctl.baselining.snapshot import with_cycle_memory
+
+    t, v = _ar_daily(16, END, seed=3)
+    hist5 = (t <= END - 3600) & (np.mod(t, 300.0) == 0)
+    base = t > END - 3600
+    mem = (t > END - 3600 - 3 * DAY) & ~base
+    tb, vb = t[base], v[base]
+    k = knowledge.learn((t[hist5], v[hist5]), (tb, vb), 0.02)
+    assert k.profile_cycle == "day" and k.memory is None
+    pairs = list(zip(t[mem].tolist(), v[mem].tolist(), strict=True))
+    raw = fit_history(pairs, 60.0, 60.0, list(zip(tb.tolist(), vb.tolist(), strict=True)), (tb, vb))
+    k = with_cycle_memory(k, pairs, 60.0, 60.0, (tb, vb))
+    assert k.memory is not None and k.memory.source == "history"
+    assert k.memory.tau_seconds == pytest.approx(1.81 / 0.19 * 60, rel=0.2)
+    assert raw.tau_seconds > 5 * k.memory.tau_seconds  # the cycle read as memory
+    # The design uses it (not a model pooled over the two compared hours).
+    assert profile.memory_of(k).tau_seconds == pytest.approx(k.memory.tau_seconds)
+    # Without a profile nothing is fitted.
+    none = knowledge.learn(series(16), empty(), 0.02)
+    assert with_cycle_memory(none, pairs, 60.0, 60.0, (tb, vb)) is none
+
+
+def test_the_profile_designs_look_boundary_rests_on_its_own_baseline(spec):
+    """The sequence's t_min of a profile design is its own comparison's, not the before-after
+    comparison's of the raw series (whose memory reads the cycle as long memory: t_min near
+    0.8, a boundary that barely corrects for repeated looks). Independent answer for a 1 h
+    baseline of 60 AR(1) samples (phi 0.81): V_b = sigma^2 Q / n^2 with
+    Q = n + 2 sum_k (n - k) phi^k = 526.7, i.e. 0.146 sigma^2; the profile's error at the
+    baseline hour ~0.010 sigma^2 (12 five-minute samples an hour, phi^5, over ~16 days);
+    one sample sigma^2 / 5: t_min = 0.156 / (0.156 + 0.2) = 0.44."""
+    bench = _bench()
+    fam = bench.FAMILIES["daily-known"]
+    change = bench.changes(fam, (9,), 1)[0]
+    vs = bench.replicate(np.random.default_rng(11), spec, fam, change, 0.0, (1, 24))
+    for v in vs:
+        a = v.primary.design.assessment
+        assert v.primary.design.design == "profile" and a.memory_source == "history"
+        assert a.min_fraction == pytest.approx(0.44, abs=0.08)
+        assert a.tau_seconds == pytest.approx(572, rel=0.25)

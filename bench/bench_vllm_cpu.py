@@ -20,7 +20,7 @@ The loop, with the ``obsctl`` CLI as a user runs it:
 
   1. vLLM with ``--max-num-seqs`` ``--before`` (default 4); after the signal's rate window
      has filled and ``--history`` more (the history the snapshot fits the signal's memory
-     on), ``obsctl snapshot-baseline --window W``; rules regenerated and reloaded;
+     on; the spec's ``verification.memory_history``), ``obsctl snapshot-baseline --window W``; rules regenerated and reloaded;
   2. vLLM restarted with ``--max-num-seqs`` ``--after`` (default 8): more requests per engine
      step at the same offered load; ``obsctl initiative start --started-at`` the moment the
      new server is ready plus the signal's rate window (so the verification window holds
@@ -164,7 +164,7 @@ def start_vllm(vllm: Path, model_dir: Path, port: int, max_num_seqs: int, out: P
     return managed
 
 
-def write_spec(path: Path, prom_url: str, store: Path, window: str, step: str, rate_window: str) -> dict:
+def write_spec(path: Path, prom_url: str, store: Path, window: str, step: str, rate_window: str, history: str) -> dict:
     spec = {
         "version": 1,
         "prometheus": {"url": prom_url, "timeout_seconds": 30},
@@ -182,7 +182,9 @@ def write_spec(path: Path, prom_url: str, store: Path, window: str, step: str, r
              "query": f"sum(rate(vllm:generation_tokens_total{{$selector}}[{rate_window}]))",
              "unit": "tokens/s", "direction": "higher_is_better"},
         ],
-        "verification": {"window": window, "step": step, "guards": []},
+        # memory_history as long as the history there is: the snapshot reads it at the verification
+        # step (3 days, the default, would be read at a coarser step and hold too few samples).
+        "verification": {"window": window, "step": step, "memory_history": history, "guards": []},
     }
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return spec
@@ -216,10 +218,10 @@ def main(argv: list[str] | None = None) -> int:
                          "(default 0: every request --max-tokens long)")
     ap.add_argument("--before", type=int, default=4, help="--max-num-seqs of the baseline (default 4)")
     ap.add_argument("--after", type=int, default=8, help="--max-num-seqs after the change (default 8)")
-    ap.add_argument("--history", default="10m",
-                    help="how long the first server runs before the baseline window opens: the history the snapshot fits "
-                         "the signal's memory on (verification.memory_history reads it; without it the memory comes from the "
-                         "baseline alone and every verdict is INCONCLUSIVE); default 10m")
+    ap.add_argument("--history", default="20m",
+                    help="how long the first server runs before the baseline window opens, and the spec's "
+                         "verification.memory_history: the history the snapshot fits the signal's memory on (at least 200 "
+                         "samples and 20 of the memory, else every verdict is INCONCLUSIVE); default 20m")
     ap.add_argument("--scrape-interval", default="5s")
     ap.add_argument("--start-timeout", type=float, default=1200.0, help="seconds a vLLM start may take (default 1200)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-output" / "vllm-cpu")
@@ -250,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                           scrape_interval=args.scrape_interval, evaluation_interval=args.scrape_interval)
         prom.port = free_port()
         spec_path = out / "obsctl.yaml"
-        write_spec(spec_path, prom.url, out / "store", args.window, args.step, args.rate_window)
+        write_spec(spec_path, prom.url, out / "store", args.window, args.step, args.rate_window, args.history)
         obsctl("check", "--spec", str(spec_path))
         obsctl("rules", "generate", "--spec", str(spec_path), "--out", str(rules_dir))
         prom.rule_files = sorted(rules_dir.glob("*.yaml"))

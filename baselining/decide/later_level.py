@@ -59,7 +59,6 @@ import math
 from dataclasses import replace
 
 import numpy as np
-from scipy.signal import correlate
 
 from obsctl.baselining.statistics.lrv import Side, side_estimate
 from obsctl.baselining.statistics.memory import MemoryModel, grid_index
@@ -211,6 +210,8 @@ def line_end(times: np.ndarray, values: np.ndarray, step_seconds: float, memory:
     idx = grid_index(t, step_seconds)
     grid = np.zeros(int(idx[-1]) + 1)
     grid[idx] = w
+    from scipy.signal import correlate  # here, not at import: scipy.signal loads scipy.special (verify's import path stays light)
+
     pairs = correlate(grid, grid, mode="full", method="fft")[grid.size - 1:]  # sum_i w_i w_{i+k}, k = 0..G-1
     rho = memory.acf_at(grid.size, step_seconds)
     form = float(pairs[0] + 2.0 * (pairs[1:] @ rho[1:]))

@@ -20,7 +20,17 @@ from obsctl.baselining.store import Store
 from support.store_records import make_baseline
 
 CLASS, SIGNAL = "embed-online", "tokens_per_second"
-TODAY = dt.datetime.now(dt.UTC).date()
+# The instant every command here runs at: a fixed clock, so a run that crosses midnight
+# reads the same days left as one that does not.
+NOW = dt.datetime(2026, 12, 5, 23, 59, 30, tzinfo=dt.UTC)
+TODAY = NOW.date()
+
+
+@pytest.fixture(autouse=True)
+def _fixed_clock(monkeypatch):
+    import obsctl.timeutil
+
+    monkeypatch.setattr(obsctl.timeutil, "utcnow", lambda: NOW)
 
 
 def _spec(tmp_path, targets) -> str:
@@ -41,7 +51,7 @@ def _show(spec, output="json"):
 
 
 def _promote(store, mean, days):
-    created = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(days=days)
+    created = NOW - dt.timedelta(days=days)
     return store.save_baseline(make_baseline(cls=CLASS, sig=SIGNAL, mean=mean, created=created))
 
 

@@ -10,8 +10,8 @@ periods). A weekend or a night in the window then compares with what the baselin
 say that weekend or night would have been.
 
 The memory model is the one the snapshot fitted to the days before the baseline with the
-profile divided out (``CycleKnowledge.memory``, :func:`memory_of`; a baseline stored
-without it: pooled over the two periods). Neither of the others is honest here: fitted to
+profile divided out (``CycleKnowledge.memory``, :func:`memory_of`; without enough history
+to fit it: pooled over the two periods). Neither of the others is honest here: fitted to
 the raw history, the cycle reads as long memory; pooled over a one-hour baseline and a
 one-hour first look it is a lower bound (an AR fit to 120 samples of a memory of ~10),
 which made the first look's interval too narrow with too many dof.
@@ -120,8 +120,8 @@ def effect(baseline: Iterable[tuple[float, float]], window: Iterable[tuple[float
 def memory_of(cycles: CycleKnowledge) -> MemoryModel | None:
     """The memory model of the series with the cycle divided out, fitted at snapshot to the
     history before the baseline (``CycleKnowledge.memory``, :func:`.knowledge.divide_out`);
-    None without one (a baseline stored before it, or too little history): the model is then
-    pooled over the two periods, a lower bound."""
+    None without one (too little history to fit it): the model is then pooled over the two
+    periods, a lower bound."""
     m = cycles.memory
     if m is None or m.source != "history":
         return None

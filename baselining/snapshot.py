@@ -28,7 +28,8 @@ same requests as without it, **one at a time** (never two queries at once): per 
 range, coverage and series queries of :func:`read_answers` in that order (a selector
 whose coverage an earlier pair read for the same window is not asked again), read up to
 :data:`READ_AHEAD` pairs ahead, and a stored pair's history query
-(:func:`obsctl.baselining.measure.history.read_history`) as soon as the pair is judged (so it may
+(:func:`obsctl.baselining.measure.history.read_history_at`: a second one where Prometheus
+holds less history than asked and it fits a finer step) as soon as the pair is judged (so it may
 come after the next pair's queries). Each request keeps its own timeout, retries and
 deadline (``prometheus.timeout_seconds``, ``overall_deadline_seconds``); an error is
 raised at the pair that asked, after the pairs before it are stored, with the same
@@ -49,7 +50,7 @@ from threadpoolctl import threadpool_limits
 
 from obsctl.baselining.decide import caps
 from obsctl.baselining.measure import coverage as cov
-from obsctl.baselining.measure.history import fit_history, history_step, placebo_checks, read_history
+from obsctl.baselining.measure.history import fit_history, placebo_checks, read_history, read_history_at
 from obsctl.baselining.measure.raw import raw_query
 from obsctl.baselining.measure.stationarity import baseline_stationarity
 from obsctl.baselining.measure.tails import tails_line, tails_of
@@ -193,7 +194,7 @@ def snapshot(spec: Spec, client: PrometheusClient, store: Store, request: Snapsh
     job_of = {pair: k for k, pair in enumerate(jobs)}
     # A selector shared by several signals (the same window and step) is judged once.
     legs = cov.LegCache()
-    storing = _Storing(store, created, history_step(history_seconds, step), parse_duration(cfg.window, "verification.window"))
+    storing = _Storing(store, created, parse_duration(cfg.window, "verification.window"))
     reader = _Reader([(read_answers, (client, MeasureRequest(queries[i][0], start_at, end_at, step, cfg.min_samples, f"{w.name}/{s.name}",
                                                              s.name in cfg.fresh_on_change), legs)) for i, (w, s) in ((i, pairs[i]) for i in jobs)])
     try:
@@ -215,7 +216,7 @@ def snapshot(spec: Spec, client: PrometheusClient, store: Store, request: Snapsh
                 progress(f"[{i}/{total}] {wc.name}/{sig.name} ... {'NO DATA' if status == 'no_data' else 'REFUSED'} ({reason})")
                 report.outcomes.append(SnapshotOutcome(wc.name, sig.name, status, n, reason=reason, **notes))
                 continue
-            history = reader.ask(read_history, client, m.query, start_at, step, history_seconds)
+            history = reader.ask(read_history_at, client, m.query, start_at, step, history_seconds)  # (points, step)
             # The daily and weekly cycles, from a longer and coarser read (designs.knowledge,
             # loaded with the first stored pair: importing the snapshot loads no design).
             from obsctl.baselining.designs import knowledge
@@ -347,22 +348,22 @@ def _columns(points) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class _Storing:
-    """What every pair stored by one snapshot shares: the store, the creation instant,
-    the step of the history read before the window (s) and the spec's verification
-    window (s, the length the placebo checks judge)."""
+    """What every pair stored by one snapshot shares: the store, the creation instant and
+    the spec's verification window (s, the length the placebo checks judge)."""
 
     store: Store
     created: dt.datetime
-    history_step: float
     default_window: float
 
 
-def _store_pair(storing: _Storing, wc, sig, m: Measurement, history: list[tuple[float, float]],
+def _store_pair(storing: _Storing, wc, sig, m: Measurement, read: tuple[list[tuple[float, float]], float],
                 cycles: CycleKnowledge | None = None) -> Baseline:
     """Fit the memory model and store one pair's baseline as current (returns it as stored):
-    ``m`` its window's measurement (its query and step are the baseline's), ``history``
-    the ``(unix s, value)`` points read before the window at ``storing.history_step``."""
-    store, created, hist_step, default_window = storing.store, storing.created, storing.history_step, storing.default_window
+    ``m`` its window's measurement (its query and step are the baseline's), ``read`` the
+    ``(unix s, value)`` points read before the window and their step (s), as
+    :func:`~obsctl.baselining.measure.history.read_history_at` returns them."""
+    store, created, default_window = storing.store, storing.created, storing.default_window
+    history, hist_step = read
     query, step = m.query, m.window.step_seconds
     # One BLAS thread for the fit: OpenBLAS splits its 43,200-element dot products over
     # every core and its threads then spin-wait, ~0.06 s of CPU per pair taken from

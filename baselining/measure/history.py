@@ -7,7 +7,10 @@ fits the memory model (:func:`obsctl.baselining.statistics.memory.fit_memory`) t
 history plus the baseline window. The query's step is the verification step when the
 history fits in :data:`MAX_HISTORY_POINTS` points, else the smallest multiple of it that
 does (an equal, coarser grid; the model's autocorrelation is then interpolated to the
-verification step). Whatever Prometheus still has counts ("as available"); with less
+verification step). When Prometheus holds less than asked (a young server, a series
+that started since), the part it holds is read again at the finest step at which that
+part fits (:func:`read_history_at`): the memory of a 2 s signal is not read at 14 s
+because three days were asked of a server that holds one hour. Whatever Prometheus still has counts ("as available"); with less
 than :data:`MIN_HISTORY_SAMPLES` samples of history the model is fitted to the baseline
 window alone and marked ``source: windows`` (a lower bound on the memory).
 """
@@ -42,7 +45,7 @@ def history_memory(client: PrometheusClient, query: str, window_start: dt.dateti
                    baseline_samples: list[tuple[float, float]]) -> Memory | None:
     """Fit the memory model to the history before ``window_start`` and the baseline's samples.
 
-    :func:`read_history` then :func:`fit_history` (``snapshot-baseline`` calls them apart,
+    :func:`read_history_at` then :func:`fit_history` (``snapshot-baseline`` calls them apart,
     so that one pair's fit overlaps the next pair's requests).
 
     Args:
@@ -57,20 +60,43 @@ def history_memory(client: PrometheusClient, query: str, window_start: dt.dateti
     Raises:
         PrometheusUnavailable: as :meth:`PrometheusClient.query_range`.
     """
-    history = read_history(client, query, window_start, step_seconds, history_seconds)
-    return fit_history(history, history_step(history_seconds, step_seconds), step_seconds, baseline_samples)
+    history, hist_step = read_history_at(client, query, window_start, step_seconds, history_seconds)
+    return fit_history(history, hist_step, step_seconds, baseline_samples)
 
 
 def read_history(client: PrometheusClient, query: str, window_start: dt.datetime, step_seconds: float,
                  history_seconds: float) -> list[tuple[float, float]]:
+    """:func:`read_history_at`'s samples alone (their step is their spacing)."""
+    return read_history_at(client, query, window_start, step_seconds, history_seconds)[0]
+
+
+def read_history_at(client: PrometheusClient, query: str, window_start: dt.datetime, step_seconds: float,
+                    history_seconds: float) -> tuple[list[tuple[float, float]], float]:
     """The signal's finite ``(t, value)`` samples over ``history_seconds`` before
-    ``window_start``, at :func:`history_step` (one range query; ``[]`` when there is
-    nothing to read or the query returns no single series).
+    ``window_start``, and the step they were read at (s).
+
+    One range query at :func:`history_step`; when its first sample shows that Prometheus
+    holds less than asked and that span fits :data:`MAX_HISTORY_POINTS` at a finer step, a
+    second query reads that span at the finer step (module doc). ``([], step)`` when there
+    is nothing to read or the query returns no single series.
 
     Raises:
         PrometheusUnavailable: as :meth:`PrometheusClient.query_range`.
     """
     hist_step = history_step(history_seconds, step_seconds)
+    points = _read(client, query, window_start, hist_step, history_seconds)
+    if points and hist_step > step_seconds:
+        held = window_start.timestamp() - points[0][0] + hist_step  # the first sample may lie up to a step after the series' start
+        finer = history_step(held, step_seconds)
+        if finer < hist_step:
+            again = _read(client, query, window_start, finer, held)
+            if again:
+                return again, finer
+    return points, hist_step
+
+
+def _read(client: PrometheusClient, query: str, window_start: dt.datetime, hist_step: float,
+          history_seconds: float) -> list[tuple[float, float]]:
     end = align_down(window_start, hist_step).timestamp()
     start = max(0.0, end - history_seconds)
     if history_seconds > 0 and end - start >= hist_step:

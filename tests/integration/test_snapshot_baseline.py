@@ -4,6 +4,7 @@ here from the values that were written."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import statistics
 
@@ -11,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from obsctl.baselining.commands.cli import snapshot_baseline
+from obsctl.baselining.measure.history import history_step, read_history_at
 from obsctl.baselining.store import Store
 from obsctl.errors import PrometheusUnavailable, UsageError
 from obsctl.promapi import PrometheusClient
@@ -91,6 +93,22 @@ def test_query_range_chunks_past_11000_points(history):
     assert stamps == sorted(set(stamps))
     values = dict(series[0].values)
     assert values[float(history.at(1))] == history.values["noisy"][history.at(1)]
+
+
+def test_history_prometheus_holds_less_of_is_read_again_at_the_finest_step(history):
+    # Four days asked at 15 s would be read at 30 s (20,000 points at most); Prometheus holds
+    # four hours before hour 1, which are read again at 15 s: every sample written, no other.
+    client = PrometheusClient(history.prometheus_url)
+    query = 'sum(obsctl_synthetic_tokens_per_second{workload="noisy"})'
+    window_start = dt.datetime.fromtimestamp(history.at(1), dt.UTC)
+    assert history_step(4 * 86400.0, 15.0) == 30.0
+    points, step = read_history_at(client, query, window_start, 15.0, 4 * 86400.0)
+    written = sorted((float(ts), value) for ts, value in history.values["noisy"].items() if ts < history.at(1))
+    assert step == 15.0
+    assert points == written
+    # Two hours asked at 0.25 s: Prometheus holds all of them, so the one read at 0.5 s stands.
+    points, step = read_history_at(client, query, window_start, 0.25, 7200.0)
+    assert step == 0.5 and len(points) == 7200 / 0.5 - 1  # the window's own first instant is not history
 
 
 def test_bad_promql_and_unreachable(history):

@@ -10,9 +10,10 @@ does (an equal, coarser grid; the model's autocorrelation is then interpolated t
 verification step). When Prometheus holds less than asked (a young server, a series
 that started since), the part it holds is read again at the finest step at which that
 part fits (:func:`read_history_at`): the memory of a 2 s signal is not read at 14 s
-because three days were asked of a server that holds one hour. Whatever Prometheus still has counts ("as available"); with less
-than :data:`MIN_HISTORY_SAMPLES` samples of history the model is fitted to the baseline
-window alone and marked ``source: windows`` (a lower bound on the memory).
+because three days were asked of a server that holds one hour. Whatever Prometheus
+still has counts ("as available"); with less than :data:`MIN_HISTORY_SAMPLES` samples
+of history the model is fitted to the baseline window alone and marked ``source:
+windows`` (a lower bound on the memory).
 """
 
 from __future__ import annotations

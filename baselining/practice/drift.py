@@ -113,6 +113,10 @@ class HistoryStep:
     change: float
     p_value: float
 
+    def removed(self, t: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Log values ``y`` at times ``t`` (unix s) with the step taken out of the part after it."""
+        return y - math.log1p(self.change) * (t >= self.at)
+
     def describe(self) -> str:
         """One readable clause."""
         at = rfc3339(dt.datetime.fromtimestamp(self.at, dt.UTC))
@@ -215,7 +219,7 @@ def known_cycle(history: tuple[np.ndarray, np.ndarray] | None, min_effect: float
     y = np.log(v)
     moved = history_step(t, y, step) if weekly_known else None
     if moved is not None:
-        y = y - math.log1p(moved.change) * (t >= moved.at)
+        y = moved.removed(t, y)
     aside = f"; {moved.describe()}" if moved is not None else ""
     relevant = cycles.MIN_AMPLITUDE_SHARE * min_effect
     tested = [("week", (PERIODS["day"],))] if weekly_known else []
@@ -345,7 +349,7 @@ def history_lrv(history: tuple[np.ndarray, np.ndarray], block: float, adjustment
         return None
     y = np.log(v)
     if adjustment.history_step is not None:
-        y = y - math.log1p(adjustment.history_step.change) * (t >= adjustment.history_step.at)
+        y = adjustment.history_step.removed(t, y)
     if adjustment.cycle is not None:
         profile = adjustment.profile if adjustment.profile is not None else _log_profile(t, y, adjustment.cycle)
         y = y - profile[_phase(t, PERIODS[adjustment.cycle])]

@@ -14,7 +14,9 @@ Checked, with every query time pinned (read from Prometheus' own scrape times,
   the time of its first test, never ``data_missing``;
 - once that time has passed, a review at an instant between two scrapes (a scrape lands
   after it) finds no missing data: the movement test's window is aligned to the step;
-- the regression alert that fired in the period and the unknown saturation state are listed.
+- the regression alert that fired in the period and the unknown saturation state are listed;
+- the history before a window, asked for a day of this young server, is read at the scrape
+  step while it keeps scraping (the snapshot's memory history).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from obsctl.baselining.measure.history import history_step, read_history_at
 from obsctl.baselining.measure.window import MeasureRequest, measure
 from obsctl.cli import cli
 from obsctl.promapi import PrometheusClient
@@ -174,3 +177,18 @@ def test_a_verdict_does_not_count_the_baseline_missing_alert(stack):
                       60, what="both stand-in alerts firing")
     assert both
     assert alerts_fired(client, "chat", _utc(ready - 20), _utc(ready)) == ['ObsctlSignalRegression{signal="tokens_per_second"}']
+
+
+def test_history_a_young_server_holds_is_read_at_the_scrape_step(stack):
+    # A day asked at 1 s would be read at 5 s (20,000 points at most); this Prometheus holds
+    # under a minute, so that part is read again at 1 s, while it keeps scraping: every
+    # point before the pinned window start, the same as a range query of that span at 1 s.
+    prom, _, ready = stack
+    client = PrometheusClient(prom.url)
+    query = f'sum({GAUGE}{{job="vllm",model_name="{MODEL}"}})'
+    window_start = _utc(int(ready))
+    assert history_step(86400.0, 1.0) == 5.0
+    points, step = read_history_at(client, query, window_start, 1.0, 86400.0)
+    assert step == 1.0 and len(points) >= 20
+    direct = client.query_range(query, points[0][0], window_start.timestamp() - 1.0, 1.0, max_series=1)[0].values
+    assert points == [(t, v) for t, v in direct]

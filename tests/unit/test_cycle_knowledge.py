@@ -5,9 +5,6 @@ design, the refusal of phases an unknown cycle may move, and a seeded calibratio
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +15,7 @@ from obsctl.baselining.designs import run as designs
 from obsctl.baselining.statistics.summary import summarize
 from obsctl.records import Baseline, CycleKnowledge, Population, Window
 from obsctl.spec import load_spec
+from support.benches import load
 
 DAY, WEEK = 86400.0, 7 * 86400.0
 MONDAY = dt.datetime(2026, 11, 2, tzinfo=dt.UTC).timestamp()  # a Monday 00:00 UTC
@@ -145,20 +143,11 @@ def test_profile_is_refused_at_start_on_a_baseline_without_a_cycle(spec):
     designs.check_start(spec, None, "infer", designs.Choice("profile"), _baseline(knowledge.learn(series(16, weekend=0.10), empty(), 0.02)))
 
 
-def _bench():
-    path = Path(__file__).resolve().parents[2] / "bench" / "bench_cycles.py"
-    spec_ = importlib.util.spec_from_file_location("bench_cycles", path)
-    mod = importlib.util.module_from_spec(spec_)
-    sys.modules["bench_cycles"] = mod
-    spec_.loader.exec_module(mod)
-    return mod
-
-
 def test_seeded_calibration_through_decide(spec):
     """The audit's Friday 17:00 null with a 10 % weekend: without cycle knowledge most replicates
     end REGRESSED; with a 10-day history the weekend looks are refused (none decided wrongly);
     with 16 days the profile design finds +10 % within 24 h."""
-    bench = _bench()
+    bench = load("bench_cycles")
     rng = np.random.default_rng(20261205)
     looks = (6, 24, 72)
     starts = bench.changes(bench.BEFORE, (17,), 6)
@@ -219,7 +208,7 @@ def test_the_profile_designs_look_boundary_rests_on_its_own_baseline(spec):
     Q = n + 2 sum_k (n - k) phi^k = 526.7, i.e. 0.146 sigma^2; the profile's error at the
     baseline hour ~0.010 sigma^2 (12 five-minute samples an hour, phi^5, over ~16 days);
     one sample sigma^2 / 5: t_min = 0.156 / (0.156 + 0.2) = 0.44."""
-    bench = _bench()
+    bench = load("bench_cycles")
     fam = bench.FAMILIES["daily-known"]
     change = bench.changes(fam, (9,), 1)[0]
     vs = bench.replicate(np.random.default_rng(11), spec, fam, change, 0.0, (1, 24))

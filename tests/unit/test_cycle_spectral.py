@@ -7,18 +7,19 @@ import numpy as np
 import pytest
 
 from obsctl.baselining.designs import cycle
-from support.slow_noise import multi_scale
+from support.benches import load
 
 STEP = 120.0
 WEEK = 7 * 86400.0
 DAYS = 21
+BENCH = load("bench_drift")
 
 
 def _slow(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """21 days at 120 s of log noise: AR(1)s with memories of a minute, 20 minutes and about
-    7 hours (phi 0.5 / 0.95 / 0.995 per 60 s, sds 3 / 3 / 2 %), read every second sample."""
+    """21 days at 120 s of bench_drift's multi-scale noise (AR(1)s with memories of a minute,
+    20 minutes and about 7 hours) as a relative deviation, read every second sample."""
     n = DAYS * 1440
-    y = multi_scale(rng, n)
+    y = BENCH.path(rng, BENCH.FAMILIES["multi-scale (phi 0.5, 0.95, 0.995)"], n) / BENCH.MU - 1.0
     t = float(rng.integers(0, 7)) * 86400.0 + np.arange(n) * 60.0
     return t[::2], y[::2]
 

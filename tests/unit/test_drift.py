@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import signal as spsignal
 
 from obsctl.baselining.practice import drift, movement
+from support.benches import load
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_drift.py"
 DAY, WEEK = 86400.0, 7 * 86400.0
 RULE = drift.Rule("higher_is_better", 0.02, 0.95, 8)
-
-
-def _bench():
-    loader = importlib.util.spec_from_file_location("bench_drift", BENCH)
-    module = importlib.util.module_from_spec(loader)
-    sys.modules["bench_drift"] = module  # dataclasses look their module up there
-    loader.loader.exec_module(module)
-    return module
 
 
 def _weekend(t: np.ndarray, level: float = -0.10) -> np.ndarray:
@@ -182,7 +171,7 @@ def test_drift_under_cycles_calibration_small_seeded():
     # The benchmark's cycle, monthly and short-history cells, a few lives each with fixed
     # seeds: a life's false drift is rare and the steps are found (they are not without
     # the adjustment, nor with the cycle learnt from the days before the baseline alone).
-    bench = _bench()
+    bench = load("bench_drift")
     ar = "AR(1) phi 0.95"
     null = bench.run_cell(ar, 0, 0.0, 12, 7001, "weekly", 16)
     step = bench.run_cell(ar, 0, -0.10, 10, 7002, "weekly + daily", 16)

@@ -9,20 +9,21 @@ from scipy import stats as sps
 
 from obsctl.baselining.practice import drift
 from obsctl.baselining.practice.movement import block_means
-from support.slow_noise import multi_scale
+from support.benches import load
 
 STEP = 60.0
 HOUR, DAY = 3600.0, 86400.0
 HISTORY_DAYS, WINDOW_DAYS = 21, 7
 NONE = drift.CycleAdjustment(None, True, HISTORY_DAYS * DAY, "")
 LEVEL = 0.01
+BENCH = load("bench_drift")
 
 
 def _slow(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """History then window at 60 s, level 100: AR(1)s with memories of a minute, 20 minutes
-    and about 7 hours (phi 0.5 / 0.95 / 0.995, sds 3 / 3 / 2 %), bench_drift's multi-scale noise."""
+    """History then window at 60 s, level 100: bench_drift's multi-scale noise (AR(1)s with
+    memories of a minute, 20 minutes and about 7 hours)."""
     n = int((HISTORY_DAYS + WINDOW_DAYS) * DAY / STEP)
-    x = 100.0 * (1 + multi_scale(rng, n))
+    x = BENCH.path(rng, BENCH.FAMILIES["multi-scale (phi 0.5, 0.95, 0.995)"], n)
     return np.arange(n) * STEP, x
 
 

@@ -5,10 +5,7 @@ tests/integration/test_review_live.py."""
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,10 +16,10 @@ from obsctl.baselining.store import Store
 from obsctl.baselining.text.present_review import review_lines, review_markdown
 from obsctl.records import Initiative, Population, VerificationResult, Window
 from obsctl.spec import Signal, Target
+from support.benches import load
 from support.rules_fixtures import SPEC, write_spec
 
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_drift.py"
 
 
 def _signal(**kw) -> Signal:
@@ -73,10 +70,7 @@ def test_block_means_drop_blocks_with_less_than_half_their_points():
 def test_drift_calibration_small_seeded():
     # The benchmark's cells at a tenth of their size, fixed seeds: false drift over 8
     # reviews near the stated 5 % and the +-10 % step found within two reviews.
-    loader = importlib.util.spec_from_file_location("bench_drift", BENCH)
-    bench_drift = importlib.util.module_from_spec(loader)
-    sys.modules["bench_drift"] = bench_drift  # dataclasses look their module up there
-    loader.loader.exec_module(bench_drift)
+    bench_drift = load("bench_drift")
     cells = bench_drift.table(scale=0.1, only="plain")
     nulls = [c for c in cells if c.step == 0]
     steps = [c for c in cells if c.step != 0]
@@ -223,10 +217,7 @@ def test_judge_movement_widens_by_the_placebo_periods():
     # A signal with memory on several time scales (the benchmark's multi-scale family):
     # where the window's placebo periods spread more than the model says, the verdict's
     # interval is the model's, widened by exactly their factor and dof.
-    loader = importlib.util.spec_from_file_location("bench_drift", BENCH)
-    bench_drift = importlib.util.module_from_spec(loader)
-    sys.modules["bench_drift"] = bench_drift
-    loader.loader.exec_module(bench_drift)
+    bench_drift = load("bench_drift")
     family = bench_drift.FAMILIES["multi-scale (phi 0.5, 0.95, 0.995)"]
     t = np.arange(1440 * 8) * 60.0
     criterion = movement.comparison.Criterion(movement.review_confidence(0.95, 8), "higher_is_better", 0.02)
